@@ -1,0 +1,90 @@
+"""Shared pytest fixtures: a real local cluster per tier, a client per cluster, a namespace per
+test.
+
+A test marked ``full`` runs on the full tier (controllers, scheduler, kwok nodes); one marked
+``api`` runs on etcd + kube-apiserver alone. Each tier's cluster starts once per session in its own
+directory under ``.cluster/`` and stops at the end (set ``LWS_KEEP_CLUSTER=1`` to keep it for the
+next run, which then starts in well under a second). Unmarked tests get no cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from e2e.cluster import LocalCluster, NodeLayout
+from e2e.kube import Kube
+
+REPO = Path(__file__).resolve().parent
+
+
+class Clusters:
+    """Starts each tier's cluster on first use and stops all of them at session end."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, LocalCluster] = {}
+
+    def get(self, tier: str) -> LocalCluster:
+        if tier not in self.started:
+            cluster = LocalCluster(REPO / ".cluster" / f"test-{tier}")
+            cluster.up(tier, NodeLayout(), timeout=180)
+            self.started[tier] = cluster
+        return self.started[tier]
+
+    def stop(self) -> None:
+        if os.environ.get("LWS_KEEP_CLUSTER") == "1":
+            return
+        for cluster in self.started.values():
+            cluster.down()
+
+
+@pytest.fixture(scope="session")
+def clusters() -> Iterator[Clusters]:
+    registry = Clusters()
+    yield registry
+    registry.stop()
+
+
+def _tier(request: pytest.FixtureRequest) -> str:
+    if request.node.get_closest_marker("full"):
+        return "full"
+    if request.node.get_closest_marker("api"):
+        return "api"
+    raise pytest.UsageError(f"{request.node.nodeid} needs a cluster: mark it `api` or `full`")
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest, clusters: Clusters) -> LocalCluster:
+    """The running cluster of the test's tier."""
+    return clusters.get(_tier(request))
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def _clients() -> AsyncIterator[dict[str, Kube]]:
+    clients: dict[str, Kube] = {}
+    yield clients
+    for kube in clients.values():
+        await kube.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def kube(cluster: LocalCluster, _clients: dict[str, Kube]) -> Kube:
+    """A client of the test's cluster (one per cluster per session)."""
+    key = str(cluster.dir)
+    if key not in _clients:
+        _clients[key] = await Kube.connect(str(cluster.kubeconfig))
+    return _clients[key]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def namespace(kube: Kube) -> AsyncIterator[str]:
+    """A fresh namespace, deleted (in the background) after the test."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    await kube.delete("v1", "Namespace", name)

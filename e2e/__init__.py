@@ -1,0 +1,1 @@
+"""End-to-end tooling: the local control plane, end-to-end scenarios and benchmarks."""

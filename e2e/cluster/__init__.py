@@ -1,0 +1,6 @@
+"""The local control plane: pinned builds of etcd, Kubernetes and kwok run as plain processes."""
+
+from .launcher import TIERS, LocalCluster, ensure_built
+from .nodes import NodeLayout
+
+__all__ = ["TIERS", "LocalCluster", "NodeLayout", "ensure_built"]

@@ -1,0 +1,49 @@
+"""Command line of the local control plane: ``python -m e2e.cluster up|down|status|build``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .launcher import TIERS, LocalCluster, ensure_built
+from .nodes import NodeLayout
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
+    parser.add_argument("--dir", default=".cluster", help="cluster directory (default .cluster)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start (or reuse) a cluster; idempotent")
+    up.add_argument("--tier", choices=TIERS, default="full")
+    up.add_argument("--nodes", type=int, default=16, help="GPU nodes (racks of 4, 2 zones)")
+    up.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per GPU node")
+    up.add_argument("--tpu-nodes", type=int, default=4)
+    up.add_argument("--ready-delay-ms", type=int, default=0,
+                    help="how long kwok waits before a scheduled pod turns Running and Ready")
+    up.add_argument("--timeout", type=float, default=180.0)
+    sub.add_parser("down", help="stop the processes this directory started; idempotent")
+    sub.add_parser("status", help="print the cluster's state as JSON")
+    sub.add_parser("build", help="build the pinned binaries into the cache if missing")
+    args = parser.parse_args(argv)
+
+    cluster = LocalCluster(args.dir)
+    if args.command == "build":
+        ensure_built()
+    elif args.command == "up":
+        layout = NodeLayout(gpu_nodes=args.nodes, gpus_per_node=args.gpus,
+                            tpu_nodes=args.tpu_nodes)
+        took = cluster.up(args.tier, layout, args.ready_delay_ms, timeout=args.timeout)
+        nodes = layout.total if args.tier == "full" else 0
+        print(f"cluster ({args.tier}) ready in {took:.1f}s with {nodes} nodes; "
+              f"export KUBECONFIG={cluster.kubeconfig} PATH={cluster.bin}:$PATH")
+    elif args.command == "down":
+        cluster.down()
+    elif args.command == "status":
+        state = cluster.state()
+        print(json.dumps(state.__dict__ if state else None, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Build the pinned local control plane from the Go module proxy, once per machine.
+#
+# Binaries land in $LWS_CACHE/<component>/<version>/bin (default ~/.cache/lws-operator) and are
+# reused by every later run: a second call returns at once. Why a wrapper module: k8s.io/kubernetes
+# requires its staging modules at v0.0.0 and resolves them with ./staging replaces that only apply
+# inside its own repository, so a consumer must replace each with the published v0.X.Y itself.
+set -euo pipefail
+
+# shellcheck source=versions.env
+. "$(dirname "$0")/versions.env"
+CACHE=${LWS_CACHE:-$HOME/.cache/lws-operator}
+export GOFLAGS=-buildvcs=false CGO_ENABLED=0
+
+log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+build_kubernetes() {
+  local out=$CACHE/k8s/v$K8S_VERSION
+  if [ -x "$out/bin/kube-apiserver" ] && [ -x "$out/bin/kube-controller-manager" ] \
+     && [ -x "$out/bin/kube-scheduler" ] && [ -x "$out/bin/kubectl" ]; then
+    return 0
+  fi
+  log "building Kubernetes v$K8S_VERSION into $out (cold build, ~20-40 min on 2 cores)"
+  local staging=0.${K8S_VERSION#1.} minor
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  local work=$out/src
+  rm -rf "$work" && mkdir -p "$work" && cd "$work"
+  local upstream
+  upstream=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  {
+    echo "module local/k8sbin"
+    echo
+    awk '/^go /{print; exit}' "$upstream"
+    echo
+    awk '/^godebug \(/{b=1} b{print} b&&/^\)/{b=0} /^godebug [^(]/{print}' "$upstream"
+  } > go.mod
+  local replaces=()
+  for m in $(sed -n 's|^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/.*|\1|p' "$upstream"); do
+    replaces+=("-replace=$m=$m@v$staging")
+  done
+  go mod edit "${replaces[@]}" "-require=k8s.io/kubernetes@v$K8S_VERSION"
+  local pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+              k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  go get -tool "${pkgs[@]/%/@v$K8S_VERSION}"
+  local ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  go build -trimpath -tags selinux,notest -ldflags "$ld" -o "$out/bin.tmp/" "${pkgs[@]}"
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  "$out/bin/kube-apiserver" --version >&2
+}
+
+build_etcd() {
+  local out=$CACHE/etcd/v$ETCD_VERSION
+  [ -x "$out/bin/etcd" ] && return 0
+  log "building etcd v$ETCD_VERSION into $out"
+  local work=$out/src
+  rm -rf "$work" && mkdir -p "$work" && cd "$work"
+  printf 'module local/etcdbin\n\ngo 1.26\n' > go.mod
+  go get -tool "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$out/bin.tmp/etcd" go.etcd.io/etcd/server/v3
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  "$out/bin/etcd" --version >&2
+}
+
+build_kwok() {
+  local out=$CACHE/kwok/v$KWOK_VERSION
+  [ -x "$out/bin/kwok" ] && [ -d "$out/stages" ] && return 0
+  log "building kwok v$KWOK_VERSION into $out"
+  mkdir -p "$out"
+  GOBIN=$out/bin.tmp go install "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  # kwok's default Stage definitions ship inside its module; copy them next to the binary.
+  local src
+  src=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$out/stages" && cp -r "$src/kustomize/stage" "$out/stages" && chmod -R u+w "$out/stages"
+}
+
+what=${1:-all}
+case "$what" in
+  etcd) build_etcd ;;
+  kwok) build_kwok ;;
+  kubernetes) build_kubernetes ;;
+  all) build_etcd; build_kwok; build_kubernetes ;;
+  *) echo "usage: $0 [all|etcd|kwok|kubernetes]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,492 @@
+"""Start and stop a real local Kubernetes control plane as plain processes on 127.0.0.1.
+
+Two tiers share one code path:
+
+* ``api``: etcd and kube-apiserver only. Tests create pods and set their status themselves, as the
+  upstream integration tests do.
+* ``full``: adds kube-controller-manager, kube-scheduler and kwok with fake GPU/TPU nodes, so
+  StatefulSets create pods, the scheduler binds them and kwok makes them Running and Ready.
+
+Everything a cluster owns lives in one directory (kubeconfig, PKI, data, logs, pid files and a
+``state.json`` with its ports), so several clusters can run side by side and ``down`` only ever
+stops the processes that ``up`` started. ``up`` is idempotent: a healthy cluster of the requested
+tier is reused (missing nodes are added), anything else is torn down and started fresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .nodes import NodeLayout, node_manifests
+from .pki import Pki, ensure_pki
+from .stages import render_stages
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+TIERS = ("api", "full")
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.0.0.0/16"
+
+# The Workload-Aware Scheduling API (scheduling.k8s.io Workload/PodGroup) is Beta in 1.37 but off
+# by default: the gate must be on in every component and the group versions served explicitly.
+FEATURE_GATES = "GenericWorkload=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+
+# Controllers the tests rely on. Everything else is left off to save CPU on a 2-core machine.
+CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "garbage-collector-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "namespace-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "horizontal-pod-autoscaler-controller",
+    "endpointslice-controller",
+    "pod-garbage-collector-controller",
+    "root-ca-certificate-publisher-controller",
+    "disruption-controller",
+    "job-controller",
+    "podgroup-protection-controller",
+)
+
+
+def versions() -> dict[str, str]:
+    """The pinned versions in ``versions.env`` (shared with ``build.sh``)."""
+    out = {}
+    for line in (HERE / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key] = value
+    return out
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("LWS_CACHE", Path.home() / ".cache" / "lws-operator"))
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Where the pinned, cached builds live (see ``build.sh``)."""
+
+    k8s: Path
+    etcd: Path
+    kwok: Path
+    kwok_stages: Path
+
+    @classmethod
+    def pinned(cls) -> Binaries:
+        v, root = versions(), cache_root()
+        kwok_dir = root / "kwok" / f"v{v['KWOK_VERSION']}"
+        return cls(
+            k8s=root / "k8s" / f"v{v['K8S_VERSION']}" / "bin",
+            etcd=root / "etcd" / f"v{v['ETCD_VERSION']}" / "bin",
+            kwok=kwok_dir / "bin",
+            kwok_stages=kwok_dir / "stages",
+        )
+
+    def missing(self) -> list[Path]:
+        wanted = [self.k8s / b for b in
+                  ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")]
+        wanted += [self.etcd / "etcd", self.kwok / "kwok", self.kwok_stages]
+        return [p for p in wanted if not p.exists()]
+
+
+def ensure_built() -> Binaries:
+    """Build whatever is missing from the cache (a no-op on a warm machine)."""
+    bins = Binaries.pinned()
+    if bins.missing():
+        subprocess.run(["bash", str(HERE / "build.sh"), "all"], check=True)
+    return bins
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class State:
+    """What a running cluster is: persisted as ``state.json`` in its directory."""
+
+    tier: str
+    ports: dict[str, int]
+    layout: dict[str, int] = field(default_factory=dict)
+    ready_delay_ms: int = 0
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+class LocalCluster:
+    """One local control plane rooted at ``directory``."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.dir = Path(directory).resolve()
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.logs = self.dir / "logs"
+        self.pids = self.dir / "pids"
+        self.bin = self.dir / "bin"
+        self.binaries = Binaries.pinned()
+
+    # ----------------------------------------------------------------------------- public API
+
+    def up(
+        self,
+        tier: str = "full",
+        layout: NodeLayout | None = None,
+        ready_delay_ms: int = 0,
+        timeout: float = 120.0,
+    ) -> float:
+        """Bring the cluster to ``tier`` with ``layout`` nodes; returns the seconds it took."""
+        if tier not in TIERS:
+            raise ValueError(f"unknown tier {tier!r}, expected one of {TIERS}")
+        layout = layout or NodeLayout()
+        start = time.monotonic()
+        state = self.state()
+        if state and state.tier == tier and state.ready_delay_ms == ready_delay_ms \
+                and self._healthy(state):
+            if tier == "full":
+                self._ensure_nodes(layout, deadline=start + timeout)
+                state.layout = asdict(layout)
+                self._save(state)
+            return time.monotonic() - start
+        self.down()
+        self.binaries = ensure_built()
+        state = self._fresh_state(tier, layout, ready_delay_ms)
+        deadline = start + timeout
+        try:
+            self._start_etcd(state)
+            self._start_apiserver(state, deadline)
+            if tier == "full":
+                self._start_controller_manager(state)
+                self._start_scheduler(state)
+                self._start_kwok(state)
+                self._wait_healthz(state, "kube-controller-manager", deadline)
+                self._wait_healthz(state, "kube-scheduler", deadline)
+                self._ensure_nodes(layout, deadline)
+                self._wait_default_service_account(deadline)
+        except BaseException:
+            self._dump_failure()
+            self.down()
+            raise
+        return time.monotonic() - start
+
+    def down(self) -> None:
+        """Stop the processes this directory's pid files name, newest first. Idempotent."""
+        if not self.pids.exists():
+            return
+        order = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+        for name in order:
+            pid_file = self.pids / f"{name}.pid"
+            pid = self._live_pid(name)
+            if pid is not None:
+                _terminate(pid)
+            pid_file.unlink(missing_ok=True)
+
+    def state(self) -> State | None:
+        path = self.dir / "state.json"
+        if not path.exists():
+            return None
+        return State(**json.loads(path.read_text()))
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        """Run the cluster's own kubectl (the pinned version) and return stdout."""
+        proc = subprocess.run(
+            [str(self.bin / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin, capture_output=True, text=True, check=False,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    @property
+    def server(self) -> str:
+        state = self.state()
+        if state is None:
+            raise RuntimeError(f"no cluster in {self.dir}")
+        return f"https://127.0.0.1:{state.ports['apiserver']}"
+
+    # ---------------------------------------------------------------------------- internals
+
+    def _fresh_state(self, tier: str, layout: NodeLayout, ready_delay_ms: int) -> State:
+        for sub in ("etcd-data", "logs", "pids", "pki", "apiserver-certs"):
+            shutil.rmtree(self.dir / sub, ignore_errors=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir()
+        self.pids.mkdir()
+        names = ("etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler",
+                 "kwok")
+        ports = {n: _free_port() for n in names}
+        state = State(tier=tier, ports=ports, layout=asdict(layout),
+                      ready_delay_ms=ready_delay_ms, versions=versions())
+        pki = ensure_pki(self.dir / "pki")
+        self._write_kubeconfig(pki, ports["apiserver"])
+        self.bin.mkdir(exist_ok=True)
+        link = self.bin / "kubectl"
+        link.unlink(missing_ok=True)
+        link.symlink_to(self.binaries.k8s / "kubectl")
+        self._save(state)
+        return state
+
+    def _save(self, state: State) -> None:
+        (self.dir / "state.json").write_text(json.dumps(asdict(state), indent=2) + "\n")
+
+    def _write_kubeconfig(self, pki: Pki, port: int) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "lws-local", "cluster": {
+                "server": f"https://127.0.0.1:{port}",
+                "certificate-authority": str(pki.ca_crt),
+            }}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate": str(pki.admin_crt),
+                "client-key": str(pki.admin_key),
+            }}],
+            "contexts": [{"name": "lws-local", "context": {"cluster": "lws-local",
+                                                          "user": "admin"}}],
+            "current-context": "lws-local",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self.logs / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=self.dir,
+        )
+        log.close()
+        (self.pids / f"{name}.pid").write_text(f"{proc.pid}\n")
+
+    def _live_pid(self, name: str) -> int | None:
+        """The pid in ``name``'s pid file if that process is still the binary we started."""
+        try:
+            pid = int((self.pids / f"{name}.pid").read_text())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        binary = Path(cmdline[0].decode(errors="replace")).name if cmdline else ""
+        return pid if binary == name else None
+
+    def _start_etcd(self, state: State) -> None:
+        client = f"http://127.0.0.1:{state.ports['etcd-client']}"
+        peer = f"http://127.0.0.1:{state.ports['etcd-peer']}"
+        self._spawn("etcd", [
+            str(self.binaries.etcd / "etcd"),
+            "--name=node0",
+            f"--data-dir={self.dir / 'etcd-data'}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=node0={peer}",
+            "--unsafe-no-fsync=true",
+            "--auto-compaction-mode=periodic", "--auto-compaction-retention=5m",
+            "--quota-backend-bytes=8589934592",
+            "--watch-progress-notify-interval=5s",
+            "--log-level=warn",
+        ])
+
+    def _start_apiserver(self, state: State, deadline: float) -> None:
+        pki = Pki(self.dir / "pki")
+        argv = [
+            str(self.binaries.k8s / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{state.ports['etcd-client']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={state.ports['apiserver']}",
+            f"--tls-cert-file={pki.serving_crt}", f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_crt}",
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
+            f"--feature-gates={FEATURE_GATES}",
+            f"--runtime-config={RUNTIME_CONFIG}",
+            # kwok fake nodes carry no kubelet client certificate; short not-ready tolerations
+            # keep node-failure scenarios quick.
+            "--default-not-ready-toleration-seconds=30",
+            "--default-unreachable-toleration-seconds=30",
+            f"--cert-dir={self.dir / 'apiserver-certs'}",
+            "--v=1",
+        ]
+        if state.tier == "api":
+            # Without kube-controller-manager nobody creates the `default` service account.
+            argv.append("--disable-admission-plugins=ServiceAccount")
+        self._spawn("kube-apiserver", argv)
+        self._wait_url(f"https://127.0.0.1:{state.ports['apiserver']}/readyz", deadline,
+                       "kube-apiserver", client_auth=True)
+
+    def _component_auth(self) -> list[str]:
+        kc = str(self.kubeconfig)
+        return [
+            f"--kubeconfig={kc}",
+            f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            f"--feature-gates={FEATURE_GATES}",
+        ]
+
+    def _start_controller_manager(self, state: State) -> None:
+        pki = Pki(self.dir / "pki")
+        self._spawn("kube-controller-manager", [
+            str(self.binaries.k8s / "kube-controller-manager"),
+            *self._component_auth(),
+            f"--secure-port={state.ports['controller-manager']}",
+            f"--controllers={','.join(CONTROLLERS)}",
+            f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca_crt}",
+            "--use-service-account-credentials=false",
+            "--allocate-node-cidrs=false",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--kube-api-qps=500", "--kube-api-burst=1000",
+            "--concurrent-statefulset-syncs=10", "--concurrent-deployment-syncs=10",
+            "--concurrent-replicaset-syncs=10", "--concurrent-gc-syncs=40",
+            "--node-monitor-grace-period=20s",
+            "--v=1",
+        ])
+
+    def _start_scheduler(self, state: State) -> None:
+        self._spawn("kube-scheduler", [
+            str(self.binaries.k8s / "kube-scheduler"),
+            *self._component_auth(),
+            f"--secure-port={state.ports['scheduler']}",
+            "--kube-api-qps=500", "--kube-api-burst=1000",
+            "--v=1",
+        ])
+
+    def _start_kwok(self, state: State) -> None:
+        stages = self.dir / "kwok-stages.yaml"
+        stages.write_text(render_stages(self.binaries.kwok_stages, state.ready_delay_ms))
+        self._spawn("kwok", [
+            str(self.binaries.kwok / "kwok"),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=10.255.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{state.ports['kwok']}",
+            f"--config={stages}",
+        ])
+
+    def _ensure_nodes(self, layout: NodeLayout, deadline: float) -> None:
+        nodes = node_manifests(layout)
+        doc = {"apiVersion": "v1", "kind": "List", "items": nodes}
+        self.kubectl("apply", "--server-side", "--field-manager=lws-e2e", "-f", "-",
+                     stdin=json.dumps(doc))
+        # Status (capacity, labels) comes from the spec'd manifest; kwok fills in conditions.
+        wanted = {n["metadata"]["name"] for n in nodes}
+        while True:
+            ready = set(self._ready_nodes())
+            if wanted <= ready:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nodes not Ready: {sorted(wanted - ready)[:10]}")
+            time.sleep(0.3)
+
+    def _ready_nodes(self) -> list[str]:
+        out = json.loads(self.kubectl("get", "nodes", "-o", "json"))
+        ready = []
+        for node in out["items"]:
+            for cond in node.get("status", {}).get("conditions", []):
+                if cond["type"] == "Ready" and cond["status"] == "True":
+                    ready.append(node["metadata"]["name"])
+        return ready
+
+    def _wait_default_service_account(self, deadline: float) -> None:
+        while self.kubectl("get", "serviceaccount", "default", "-n", "default",
+                           "--ignore-not-found", "-o", "name").strip() == "":
+            if time.monotonic() > deadline:
+                raise TimeoutError("the default service account never appeared")
+            time.sleep(0.2)
+
+    def _healthy(self, state: State) -> bool:
+        names = ["etcd", "kube-apiserver"]
+        if state.tier == "full":
+            names += ["kube-controller-manager", "kube-scheduler", "kwok"]
+        if any(self._live_pid(n) is None for n in names):
+            return False
+        try:
+            self._get(f"https://127.0.0.1:{state.ports['apiserver']}/readyz", client_auth=True)
+        except OSError:
+            return False
+        return True
+
+    def _ssl_context(self, client_auth: bool) -> ssl.SSLContext:
+        pki = Pki(self.dir / "pki")
+        if not client_auth:
+            return ssl._create_unverified_context()  # kcm/scheduler serve self-signed certs
+        ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
+        ctx.load_cert_chain(str(pki.admin_crt), str(pki.admin_key))
+        return ctx
+
+    def _get(self, url: str, client_auth: bool) -> str:
+        with urllib.request.urlopen(url, context=self._ssl_context(client_auth), timeout=5) as r:
+            return str(r.read().decode())
+
+    def _wait_url(self, url: str, deadline: float, what: str, client_auth: bool) -> None:
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self._live_pid(what) is None:
+                raise RuntimeError(f"{what} exited; see {self.logs / (what + '.log')}")
+            try:
+                if self._get(url, client_auth).strip() == "ok":
+                    return
+            except (OSError, urllib.error.URLError) as exc:
+                last = exc
+            time.sleep(0.2)
+        raise TimeoutError(f"{what} not healthy at {url}: {last}")
+
+    def _wait_healthz(self, state: State, what: str, deadline: float) -> None:
+        port = state.ports["controller-manager" if what == "kube-controller-manager"
+                          else "scheduler"]
+        self._wait_url(f"https://127.0.0.1:{port}/healthz", deadline, what, client_auth=False)
+
+    def _dump_failure(self) -> None:
+        """On a failed start, show the tail of every component log (CI has nothing else)."""
+        if not self.logs.exists():
+            return
+        for log in sorted(self.logs.glob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-25:]
+            print(f"--- {log.name} (last {len(lines)} lines)", file=sys.stderr)
+            print("\n".join(lines), file=sys.stderr)
+
+
+def _terminate(pid: int, grace: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        # Reap it if it is our own child (a launcher that stayed alive, as in pytest).
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,1 @@
+"""The admission webhook server: defaulting and validation of LeaderWorkerSets, pod mutation."""

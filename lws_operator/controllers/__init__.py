@@ -1,0 +1,4 @@
+"""Thin kopf handlers: observe, call the logic layer, execute its plan.
+
+No business rule lives here.
+"""
