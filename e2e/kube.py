@@ -7,7 +7,6 @@ a condition without sleeping blindly. Every call goes to the real API server.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -88,11 +87,16 @@ class Kube:
         name: str,
         namespace: str | None = None,
         propagation: str | None = None,
-    ) -> None:
+    ) -> dict[str, Any] | None:
+        """Delete and return the server's answer: the object while finalizers hold it, else a
+        Status. None when it was already gone."""
         res = await self._resource(api_version, kind)
         body = {"propagationPolicy": propagation} if propagation else None
-        with contextlib.suppress(NotFoundError):
-            await self.dyn.delete(res, name=name, namespace=namespace, body=body)
+        try:
+            out = await self.dyn.delete(res, name=name, namespace=namespace, body=body)
+        except NotFoundError:
+            return None
+        return dict(out.to_dict())
 
 
 async def wait_for(

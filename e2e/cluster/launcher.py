@@ -310,6 +310,8 @@ class LocalCluster:
             str(self.binaries.k8s / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{state.ports['etcd-client']}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            # The endpoint reconciler refuses loopback addresses; nothing in-cluster dials it.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={state.ports['apiserver']}",
             f"--tls-cert-file={pki.serving_crt}", f"--tls-private-key-file={pki.serving_key}",
             f"--client-ca-file={pki.ca_crt}",

@@ -15,7 +15,8 @@ import pytest
 
 from e2e.cluster import LocalCluster
 from e2e.cluster.faults import fail_pod, restart_container, set_node_ready
-from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for
+from e2e.cluster.stages import READY_DELAY_ANNOTATION
+from e2e.kube import MERGE_PATCH, STRATEGIC_PATCH, Kube, condition, is_ready, wait_for
 
 pytestmark = pytest.mark.full
 
@@ -172,13 +173,16 @@ async def test_owner_reference_cascade(kube: Kube, namespace: str, propagation: 
         return len([p for p in await pods() if is_ready(p)]) == 2
 
     await wait_for(two_ready, what="owned pods Ready")
-    await kube.delete("apps/v1", "StatefulSet", "owner", namespace, propagation=propagation)
+    answer = await kube.delete("apps/v1", "StatefulSet", "owner", namespace,
+                               propagation=propagation)
+    assert answer is not None
     if propagation == "Foreground":
         # The owner stays, marked for deletion, until the garbage collector removed its pods.
-        sts = await kube.get("apps/v1", "StatefulSet", "owner", namespace)
-        if sts is not None:
-            assert sts["metadata"].get("deletionTimestamp")
-            assert "foregroundDeletion" in sts["metadata"].get("finalizers", [])
+        assert answer["kind"] == "StatefulSet"
+        assert answer["metadata"]["deletionTimestamp"]
+        assert answer["metadata"]["finalizers"] == ["foregroundDeletion"]
+    else:
+        assert answer["kind"] == "Status"
 
     async def gone() -> bool:
         owner = await kube.get("apps/v1", "StatefulSet", "owner", namespace)
@@ -236,3 +240,44 @@ async def test_node_not_ready_is_observed(kube: Kube) -> None:
         return condition(await kube.get("v1", "Node", node), "Ready") == "True"
 
     await wait_for(ready_again, what=f"{node} Ready again")
+
+
+async def test_readiness_gates_hold_ready_like_a_kubelet(kube: Kube, namespace: str) -> None:
+    gate = "example.com/group-ready"
+    await kube.create(pod("gated-ready", readinessGates=[{"conditionType": gate}]), namespace)
+
+    async def running() -> dict[str, Any] | None:
+        got = await kube.get("v1", "Pod", "gated-ready", namespace)
+        return got if got and got["status"].get("phase") == "Running" else None
+
+    got = await wait_for(running, what="pod Running")
+    assert condition(got, "ContainersReady") == "True"
+    assert condition(got, "Ready") == "False"
+    await asyncio.sleep(1)
+    assert not is_ready(await kube.get("v1", "Pod", "gated-ready", namespace))
+
+    await kube.patch("v1", "Pod", "gated-ready", {"status": {"conditions": [
+        {"type": gate, "status": "True"}]}}, namespace, content_type=STRATEGIC_PATCH,
+        subresource="status")
+
+    async def ready() -> bool:
+        return is_ready(await kube.get("v1", "Pod", "gated-ready", namespace))
+
+    await wait_for(ready, what="Ready once the gate is True")
+
+
+async def test_ready_delay_annotation_holds_a_scheduled_pod(kube: Kube, namespace: str) -> None:
+    slow = pod("slow")
+    slow["metadata"]["annotations"] = {READY_DELAY_ANNOTATION: "1h"}
+    await kube.create(slow, namespace)
+
+    async def scheduled() -> dict[str, Any] | None:
+        got = await kube.get("v1", "Pod", "slow", namespace)
+        return got if got and got["spec"].get("nodeName") else None
+
+    await wait_for(scheduled, what="pod bound")
+    await asyncio.sleep(2)
+    got = await kube.get("v1", "Pod", "slow", namespace)
+    assert got is not None
+    assert got["status"]["phase"] == "Pending"
+    assert not is_ready(got)
