@@ -44,7 +44,7 @@ demo: cluster-up ## bring the cluster up and show its nodes (the operator joins 
 
 lint: venv ## ruff, mypy and the import-layer contract
 	$(BIN)/ruff check .
-	$(BIN)/mypy lws_operator e2e conftest.py
+	$(BIN)/mypy lws_operator e2e tests conftest.py
 	$(BIN)/lint-imports
 
 unit: venv ## unit tests only (no cluster)

@@ -5,6 +5,9 @@ A test marked ``full`` runs on the full tier (controllers, scheduler, kwok nodes
 ``api`` runs on etcd + kube-apiserver alone. Each tier's cluster starts once per session in its own
 directory under ``.cluster/`` and stops at the end (set ``LWS_KEEP_CLUSTER=1`` to keep it for the
 next run, which then starts in well under a second). Unmarked tests get no cluster.
+
+``LWS_E2E_KUBECONFIG=/path/to/kubeconfig`` runs every cluster test against an existing cluster
+instead (for example kind with kwok, see the README); nothing is started or stopped then.
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ class Clusters:
 
     def __init__(self) -> None:
         self.started: dict[str, LocalCluster] = {}
+        self.external = os.environ.get("LWS_E2E_KUBECONFIG")
 
     def get(self, tier: str) -> LocalCluster:
+        if self.external:
+            return LocalCluster.external(Path(self.external))
         if tier not in self.started:
             cluster = LocalCluster(REPO / ".cluster" / f"test-{tier}")
             cluster.up(tier, NodeLayout(), timeout=180)

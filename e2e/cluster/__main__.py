@@ -6,8 +6,11 @@ import argparse
 import json
 import sys
 
+import yaml
+
 from .launcher import TIERS, LocalCluster, ensure_built
-from .nodes import NodeLayout
+from .nodes import NodeLayout, node_manifests
+from .stages import render_stages
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop the processes this directory started; idempotent")
     sub.add_parser("status", help="print the cluster's state as JSON")
     sub.add_parser("build", help="build the pinned binaries into the cache if missing")
+    manifests = sub.add_parser(
+        "manifests", help="print the fake nodes and kwok Stages as YAML, for an existing cluster "
+        "running kwok (kind): python -m e2e.cluster manifests | kubectl apply -f -")
+    manifests.add_argument("--nodes", type=int, default=16)
+    manifests.add_argument("--gpus", type=int, default=8)
+    manifests.add_argument("--tpu-nodes", type=int, default=4)
+    manifests.add_argument("--ready-delay-ms", type=int, default=0)
     args = parser.parse_args(argv)
 
     cluster = LocalCluster(args.dir)
@@ -39,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
               f"export KUBECONFIG={cluster.kubeconfig} PATH={cluster.bin}:$PATH")
     elif args.command == "down":
         cluster.down()
+    elif args.command == "manifests":
+        layout = NodeLayout(gpu_nodes=args.nodes, gpus_per_node=args.gpus,
+                            tpu_nodes=args.tpu_nodes)
+        print(yaml.safe_dump_all(node_manifests(layout), sort_keys=False), end="---\n")
+        print(render_stages(ensure_built().kwok_stages, args.ready_delay_ms), end="")
     elif args.command == "status":
         state = cluster.state()
         print(json.dumps(state.__dict__ if state else None, indent=2))

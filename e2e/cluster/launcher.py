@@ -146,6 +146,14 @@ class LocalCluster:
         self.bin = self.dir / "bin"
         self.binaries = Binaries.pinned()
 
+    @classmethod
+    def external(cls, kubeconfig: Path) -> LocalCluster:
+        """A cluster we did not start (kind, a dev cluster): never brought up or down."""
+        cluster = cls(kubeconfig.resolve().parent)
+        cluster.kubeconfig = kubeconfig.resolve()
+        cluster.bin = Path(shutil.which("kubectl") or "kubectl").parent
+        return cluster
+
     # ----------------------------------------------------------------------------- public API
 
     def up(

@@ -165,3 +165,25 @@ def ensure_pki(directory: Path) -> Pki:
         ),
     )
     return pki
+
+
+def issue_serving_cert(directory: Path, sans: list[str]) -> tuple[bytes, Path, Path]:
+    """A throwaway CA and a serving certificate for ``sans`` (IPs or DNS names), as a webhook
+    server needs: returns (CA PEM for a caBundle, certificate path, key path)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = _key()
+    ca_name = _name("lws-operator-test-webhook-ca")
+    ca = _sign(ca_name, ca_key.public_key(), ca_name, ca_key, ca=True)
+    names: list[x509.GeneralName] = []
+    for san in sans:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(san)))
+        except ValueError:
+            names.append(x509.DNSName(san))
+    key = _key()
+    cert = _sign(_name(sans[0]), key.public_key(), ca_name, ca_key,
+                 usages=[ExtendedKeyUsageOID.SERVER_AUTH], sans=names)
+    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    _write(key_path, _pem_key(key))
+    return ca.public_bytes(serialization.Encoding.PEM), cert_path, key_path
