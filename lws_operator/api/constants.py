@@ -1,0 +1,90 @@
+"""The LeaderWorkerSet API's names: group, kinds, labels, annotations, env vars, conditions.
+
+Every key here is an interface fact shared with the upstream Go controller (SPEC 1.8, 2.9, 2.10 and
+the guide's tables): pods, Services and StatefulSets created by either implementation carry the
+same keys, so users' selectors, dashboards and scripts keep working. Nothing else in the code base
+spells these strings out.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "leaderworkerset.x-k8s.io"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "LeaderWorkerSet"
+PLURAL: Final = "leaderworkersets"
+SINGULAR: Final = "leaderworkerset"
+SHORT_NAME: Final = "lws"
+
+_P: Final = "leaderworkerset.sigs.k8s.io/"
+
+# Labels.
+NAME_LABEL: Final = _P + "name"
+TEMPLATE_REVISION_HASH_LABEL: Final = _P + "template-revision-hash"
+WORKER_INDEX_LABEL: Final = _P + "worker-index"
+GROUP_INDEX_LABEL: Final = _P + "group-index"
+GROUP_KEY_LABEL: Final = _P + "group-key"
+SUBGROUP_INDEX_LABEL: Final = _P + "subgroup-index"
+SUBGROUP_KEY_LABEL: Final = _P + "subgroup-key"
+
+# Annotations.
+SIZE_ANNOTATION: Final = _P + "size"
+REPLICAS_ANNOTATION: Final = _P + "replicas"
+LEADER_NAME_ANNOTATION: Final = _P + "leader-name"
+EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = _P + "exclusive-topology"
+SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = _P + "subgroup-exclusive-topology"
+SUBGROUP_SIZE_ANNOTATION: Final = _P + "subgroup-size"
+SUBGROUP_POLICY_TYPE_ANNOTATION: Final = _P + "subgroup-policy-type"
+SUBDOMAIN_POLICY_ANNOTATION: Final = _P + "subdomainPolicy"
+LEADER_REQUESTS_TPUS_ANNOTATION: Final = _P + "leader-requests-tpus"
+RECREATE_GROUP_AFTER_START_ANNOTATION: Final = _P + "experimental-recreate-group-after-start"
+GROUP_RESTART_COUNTS_ANNOTATION: Final = _P + "group-restart-counts"
+GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION: Final = _P + "group-restart-budget-exhausted"
+RECOVER_ANNOTATION: Final = _P + "recover"
+
+# Pod scheduling and readiness gates (guide: Hash identity and native gang scheduling).
+GROUP_REPLACEMENT_GATE: Final = _P + "group-replacement"
+GROUP_READY_CONDITION: Final = _P + "group-ready"
+
+# Scheduling (volcano provider and native Workload-Aware Scheduling).
+VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+GROUP_TEMPLATE_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-template-name"
+
+# DisaggregatedSet labels that may be merged into our templates by a parent controller.
+DISAGGREGATEDSET_NAME_LABEL: Final = "disaggregatedset.x-k8s.io/name"
+
+# Environment variables injected into every container and init container (SPEC 2.10).
+ENV_LEADER_ADDRESS: Final = "LWS_LEADER_ADDRESS"
+ENV_GROUP_SIZE: Final = "LWS_GROUP_SIZE"
+ENV_WORKER_INDEX: Final = "LWS_WORKER_INDEX"
+
+# TPU environment variables (SPEC 2.9).
+TPU_RESOURCE: Final = "google.com/tpu"
+ENV_TPU_WORKER_HOSTNAMES: Final = "TPU_WORKER_HOSTNAMES"
+ENV_TPU_WORKER_ID: Final = "TPU_WORKER_ID"
+ENV_TPU_NAME: Final = "TPU_NAME"
+ENV_TPU_PROCESS_ADDRESSES: Final = "TPU_PROCESS_ADDRESSES"
+ENV_TPU_PROCESS_PORT: Final = "TPU_PROCESS_PORT"
+TPU_DEFAULT_PORT: Final = 8476
+
+# Condition types and reasons (SPEC 1.7 and the guide).
+CONDITION_AVAILABLE: Final = "Available"
+CONDITION_PROGRESSING: Final = "Progressing"
+CONDITION_UPDATE_IN_PROGRESS: Final = "UpdateInProgress"
+CONDITION_DEGRADED: Final = "Degraded"
+CONDITION_WORKLOAD_SCHEDULING_CREATED: Final = "WorkloadSchedulingCreated"
+
+# Limits (SPEC 1.11 and the guide's Hash-mode naming).
+MAX_REPLICAS: Final = 1_000_000
+MAX_INT32: Final = 2_147_483_647
+HASH_MODE_NAME_LIMIT: Final = 43
+HASH_MODE_NAME_LIMIT_SIZE_ONE: Final = 54
+
+# Admission webhook paths (SPEC 1.10, 1.11, 2.1): kept identical to upstream's so registrations
+# written for the Go controller can point at us unchanged.
+MUTATE_LWS_PATH: Final = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+VALIDATE_LWS_PATH: Final = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
+MUTATE_POD_PATH: Final = "/mutate--v1-pod"
+VALIDATE_POD_PATH: Final = "/validate--v1-pod"
