@@ -1,0 +1,289 @@
+"""Validation of LeaderWorkerSets: SPEC 1.11/1.12 messages and paths, and the guide's rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lws_operator.api.defaults import apply_defaults
+from lws_operator.api.validation import (
+    DNS1035_MESSAGE,
+    PERCENT_MESSAGE,
+    FieldError,
+    invalid_message,
+    scaled_value,
+    validate,
+)
+
+RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
+SGS = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+
+
+def lws(name: str = "sample", annotations: dict[str, str] | None = None,
+        **spec: Any) -> dict[str, Any]:
+    """A defaulted LWS; keyword ``t_<field>`` goes into leaderWorkerTemplate."""
+    body: dict[str, Any] = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+        "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
+            {"name": "main", "image": "nginx"}]}}}},
+    }
+    for key, value in spec.items():
+        if key.startswith("t_"):
+            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
+        else:
+            body["spec"][key] = value
+    return apply_defaults(body)
+
+
+def ruc(**config: Any) -> dict[str, Any]:
+    return {"type": "RollingUpdate", "rollingUpdateConfiguration": config}
+
+
+def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
+    return [(e.path, e.message) for e in errors]
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        # SPEC 1.11 general rules 1-19.
+        (lws(name="Sample"), [("metadata.name", DNS1035_MESSAGE)]),
+        (lws(name="1abc"), [("metadata.name", DNS1035_MESSAGE)]),
+        (lws(replicas=-1), [("spec.replicas", "replicas must be equal or greater than 0")]),
+        (lws(replicas=1000001),
+         [("spec.replicas", "replicas must be equal or less than 1000000")]),
+        (lws(t_size=0), [("spec.leaderWorkerTemplate.size",
+                          "size must be equal or greater than 1")]),
+        (lws(replicas=1000000, t_size=3000),
+         [("spec.replicas",
+           "the product of replicas and worker replicas must not exceed 2147483647")]),
+        (lws(rolloutStrategy=ruc(maxUnavailable=-1)),
+         [(f"{RUC}.maxUnavailable", "must be greater than or equal to 0")]),
+        (lws(rolloutStrategy=ruc(maxUnavailable="1")),
+         [(f"{RUC}.maxUnavailable", PERCENT_MESSAGE)]),
+        (lws(rolloutStrategy=ruc(maxUnavailable="101%")),
+         [(f"{RUC}.maxUnavailable", "must not be greater than 100%")]),
+        (lws(rolloutStrategy=ruc(maxSurge=-2)),
+         [(f"{RUC}.maxSurge", "must be greater than or equal to 0")]),
+        (lws(rolloutStrategy=ruc(maxSurge="abc")), [(f"{RUC}.maxSurge", PERCENT_MESSAGE)]),
+        (lws(rolloutStrategy=ruc(maxSurge="200%")),
+         [(f"{RUC}.maxSurge", "must not be greater than 100%")]),
+        (lws(rolloutStrategy=ruc(partition=-1)),
+         [(f"{RUC}.partition", "must be greater than or equal to 0")]),
+        (lws(replicas=2, rolloutStrategy=ruc(maxUnavailable="25%", maxSurge=0)),
+         [(f"{RUC}.maxUnavailable", "must not be 0 when `maxSurge` is 0")]),
+        (lws(replicas=3, rolloutStrategy=ruc(maxUnavailable=0, maxSurge=0)),
+         [(f"{RUC}.maxUnavailable", "must not be 0 when `maxSurge` is 0")]),
+        (lws(t_size=4, t_subGroupPolicy={"subGroupSize": 0}),
+         [(SGS, "subGroupSize must be equal or greater than 1")]),
+        (lws(t_size=4, t_subGroupPolicy={"subGroupSize": None}),
+         [(SGS, "subGroupSize must be equal or greater than 1")]),
+        (lws(t_size=4, t_subGroupPolicy={}),
+         [(SGS, "subGroupSize must be equal or greater than 1")]),
+        (lws(t_size=10, t_subGroupPolicy={"subGroupSize": 4}),
+         [(SGS, "size or size - 1 must be divisible by subGroupSize")]),
+        (lws(t_size=2, t_subGroupPolicy={"subGroupSize": 4}),
+         [(SGS, "size or size - 1 must be divisible by subGroupSize"),
+          (SGS, "subGroupSize cannot be larger than size")]),
+        (lws(t_size=8, t_subGroupPolicy={"subGroupSize": 8,
+                                         "subGroupPolicyType": "LeaderExcluded"}),
+         [(SGS, "size-1 must be divisible by subGroupSize when using LeaderExcluded")]),
+        (lws(annotations={"leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": "rack"}),
+         [("metadata.annotations.leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
+           "cannot have subgroup-exclusive-topology without subGroupSize set")]),
+        # Guide: group identity.
+        (lws(groupIdentity="Hash", t_volumeClaimTemplates=[{"metadata": {"name": "d"}}]),
+         [("spec.leaderWorkerTemplate.volumeClaimTemplates",
+           "volumeClaimTemplates are not supported with groupIdentity Hash")]),
+        (lws(groupIdentity="Hash", rolloutStrategy=ruc(partition=2)),
+         [(f"{RUC}.partition", "partition is not supported with groupIdentity Hash")]),
+        (lws(groupReplacementPolicy="Immediate"),
+         [("spec.groupReplacementPolicy",
+           "Immediate is only supported with groupIdentity Hash")]),
+        (lws(name="a" * 44, groupIdentity="Hash", t_size=2),
+         [("metadata.name", "must be no more than 43 characters with groupIdentity Hash")]),
+        (lws(name="a" * 55, groupIdentity="Hash"),
+         [("metadata.name",
+           "must be no more than 54 characters with groupIdentity Hash and size 1")]),
+        # Guide: restart budget and backoff.
+        (lws(t_restartPolicy="None", t_maxGroupRestarts=3),
+         [("spec.leaderWorkerTemplate.maxGroupRestarts",
+           "maxGroupRestarts is not supported with restartPolicy None")]),
+        (lws(t_maxGroupRestarts=-1),
+         [("spec.leaderWorkerTemplate.maxGroupRestarts", "must be greater than or equal to 0")]),
+        (lws(t_restartBackoff={"baseSeconds": -1}),
+         [("spec.leaderWorkerTemplate.restartBackoff.baseSeconds",
+           "must be greater than or equal to 0")]),
+        # Guide: native gang scheduling.
+        (lws(scheduling={}, startupPolicy="LeaderReady"),
+         [("spec.startupPolicy", "LeaderReady is not supported with gang scheduling "
+           "(spec.scheduling): the gang could never form")]),
+        (lws(scheduling={}, annotations={
+            "leaderworkerset.sigs.k8s.io/exclusive-topology": "rack"}),
+         [("metadata.annotations.leaderworkerset.sigs.k8s.io/exclusive-topology",
+           "exclusive-topology cannot be combined with gang scheduling (spec.scheduling)")]),
+        (lws(scheduling={"schedulingPolicy": {"gang": {}}, "replica": {}}),
+         [("spec.scheduling", "exactly one scheduling level may be set: whole-LWS "
+           "(schedulingPolicy, schedulingConstraints, disruptionMode, resourceClaims), replica "
+           "(replica) or role (replica.leader, replica.worker)")]),
+        (lws(startupPolicy="Eventually"),
+         [("spec.startupPolicy", 'supported values: "LeaderCreated", "LeaderReady"')]),
+    ],
+)
+def test_create_rules(obj: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    assert messages(validate(obj, None)) == expected
+
+
+def test_gang_template_rules() -> None:
+    obj = lws(scheduling={})
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    lwt["workerTemplate"]["spec"]["schedulingGroup"] = {"podGroupName": "x"}
+    lwt["leaderTemplate"] = {"spec": {"priorityClassName": "high", "containers": [
+        {"name": "leader", "image": "nginx"}]}}
+    assert messages(validate(obj, None)) == [
+        ("spec.leaderWorkerTemplate.workerTemplate.spec.schedulingGroup",
+         "must not be set: LWS derives the PodGroup of each pod when gang scheduling "
+         "(spec.scheduling) is enabled"),
+        ("spec.leaderWorkerTemplate.leaderTemplate.spec.priorityClassName",
+         "leader and worker templates must use the same priorityClassName with gang scheduling"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        lws(),
+        lws(replicas=0, rolloutStrategy=ruc(maxUnavailable=0, maxSurge=0)),
+        lws(replicas=4, rolloutStrategy=ruc(maxUnavailable="25%", maxSurge=0)),
+        lws(replicas=2, rolloutStrategy=ruc(maxUnavailable=0, maxSurge="1%")),
+        lws(rolloutStrategy=ruc(partition=10)),
+        lws(t_size=9, t_subGroupPolicy={"subGroupSize": 8}),
+        lws(t_size=16, t_subGroupPolicy={"subGroupSize": 8}),
+        lws(t_size=9, t_subGroupPolicy={"subGroupSize": 8, "subGroupPolicyType": "LeaderExcluded"}),
+        lws(t_size=5, t_subGroupPolicy={"subGroupSize": 1, "subGroupPolicyType": "LeaderExcluded"}),
+        lws(name="a" * 43, groupIdentity="Hash", t_size=4, groupReplacementPolicy="Immediate"),
+        lws(name="a" * 54, groupIdentity="Hash", t_size=1),
+        lws(name="a" * 63),
+        lws(t_maxGroupRestarts=0, t_restartBackoff={}),
+        lws(scheduling={}),
+        lws(scheduling={"replica": {"leader": {}, "worker": {}}}),
+        lws(scheduling={"schedulingPolicy": {"gang": {}}}),
+        lws(annotations={"leaderworkerset.sigs.k8s.io/exclusive-topology": "rack",
+                         "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": "host"},
+            t_size=4, t_subGroupPolicy={"subGroupSize": 2}),
+    ],
+)
+def test_valid_objects(obj: dict[str, Any]) -> None:
+    assert validate(obj, None) == []
+
+
+def _updated(old: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    new = lws(**changes)
+    new["metadata"] = old["metadata"]
+    return new
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (lws(t_size=4, t_subGroupPolicy={"subGroupSize": 2}),
+         lws(t_size=4, t_subGroupPolicy={"subGroupSize": 4}),
+         [(SGS, "field is immutable")]),
+        (lws(t_size=4), lws(t_size=4, t_subGroupPolicy={"subGroupSize": 2}),
+         [(SGS, "cannot enable subGroupSize after the lws is already created")]),
+        (lws(t_size=4, t_subGroupPolicy={"subGroupSize": 2}), lws(t_size=4),
+         [(SGS, "cannot remove subGroupSize after enabled")]),
+        # A resize that breaks the subgroup rules names subGroupSize (guide: Resizing).
+        (lws(t_size=8, t_subGroupPolicy={"subGroupSize": 8}),
+         lws(t_size=10, t_subGroupPolicy={"subGroupSize": 8}),
+         [(SGS, "size or size - 1 must be divisible by subGroupSize")]),
+        (lws(t_size=9, t_subGroupPolicy={"subGroupSize": 8,
+                                         "subGroupPolicyType": "LeaderExcluded"}),
+         lws(t_size=8, t_subGroupPolicy={"subGroupSize": 8,
+                                         "subGroupPolicyType": "LeaderExcluded"}),
+         [(SGS, "size-1 must be divisible by subGroupSize when using LeaderExcluded")]),
+        (lws(), lws(groupIdentity="Hash"), [("spec.groupIdentity", "field is immutable")]),
+        (lws(), lws(podTerminationPolicy="Parallel"),
+         [("spec.podTerminationPolicy", "field is immutable")]),
+        (lws(), lws(scheduling={}),
+         [("spec.scheduling", "gang scheduling cannot be added after creation")]),
+        (lws(scheduling={}), lws(),
+         [("spec.scheduling", "gang scheduling cannot be removed after creation")]),
+        (lws(scheduling={}), lws(scheduling={"replica": {"leader": {}}}),
+         [("spec.scheduling",
+           "the scheduling level cannot change after creation (was replica, now role)")]),
+        (lws(scheduling={}), lws(scheduling={"replica": {"schedulingPolicy": {"basic": {}}}}),
+         [("spec.scheduling.replica.schedulingPolicy", "field is immutable")]),
+    ],
+)
+def test_update_rules(old: dict[str, Any], new: dict[str, Any],
+                      expected: list[tuple[str, str]]) -> None:
+    assert messages(validate(new, old)) == expected
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (lws(t_size=8, t_subGroupPolicy={"subGroupSize": 8}),
+         lws(t_size=17, t_subGroupPolicy={"subGroupSize": 8,
+                                          "subGroupPolicyType": "LeaderExcluded"})),
+        (lws(replicas=1), lws(replicas=5, t_size=3, startupPolicy="LeaderReady")),
+        (lws(scheduling={"schedulingPolicy": {"gang": {"minCount": 4}}}),
+         lws(scheduling={"schedulingPolicy": {"gang": {"minCount": 8}}})),
+    ],
+)
+def test_allowed_updates(old: dict[str, Any], new: dict[str, Any]) -> None:
+    assert validate(new, old) == []
+
+
+def test_effective_priority_class_is_immutable_under_gang_scheduling() -> None:
+    old = lws(scheduling={})
+    new = lws(scheduling={})
+    new["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["priorityClassName"] = "high"
+    assert messages(validate(new, old)) == [
+        ("spec.leaderWorkerTemplate.leaderTemplate.spec.priorityClassName", "field is immutable")]
+
+
+def test_null_subdomain_policy_on_update() -> None:
+    old = lws()
+    new = lws()
+    new["spec"]["networkConfig"] = {"subdomainPolicy": None}
+    assert messages(validate(new, old)) == [
+        ("spec.networkConfig.subdomainPolicy", "cannot set subdomainPolicy as null")]
+
+
+@pytest.mark.parametrize(
+    ("errors", "expected"),
+    [
+        ([FieldError("spec.replicas", "replicas must be equal or greater than 0", -1)],
+         'LeaderWorkerSet.leaderworkerset.x-k8s.io "x" is invalid: spec.replicas: Invalid value: '
+         "-1: replicas must be equal or greater than 0"),
+        ([FieldError(f"{RUC}.maxSurge", PERCENT_MESSAGE, "abc"),
+          FieldError("spec.scheduling", "nope", type="Forbidden")],
+         'LeaderWorkerSet.leaderworkerset.x-k8s.io "x" is invalid: '
+         f'[{RUC}.maxSurge: Invalid value: "abc": {PERCENT_MESSAGE}, '
+         "spec.scheduling: Forbidden: nope]"),
+    ],
+)
+def test_invalid_message(errors: list[FieldError], expected: str) -> None:
+    assert invalid_message("x", errors) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "total", "round_up", "expected"),
+    [
+        (3, 10, False, 3),
+        ("25%", 2, False, 0),
+        ("25%", 2, True, 1),
+        ("50%", 5, False, 2),
+        ("50%", 5, True, 3),
+        ("100%", 7, True, 7),
+        ("abc", 5, True, None),
+        (None, 5, True, None),
+    ],
+)
+def test_scaled_value(value: Any, total: int, round_up: bool, expected: int | None) -> None:
+    assert scaled_value(value, total, round_up) == expected
