@@ -88,3 +88,9 @@ MUTATE_LWS_PATH: Final = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 VALIDATE_LWS_PATH: Final = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 MUTATE_POD_PATH: Final = "/mutate--v1-pod"
 VALIDATE_POD_PATH: Final = "/validate--v1-pod"
+
+# Enum values the pod webhook compares annotations against (SPEC 2.2), and the one scheduler
+# provider upstream supports (SPEC 5.1).
+SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA: Final = "UniquePerReplica"
+SUBGROUP_POLICY_LEADER_EXCLUDED: Final = "LeaderExcluded"
+SCHEDULER_PROVIDER_VOLCANO: Final = "volcano"

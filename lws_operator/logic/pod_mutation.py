@@ -1,0 +1,197 @@
+"""What the pod admission webhook does to a LeaderWorkerSet pod at creation (SPEC 2.2 to 2.10).
+
+StatefulSets create the pods of a group from templates that cannot know a pod's ordinal, so the
+per-pod facts are filled in at admission: the group index and group key of a leader, the worker
+index of a worker, subgroup labels, exclusive-placement affinity, the per-replica subdomain, the
+volcano PodGroup annotation, and the TPU and LWS environment variables. This module is that
+decision as a pure function of the pod; the webhook server turns its result into a JSON patch.
+
+Pods created by the upstream Go webhook and by this one must be indistinguishable, so its quirks
+are kept (each is noted where it happens); only where upstream would crash do we reject the pod
+with a clear message instead.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lws_operator.api.constants import (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    LEADER_NAME_ANNOTATION,
+    NAME_LABEL,
+    SCHEDULER_PROVIDER_VOLCANO,
+    SIZE_ANNOTATION,
+    SUBDOMAIN_POLICY_ANNOTATION,
+    SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA,
+    SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    SUBGROUP_INDEX_LABEL,
+    SUBGROUP_KEY_LABEL,
+    SUBGROUP_POLICY_LEADER_EXCLUDED,
+    SUBGROUP_POLICY_TYPE_ANNOTATION,
+    SUBGROUP_SIZE_ANNOTATION,
+    TEMPLATE_REVISION_HASH_LABEL,
+    VOLCANO_GROUP_NAME_ANNOTATION,
+    WORKER_INDEX_LABEL,
+)
+from lws_operator.logic.affinity import set_exclusive_affinities
+from lws_operator.logic.env import add_lws_env
+from lws_operator.logic.keys import (
+    group_key,
+    parse_int,
+    split_ordinal,
+    subgroup_index,
+    subgroup_key,
+)
+from lws_operator.logic.tpu import add_tpu_env, pod_requests_tpus
+
+SUPPORTED_SCHEDULER_PROVIDERS = frozenset({SCHEDULER_PROVIDER_VOLCANO})
+
+
+class PodRejected(ValueError):
+    """The pod cannot be admitted; `message` is what the API client is told."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None) -> dict[str, Any]:
+    """Return the admitted form of `pod` (a deep copy; the input is never modified).
+
+    A pod without the `leaderworkerset.sigs.k8s.io/name` label comes back unchanged. Mutating an
+    already-mutated pod yields an equal pod. `scheduler_provider` is the operator's configured gang
+    scheduler ("volcano" or None); any other value is a configuration error (ValueError, not
+    PodRejected). Raises PodRejected with upstream's message when the pod cannot be interpreted.
+    """
+    if scheduler_provider is not None and scheduler_provider not in SUPPORTED_SCHEDULER_PROVIDERS:
+        raise ValueError(
+            f"unsupported scheduler provider {scheduler_provider!r}: "
+            f"supported: {', '.join(sorted(SUPPORTED_SCHEDULER_PROVIDERS))}"
+        )
+    result = copy.deepcopy(pod)
+    if NAME_LABEL not in ((result.get("metadata") or {}).get("labels") or {}):
+        return result
+    try:
+        _mutate(result, scheduler_provider)
+    except PodRejected:
+        raise
+    except ValueError as err:
+        raise PodRejected(str(err)) from err
+    return result
+
+
+def _child(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """The object under `key`, created empty when absent or null."""
+    child: dict[str, Any] | None = parent.get(key)
+    if child is None:
+        child = parent[key] = {}
+    return child
+
+
+def _ordinal(pod_name: str) -> int:
+    parsed = split_ordinal(pod_name)
+    if parsed is None:
+        raise PodRejected(f"parsing pod ordinal for pod {pod_name}")
+    return parsed[1]
+
+
+def _parse_annotation_int(value: str, key: str, pod_name: str) -> int:
+    try:
+        return parse_int(value)
+    except ValueError as err:
+        raise PodRejected(f'parsing annotation {key}="{value}" for pod {pod_name}: {err}') from None
+
+
+def _mutate(pod: dict[str, Any], scheduler_provider: str | None) -> None:
+    """SPEC 2.2 steps 2 to 8, in place, on the copy."""
+    metadata = _child(pod, "metadata")
+    name = str(metadata.get("name") or "")
+    labels = _child(metadata, "labels")
+    # Read-only view: annotations are only created when something is written.
+    annotations: dict[str, Any] = metadata.get("annotations") or {}
+
+    if SIZE_ANNOTATION not in annotations:
+        raise PodRejected(f"size annotation is unexpectedly missing for pod {name}")
+    size = _parse_annotation_int(str(annotations[SIZE_ANNOTATION]), SIZE_ANNOTATION, name)
+
+    # A pod is a leader only with worker-index "0"; a pod without the label is a worker.
+    if labels.get(WORKER_INDEX_LABEL) == "0":
+        _mutate_leader(pod, name, labels, annotations)
+    else:
+        _mutate_worker(pod, name, size, labels, annotations)
+
+    if scheduler_provider == SCHEDULER_PROVIDER_VOLCANO:
+        # One volcano PodGroup per group and revision (SPEC 5.1); leaders and workers alike.
+        _child(metadata, "annotations")[VOLCANO_GROUP_NAME_ANNOTATION] = (
+            f"{labels.get(NAME_LABEL, '')}-{labels.get(GROUP_INDEX_LABEL, '')}"
+            f"-{labels.get(TEMPLATE_REVISION_HASH_LABEL, '')}"
+        )
+
+    if pod_requests_tpus(pod):
+        add_tpu_env(pod, size)
+    add_lws_env(pod)
+
+
+def _mutate_leader(
+    pod: dict[str, Any], name: str, labels: dict[str, Any], annotations: dict[str, Any]
+) -> None:
+    """SPEC 2.2 step 4. Every write is guarded by a presence check, so a second pass is a no-op."""
+    if GROUP_INDEX_LABEL not in labels:
+        labels[GROUP_INDEX_LABEL] = str(_ordinal(name))
+
+    if annotations.get(SUBDOMAIN_POLICY_ANNOTATION) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA:
+        _child(pod, "spec")["subdomain"] = name
+
+    if GROUP_KEY_LABEL not in labels:
+        namespace = str(_child(pod, "metadata").get("namespace") or "")
+        labels[GROUP_KEY_LABEL] = group_key(namespace, name)
+    key = str(labels[GROUP_KEY_LABEL])
+    if EXCLUSIVE_TOPOLOGY_ANNOTATION in annotations:
+        # Present means on, even with an empty topology key.
+        topology = str(annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION])
+        set_exclusive_affinities(pod, key, topology, GROUP_KEY_LABEL)
+
+    if (
+        SUBGROUP_SIZE_ANNOTATION in annotations
+        and not labels.get(SUBGROUP_INDEX_LABEL)
+        and annotations.get(SUBGROUP_POLICY_TYPE_ANNOTATION) != SUBGROUP_POLICY_LEADER_EXCLUDED
+    ):
+        # The leader always opens subgroup 0; under LeaderExcluded it belongs to no subgroup.
+        labels[SUBGROUP_INDEX_LABEL] = "0"
+        sub_key = subgroup_key(name, 0)
+        labels[SUBGROUP_KEY_LABEL] = sub_key
+        if SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION in annotations:
+            # Quirk kept: with the same topology key as exclusive-topology, the group's terms
+            # already satisfy the idempotence check and these are not added.
+            topology = str(annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION])
+            set_exclusive_affinities(pod, sub_key, topology, SUBGROUP_KEY_LABEL)
+
+
+def _mutate_worker(
+    pod: dict[str, Any],
+    name: str,
+    size: int,
+    labels: dict[str, Any],
+    annotations: dict[str, Any],
+) -> None:
+    """SPEC 2.2 step 5. Group labels come from the worker StatefulSet's template; workers never
+    get group-level affinity (the pod controller pins them with a nodeSelector instead)."""
+    worker = _ordinal(name)
+    labels[WORKER_INDEX_LABEL] = str(worker)
+
+    if SUBGROUP_SIZE_ANNOTATION in annotations and not labels.get(SUBGROUP_INDEX_LABEL):
+        sub_size = _parse_annotation_int(
+            str(annotations[SUBGROUP_SIZE_ANNOTATION]), SUBGROUP_SIZE_ANNOTATION, name
+        )
+        if sub_size == 0:
+            raise PodRejected(f"annotation {SUBGROUP_SIZE_ANNOTATION} must not be 0 for pod {name}")
+        index = subgroup_index(size, sub_size, worker)
+        labels[SUBGROUP_INDEX_LABEL] = str(index)
+        sub_key = subgroup_key(str(annotations.get(LEADER_NAME_ANNOTATION, "")), index)
+        labels[SUBGROUP_KEY_LABEL] = sub_key
+        if SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION in annotations:
+            topology = str(annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION])
+            set_exclusive_affinities(pod, sub_key, topology, SUBGROUP_KEY_LABEL)
