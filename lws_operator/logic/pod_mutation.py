@@ -62,9 +62,15 @@ def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None) ->
     """Return the admitted form of `pod` (a deep copy; the input is never modified).
 
     A pod without the `leaderworkerset.sigs.k8s.io/name` label comes back unchanged. Mutating an
-    already-mutated pod yields an equal pod. `scheduler_provider` is the operator's configured gang
-    scheduler ("volcano" or None); any other value is a configuration error (ValueError, not
-    PodRejected). Raises PodRejected with upstream's message when the pod cannot be interpreted.
+    already-mutated pod yields an equal pod, for every pod a LeaderWorkerSet's StatefulSets create
+    (a hand-made pod without `worker-index` whose name ends in `-0` is a worker the first time and,
+    now labelled 0, a leader the second: upstream behaves the same).
+
+    `scheduler_provider` is the operator's configured gang scheduler ("volcano" or None); any
+    other value is a configuration error (ValueError, not PodRejected).
+
+    Raises PodRejected, with upstream's message where it has one, when the pod cannot be
+    interpreted.
     """
     if scheduler_provider is not None and scheduler_provider not in SUPPORTED_SCHEDULER_PROVIDERS:
         raise ValueError(
