@@ -1,0 +1,28 @@
+"""Webhook metrics under controller-runtime's names, so dashboards built for the Go controller
+keep working (python-notes section 4).
+
+They are created on a registry the caller owns: the process has one registry for everything it
+exports, and tests get a fresh one each.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class WebhookMetrics:
+    """``controller_runtime_webhook_{requests_total,latency_seconds,requests_in_flight}``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code.",
+            ["webhook", "code"], registry=registry)
+        self.latency = Histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            ["webhook"], registry=registry)
+        self.in_flight = Gauge(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.",
+            ["webhook"], registry=registry)

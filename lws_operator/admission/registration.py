@@ -1,0 +1,164 @@
+"""The Mutating/ValidatingWebhookConfiguration objects, rendered from one code path.
+
+An in-cluster install registers the webhooks through the ``lws-webhook-service`` Service
+(``webhooks/*.yaml`` are this module's output, and a unit test keeps them equal); ``make run``
+registers the same objects with a ``https://127.0.0.1:<port>`` URL instead. Names, paths, rules and
+selectors are upstream's (SPEC 1.10, 1.11, 2.1), so an install written for the Go controller and
+ours are interchangeable. Pod webhooks skip the operator's own namespace and ``kube-system``: a
+broken webhook must never stop the pods that could fix it.
+
+``python -m lws_operator.admission.registration webhooks/`` rewrites the YAML files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lws_operator.api.constants import (
+    GROUP,
+    MUTATE_LWS_PATH,
+    MUTATE_POD_PATH,
+    NAME_LABEL,
+    PLURAL,
+    VALIDATE_LWS_PATH,
+    VALIDATE_POD_PATH,
+    VERSION,
+)
+
+MUTATING_CONFIGURATION = "lws-mutating-webhook-configuration"
+VALIDATING_CONFIGURATION = "lws-validating-webhook-configuration"
+WEBHOOK_SERVICE = "lws-webhook-service"
+OPERATOR_NAMESPACE = "lws-system"
+TIMEOUT_SECONDS = 10
+_NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+_API = "admissionregistration.k8s.io/v1"
+
+YAML_FILES = {
+    "MutatingWebhookConfiguration": "mutating-webhook-configuration.yaml",
+    "ValidatingWebhookConfiguration": "validating-webhook-configuration.yaml",
+}
+
+
+@dataclass(frozen=True)
+class ServiceTarget:
+    """Reach the webhooks through a Service (in-cluster installs)."""
+
+    namespace: str = OPERATOR_NAMESPACE
+    name: str = WEBHOOK_SERVICE
+    port: int = 443
+
+
+@dataclass(frozen=True)
+class UrlTarget:
+    """Reach the webhooks at ``base_url`` (an operator running outside the cluster)."""
+
+    base_url: str
+
+
+def _client_config(target: ServiceTarget | UrlTarget, path: str,
+                   ca_bundle: bytes | None) -> dict[str, Any]:
+    config: dict[str, Any]
+    if isinstance(target, UrlTarget):
+        config = {"url": target.base_url.rstrip("/") + path}
+    else:
+        config = {"service": {"name": target.name, "namespace": target.namespace,
+                              "path": path, "port": target.port}}
+    if ca_bundle:
+        config["caBundle"] = base64.b64encode(ca_bundle).decode()
+    return config
+
+
+def _rule(group: str, resource: str, operations: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": ["v1" if group == "" else VERSION],
+            "operations": operations, "resources": [resource]}
+
+
+def render(
+    target: ServiceTarget | UrlTarget,
+    *,
+    operator_namespace: str = OPERATOR_NAMESPACE,
+    ca_bundle: bytes | None = None,
+    mutating_name: str = MUTATING_CONFIGURATION,
+    validating_name: str = VALIDATING_CONFIGURATION,
+    only_namespaces: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The mutating and validating configuration, in that order.
+
+    ``only_namespaces`` confines every webhook to those namespaces: tests use it so that
+    their registrations cannot touch anything else on a shared cluster.
+    """
+    lws_ops = ["CREATE", "UPDATE"]
+    pod_objects = {"matchExpressions": [{"key": NAME_LABEL, "operator": "Exists"}]}
+    skip_system = {"key": _NAMESPACE_LABEL, "operator": "NotIn",
+                   "values": sorted({operator_namespace, "kube-system"})}
+    confine = ([{"key": _NAMESPACE_LABEL, "operator": "In", "values": sorted(only_namespaces)}]
+               if only_namespaces else [])
+
+    def webhook(name: str, path: str, rule: dict[str, Any], pods: bool) -> dict[str, Any]:
+        hook: dict[str, Any] = {
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": _client_config(target, path, ca_bundle),
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "timeoutSeconds": TIMEOUT_SECONDS,
+            "rules": [rule],
+        }
+        expressions = ([skip_system] if pods else []) + confine
+        if expressions:
+            hook["namespaceSelector"] = {"matchExpressions": copy.deepcopy(expressions)}
+        if pods:
+            hook["objectSelector"] = copy.deepcopy(pod_objects)
+        return hook
+
+    mutating = {
+        "apiVersion": _API, "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": mutating_name},
+        "webhooks": [
+            webhook("mleaderworkerset.kb.io", MUTATE_LWS_PATH, _rule(GROUP, PLURAL, lws_ops),
+                    pods=False),
+            webhook("mpod.kb.io", MUTATE_POD_PATH, _rule("", "pods", ["CREATE"]), pods=True),
+        ],
+    }
+    validating = {
+        "apiVersion": _API, "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": validating_name},
+        "webhooks": [
+            webhook("vleaderworkerset.kb.io", VALIDATE_LWS_PATH, _rule(GROUP, PLURAL, lws_ops),
+                    pods=False),
+            webhook("vpod.kb.io", VALIDATE_POD_PATH, _rule("", "pods", lws_ops), pods=True),
+        ],
+    }
+    return [mutating, validating]
+
+
+def manifest_files(namespace: str = OPERATOR_NAMESPACE) -> dict[str, str]:
+    """File name -> YAML text of the Service-based registration for ``webhooks/``."""
+    header = ("# Generated by `python -m lws_operator.admission.registration webhooks/`; do not "
+              "edit.\n# The operator injects caBundle at run time.\n")
+    out = {}
+    for obj in render(ServiceTarget(namespace=namespace), operator_namespace=namespace):
+        out[YAML_FILES[obj["kind"]]] = header + yaml.safe_dump(obj, sort_keys=False)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write the webhook registration manifests.")
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--namespace", default=OPERATOR_NAMESPACE)
+    args = parser.parse_args(argv)
+    args.directory.mkdir(parents=True, exist_ok=True)
+    for name, text in manifest_files(args.namespace).items():
+        (args.directory / name).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

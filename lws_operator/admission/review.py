@@ -1,0 +1,173 @@
+"""AdmissionReview in, AdmissionReview out: the four upstream webhooks over the pure modules.
+
+The decisions live in ``api.defaults``, ``api.validation`` and ``logic.pod_mutation``; this module
+only maps them to what the API server expects, answering the way controller-runtime answers for
+the Go controller, so clients see the same errors:
+
+* a defaulting or mutation result becomes a JSON patch;
+* validation errors become a 422 ``Invalid`` status whose message is apimachinery's aggregate and
+  whose ``details.causes`` list each field;
+* a rejected pod becomes controller-runtime's ``Denied``: code 403, reason ``Forbidden``;
+* DELETE is always allowed (controller-runtime skips it for defaulters, upstream allows it);
+* a request we cannot read is answered with code 400, a crash in a pure function with 500,
+  both as ``allowed: false``: the webhooks fail closed.
+
+Everything here is synchronous and CPU-only; the server calls it on the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lws_operator.admission.patch import diff
+from lws_operator.api import defaults, validation
+from lws_operator.api.constants import (
+    GROUP,
+    KIND,
+    MUTATE_LWS_PATH,
+    MUTATE_POD_PATH,
+    VALIDATE_LWS_PATH,
+    VALIDATE_POD_PATH,
+)
+from lws_operator.logic import pod_mutation
+
+log = logging.getLogger(__name__)
+
+# One webhook: the AdmissionReview ``request`` payload in, the ``response`` payload (no uid) out.
+Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+_CAUSE_TYPES = {
+    "Invalid": "FieldValueInvalid",
+    "Required": "FieldValueRequired",
+    "NotSupported": "FieldValueNotSupported",
+    "Forbidden": "FieldValueForbidden",
+}
+
+
+class BadRequest(ValueError):
+    """The AdmissionReview itself is malformed (answered with code 400)."""
+
+
+def allowed(patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"allowed": True}
+    if patch:
+        response["patch"] = base64.b64encode(
+            json.dumps(patch, separators=(",", ":")).encode()).decode()
+        response["patchType"] = "JSONPatch"
+    return response
+
+
+def denied(code: int, message: str, reason: str | None = None, **extra: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {"status": "Failure", "message": message, "code": code}
+    if reason:
+        status["reason"] = reason
+    status.update(extra)
+    return {"allowed": False, "status": status}
+
+
+def _object(request: Mapping[str, Any], key: str = "object") -> dict[str, Any]:
+    obj = request.get(key)
+    if not isinstance(obj, dict):
+        raise BadRequest(f"the admission request has no {key}")
+    return obj
+
+
+def _mutation(request: Mapping[str, Any], mutate: Callable[[dict[str, Any]], dict[str, Any]],
+              ) -> dict[str, Any]:
+    if request.get("operation") == "DELETE":
+        return allowed()
+    obj = _object(request)
+    return allowed(diff(obj, mutate(obj)))
+
+
+def mutate_pod(scheduler_provider: str | None = None) -> Handler:
+    """``mpod.kb.io``: labels, env, affinities and subdomain of LeaderWorkerSet pods."""
+
+    def handle(request: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return _mutation(request, lambda pod: pod_mutation.mutate_pod(
+                pod, scheduler_provider=scheduler_provider))
+        except pod_mutation.PodRejected as exc:
+            return denied(403, str(exc), "Forbidden")
+
+    return handle
+
+
+def validate_pod(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``vpod.kb.io``: upstream allows every pod (its registration exists for future rules)."""
+    return allowed()
+
+
+def mutate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``mleaderworkerset.kb.io``: webhook defaulting (SPEC 1.10)."""
+    return _mutation(request, defaults.apply_defaults)
+
+
+def _cause(error: validation.FieldError) -> dict[str, Any]:
+    text = str(error)
+    prefix = f"{error.path}: "
+    return {
+        "reason": _CAUSE_TYPES.get(error.type, "FieldValueInvalid"),
+        "message": text[len(prefix):] if text.startswith(prefix) else text,
+        "field": error.path,
+    }
+
+
+def validate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``vleaderworkerset.kb.io``: validation (SPEC 1.11), answered as apimachinery's Invalid."""
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
+        return allowed()
+    new = _object(request)
+    old = _object(request, "oldObject") if operation == "UPDATE" else None
+    errors = validation.validate(new, old)
+    if not errors:
+        return allowed()
+    name = str((new.get("metadata") or {}).get("name") or request.get("name") or "")
+    return denied(
+        422, validation.invalid_message(name, errors), "Invalid",
+        details={"name": name, "group": GROUP, "kind": KIND,
+                 "causes": [_cause(e) for e in errors]},
+    )
+
+
+def handlers(scheduler_provider: str | None = None) -> dict[str, Handler]:
+    """The four upstream webhook paths and what serves each."""
+    return {
+        MUTATE_LWS_PATH: mutate_lws,
+        VALIDATE_LWS_PATH: validate_lws,
+        MUTATE_POD_PATH: mutate_pod(scheduler_provider),
+        VALIDATE_POD_PATH: validate_pod,
+    }
+
+
+def review(body: bytes, handler: Handler) -> dict[str, Any]:
+    """Answer one AdmissionReview (raw JSON) with ``handler``; never raises."""
+    uid = ""
+    api_version = "admission.k8s.io/v1"
+    try:
+        doc = json.loads(body)
+        if not isinstance(doc, dict) or not isinstance(doc.get("request"), dict):
+            raise BadRequest("the body is not an AdmissionReview with a request")
+        request = doc["request"]
+        uid = str(request.get("uid") or "")
+        api_version = str(doc.get("apiVersion") or api_version)
+    except ValueError as exc:  # json.JSONDecodeError and BadRequest
+        return _review(api_version, uid, denied(400, str(exc)))
+    try:
+        response = handler(request)
+    except BadRequest as exc:
+        response = denied(400, str(exc))
+    except Exception as exc:
+        log.exception("admission handler failed for %s", uid)
+        response = denied(500, f"internal error in the LeaderWorkerSet webhook: {exc}")
+    return _review(api_version, uid, response)
+
+
+def _review(api_version: str, uid: str, response: dict[str, Any]) -> dict[str, Any]:
+    response["uid"] = uid
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}

@@ -1,0 +1,124 @@
+"""The admission side of the operator process, wired: certificates, listener and registration.
+
+``__main__`` runs it next to the controllers on one event loop; tests and the latency benchmark run
+it in-process against a real API server with the same code path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lws_operator.admission import registration, review
+from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
+from lws_operator.kube.certs import CertSettings, WebhookCertManager
+from lws_operator.kube.client import KubeClient
+from lws_operator.logic import certs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    """Everything the admission side can be told (``lws-operator run`` flags map onto it)."""
+
+    namespace: str = registration.OPERATOR_NAMESPACE
+    bind_address: str = "0.0.0.0"  # in a pod the Service reaches us on the pod IP
+    port: int = 9443
+    # Registration mode: the API server calls https://<webhook_host>:<port>/<path>.
+    webhook_host: str | None = None
+    service_name: str = registration.WEBHOOK_SERVICE
+    secret_name: str = "lws-webhook-server-cert"
+    mutating_configuration: str = registration.MUTATING_CONFIGURATION
+    validating_configuration: str = registration.VALIDATING_CONFIGURATION
+    ca_validity: dt.timedelta = dt.timedelta(days=3650)
+    cert_validity: dt.timedelta = dt.timedelta(days=365)
+    sync_interval: float = 10.0
+    propagation_delay: dt.timedelta = dt.timedelta(seconds=30)
+    # Confine registered webhooks to these namespaces (tests on a shared cluster).
+    only_namespaces: Sequence[str] = field(default=())
+    scheduler_provider: str | None = None
+
+    def policy(self) -> certs.CertPolicy:
+        dns = list(certs.service_dns_names(self.service_name, self.namespace))
+        ips: list[str] = []
+        if self.webhook_host:
+            try:
+                ips.append(str(ipaddress.ip_address(self.webhook_host)))
+            except ValueError:
+                dns.insert(0, self.webhook_host)
+        return certs.CertPolicy(
+            dns_names=tuple(dns), ip_addresses=tuple(ips),
+            ca_validity=self.ca_validity, cert_validity=self.cert_validity,
+            propagation_delay=self.propagation_delay,
+            # Every replica re-reads the Secret within one interval; leave room for two.
+            reload_delay=self.propagation_delay + dt.timedelta(seconds=2 * self.sync_interval),
+        )
+
+    def base_url(self, port: int) -> str:
+        host = self.webhook_host or ""
+        if ":" in host:
+            host = f"[{host}]"
+        return f"https://{host}:{port}"
+
+
+class WebhookRuntime:
+    """Serves admissions with a certificate from the Secret, from the first certificate on."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        options: WebhookOptions,
+        *,
+        metrics: WebhookMetrics | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.options = options
+        self.tls = ServingTLS()
+        self.server = AdmissionServer(
+            tls=self.tls, handlers=review.handlers(options.scheduler_provider),
+            host=options.bind_address, port=options.port, metrics=metrics, observer=observer)
+        settings = CertSettings(
+            namespace=options.namespace, policy=options.policy(),
+            secret_name=options.secret_name,
+            mutating_configuration=options.mutating_configuration,
+            validating_configuration=options.validating_configuration,
+            sync_interval=options.sync_interval,
+        )
+        register = self._render if options.webhook_host else None
+        self.certs = WebhookCertManager(kube, settings, self._serve_certificate, register)
+
+    @property
+    def ready(self) -> bool:
+        """Listening with a certificate from the Secret."""
+        return self.server.listening and self.certs.ready
+
+    def _render(self, ca_bundle: bytes) -> list[dict[str, Any]]:
+        o = self.options
+        return registration.render(
+            registration.UrlTarget(o.base_url(self.server.port)),
+            operator_namespace=o.namespace, ca_bundle=ca_bundle,
+            mutating_name=o.mutating_configuration, validating_name=o.validating_configuration,
+            only_namespaces=o.only_namespaces)
+
+    async def _serve_certificate(self, cert: bytes, key: bytes) -> None:
+        self.tls.load(cert, key)
+        if not self.server.listening:
+            await self.server.start()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until ``stop``: keep certificates rotated and served. Then, in registration mode,
+        unregister first (so the API server stops calling), and drain the listener."""
+        try:
+            await self.certs.run(stop)
+        finally:
+            try:
+                await self.certs.unregister()
+            finally:
+                await self.server.stop()

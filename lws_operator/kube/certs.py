@@ -1,0 +1,275 @@
+"""Self-managed webhook certificates: the Secret, the served certificate and the caBundles.
+
+Every replica runs :class:`WebhookCertManager`. A pass reads the Secret and both webhook
+configurations, asks ``logic.certs.plan`` for the next rotation step, writes it (creating the
+Secret if absent; a replace preconditioned on resourceVersion otherwise, so when replicas race
+exactly one write wins and the others re-plan from it), loads the Secret's serving certificate
+into the live listener, and copies the Secret's ``ca.crt`` into every webhook's caBundle.
+
+The Secret is the source of truth; nothing is kept between passes but what is being served.
+
+Two modes:
+
+* Service mode (in-cluster): the configurations are installed by Helm or ``webhooks/``; we only
+  write caBundles into the webhooks that exist.
+* Registration mode (``--webhook-host``, an operator outside the cluster): we own the
+  configurations and server-side apply them whole, with URL client configs, and remove them on
+  shutdown so a stopped dev operator does not block every LeaderWorkerSet pod.
+
+Injection is fenced by a generation counter (``logic.certs.fence_allows``): a replica holding an
+older Secret can never put an older bundle back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lws_operator.kube.client import APPLY_PATCH, ApiException, KubeClient, is_status
+from lws_operator.logic import certs
+
+log = logging.getLogger(__name__)
+
+GENERATION_ANNOTATION = "lws-operator.dev/ca-bundle-generation"
+FIELD_MANAGER = "lws-operator"
+MUTATING = "MutatingWebhookConfiguration"
+VALIDATING = "ValidatingWebhookConfiguration"
+_CONFIG_PATHS = {
+    MUTATING: "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    VALIDATING: "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+}
+_MAX_CONFLICTS = 5
+
+# Given the CA bundle, the complete configuration objects to register (registration mode).
+Registrar = Callable[[bytes], list[dict[str, Any]]]
+# Called with (tls.crt, tls.key) whenever the Secret holds a certificate we do not serve yet.
+CertificateSink = Callable[[bytes, bytes], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CertSettings:
+    namespace: str
+    policy: certs.CertPolicy
+    secret_name: str = "lws-webhook-server-cert"
+    mutating_configuration: str = "lws-mutating-webhook-configuration"
+    validating_configuration: str = "lws-validating-webhook-configuration"
+    # Upper bound between passes; also how fast a replica picks up another replica's rotation.
+    sync_interval: float = 10.0
+
+    def configurations(self) -> dict[str, str]:
+        return {MUTATING: self.mutating_configuration, VALIDATING: self.validating_configuration}
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _decode(secret: Mapping[str, Any] | None) -> dict[str, bytes] | None:
+    if secret is None:
+        return None
+    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+
+
+def _generation(obj: Mapping[str, Any] | None) -> int | None:
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return certs.parse_generation(annotations.get(GENERATION_ANNOTATION))
+
+
+def _contains(live: Any, desired: Any) -> bool:
+    """Whether ``live`` has everything ``desired`` sets (the server adds defaults of its own)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(
+            k in live and _contains(live[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(live, list) and len(live) == len(desired) and all(
+            _contains(a, b) for a, b in zip(live, desired, strict=True))
+    return bool(live == desired)
+
+
+class WebhookCertManager:
+    """Keeps the Secret rotated, the listener serving it and the caBundles injected."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        settings: CertSettings,
+        on_certificate: CertificateSink,
+        register: Registrar | None = None,
+        clock: Callable[[], dt.datetime] = _utcnow,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.on_certificate = on_certificate
+        self.register = register
+        self.clock = clock
+        self.served: bytes | None = None
+        self.last_plan: certs.Plan | None = None
+
+    @property
+    def ready(self) -> bool:
+        """A certificate from the Secret is being served."""
+        return self.served is not None
+
+    # ------------------------------------------------------------------------------ paths
+
+    @property
+    def _secrets_path(self) -> str:
+        return f"/api/v1/namespaces/{self.settings.namespace}/secrets"
+
+    @property
+    def _secret_path(self) -> str:
+        return f"{self._secrets_path}/{self.settings.secret_name}"
+
+    def _config_path(self, kind: str) -> str:
+        return f"{_CONFIG_PATHS[kind]}/{self.settings.configurations()[kind]}"
+
+    # ------------------------------------------------------------------------------ a pass
+
+    async def sync(self) -> certs.Plan:
+        """One pass; re-plans from fresh reads after a lost write race."""
+        for _ in range(_MAX_CONFLICTS):
+            try:
+                return await self._sync_once()
+            except ApiException as exc:
+                if not is_status(exc, 409):
+                    raise
+                log.debug("conflict while rotating webhook certificates; re-reading")
+        raise RuntimeError(f"webhook certificates: {_MAX_CONFLICTS} write conflicts in a row")
+
+    async def _sync_once(self) -> certs.Plan:
+        secret = await self.kube.get(self._secret_path)
+        configs = {kind: await self.kube.get(self._config_path(kind))
+                   for kind in self.settings.configurations()}
+        data = _decode(secret)
+        injected = self._injected(configs, (data or {}).get(certs.CA_CERT_KEY))
+        plan = certs.plan(data, now=self.clock(), policy=self.settings.policy,
+                          bundle_injected=injected)
+        self.last_plan = plan
+        if plan.data is not None:
+            secret = await self._write_secret(secret, plan)
+            data = plan.data
+            log.info("webhook certificates: %s", plan.reason)
+        assert data is not None
+        assert secret is not None
+        if data[certs.TLS_CERT_KEY] != self.served:
+            await self.on_certificate(data[certs.TLS_CERT_KEY], data[certs.TLS_KEY_KEY])
+            self.served = data[certs.TLS_CERT_KEY]
+            log.info("serving the webhook certificate of Secret %s/%s",
+                     self.settings.namespace, self.settings.secret_name)
+        generation = _generation(secret) or 0
+        for kind, live in configs.items():
+            await self._inject(kind, live, data[certs.CA_CERT_KEY], generation)
+        return plan
+
+    def _injected(self, configs: Mapping[str, dict[str, Any] | None], bundle: bytes | None,
+                  ) -> bool:
+        """Whether every webhook that exists trusts exactly ``bundle``."""
+        if bundle is None:
+            return False
+        want = base64.b64encode(bundle).decode()
+        for live in configs.values():
+            if live is None:
+                if self.register is not None:
+                    return False  # ours to create: not there means not injected
+                continue
+            for hook in live.get("webhooks") or []:
+                if (hook.get("clientConfig") or {}).get("caBundle") != want:
+                    return False
+        return True
+
+    async def _write_secret(self, secret: dict[str, Any] | None, plan: certs.Plan,
+                            ) -> dict[str, Any]:
+        assert plan.data is not None
+        encoded = {k: base64.b64encode(v).decode() for k, v in plan.data.items()}
+        generation = (_generation(secret) or 0) + (1 if plan.ca_changed else 0)
+        if secret is None:
+            created: dict[str, Any] = {
+                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": self.settings.secret_name,
+                             "namespace": self.settings.namespace,
+                             "annotations": {GENERATION_ANNOTATION: str(max(generation, 1))}},
+                "data": encoded,
+            }
+            return await self.kube.request("POST", self._secrets_path, body=created)
+        body = copy.deepcopy(secret)
+        body["data"] = {**(body.get("data") or {}), **encoded}
+        meta = body["metadata"]
+        meta["annotations"] = {**(meta.get("annotations") or {}),
+                               GENERATION_ANNOTATION: str(generation)}
+        # The body carries metadata.resourceVersion: a concurrent writer makes this a 409.
+        return await self.kube.request("PUT", self._secret_path, body=body)
+
+    async def _inject(self, kind: str, live: dict[str, Any] | None, bundle: bytes,
+                      generation: int) -> None:
+        if live is not None and not certs.fence_allows(generation, _generation(live)):
+            return  # a replica with a newer Secret already wrote a newer bundle
+        want = base64.b64encode(bundle).decode()
+        if self.register is not None:
+            desired = next(o for o in self.register(bundle) if o["kind"] == kind)
+            desired["metadata"]["name"] = self.settings.configurations()[kind]
+            if live is not None and _generation(live) == generation and _contains(
+                    live.get("webhooks"), desired["webhooks"]):
+                return
+            desired["metadata"].setdefault("annotations", {})[GENERATION_ANNOTATION] = str(
+                generation)
+            if live is not None:
+                desired["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+            await self.kube.request(
+                "PATCH", self._config_path(kind), body=desired, content_type=APPLY_PATCH,
+                query={"fieldManager": FIELD_MANAGER, "force": "true"})
+            log.info("registered %s %s", kind, desired["metadata"]["name"])
+            return
+        if live is None:
+            return
+        hooks = live.get("webhooks") or []
+        if _generation(live) == generation and all(
+                (h.get("clientConfig") or {}).get("caBundle") == want for h in hooks):
+            return
+        body = copy.deepcopy(live)
+        for hook in body.get("webhooks") or []:
+            hook.setdefault("clientConfig", {})["caBundle"] = want
+        body["metadata"].setdefault("annotations", {})[GENERATION_ANNOTATION] = str(generation)
+        await self.kube.request("PUT", self._config_path(kind), body=body)
+        log.info("injected the CA bundle into %s %s", kind, live["metadata"]["name"])
+
+    # ---------------------------------------------------------------------------- lifecycle
+
+    def _delay(self, plan: certs.Plan) -> float:
+        interval = self.settings.sync_interval
+        if plan.data is not None:
+            return 0.0  # progress was made: the next step may be due already
+        until = (plan.next_check - self.clock()).total_seconds()
+        return interval if until <= 0 else min(interval, until)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Pass after pass until ``stop`` is set; errors are logged and retried with backoff."""
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                delay = self._delay(await self.sync())
+                backoff = 0.5
+            except Exception as exc:
+                log.warning("webhook certificate pass failed: %s", exc,
+                            exc_info=not isinstance(exc, ApiException))
+                delay = min(backoff, self.settings.sync_interval)
+                backoff = min(backoff * 2, 30.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+
+    async def unregister(self) -> None:
+        """Delete the configurations we registered (registration mode only)."""
+        if self.register is None:
+            return
+        for kind in self.settings.configurations():
+            try:
+                await self.kube.request("DELETE", self._config_path(kind))
+            except ApiException as exc:
+                if not is_status(exc, 404):
+                    log.warning("could not remove %s: %s", kind, exc.reason)
