@@ -31,8 +31,10 @@ class WebhookOptions:
     namespace: str = registration.OPERATOR_NAMESPACE
     bind_address: str = "0.0.0.0"  # in a pod the Service reaches us on the pod IP
     port: int = 9443
-    # Registration mode: the API server calls https://<webhook_host>:<port>/<path>.
+    # Local mode: the API server calls https://<webhook_host>:<port>/<path>, and (unless
+    # register_webhooks is False: a second replica) we register the configurations ourselves.
     webhook_host: str | None = None
+    register_webhooks: bool = True
     service_name: str = registration.WEBHOOK_SERVICE
     secret_name: str = "lws-webhook-server-cert"
     mutating_configuration: str = registration.MUTATING_CONFIGURATION
@@ -91,8 +93,10 @@ class WebhookRuntime:
             validating_configuration=options.validating_configuration,
             sync_interval=options.sync_interval,
         )
-        register = self._render if options.webhook_host else None
+        register = self._render if options.webhook_host and options.register_webhooks else None
         self.certs = WebhookCertManager(kube, settings, self._serve_certificate, register)
+        # Set once the listener serves a certificate from the Secret (never cleared).
+        self.serving = asyncio.Event()
 
     @property
     def ready(self) -> bool:
@@ -111,6 +115,7 @@ class WebhookRuntime:
         self.tls.load(cert, key)
         if not self.server.listening:
             await self.server.start()
+        self.serving.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``: keep certificates rotated and served. Then, in registration mode,

@@ -288,11 +288,14 @@ def _fresh(now: dt.datetime, policy: CertPolicy, reason: str) -> Plan:
 
 def _next_check(state: CertState, now: dt.datetime, policy: CertPolicy) -> dt.datetime:
     """The earliest moment at which the clock alone changes the plan for ``state``."""
-    times = [renew_at(state.ca, policy.rotate_at), renew_at(state.cert, policy.rotate_at)]
+    times = [renew_at(state.ca, policy.rotate_at)]
     if not signed_by(state.cert, state.ca):
-        times.append(issued_at(state.ca) + policy.propagation_delay)
-    elif len(state.cas) > 1:
-        times.append(issued_at(state.cert) + policy.reload_delay)
+        # Waiting for the new CA to propagate (or, at the latest, for this certificate to end).
+        times += [issued_at(state.ca) + policy.propagation_delay, state.cert.not_valid_after_utc]
+    else:
+        times.append(renew_at(state.cert, policy.rotate_at))
+        if len(state.cas) > 1:
+            times.append(issued_at(state.cert) + policy.reload_delay)
     times += [c.not_valid_after_utc for c in state.cas[1:]]
     return max(now, min(times))
 

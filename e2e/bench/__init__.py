@@ -1,0 +1,1 @@
+"""Benchmarks: run as scripts, report figures, assert nothing about timing."""

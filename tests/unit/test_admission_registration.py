@@ -1,0 +1,82 @@
+"""The webhook registration objects: the files in webhooks/ are the renderer's output."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import yaml
+
+from lws_operator.admission import registration
+from lws_operator.api.constants import MUTATE_POD_PATH
+
+WEBHOOKS = Path(__file__).resolve().parents[2] / "webhooks"
+
+
+def test_webhooks_directory_is_generated_from_the_renderer() -> None:
+    files = registration.manifest_files()
+    assert sorted(p.name for p in WEBHOOKS.glob("*.yaml")) == sorted(files)
+    for name, text in files.items():
+        assert (WEBHOOKS / name).read_text() == text, (
+            f"webhooks/{name} is stale: "
+            "run python -m lws_operator.admission.registration webhooks/")
+
+
+def test_upstream_names_paths_and_policies() -> None:
+    mutating, validating = registration.render(registration.ServiceTarget())
+    assert mutating["metadata"]["name"] == "lws-mutating-webhook-configuration"
+    assert validating["metadata"]["name"] == "lws-validating-webhook-configuration"
+    hooks = {h["name"]: h for h in mutating["webhooks"] + validating["webhooks"]}
+    assert set(hooks) == {"mleaderworkerset.kb.io", "mpod.kb.io", "vleaderworkerset.kb.io",
+                          "vpod.kb.io"}
+    for hook in hooks.values():
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["timeoutSeconds"] == 10
+        service = hook["clientConfig"]["service"]
+        assert (service["name"], service["namespace"], service["port"]) == (
+            "lws-webhook-service", "lws-system", 443)
+    assert hooks["mpod.kb.io"]["rules"][0]["operations"] == ["CREATE"]
+    assert hooks["vpod.kb.io"]["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    for name in ("mpod.kb.io", "vpod.kb.io"):
+        assert hooks[name]["objectSelector"] == {"matchExpressions": [
+            {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
+        assert hooks[name]["namespaceSelector"] == {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": ["kube-system", "lws-system"]}]}
+    for name in ("mleaderworkerset.kb.io", "vleaderworkerset.kb.io"):
+        assert hooks[name]["rules"] == [{"apiGroups": ["leaderworkerset.x-k8s.io"],
+                                         "apiVersions": ["v1"],
+                                         "operations": ["CREATE", "UPDATE"],
+                                         "resources": ["leaderworkersets"]}]
+        assert "namespaceSelector" not in hooks[name]
+
+
+def test_local_mode_renders_the_same_objects_with_urls() -> None:
+    service = registration.render(registration.ServiceTarget())
+    local = registration.render(registration.UrlTarget("https://127.0.0.1:9443"),
+                                ca_bundle=b"PEM")
+    for s_obj, l_obj in zip(service, local, strict=True):
+        for s_hook, l_hook in zip(s_obj["webhooks"], l_obj["webhooks"], strict=True):
+            path = s_hook["clientConfig"]["service"]["path"]
+            assert l_hook["clientConfig"] == {"url": "https://127.0.0.1:9443" + path,
+                                              "caBundle": base64.b64encode(b"PEM").decode()}
+            assert {k: v for k, v in s_hook.items() if k != "clientConfig"} == {
+                k: v for k, v in l_hook.items() if k != "clientConfig"}
+    assert local[0]["webhooks"][1]["clientConfig"]["url"].endswith(MUTATE_POD_PATH)
+
+
+def test_confinement_to_namespaces_adds_to_every_webhook() -> None:
+    objs = registration.render(registration.UrlTarget("https://127.0.0.1:1"),
+                               only_namespaces=["t-1"])
+    for obj in objs:
+        for hook in obj["webhooks"]:
+            assert {"key": "kubernetes.io/metadata.name", "operator": "In",
+                    "values": ["t-1"]} in hook["namespaceSelector"]["matchExpressions"]
+
+
+def test_main_writes_the_files(tmp_path: Path) -> None:
+    registration.main([str(tmp_path), "--namespace", "ops"])
+    doc = yaml.safe_load((tmp_path / "mutating-webhook-configuration.yaml").read_text())
+    assert doc["webhooks"][0]["clientConfig"]["service"]["namespace"] == "ops"
