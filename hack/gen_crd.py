@@ -1,0 +1,676 @@
+"""Generate the LeaderWorkerSet CRD (``crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml``).
+
+Why a generator: users ``kubectl apply`` manifests written for the upstream Go controller, so the
+CRD must validate embedded pod templates exactly as the API server validates pods (shape, required
+fields, list and map merge semantics) and ``kubectl explain`` must reach into them. That schema is
+far too large to write by hand, and it has to follow the Kubernetes version we pin.
+
+Where each part comes from:
+
+* Kubernetes types (``PodTemplateSpec`` for ``leaderTemplate``/``workerTemplate``,
+  ``PersistentVolumeClaim`` for ``volumeClaimTemplates``, ``metav1.Condition`` for
+  ``status.conditions``, and the ``scheduling.k8s.io/v1beta1`` PodGroup building blocks under
+  ``spec.scheduling``) come from the OpenAPI v3 documents served by the pinned kube-apiserver
+  (``/openapi/v3/api/v1``, ``/openapi/v3/apis/scheduling.k8s.io/v1beta1``). They are inlined and
+  rewritten into a structural schema: ``$ref``/``allOf`` inlined, IntOrString and Quantity turned
+  into ``x-kubernetes-int-or-string``, strategic-merge-patch and union extensions dropped,
+  ``x-kubernetes-list-type``/``-list-map-keys``/``-map-type`` kept, ``required`` kept. Their
+  descriptions are the ones the API server publishes.
+* Our own fields are written here by hand rather than derived from ``lws_operator/api/models.py``:
+  those models are deliberately lenient readers (plain ``str`` instead of enums, ``dict`` pod
+  templates) while the CRD needs enums, formats, bounds, defaults and descriptions on nearly every
+  field. Enum values are taken from the models' ``Literal`` aliases so there is one list of them;
+  ``tests/unit/test_crd_file.py`` fails when a model field has no schema property or vice versa.
+
+Decisions:
+
+* CRD defaults are exactly the upstream ones (SPEC 1.10 layer 1): ``replicas=1``, ``size=1``,
+  ``startupPolicy=LeaderCreated``, ``restartPolicy=RecreateGroupOnPodRestart``,
+  ``subGroupPolicyType=LeaderWorker``, ``rolloutStrategy.type=RollingUpdate``, ``partition=0``,
+  ``maxUnavailable=1``, ``maxSurge=0``. Fields that exist only in the guide (``groupIdentity``,
+  ``groupReplacementPolicy``, ``podTerminationPolicy``, ``restartBackoff.baseSeconds``/
+  ``capSeconds``, ``scheduling``) get no CRD default: the defaulting webhook owns them, so all
+  guide-only defaulting lives in one place (``lws_operator/api``) and objects written before a CRD
+  upgrade are not rewritten by defaulting-on-read (their revision hash, and so their pods, must not
+  change). Their descriptions state the default the webhook applies.
+* Defaults in the Kubernetes types are dropped, like the upstream CRD, with one exception that the
+  structural-schema rules force: a list-map key that is not required keeps its default (container
+  ``ports[].protocol: TCP``, ``imagePullSecrets[].name: ""``). Dropping them keeps stored objects
+  as the user wrote them (pods get the same defaults when they are created), and keeps the LWS
+  revision hash of objects created under the upstream CRD unchanged after switching over.
+* ``enum`` lists of the Kubernetes types are dropped: the CRD is pinned at generation time while
+  clusters move on, and a newer server may accept values this schema has never heard of (the pod
+  API validates them anyway). Our own enums are kept.
+* Embedded ``ObjectMeta`` (pod template, claim template and ephemeral-volume claim metadata) keeps
+  only ``labels``, ``annotations``, ``finalizers``, ``name`` and ``namespace``, as upstream.
+* Quantities get the pattern of the Kubernetes quantity grammar, so ``storage: lots`` is rejected
+  when the LeaderWorkerSet is written rather than when its StatefulSet is.
+* Field descriptions of our own fields are our own words.
+
+Usage::
+
+    .venv/bin/python hack/gen_crd.py            # regenerate the committed file
+    .venv/bin/python hack/gen_crd.py --check    # exit 1 if the committed file is stale
+    .venv/bin/python hack/gen_crd.py --kubeconfig ~/.kube/config   # use a running v1.37.2 server
+
+Without ``--kubeconfig`` an ``api``-tier local cluster is started in ``.cluster/crdgen`` (and
+stopped again unless it was already running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import json
+import shutil
+import subprocess
+import sys
+import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as `python hack/gen_crd.py`: make the repo importable
+    sys.path.insert(0, str(REPO))
+
+from lws_operator.api import models  # noqa: E402 - needs the path above
+
+CRD_PATH = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+CLUSTER_DIR = REPO / ".cluster" / "crdgen"
+K8S_VERSION = "v1.37.2"
+CORE_DOC = "/openapi/v3/api/v1"
+SCHEDULING_DOC = "/openapi/v3/apis/scheduling.k8s.io/v1beta1"
+
+GROUP = "leaderworkerset.x-k8s.io"
+PLURAL = "leaderworkersets"
+
+CORE = "io.k8s.api.core.v1."
+META = "io.k8s.apimachinery.pkg.apis.meta.v1."
+SCHEDULING = "io.k8s.api.scheduling.v1beta1."
+OBJECT_META = META + "ObjectMeta"
+QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+
+EMBEDDED_META_FIELDS = ("annotations", "finalizers", "labels", "name", "namespace")
+
+# The quantity grammar of the Kubernetes API (sign, decimal number, then a binary-SI, decimal-SI
+# or exponent suffix); a superset check: the pod API does the exact parse later.
+QUANTITY_PATTERN = (
+    r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"
+    r"([KMGTPE]i|[numkMGTPE]|[eE][+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))?$"
+)
+
+# Keys of an OpenAPI schema node that are copied as they are (after recursion where they nest).
+COPIED_KEYS = frozenset({
+    "description", "type", "format", "required", "items", "properties", "additionalProperties",
+    "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type",
+    "maximum", "minimum", "exclusiveMaximum", "exclusiveMinimum", "maxLength", "minLength",
+    "pattern", "maxItems", "minItems", "uniqueItems", "maxProperties", "minProperties",
+    "multipleOf",
+})
+# Keys dropped on purpose (see the module docstring); anything else is an error, so a new kind of
+# annotation in a future OpenAPI document is looked at instead of silently copied.
+DROPPED_KEYS = frozenset({
+    "default", "enum", "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key",
+    "x-kubernetes-unions", "x-kubernetes-group-version-kind",
+})
+
+
+# ----------------------------------------------------------------------------- Kubernetes types
+
+
+class Structural:
+    """Turns definitions of a Kubernetes OpenAPI v3 document into inlined structural schemas."""
+
+    def __init__(self, *documents: dict[str, Any]) -> None:
+        self.schemas: dict[str, dict[str, Any]] = {}
+        for doc in documents:
+            self.schemas.update(doc["components"]["schemas"])
+
+    def definition(self, name: str) -> dict[str, Any]:
+        """The structural schema of definition ``name``, with its own description."""
+        return self._definition(name, ())
+
+    def _definition(self, name: str, stack: tuple[str, ...]) -> dict[str, Any]:
+        if name in stack:
+            raise ValueError(f"recursive definition: {' -> '.join((*stack, name))}")
+        if name == QUANTITY:
+            return {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "pattern": QUANTITY_PATTERN, "x-kubernetes-int-or-string": True}
+        if name == INT_OR_STRING:
+            return {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "x-kubernetes-int-or-string": True}
+        source = self.schemas[name]
+        if name == OBJECT_META:
+            props = source["properties"]
+            source = {"type": "object", "description": source["description"],
+                      "properties": {k: props[k] for k in EMBEDDED_META_FIELDS}}
+        return self._node(source, (*stack, name))
+
+    def _node(self, node: dict[str, Any], stack: tuple[str, ...]) -> dict[str, Any]:
+        if "$ref" in node:
+            return self._definition(_ref_name(node["$ref"]), stack)
+        out: dict[str, Any] = {}
+        if "allOf" in node:
+            (ref,) = node["allOf"]  # the generator's wrapper for "a field of type X"
+            out = self._definition(_ref_name(ref["$ref"]), stack)
+        for key, value in node.items():
+            if key in ("$ref", "allOf") or key in DROPPED_KEYS:
+                continue
+            if key not in COPIED_KEYS:
+                raise ValueError(f"unexpected OpenAPI key {key!r} under {'/'.join(stack)}")
+            if key == "properties":
+                out[key] = {p: self._node(s, stack) for p, s in value.items()}
+            elif key in ("items", "additionalProperties") and isinstance(value, dict):
+                out[key] = self._node(value, stack)
+            elif key == "required":
+                out[key] = sorted(value)
+            else:
+                out[key] = copy.deepcopy(value)
+        if out.get("type") == "array" and out.get("x-kubernetes-list-type") == "map":
+            self._default_map_keys(node, out, stack)
+        if "x-kubernetes-int-or-string" in out:
+            out.pop("type", None)
+            out.pop("format", None)
+        return out
+
+    def _default_map_keys(
+        self, source: dict[str, Any], out: dict[str, Any], stack: tuple[str, ...]
+    ) -> None:
+        """A list-map key must be required or defaulted (structural rule): restore the source
+        default of every optional key."""
+        items = out["items"]
+        item_source = source["items"]
+        while "$ref" in item_source or "allOf" in item_source:
+            ref = item_source["$ref"] if "$ref" in item_source else item_source["allOf"][0]["$ref"]
+            item_source = self.schemas[_ref_name(ref)]
+        for key in out["x-kubernetes-list-map-keys"]:
+            if key in items.get("required", ()):
+                continue
+            default = item_source["properties"][key].get("default")
+            if default is None:
+                raise ValueError(f"list-map key {key!r} under {'/'.join(stack)} is optional "
+                                 "and has no default")
+            items["properties"][key]["default"] = default
+
+
+def _ref_name(ref: str) -> str:
+    return ref.rsplit("/", 1)[-1]
+
+
+# ------------------------------------------------------------------------------- our own fields
+
+
+def _enum(alias: Any) -> list[str]:
+    """The values of one of the models' ``Literal`` aliases, in declaration order."""
+    return list(typing.get_args(alias))
+
+
+def _obj(description: str, properties: dict[str, Any], required: list[str] | None = None,
+         ) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "description": description,
+                           "properties": properties}
+    if required:
+        out["required"] = sorted(required)
+    return out
+
+
+def _int32(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "integer", "format": "int32", "description": description, **extra}
+
+
+def _string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def _int_or_string(description: str, default: int) -> dict[str, Any]:
+    return {"anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True, "description": description, "default": default}
+
+
+def _described(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {**schema, "description": description}
+
+
+def _gang_settings(k8s: Structural, level: str) -> dict[str, Any]:
+    """The PodGroup building blocks a user may set at one scheduling level."""
+    policy = k8s.definition(SCHEDULING + "PodGroupSchedulingPolicy")
+    gang = policy["properties"]["gang"]
+    gang.pop("required", None)  # LWS derives minCount
+    gang["properties"]["minCount"]["description"] = (
+        "Minimum number of pods admitted together. Optional: LWS derives it from the group size "
+        "(and from replicas at the whole-LeaderWorkerSet level) and keeps it current as they "
+        "change."
+    )
+    claim = k8s.definition(SCHEDULING + "PodGroupResourceClaim")
+    return {
+        "schedulingPolicy": _described(policy, (
+            f"Scheduling policy of the PodGroup{level}: basic (pod by pod) or gang "
+            "(all or nothing). Immutable, except gang.minCount.")),
+        "schedulingConstraints": _described(
+            k8s.definition(SCHEDULING + "PodGroupSchedulingConstraints"),
+            f"Placement constraints, such as a topology domain, of the PodGroup{level}. "
+            "Immutable."),
+        "disruptionMode": _described(k8s.definition(SCHEDULING + "DisruptionMode"), (
+            f"Whether the pods of the PodGroup{level} may be disrupted one at a time (single) "
+            "or only all together (all). Immutable.")),
+        "resourceClaims": {
+            "type": "array",
+            "description": f"ResourceClaims shared by the pods of the PodGroup{level}. Immutable.",
+            "items": claim,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+        },
+    }
+
+
+def _scheduling(k8s: Structural) -> dict[str, Any]:
+    role = {
+        "leader": _obj(
+            "Role level: each group's leader gets a PodGroup of its own, separate from its "
+            "workers'. Setting leader or worker selects the role level.",
+            _gang_settings(k8s, " of each group's leader")),
+        "worker": _obj(
+            "Role level: each group's workers get a PodGroup of their own, separate from the "
+            "leader's. Setting leader or worker selects the role level.",
+            _gang_settings(k8s, " of each group's workers")),
+    }
+    replica = _obj(
+        "Replica level: one PodGroup per group, covering its leader and workers (size pods).",
+        {**_gang_settings(k8s, " of each group"), **role})
+    return _obj(
+        "Native gang scheduling through Kubernetes Workload and PodGroup objects (alpha). Set it "
+        "when the LeaderWorkerSet is created; it cannot be added, removed or moved to another "
+        "level later. Exactly one level may be used: the top-level fields here (one PodGroup for "
+        "the whole LeaderWorkerSet, replicas * size pods), replica (one PodGroup per group, also "
+        "selected by an empty block), or replica.leader / replica.worker (separate PodGroups for "
+        "the leader and the workers of each group).",
+        {**_gang_settings(k8s, " covering the whole LeaderWorkerSet"), "replica": replica})
+
+
+def _pod_template(k8s: Structural, description: str) -> dict[str, Any]:
+    return _described(k8s.definition(CORE + "PodTemplateSpec"), description)
+
+
+def _leader_worker_template(k8s: Structural) -> dict[str, Any]:
+    pvc = k8s.definition(CORE + "PersistentVolumeClaim")
+    return _obj(
+        "The template of one group: leader and worker pod templates, group size and failure "
+        "handling. Changing it rolls every group to the new revision.",
+        {
+            "leaderTemplate": _pod_template(k8s, (
+                "Pod template of the leader of each group (worker index 0). When omitted the "
+                "leader uses workerTemplate.")),
+            "workerTemplate": _pod_template(k8s, (
+                "Pod template of the workers of each group (worker indexes 1 to size-1), and of "
+                "the leader when leaderTemplate is omitted.")),
+            "size": _int32(
+                "Number of pods in each group, leader included. Defaults to 1: a leader without "
+                "workers. Must be at least 1.", default=1),
+            "restartPolicy": _string(
+                "What happens to a group when one of its pods fails. RecreateGroupOnPodRestart "
+                "(default): the whole group is deleted and recreated when any of its pods "
+                "restarts or is deleted. RecreateGroupAfterStart: the same, except while a pod "
+                "of the group is still pending. None: pods recover on their own, the group is "
+                "left alone. Default is an old spelling of None.",
+                enum=_enum(models.RestartPolicy), default="RecreateGroupOnPodRestart"),
+            "maxGroupRestarts": _int32(
+                "Most automatic recreations of each group, counted per group and template "
+                "revision. Unset: unlimited. 0: the first qualifying failure stops the group "
+                "instead. A group out of budget is stopped and reported by the Degraded "
+                "condition. Not supported with restartPolicy None.", minimum=0),
+            "restartBackoff": _obj(
+                "Exponential backoff between recreations of a group: a group is recreated only "
+                "once it has existed (since its leader pod was created) for "
+                "min(baseSeconds * 2^restarts, capSeconds) seconds.",
+                {
+                    "baseSeconds": _int32(
+                        "Delay before the first recreation, doubled for each later one. 10 when "
+                        "the block is present and this field is not (set by the defaulting "
+                        "webhook).", minimum=0),
+                    "capSeconds": _int32(
+                        "Upper bound of the delay. 300 when the block is present and this field "
+                        "is not (set by the defaulting webhook).", minimum=0),
+                }),
+            "subGroupPolicy": _obj(
+                "Splits each group into subgroups of subGroupSize pods, for example one per "
+                "accelerator slice, each with its own index and exclusive placement. It can "
+                "neither be added nor removed after creation.",
+                {
+                    "subGroupPolicyType": _string(
+                        "LeaderWorker (default): the leader belongs to the first subgroup. "
+                        "LeaderExcluded: the leader belongs to no subgroup and only the workers "
+                        "are split.",
+                        enum=_enum(models.SubGroupPolicyType), default="LeaderWorker"),
+                    "subGroupSize": _int32(
+                        "Pods per subgroup: size or size-1 must be a multiple of it (size-1 "
+                        "with LeaderExcluded). Immutable."),
+                }),
+            "volumeClaimTemplates": {
+                "type": "array",
+                "description": (
+                    "PersistentVolumeClaims created for every leader and worker pod; containers "
+                    "mount them by name. Not supported with groupIdentity Hash."),
+                "items": pvc,
+                "x-kubernetes-list-type": "atomic",
+            },
+            "persistentVolumeClaimRetentionPolicy": _obj(
+                "Whether the claims made from volumeClaimTemplates outlive their pods; passed to "
+                "the StatefulSets the operator creates.",
+                {
+                    "whenDeleted": _string(
+                        "Retain (the StatefulSet default) or Delete the claims when the "
+                        "LeaderWorkerSet is deleted."),
+                    "whenScaled": _string(
+                        "Retain (the StatefulSet default) or Delete the claims of groups "
+                        "removed by a scale-down."),
+                }),
+        },
+        required=["workerTemplate"],
+    )
+
+
+def _spec(k8s: Structural) -> dict[str, Any]:
+    rolling = _obj(
+        "Pace of a rolling update, counted in whole groups.",
+        {
+            "partition": _int32(
+                "Only groups whose ordinal is at least partition are updated; the others keep "
+                "their revision. Defaults to 0. Not supported with groupIdentity Hash.",
+                default=0),
+            "maxUnavailable": _int_or_string(
+                "Most groups, as a number or a percentage of replicas rounded down, that may be "
+                "unavailable during an update. Defaults to 1. It cannot be 0 when maxSurge "
+                "is 0.", default=1),
+            "maxSurge": _int_or_string(
+                "Most extra groups, as a number or a percentage of replicas rounded up, created "
+                "above replicas during an update. Defaults to 0.", default=0),
+        })
+    return _obj(
+        "Desired state of the LeaderWorkerSet.",
+        {
+            "replicas": _int32(
+                "Number of groups. Defaults to 1. The scale subresource writes it, so a "
+                "HorizontalPodAutoscaler can drive it.",
+                default=1, minimum=0, maximum=1000000),
+            "leaderWorkerTemplate": _leader_worker_template(k8s),
+            "rolloutStrategy": _obj(
+                "How groups are replaced when leaderWorkerTemplate or networkConfig changes.",
+                {
+                    "type": _string("Only RollingUpdate is supported.",
+                                    enum=_enum(models.RolloutStrategyType),
+                                    default="RollingUpdate"),
+                    "rollingUpdateConfiguration": rolling,
+                },
+                required=["type"]),
+            "startupPolicy": _string(
+                "When the workers of a group are created. LeaderCreated (default): as soon as "
+                "the leader pod exists. LeaderReady: once the leader pod is ready.",
+                enum=_enum(models.StartupPolicy), default="LeaderCreated"),
+            "networkConfig": _obj(
+                "DNS layout of the groups' pods. When omitted the defaulting webhook sets "
+                "subdomainPolicy Shared.",
+                {"subdomainPolicy": _string(
+                    "Shared: one headless Service, named after the LeaderWorkerSet, covers every "
+                    "pod. UniquePerReplica: one headless Service per group.",
+                    enum=_enum(models.SubdomainPolicy))},
+                required=["subdomainPolicy"]),
+            "groupIdentity": _string(
+                "How groups are named and which built-in controller runs the leaders. Ordinal "
+                "(default, set by the defaulting webhook): a StatefulSet, groups numbered 0 to "
+                "replicas-1. Hash: a Deployment, each group named by a random key that is never "
+                "reused, so a scale-down removes unhealthy groups first. Immutable.",
+                enum=_enum(models.GroupIdentity)),
+            "groupReplacementPolicy": _string(
+                "When a replacement group may be scheduled. PostTermination (default, set by "
+                "the defaulting webhook): once the group it replaces is completely gone. "
+                "Immediate: at once; groupIdentity Hash only.",
+                enum=_enum(models.GroupReplacementPolicy)),
+            "podTerminationPolicy": _string(
+                "How the pods of a deleted or rebuilt group stop. Sequential (default, set by "
+                "the defaulting webhook): the workers once the leader is gone. Parallel: leader "
+                "and workers at the same time. Immutable.",
+                enum=_enum(models.PodTerminationPolicy)),
+            "scheduling": _scheduling(k8s),
+        },
+        required=["leaderWorkerTemplate"],
+    )
+
+
+def _status(k8s: Structural) -> dict[str, Any]:
+    return _obj(
+        "Observed state of the LeaderWorkerSet, written by the operator.",
+        {
+            "conditions": {
+                "type": "array",
+                "description": (
+                    "Current observations of the LeaderWorkerSet, one per type: Available, "
+                    "Progressing, UpdateInProgress, Degraded, WorkloadSchedulingCreated."),
+                "items": k8s.definition(META + "Condition"),
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            },
+            "readyReplicas": _int32(
+                "Groups whose leader and workers are all ready, surge groups included."),
+            "updatedReplicas": _int32(
+                "Groups whose leader and workers run the current revision, ready or not."),
+            "replicas": _int32(
+                "Groups whose leader pod exists, updated or not, ready or not, surge groups "
+                "included. The current size reported by the scale subresource."),
+            "hpaPodSelector": _string(
+                "Label selector, in string form, of the leader pods: the scale subresource "
+                "reports it so an autoscaler reads the leaders' metrics."),
+            "observedGeneration": {
+                "type": "integer", "format": "int64",
+                "description": "The metadata.generation this status was computed from."},
+        })
+
+
+def build_crd(core_doc: dict[str, Any], scheduling_doc: dict[str, Any]) -> dict[str, Any]:
+    """The CRD object, from the two OpenAPI v3 documents of the pinned API server."""
+    k8s = Structural(core_doc, scheduling_doc)
+    schema = _obj(
+        "A LeaderWorkerSet runs groups of pods as its unit of replication: each group is one "
+        "leader pod and size-1 worker pods, created, placed, updated and recreated together.",
+        {
+            "apiVersion": _string(f"API version of this object: {GROUP}/v1."),
+            "kind": _string("Kind of this object: LeaderWorkerSet."),
+            "metadata": {"type": "object"},
+            "spec": _spec(k8s),
+            "status": _status(k8s),
+        },
+        required=["spec"],
+    )
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": "LeaderWorkerSet",
+                "listKind": "LeaderWorkerSetList",
+                "plural": PLURAL,
+                "singular": "leaderworkerset",
+                "shortNames": ["lws"],
+            },
+            "scope": "Namespaced",
+            "conversion": {"strategy": "None"},
+            "versions": [{
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "additionalPrinterColumns": [
+                    {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas",
+                     "description": "Number of ready replicas"},
+                    {"name": "Desired", "type": "integer", "jsonPath": ".spec.replicas",
+                     "description": "Number of desired replicas"},
+                    {"name": "Up-to-date", "type": "integer",
+                     "jsonPath": ".status.updatedReplicas",
+                     "description": "Number of up-to-date replicas"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.hpaPodSelector",
+                    },
+                },
+                "schema": {"openAPIV3Schema": schema},
+            }],
+        },
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes every repeated sub-schema out in full: no YAML anchors and aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def render(crd: dict[str, Any], server_version: str) -> str:
+    header = (
+        "# Generated by hack/gen_crd.py from the OpenAPI v3 documents of kube-apiserver "
+        f"{server_version}. Do not edit.\n"
+        "# Over 1 MB: install with `kubectl apply --server-side -f <this file>`.\n"
+    )
+    body = yaml.dump(crd, Dumper=_Dumper, sort_keys=True, default_flow_style=False,
+                     allow_unicode=True, width=100)
+    return header + body
+
+
+# --------------------------------------------------------------------------- the source server
+
+
+def _kubectl_binary() -> str:
+    from e2e.cluster.launcher import Binaries  # the pinned kubectl, when it has been built
+
+    pinned = Binaries.pinned().k8s / "kubectl"
+    if pinned.exists():
+        return str(pinned)
+    found = shutil.which("kubectl")
+    if not found:
+        raise SystemExit("no kubectl: build the pinned one (make build-cluster) or put one on PATH")
+    return found
+
+
+def _get_raw(kubeconfig: Path, path: str) -> str:
+    proc = subprocess.run(
+        [_kubectl_binary(), "--kubeconfig", str(kubeconfig), "--request-timeout=60s",
+         "get", "--raw", path],
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"GET {path} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _reachable(kubeconfig: Path) -> bool:
+    if not kubeconfig.exists():
+        return False
+    proc = subprocess.run(
+        [_kubectl_binary(), "--kubeconfig", str(kubeconfig), "--request-timeout=5s",
+         "get", "--raw", "/readyz"],
+        capture_output=True, text=True, check=False,
+    )
+    return proc.returncode == 0 and proc.stdout.strip() == "ok"
+
+
+def _local_cluster(directory: Path) -> Any:
+    from e2e.cluster import LocalCluster
+
+    class Cluster(LocalCluster):
+        """LocalCluster that survives the instant after exec in which the kernel shows an empty
+        /proc/<pid>/cmdline: the launcher then takes a starting kube-apiserver for dead, gives
+        up, and cannot stop it either. Remove once the launcher checks /proc/<pid>/stat too."""
+
+        def _live_pid(self, name: str) -> int | None:
+            found: int | None = super()._live_pid(name)
+            if found is not None:
+                return found
+            try:
+                pid = int((self.pids / f"{name}.pid").read_text())
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except (OSError, ValueError):
+                return None
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            return pid if not cmdline and comm == name[:15] else None
+
+    return Cluster(directory)
+
+
+@contextmanager
+def source_server(kubeconfig: Path | None, cluster_dir: Path, keep: bool) -> Iterator[Path]:
+    """A kubeconfig of a server to read the documents from: the given one, else a local api-tier
+    cluster (started, and stopped again afterwards, unless it was already running)."""
+    if kubeconfig is not None:
+        yield kubeconfig
+        return
+    cluster = _local_cluster(cluster_dir)
+    if _reachable(cluster.kubeconfig):
+        yield cluster.kubeconfig
+        return
+    cluster.up("api", timeout=180)
+    try:
+        yield cluster.kubeconfig
+    finally:
+        if not keep:
+            cluster.down()
+
+
+def fetch(kubeconfig: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The server version and its core/v1 and scheduling.k8s.io/v1beta1 documents."""
+    version = json.loads(_get_raw(kubeconfig, "/version"))["gitVersion"]
+    core = json.loads(_get_raw(kubeconfig, CORE_DOC))
+    scheduling = json.loads(_get_raw(kubeconfig, SCHEDULING_DOC))
+    return version, core, scheduling
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true",
+                        help="do not write; exit 1 if the output file differs")
+    parser.add_argument("--kubeconfig", type=Path,
+                        help=f"read the documents from this {K8S_VERSION} server")
+    parser.add_argument("--output", type=Path, default=CRD_PATH, help="default: %(default)s")
+    parser.add_argument("--cluster-dir", type=Path, default=CLUSTER_DIR,
+                        help="where to start the local cluster; default: %(default)s")
+    parser.add_argument("--keep-cluster", action="store_true",
+                        help="leave a cluster this run started running")
+    args = parser.parse_args(argv)
+
+    with source_server(args.kubeconfig, args.cluster_dir, args.keep_cluster) as kubeconfig:
+        version, core, scheduling = fetch(kubeconfig)
+    if version != K8S_VERSION:
+        print(f"the source server is {version}; the CRD is pinned to {K8S_VERSION}",
+              file=sys.stderr)
+        return 2
+    text = render(build_crd(core, scheduling), version)
+
+    if args.check:
+        current = args.output.read_text() if args.output.exists() else ""
+        if current == text:
+            print(f"{args.output} is up to date")
+            return 0
+        diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                    str(args.output), "generated", lineterm="", n=2)
+        print("\n".join(list(diff)[:60]), file=sys.stderr)
+        print(f"{args.output} is stale: run .venv/bin/python hack/gen_crd.py", file=sys.stderr)
+        return 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(f"wrote {args.output} ({len(text.encode())} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
