@@ -11,7 +11,7 @@ READY_DELAY_MS ?= 0
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
 
-.PHONY: help venv build-cluster cluster-up cluster-down demo test lint unit e2e-smoke clean
+.PHONY: help venv build-cluster cluster-up cluster-down demo test lint unit e2e-smoke crd crd-check clean
 
 help:
 	@awk -F':.*## ' '/^[a-z-]+:.*## / {printf "%-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,7 +44,7 @@ demo: cluster-up ## bring the cluster up and show its nodes (the operator joins 
 
 lint: venv ## ruff, mypy and the import-layer contract
 	$(BIN)/ruff check .
-	$(BIN)/mypy lws_operator e2e tests conftest.py
+	$(BIN)/mypy lws_operator e2e tests hack conftest.py
 	$(BIN)/lint-imports
 
 unit: venv ## unit tests only (no cluster)
@@ -52,6 +52,12 @@ unit: venv ## unit tests only (no cluster)
 
 e2e-smoke: build-cluster ## the control-plane smoke tests (full tier)
 	$(BIN)/pytest e2e/smoke $(PYTEST_ARGS)
+
+crd: build-cluster ## regenerate crds/ from the pinned API server's OpenAPI documents
+	$(BIN)/python hack/gen_crd.py
+
+crd-check: build-cluster ## fail if crds/ differs from what the generator produces
+	$(BIN)/python hack/gen_crd.py --check
 
 test: build-cluster lint ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest $(PYTEST_ARGS)

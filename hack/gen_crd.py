@@ -587,25 +587,7 @@ def _reachable(kubeconfig: Path) -> bool:
 def _local_cluster(directory: Path) -> Any:
     from e2e.cluster import LocalCluster
 
-    class Cluster(LocalCluster):
-        """LocalCluster that survives the instant after exec in which the kernel shows an empty
-        /proc/<pid>/cmdline: the launcher then takes a starting kube-apiserver for dead, gives
-        up, and cannot stop it either. Remove once the launcher checks /proc/<pid>/stat too."""
-
-        def _live_pid(self, name: str) -> int | None:
-            found: int | None = super()._live_pid(name)
-            if found is not None:
-                return found
-            try:
-                pid = int((self.pids / f"{name}.pid").read_text())
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except (OSError, ValueError):
-                return None
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            return pid if not cmdline and comm == name[:15] else None
-
-    return Cluster(directory)
+    return LocalCluster(directory)
 
 
 @contextmanager

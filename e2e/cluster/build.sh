@@ -20,7 +20,7 @@ build_kubernetes() {
      && [ -x "$out/bin/kube-scheduler" ] && [ -x "$out/bin/kubectl" ]; then
     return 0
   fi
-  log "building Kubernetes v$K8S_VERSION into $out (cold build, ~20-40 min on 2 cores)"
+  log "building Kubernetes v$K8S_VERSION into $out (cold build: about 6 min on 2 cores)"
   local staging=0.${K8S_VERSION#1.} minor
   minor=$(echo "$K8S_VERSION" | cut -d. -f2)
   local work=$out/src

@@ -286,14 +286,24 @@ class LocalCluster:
         (self.pids / f"{name}.pid").write_text(f"{proc.pid}\n")
 
     def _live_pid(self, name: str) -> int | None:
-        """The pid in ``name``'s pid file if that process is still the binary we started."""
+        """The pid in ``name``'s pid file if that process is still the binary we started.
+
+        A zombie is dead. Right after exec ``/proc/<pid>/cmdline`` can briefly read back empty,
+        so the kernel's command name (``comm``, truncated to 15 characters) is the fallback.
+        """
         try:
             pid = int((self.pids / f"{name}.pid").read_text())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except (OSError, ValueError):
             return None
-        binary = Path(cmdline[0].decode(errors="replace")).name if cmdline else ""
-        return pid if binary == name else None
+        comm, _, rest = stat.partition("(")[2].rpartition(")")
+        if rest.split()[:1] == ["Z"]:
+            return None
+        if cmdline:
+            binary = Path(cmdline.split(b"\0")[0].decode(errors="replace")).name
+            return pid if binary == name else None
+        return pid if comm == name[:15] else None
 
     def _start_etcd(self, state: State) -> None:
         client = f"http://127.0.0.1:{state.ports['etcd-client']}"
