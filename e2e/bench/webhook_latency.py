@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import statistics
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     MUTATE_POD_PATH,
@@ -84,8 +86,10 @@ async def create_pod(kube: KubeClient, namespace: str, pod: dict[str, Any], *,
 
 
 async def drive(kube: KubeClient, namespace: str, *, rate: float, duration: float,
-                dry_run: bool, prefix: str, max_in_flight: int = 256) -> LoadResult:
-    """Create ``rate`` labelled pods per second for ``duration`` seconds (open loop)."""
+                dry_run: bool, prefix: str, max_in_flight: int = 256,
+                until: asyncio.Event | None = None) -> LoadResult:
+    """Create ``rate`` labelled pods per second for ``duration`` seconds, or until ``until``
+    is set (open loop)."""
     result = LoadResult(started=time.time())
     loop = asyncio.get_running_loop()
     limit = asyncio.Semaphore(max_in_flight)
@@ -113,7 +117,7 @@ async def drive(kube: KubeClient, namespace: str, *, rate: float, duration: floa
     tasks: list[asyncio.Task[None]] = []
     start = loop.time()
     i = 0
-    while (due := start + i / rate) < start + duration:
+    while (due := start + i / rate) < start + duration and not (until and until.is_set()):
         delay = due - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -152,14 +156,72 @@ def percentiles(values: list[float]) -> dict[str, float]:
             "max": round(max(values) * 1000, 3)}
 
 
+# --------------------------------------------------------------- in-process (tests)
+
+
+@dataclass
+class Webhooks:
+    """An in-process admission side (tests): the runtime, its task and the paths it served."""
+
+    runtime: WebhookRuntime
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+    client: KubeClient
+    calls: list[str] = field(default_factory=list)  # paths served, in order
+
+    @property
+    def options(self) -> WebhookOptions:
+        return self.runtime.options
+
+
+def options_for(namespace: str, **overrides: Any) -> WebhookOptions:
+    """Local mode on 127.0.0.1, a free port, configurations named after and confined to the
+    test namespace. The operator's own namespace (home of the certificate Secret, and excluded
+    from pod admission) is a second one, ``<namespace>-op``."""
+    values: dict[str, Any] = {
+        "namespace": f"{namespace}-op", "bind_address": "127.0.0.1", "port": 0,
+        "webhook_host": "127.0.0.1",
+        "mutating_configuration": f"lws-mutating-{namespace}",
+        "validating_configuration": f"lws-validating-{namespace}",
+        "only_namespaces": (namespace,), "sync_interval": 0.5,
+    }
+    values.update(overrides)
+    return WebhookOptions(**values)
+
+
+async def start_webhooks(kubeconfig: str, options: WebhookOptions) -> Webhooks:
+    """The admission side in-process, ready: serving, registered and reached by the API
+    server."""
+    client = await KubeClient.connect(kubeconfig)
+    if await client.get(f"/api/v1/namespaces/{options.namespace}") is None:
+        await client.request("POST", "/api/v1/namespaces", body={
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}})
+    calls: list[str] = []
+    runtime = WebhookRuntime(client, options, observer=lambda path, _: calls.append(path))
+    stop = asyncio.Event()
+    hooks = Webhooks(runtime, stop, asyncio.create_task(runtime.run(stop)), client, calls)
+    await asyncio.wait_for(runtime.serving.wait(), 30)
+    await wait_until_admitting(client, options.only_namespaces[0])
+    return hooks
+
+
+async def stop_webhooks(hooks: Webhooks) -> None:
+    hooks.stop.set()
+    try:
+        await asyncio.wait_for(hooks.task, 30)
+    finally:
+        with contextlib.suppress(ApiException):
+            await hooks.client.request("DELETE", f"/api/v1/namespaces/{hooks.options.namespace}")
+        await hooks.client.close()
+
+
+
 # ------------------------------------------------------------------------------ the server
 
 
 async def serve(args: argparse.Namespace) -> list[tuple[float, str, float]]:
     """The admission side as the operator runs it, recording its own handling times
     (wall-clock time, path, seconds) until SIGTERM."""
-    from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
-
     timings: list[tuple[float, str, float]] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

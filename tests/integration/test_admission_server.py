@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +18,16 @@ import pytest
 import pytest_asyncio
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
-from e2e.bench.webhook_latency import is_mutated, lws_pod, wait_until_admitting
+from e2e.bench.webhook_latency import (
+    Webhooks,
+    is_mutated,
+    lws_pod,
+    options_for,
+    start_webhooks,
+    stop_webhooks,
+)
 from e2e.cluster import LocalCluster
 from e2e.kube import Kube, wait_for
-from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
@@ -33,7 +37,6 @@ from lws_operator.api.constants import (
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
 )
-from lws_operator.kube.client import ApiException, KubeClient
 
 pytestmark = pytest.mark.api
 
@@ -42,61 +45,9 @@ CRD = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 ADMISSION = "admissionregistration.k8s.io/v1"
 
 
-@dataclass
-class Webhooks:
-    runtime: WebhookRuntime
-    stop: asyncio.Event
-    task: asyncio.Task[None]
-    client: KubeClient
-    calls: list[str] = field(default_factory=list)  # paths served, in order
-
-    @property
-    def options(self) -> WebhookOptions:
-        return self.runtime.options
-
-
-def options_for(namespace: str, **overrides: Any) -> WebhookOptions:
-    """Local mode on 127.0.0.1, a free port, configurations named after and confined to the
-    test namespace. The operator's own namespace (home of the certificate Secret, and excluded
-    from pod admission) is a second one, ``<namespace>-op``."""
-    values: dict[str, Any] = {
-        "namespace": f"{namespace}-op", "bind_address": "127.0.0.1", "port": 0,
-        "webhook_host": "127.0.0.1",
-        "mutating_configuration": f"lws-mutating-{namespace}",
-        "validating_configuration": f"lws-validating-{namespace}",
-        "only_namespaces": (namespace,), "sync_interval": 0.5,
-    }
-    values.update(overrides)
-    return WebhookOptions(**values)
-
-
-async def start_webhooks(cluster: LocalCluster, options: WebhookOptions) -> Webhooks:
-    client = await KubeClient.connect(str(cluster.kubeconfig))
-    if await client.get(f"/api/v1/namespaces/{options.namespace}") is None:
-        await client.request("POST", "/api/v1/namespaces", body={
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}})
-    calls: list[str] = []
-    runtime = WebhookRuntime(client, options, observer=lambda path, _: calls.append(path))
-    stop = asyncio.Event()
-    hooks = Webhooks(runtime, stop, asyncio.create_task(runtime.run(stop)), client, calls)
-    await asyncio.wait_for(runtime.serving.wait(), 30)
-    await wait_until_admitting(client, options.only_namespaces[0])
-    return hooks
-
-
-async def stop_webhooks(hooks: Webhooks) -> None:
-    hooks.stop.set()
-    try:
-        await asyncio.wait_for(hooks.task, 30)
-    finally:
-        with contextlib.suppress(ApiException):
-            await hooks.client.request("DELETE", f"/api/v1/namespaces/{hooks.options.namespace}")
-        await hooks.client.close()
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def webhooks(cluster: LocalCluster, namespace: str) -> AsyncIterator[Webhooks]:
-    hooks = await start_webhooks(cluster, options_for(namespace))
+    hooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
     yield hooks
     await stop_webhooks(hooks)
 
@@ -187,7 +138,7 @@ async def test_malformed_lws_pod_is_rejected_with_the_mutation_message(
 
 async def test_webhook_down_fails_closed_for_lws_pods_only(
         cluster: LocalCluster, kube: Kube, namespace: str) -> None:
-    hooks = await start_webhooks(cluster, options_for(namespace))
+    hooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
     try:
         await hooks.runtime.server.stop()  # the listener dies; the registration stays
         with pytest.raises(DynamicApiError) as exc:

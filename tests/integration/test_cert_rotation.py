@@ -1,0 +1,153 @@
+"""Certificate rotation under admission load, through a real kube-apiserver.
+
+Two replicas share the certificate Secret: replica A is registered by URL and receives every
+admission; replica B (same Secret, same configurations, never called) races A for every rotation
+write. Validities are seconds long, so within one test the serving certificate is renewed several
+times and the CA is replaced once: new CA added to the bundle, serving certificate re-issued by
+it, old CA dropped. A stream of dry-run pod creates (about 200/s) runs across all of it; every one
+must come back mutated, i.e. no admission failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import datetime as dt
+import ssl
+
+import pytest
+from cryptography import x509
+
+from e2e.bench.webhook_latency import (
+    LoadResult,
+    drive,
+    options_for,
+    start_webhooks,
+    stop_webhooks,
+)
+from e2e.cluster import LocalCluster
+from e2e.kube import wait_for
+from lws_operator.admission.runtime import WebhookRuntime
+from lws_operator.kube.client import KubeClient
+from lws_operator.logic import certs
+
+pytestmark = pytest.mark.api
+
+S = dt.timedelta(seconds=1)
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+
+async def served_certificate(port: int) -> bytes:
+    """The DER certificate a new TLS connection to the listener gets."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+    try:
+        der: bytes = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return der
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await writer.wait_closed()
+
+
+def cas(bundle_b64: str) -> list[x509.Certificate]:
+    return x509.load_pem_x509_certificates(base64.b64decode(bundle_b64))
+
+
+async def test_rotation_under_load_fails_no_admission(cluster: LocalCluster,
+                                                      namespace: str) -> None:
+    options = options_for(
+        namespace, ca_validity=21 * S, cert_validity=6 * S, sync_interval=0.25,
+        propagation_delay=2 * S)
+    a = await start_webhooks(str(cluster.kubeconfig), options)
+    b_client = await KubeClient.connect(str(cluster.kubeconfig))
+    # The load comes from a client of its own, as users' requests do: sharing the operator's
+    # connection pool would delay its certificate passes behind hundreds of creates.
+    users = await KubeClient.connect(str(cluster.kubeconfig))
+    b = WebhookRuntime(b_client, dataclasses.replace(options, register_webhooks=False))
+    b_stop = asyncio.Event()
+    b_task = asyncio.create_task(b.run(b_stop))
+    config_path = f"{MUTATING}/{options.mutating_configuration}"
+
+    bundles: list[str] = []  # distinct caBundles of the mutating configuration, in order
+    served: list[bytes] = []  # distinct certificates on the wire, in order
+    rotated = asyncio.Event()
+
+    async def monitor() -> None:
+        initial_ca = None
+        while True:
+            config = await a.client.get(config_path)
+            assert config is not None
+            for hook in config["webhooks"]:
+                bundle = hook["clientConfig"]["caBundle"]
+                if not bundles or bundles[-1] != bundle:
+                    bundles.append(bundle)
+            der = await served_certificate(a.runtime.server.port)
+            if not served or served[-1] != der:
+                served.append(der)
+            initial_ca = initial_ca or cas(bundles[0])[0]
+            current = cas(bundles[-1])
+            cert = x509.load_der_x509_certificate(der)
+            if (len(current) == 1 and current[0] != initial_ca
+                    and certs.signed_by(cert, current[0]) and not rotated.is_set()):
+                await asyncio.sleep(1.0)  # keep the load on a little past the last step
+                rotated.set()
+            await asyncio.sleep(0.2)
+
+    async def bursts() -> LoadResult:
+        """Every second, 50 admissions at once: the API server has to open new connections
+        (TLS handshakes) to carry them, so certificate changes meet fresh handshakes too."""
+        total = LoadResult()
+        i = 0
+        while not rotated.is_set():
+            burst = await drive(users, namespace, rate=1e6, duration=50 / 1e6,
+                                dry_run=True, prefix=f"burst{i}")
+            total.scheduled += burst.scheduled
+            total.latencies += burst.latencies
+            total.failures += burst.failures
+            i += 1
+            await asyncio.sleep(1.0)
+        return total
+
+    watcher = asyncio.create_task(monitor())
+    try:
+        burst_task = asyncio.create_task(bursts())
+        load = await drive(users, namespace, rate=200, duration=90, dry_run=True,
+                           prefix="rot", until=rotated)
+        burst = await burst_task
+        assert rotated.is_set(), f"no full CA rotation within the load; bundles seen: {bundles}"
+        assert load.failures + burst.failures == [], (load.failures + burst.failures)[:10]
+        assert len(load.latencies) == load.scheduled
+        assert len(burst.latencies) == burst.scheduled
+        assert load.scheduled > 0
+
+        # The caBundle changed, with an overlap: some bundle held the new and the old CA.
+        assert len(bundles) >= 3
+        first, last = cas(bundles[0]), cas(bundles[-1])
+        assert len(first) == 1
+        assert len(last) == 1
+        assert first[0] != last[0]
+        assert any(len(cas(bundle)) == 2 and cas(bundle)[1] == first[0] for bundle in bundles)
+        # The served certificate changed more than once (renewals, then the new CA's).
+        assert len(served) >= 3
+        assert certs.signed_by(x509.load_der_x509_certificate(served[0]), first[0])
+        assert certs.signed_by(x509.load_der_x509_certificate(served[-1]), last[0])
+
+        # Both replicas serve the Secret's certificate.
+        async def same_certificate() -> bool:
+            return b.tls.cert_pem is not None and b.tls.cert_pem == a.runtime.tls.cert_pem
+
+        await wait_for(same_certificate, timeout=30, what="both replicas to serve one cert")
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        b_stop.set()
+        await asyncio.wait_for(b_task, 30)
+        await b_client.close()
+        await users.close()
+        await stop_webhooks(a)
