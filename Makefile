@@ -64,3 +64,24 @@ test: build-cluster lint ## everything CI runs: lint, unit, integration and end-
 
 clean: cluster-down
 	rm -rf $(CLUSTER_DIR)
+
+# `make run`: the operator in the foreground on this machine, against the cluster in
+# $(CLUSTER_DIR) (started with `make cluster-up` if it does not answer), webhooks registered by URL
+# at https://127.0.0.1:$(WEBHOOK_PORT); Ctrl-C removes the registrations again.
+RUN_NAMESPACE ?= lws-system
+WEBHOOK_PORT ?= 9443
+HEALTH_PORT ?= 8081
+RUN_ARGS ?=
+CRD_FILE := crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml
+KUBECTL := $(CLUSTER_DIR)/bin/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig
+
+.PHONY: run
+run: venv ## run the operator locally against $(CLUSTER_DIR) (webhooks on 127.0.0.1)
+	@$(KUBECTL) get --raw /readyz >/dev/null 2>&1 || $(MAKE) cluster-up
+	@if [ -f $(CRD_FILE) ]; then \
+		$(KUBECTL) apply --server-side --force-conflicts -f $(CRD_FILE); \
+	else echo "$(CRD_FILE) not generated yet: running without the CRD"; fi
+	$(KUBECTL) create namespace $(RUN_NAMESPACE) --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	exec $(BIN)/lws-operator run --kubeconfig $(CLUSTER_DIR)/kubeconfig \
+		--namespace $(RUN_NAMESPACE) --webhook-host 127.0.0.1 --webhook-port $(WEBHOOK_PORT) \
+		--health-port $(HEALTH_PORT) $(RUN_ARGS)

@@ -158,6 +158,7 @@ async def _run(args: argparse.Namespace) -> int:
             f"local mode, webhooks at {options.base_url(options.port)}" if args.webhook_host
             else f"webhooks behind Service {args.webhook_service}")
         await webhooks.run(stop)
+        logging.getLogger("lws_operator").info("stopped")
     finally:
         await health.stop()
         await kube.close()

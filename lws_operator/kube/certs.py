@@ -270,6 +270,7 @@ class WebhookCertManager:
         for kind in self.settings.configurations():
             try:
                 await self.kube.request("DELETE", self._config_path(kind))
+                log.info("removed %s %s", kind, self.settings.configurations()[kind])
             except ApiException as exc:
                 if not is_status(exc, 404):
                     log.warning("could not remove %s: %s", kind, exc.reason)
