@@ -78,21 +78,37 @@ class KubeClient:
         timeout: float = 30.0,  # noqa: ASYNC109 - passed down to the HTTP client
     ) -> dict[str, Any]:
         """One call; the decoded JSON answer, or ``ApiException`` for a non-2xx status."""
+        data = await self.raw(method, path, body=body, query=query, content_type=content_type,
+                              accept=JSON, timeout=timeout)
+        decoded: dict[str, Any] = json.loads(data) if data else {}
+        return decoded
+
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str] | None = None,
+        content_type: str = JSON,
+        accept: str = "*/*",
+        timeout: float = 30.0,  # noqa: ASYNC109 - passed down to the HTTP client
+    ) -> bytes:
+        """One call; the answer's bytes (for non-JSON endpoints such as ``/metrics``)."""
         params = await self.api.param_serialize(
             method=method,
             resource_path=path,
             query_params=list((query or {}).items()) or None,
-            header_params={"Content-Type": content_type, "Accept": JSON},
+            header_params={"Content-Type": content_type, "Accept": accept},
             body=body,
             auth_settings=["BearerToken"],
         )
         response = await self.api.call_api(*params, _request_timeout=timeout)
-        data = await response.read()
+        data: bytes = await response.read()
         if not 200 <= response.status < 300:
             raise ApiException(status=response.status, reason=response.reason,
                                body=data.decode(errors="replace"))
-        decoded: dict[str, Any] = json.loads(data) if data else {}
-        return decoded
+        return data
 
     async def get(self, path: str) -> dict[str, Any] | None:
         """The object at ``path``, or None if it does not exist."""
