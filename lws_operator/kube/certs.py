@@ -13,8 +13,8 @@ Two modes:
 * Service mode (in-cluster): the configurations are installed by Helm or ``webhooks/``; we only
   write caBundles into the webhooks that exist.
 * Registration mode (``--webhook-host``, an operator outside the cluster): we own the
-  configurations and server-side apply them whole, with URL client configs, and remove them on
-  shutdown so a stopped dev operator does not block every LeaderWorkerSet pod.
+  configurations and write them whole, with URL client configs, and remove them on shutdown so
+  a stopped dev operator does not block every LeaderWorkerSet pod.
 
 Injection is fenced by a generation counter (``logic.certs.fence_allows``): a replica holding an
 older Secret can never put an older bundle back.
@@ -32,13 +32,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lws_operator.kube.client import APPLY_PATCH, ApiException, KubeClient, is_status
+from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.logic import certs
 
 log = logging.getLogger(__name__)
 
 GENERATION_ANNOTATION = "lws-operator.dev/ca-bundle-generation"
-FIELD_MANAGER = "lws-operator"
 MUTATING = "MutatingWebhookConfiguration"
 VALIDATING = "ValidatingWebhookConfiguration"
 _CONFIG_PATHS = {
@@ -219,11 +218,13 @@ class WebhookCertManager:
                 return
             desired["metadata"].setdefault("annotations", {})[GENERATION_ANNOTATION] = str(
                 generation)
-            if live is not None:
+            # We own these objects in this mode: replace them whole (whatever another tool put
+            # there, e.g. the Service-based manifests), preconditioned on resourceVersion.
+            if live is None:
+                await self.kube.request("POST", _CONFIG_PATHS[kind], body=desired)
+            else:
                 desired["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-            await self.kube.request(
-                "PATCH", self._config_path(kind), body=desired, content_type=APPLY_PATCH,
-                query={"fieldManager": FIELD_MANAGER, "force": "true"})
+                await self.kube.request("PUT", self._config_path(kind), body=desired)
             log.info("registered %s %s", kind, desired["metadata"]["name"])
             return
         if live is None:

@@ -28,6 +28,7 @@ from e2e.bench.webhook_latency import (
 )
 from e2e.cluster import LocalCluster
 from e2e.kube import Kube, wait_for
+from lws_operator.admission import registration
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
@@ -213,3 +214,27 @@ async def test_lws_webhooks_are_wired(cluster: LocalCluster, kube: Kube, namespa
         'LeaderWorkerSet.leaderworkerset.x-k8s.io "too-big" is invalid: spec.replicas: '
         "Invalid value: 1000000: the product of replicas and worker replicas must not exceed "
         "2147483647")
+
+
+async def test_local_mode_takes_over_service_registrations(
+        cluster: LocalCluster, kube: Kube, namespace: str) -> None:
+    """``make run`` on a cluster where ``webhooks/*.yaml`` were applied: the URL registration
+    replaces the Service-based one instead of failing on it."""
+    options = options_for(namespace)
+    for obj in registration.render(
+            registration.ServiceTarget(namespace=options.namespace),
+            operator_namespace=options.namespace,
+            mutating_name=options.mutating_configuration,
+            validating_name=options.validating_configuration,
+            only_namespaces=[namespace]):
+        await kube.create(obj)
+    hooks = await start_webhooks(str(cluster.kubeconfig), options)  # waits until admitting
+    try:
+        mutating = await kube.get(ADMISSION, "MutatingWebhookConfiguration",
+                                  options.mutating_configuration)
+        assert mutating is not None
+        for hook in mutating["webhooks"]:
+            assert "service" not in hook["clientConfig"]
+            assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:")
+    finally:
+        await stop_webhooks(hooks)
