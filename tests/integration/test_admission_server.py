@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import signal
+import socket
+import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
@@ -238,3 +244,62 @@ async def test_local_mode_takes_over_service_registrations(
             assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:")
     finally:
         await stop_webhooks(hooks)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_lws_operator_run_command(cluster: LocalCluster, kube: Kube, namespace: str) -> None:
+    """``lws-operator run`` in local mode as ``make run`` starts it: not ready until it has a
+    certificate, then admitting, and on SIGTERM it unregisters and exits 0."""
+    operator_ns = f"{namespace}-run"
+    webhook_port, health_port = free_port(), free_port()
+    names = [f"lws-mutating-{namespace}", f"lws-validating-{namespace}"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(cluster.kubeconfig),
+        "--namespace", operator_ns, "--webhook-host", "127.0.0.1",
+        "--webhook-port", str(webhook_port), "--health-port", str(health_port),
+        "--mutating-webhook-configuration", names[0],
+        "--validating-webhook-configuration", names[1], "--cert-sync-interval", "0.5s",
+        stderr=asyncio.subprocess.PIPE)
+    health = f"http://127.0.0.1:{health_port}"
+    try:
+        async with aiohttp.ClientSession() as http:
+            async def probe(path: str) -> int | None:
+                try:
+                    async with http.get(health + path) as resp:
+                        return resp.status
+                except aiohttp.ClientError:
+                    return None
+
+            await wait_for(lambda: probe("/healthz"), what="/healthz to answer")
+            # Its namespace does not exist yet: no Secret, so no certificate, so not ready.
+            assert await probe("/readyz") == 503
+            await kube.create({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": operator_ns}})
+
+            async def ready() -> bool:
+                return await probe("/readyz") == 200
+
+            await wait_for(ready, what="/readyz to turn 200")
+
+        async def mutated() -> dict[str, Any] | None:
+            try:
+                created = await kube.create(lws_pod(f"cli-{uuid.uuid4().hex[:6]}-1"), namespace)
+            except DynamicApiError:
+                return None  # the API server may not have seen the registration yet
+            return created if is_mutated(created) else None
+
+        await wait_for(mutated, what="a pod mutated through `lws-operator run`")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+        with contextlib.suppress(DynamicApiError):
+            await kube.delete("v1", "Namespace", operator_ns)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    assert b"stopped" in stderr
+    assert await kube.get(ADMISSION, "MutatingWebhookConfiguration", names[0]) is None
+    assert await kube.get(ADMISSION, "ValidatingWebhookConfiguration", names[1]) is None
