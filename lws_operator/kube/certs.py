@@ -152,7 +152,8 @@ class WebhookCertManager:
                           bundle_injected=injected)
         self.last_plan = plan
         if plan.data is not None:
-            secret = await self._write_secret(secret, plan)
+            newest = max((_generation(c) or 0 for c in configs.values()), default=0)
+            secret = await self._write_secret(secret, plan, newest)
             data = plan.data
             log.info("webhook certificates: %s", plan.reason)
         assert data is not None
@@ -184,16 +185,21 @@ class WebhookCertManager:
         return True
 
     async def _write_secret(self, secret: dict[str, Any] | None, plan: certs.Plan,
-                            ) -> dict[str, Any]:
+                            newest_injected: int) -> dict[str, Any]:
+        """Create or replace the Secret with ``plan.data``. A new bundle gets a generation above
+        every one seen, also those in the configurations: a Secret deleted or replaced by an
+        installer starts again from nothing, and its bundle must still pass the fence."""
         assert plan.data is not None
         encoded = {k: base64.b64encode(v).decode() for k, v in plan.data.items()}
-        generation = (_generation(secret) or 0) + (1 if plan.ca_changed else 0)
+        generation = _generation(secret) or 0
+        if plan.ca_changed:
+            generation = max(generation, newest_injected) + 1
         if secret is None:
             created: dict[str, Any] = {
                 "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                 "metadata": {"name": self.settings.secret_name,
                              "namespace": self.settings.namespace,
-                             "annotations": {GENERATION_ANNOTATION: str(max(generation, 1))}},
+                             "annotations": {GENERATION_ANNOTATION: str(generation)}},
                 "data": encoded,
             }
             return await self.kube.request("POST", self._secrets_path, body=created)

@@ -31,6 +31,7 @@ from e2e.bench.webhook_latency import (
     options_for,
     start_webhooks,
     stop_webhooks,
+    wait_until_admitting,
 )
 from e2e.cluster import LocalCluster
 from e2e.kube import Kube, wait_for
@@ -44,6 +45,7 @@ from lws_operator.api.constants import (
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
 )
+from lws_operator.kube.certs import GENERATION_ANNOTATION
 
 pytestmark = pytest.mark.api
 
@@ -303,3 +305,42 @@ async def test_lws_operator_run_command(cluster: LocalCluster, kube: Kube, names
     assert b"stopped" in stderr
     assert await kube.get(ADMISSION, "MutatingWebhookConfiguration", names[0]) is None
     assert await kube.get(ADMISSION, "ValidatingWebhookConfiguration", names[1]) is None
+
+
+async def test_deleted_secret_is_recreated_and_trusted_again(
+        cluster: LocalCluster, kube: Kube, namespace: str) -> None:
+    """Deleting the Secret (to force new certificates, or by an uninstall) yields a new CA
+    that is injected despite the configurations carrying a later bundle generation."""
+    options = options_for(namespace)
+    hooks = await start_webhooks(str(cluster.kubeconfig), options)
+    try:
+        old = await kube.get("v1", "Secret", options.secret_name, options.namespace)
+        assert old is not None
+        # As after several CA rotations: the configurations carry a later generation.
+        for kind, name in (("MutatingWebhookConfiguration", options.mutating_configuration),
+                           ("ValidatingWebhookConfiguration", options.validating_configuration)):
+            await kube.patch(ADMISSION, kind, name, {"metadata": {"annotations": {
+                GENERATION_ANNOTATION: "7"}}})
+        await kube.delete("v1", "Secret", options.secret_name, options.namespace)
+
+        async def replaced() -> bool:
+            new = await kube.get("v1", "Secret", options.secret_name, options.namespace)
+            return new is not None and new["data"]["ca.crt"] != old["data"]["ca.crt"]
+
+        await wait_for(replaced, what="a new Secret with a new CA")
+        new = await kube.get("v1", "Secret", options.secret_name, options.namespace)
+        assert new is not None
+
+        async def injected() -> bool:
+            config = await kube.get(ADMISSION, "MutatingWebhookConfiguration",
+                                    options.mutating_configuration)
+            return config is not None and all(
+                h["clientConfig"]["caBundle"] == new["data"]["ca.crt"]
+                for h in config["webhooks"])
+
+        await wait_for(injected, what="the new CA in the configuration")
+        await wait_until_admitting(hooks.client, namespace)
+        created = await kube.create(lws_pod("after-1"), namespace)
+        assert is_mutated(created)
+    finally:
+        await stop_webhooks(hooks)
