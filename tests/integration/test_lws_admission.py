@@ -1,0 +1,404 @@
+"""LeaderWorkerSet defaulting and validation through a real kube-apiserver (SPEC 9.3, the guide).
+
+The CRD is installed and our admission webhooks are registered by URL, confined to one namespace
+per module; every object goes through the API server exactly as ``kubectl apply`` sends it, so
+the tests see what users see: the stored, defaulted object, or the server's rejection message.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+from kubernetes.aio.dynamic.exceptions import DynamicApiError
+
+from conftest import Clusters
+from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
+from e2e.cluster import LocalCluster
+from e2e.kube import MERGE_PATCH, Kube
+
+pytestmark = pytest.mark.api
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "upstream-samples"
+API = "leaderworkerset.x-k8s.io/v1"
+KIND = "LeaderWorkerSet"
+RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
+SGS = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+
+
+@pytest.fixture(scope="module")
+def api_cluster(clusters: Clusters) -> LocalCluster:
+    cluster = clusters.get("api")
+    cluster.kubectl("apply", "--server-side", "--force-conflicts",
+                    "--field-manager=lws-operator-tests", "-f", str(CRD_FILE))
+    deadline = time.monotonic() + 60
+    while '"Established"' not in cluster.kubectl(
+            "get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io", "-o",
+            "jsonpath={.status.conditions}"):
+        assert time.monotonic() < deadline, "CRD not Established"
+        time.sleep(0.2)
+    return cluster
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def admitted(api_cluster: LocalCluster) -> AsyncIterator[tuple[Kube, str]]:
+    """A namespace whose LeaderWorkerSets and pods go through our webhooks; yields a client of
+    a fresh discovery (it must see the CRD) and the namespace."""
+    kube = await Kube.connect(str(api_cluster.kubeconfig))
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    hooks: Webhooks = await start_webhooks(str(api_cluster.kubeconfig), options_for(namespace))
+    yield kube, namespace
+    await stop_webhooks(hooks)
+    await kube.delete("v1", "Namespace", namespace)
+    await kube.delete("v1", "Namespace", f"{namespace}-op")
+    await kube.close()
+
+
+def new_lws(name: str, **spec: Any) -> dict[str, Any]:
+    """A minimal LWS; keyword ``t_<field>`` goes into ``leaderWorkerTemplate``."""
+    body: dict[str, Any] = {
+        "apiVersion": API, "kind": KIND, "metadata": {"name": name},
+        "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
+            {"name": "main", "image": "nginx:1.27"}]}}}},
+    }
+    for key, value in spec.items():
+        if key.startswith("t_"):
+            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
+        else:
+            body["spec"][key] = value
+    return body
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def rejection(exc: DynamicApiError) -> str:
+    return str(json.loads(exc.body or "{}").get("message", ""))
+
+
+async def create(kube: Kube, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+    return await kube.create(body, ns)
+
+
+async def rejected(kube: Kube, ns: str, body: dict[str, Any]) -> str:
+    with pytest.raises(DynamicApiError) as exc:
+        await kube.create(body, ns)
+    assert exc.value.status == 422, rejection(exc.value)
+    assert await kube.get(API, KIND, body["metadata"]["name"], ns) is None, "half-applied"
+    return rejection(exc.value)
+
+
+def ruc(**config: Any) -> dict[str, Any]:
+    return {"type": "RollingUpdate", "rollingUpdateConfiguration": config}
+
+
+# ------------------------------------------------------------------------------- defaulting
+
+
+async def test_minimal_object_is_defaulted(admitted: tuple[Kube, str]) -> None:
+    kube, ns = admitted
+    spec = (await create(kube, ns, new_lws(unique("min"))))["spec"]
+    assert spec["replicas"] == 1
+    assert spec["startupPolicy"] == "LeaderCreated"
+    assert spec["groupIdentity"] == "Ordinal"
+    assert spec["podTerminationPolicy"] == "Sequential"
+    assert spec["groupReplacementPolicy"] == "PostTermination"
+    assert spec["rolloutStrategy"] == {"type": "RollingUpdate", "rollingUpdateConfiguration": {
+        "maxUnavailable": 1, "maxSurge": 0, "partition": 0}}
+    assert spec["networkConfig"] == {"subdomainPolicy": "Shared"}
+    assert spec["leaderWorkerTemplate"]["size"] == 1
+    assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert "scheduling" not in spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "expected"),
+    [
+        ({"t_restartPolicy": "Default"}, ("leaderWorkerTemplate", "restartPolicy"), "None"),
+        ({"t_restartPolicy": "None"}, ("leaderWorkerTemplate", "restartPolicy"), "None"),
+        ({"startupPolicy": "LeaderReady"}, ("startupPolicy",), "LeaderReady"),
+        ({"replicas": 3, "t_size": 4}, ("leaderWorkerTemplate", "size"), 4),
+        ({"rolloutStrategy": ruc(partition=2, maxUnavailable=2, maxSurge=1)},
+         ("rolloutStrategy",), ruc(partition=2, maxUnavailable=2, maxSurge=1)),
+        ({"t_restartBackoff": {}}, ("leaderWorkerTemplate", "restartBackoff"),
+         {"baseSeconds": 10, "capSeconds": 300}),
+        ({"t_restartBackoff": {"baseSeconds": 5}}, ("leaderWorkerTemplate", "restartBackoff"),
+         {"baseSeconds": 5, "capSeconds": 300}),
+        ({"t_size": 4, "t_subGroupPolicy": {"subGroupSize": 2}},
+         ("leaderWorkerTemplate", "subGroupPolicy"),
+         {"subGroupSize": 2, "subGroupPolicyType": "LeaderWorker"}),
+        ({"scheduling": {}}, ("scheduling",), {"replica": {"schedulingPolicy": {"gang": {}}}}),
+        ({"scheduling": {"replica": {"worker": {}}}}, ("scheduling",),
+         {"replica": {"worker": {"schedulingPolicy": {"gang": {}}}}}),
+        ({"groupIdentity": "Hash", "groupReplacementPolicy": "Immediate"},
+         ("groupReplacementPolicy",), "Immediate"),
+    ],
+)
+async def test_defaults_and_kept_values(admitted: tuple[Kube, str], spec: dict[str, Any],
+                                        path: tuple[str, ...], expected: Any) -> None:
+    kube, ns = admitted
+    stored: Any = (await create(kube, ns, new_lws(unique("d"), **spec)))["spec"]
+    for key in path:
+        stored = stored[key]
+    assert stored == expected
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "message"),
+    [
+        ("2cube", {}, "metadata.name: Invalid value: \"2cube\": a DNS-1035 label must consist"),
+        ("ovf", {"replicas": 100000, "t_size": 1000000},
+         "spec.replicas: Invalid value: 100000: the product of replicas and worker replicas must "
+         "not exceed 2147483647"),
+        ("neg-size", {"t_size": -1},
+         "spec.leaderWorkerTemplate.size: Invalid value: -1: size must be equal or greater "
+         "than 1"),
+        ("neg-sgs", {"t_size": 4, "t_subGroupPolicy": {"subGroupSize": -1}},
+         f"{SGS}: Invalid value: -1: subGroupSize must be equal or greater than 1"),
+        ("zero-sgs", {"t_size": 4, "t_subGroupPolicy": {"subGroupSize": 0}},
+         f"{SGS}: Invalid value: 0: subGroupSize must be equal or greater than 1"),
+        ("big-sgs", {"t_size": 2, "t_subGroupPolicy": {"subGroupSize": 3}},
+         f"{SGS}: Invalid value: 3: subGroupSize cannot be larger than size"),
+        ("excluded", {"t_size": 4, "t_subGroupPolicy": {
+            "subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}},
+         f"{SGS}: Invalid value: 2: size-1 must be divisible by subGroupSize when using "
+         "LeaderExcluded"),
+        ("indivisible", {"t_size": 10, "t_subGroupPolicy": {"subGroupSize": 8}},
+         f"{SGS}: Invalid value: 8: size or size - 1 must be divisible by subGroupSize"),
+        ("unavail", {"rolloutStrategy": ruc(maxUnavailable="200%")},
+         f"{RUC}.maxUnavailable: Invalid value: \"200%\": must not be greater than 100%"),
+        ("unavail-neg", {"rolloutStrategy": ruc(maxUnavailable=-1)},
+         f"{RUC}.maxUnavailable: Invalid value: -1: must be greater than or equal to 0"),
+        ("surge", {"rolloutStrategy": ruc(maxSurge="101%")},
+         f"{RUC}.maxSurge: Invalid value: \"101%\": must not be greater than 100%"),
+        ("surge-neg", {"rolloutStrategy": ruc(maxSurge=-1)},
+         f"{RUC}.maxSurge: Invalid value: -1: must be greater than or equal to 0"),
+        ("both-zero", {"rolloutStrategy": ruc(maxUnavailable=0, maxSurge=0)},
+         f"{RUC}.maxUnavailable: Invalid value: 0: must not be 0 when `maxSurge` is 0"),
+        ("pct-zero", {"replicas": 2, "rolloutStrategy": ruc(maxUnavailable="25%", maxSurge=0)},
+         f"{RUC}.maxUnavailable: Invalid value: \"25%\": must not be 0 when `maxSurge` is 0"),
+        ("partition", {"rolloutStrategy": ruc(partition=-1)},
+         f"{RUC}.partition: Invalid value: -1: must be greater than or equal to 0"),
+        ("hash-vct", {"groupIdentity": "Hash", "t_volumeClaimTemplates": [{
+            "metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]},
+         "spec.leaderWorkerTemplate.volumeClaimTemplates: Forbidden: volumeClaimTemplates are "
+         "not supported with groupIdentity Hash"),
+        ("hash-partition", {"groupIdentity": "Hash", "rolloutStrategy": ruc(partition=1)},
+         f"{RUC}.partition: Forbidden: partition is not supported with groupIdentity Hash"),
+        ("immediate", {"groupReplacementPolicy": "Immediate"},
+         "spec.groupReplacementPolicy: Invalid value: \"Immediate\": Immediate is only "
+         "supported with groupIdentity Hash"),
+        ("budget", {"t_restartPolicy": "None", "t_maxGroupRestarts": 2},
+         "spec.leaderWorkerTemplate.maxGroupRestarts: Forbidden: maxGroupRestarts is not "
+         "supported with restartPolicy None"),
+        ("gang-ready", {"scheduling": {}, "startupPolicy": "LeaderReady"},
+         "spec.startupPolicy: Invalid value: \"LeaderReady\": LeaderReady is not supported with "
+         "gang scheduling"),
+        ("a" * 44, {"groupIdentity": "Hash", "t_size": 2},
+         "metadata.name: Invalid value: \"" + "a" * 44 + "\": must be no more than 43 "
+         "characters with groupIdentity Hash"),
+    ],
+)
+async def test_invalid_creations(admitted: tuple[Kube, str], name: str, spec: dict[str, Any],
+                                 message: str) -> None:
+    kube, ns = admitted
+    got = await rejected(kube, ns, new_lws(name, **spec))
+    assert 'admission webhook "vleaderworkerset.kb.io" denied the request' in got
+    assert f'LeaderWorkerSet.leaderworkerset.x-k8s.io "{name}" is invalid' in got
+    assert message in got
+
+
+async def test_all_errors_are_reported_together(admitted: tuple[Kube, str]) -> None:
+    kube, ns = admitted
+    got = await rejected(kube, ns, new_lws("many", replicas=2, t_size=5, t_subGroupPolicy={
+        "subGroupSize": 3}, rolloutStrategy=ruc(maxUnavailable="25%", maxSurge=0)))
+    assert f"{RUC}.maxUnavailable: Invalid value: \"25%\": must not be 0" in got
+    assert f"{SGS}: Invalid value: 3: size or size - 1 must be divisible" in got
+
+
+async def test_enum_and_bounds_rejected_by_the_crd(admitted: tuple[Kube, str]) -> None:
+    kube, ns = admitted
+    for spec in ({"startupPolicy": "Whenever"}, {"replicas": 1000001},
+                 {"t_restartPolicy": "Sometimes"}, {"groupIdentity": "Random"}):
+        with pytest.raises(DynamicApiError) as exc:
+            await kube.create(new_lws(unique("enum"), **spec), ns)
+        assert exc.value.status == 422
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"replicas": 0, "rolloutStrategy": ruc(maxUnavailable="25%", maxSurge="25%")},
+        {"replicas": 3, "rolloutStrategy": ruc(maxUnavailable=10, maxSurge=10)},
+        {"replicas": 2, "rolloutStrategy": ruc(maxUnavailable=0, maxSurge=1)},
+        {"replicas": 3, "rolloutStrategy": ruc(partition=5)},
+        {"replicas": 3, "rolloutStrategy": ruc(partition=3)},
+        {"t_size": 9, "t_subGroupPolicy": {"subGroupSize": 8,
+                                           "subGroupPolicyType": "LeaderExcluded"}},
+        {"groupIdentity": "Hash", "groupReplacementPolicy": "Immediate", "t_size": 3},
+        {"t_maxGroupRestarts": 0, "t_restartBackoff": {"baseSeconds": 1, "capSeconds": 8}},
+        {"scheduling": {"schedulingPolicy": {"gang": {}}}},
+        {"networkConfig": {"subdomainPolicy": "UniquePerReplica"}},
+    ],
+)
+async def test_valid_creations(admitted: tuple[Kube, str], spec: dict[str, Any]) -> None:
+    kube, ns = admitted
+    assert (await create(kube, ns, new_lws(unique("ok"), **spec)))["metadata"]["uid"]
+
+
+async def test_upstream_samples_are_accepted_unchanged(admitted: tuple[Kube, str]) -> None:
+    kube, ns = admitted
+    samples = 0
+    for path in sorted(SAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc or doc.get("kind") != KIND:
+                continue
+            doc = copy.deepcopy(doc)
+            doc["metadata"].pop("namespace", None)
+            stored = await kube.create(doc, ns)
+            for key in ("leaderTemplate", "workerTemplate"):
+                sent = doc["spec"]["leaderWorkerTemplate"].get(key)
+                if sent is None:
+                    continue
+                kept = stored["spec"]["leaderWorkerTemplate"][key]["spec"]["containers"]
+                # Only the schema's list-key default (ports[].protocol: TCP) may be added.
+                for container in kept:
+                    for port in container.get("ports", []):
+                        assert port.pop("protocol") == "TCP"
+                assert kept == sent["spec"]["containers"]
+            await kube.delete(API, KIND, doc["metadata"]["name"], ns)  # samples share names
+            samples += 1
+    assert samples == 4
+
+
+# ---------------------------------------------------------------------------------- updates
+
+
+async def update(kube: Kube, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    return await kube.patch(API, KIND, name, patch, ns, content_type=MERGE_PATCH)
+
+
+async def update_rejected(kube: Kube, ns: str, name: str, patch: dict[str, Any]) -> str:
+    before = await kube.get(API, KIND, name, ns)
+    with pytest.raises(DynamicApiError) as exc:
+        await update(kube, ns, name, patch)
+    assert exc.value.status == 422, rejection(exc.value)
+    after = await kube.get(API, KIND, name, ns)
+    assert before is not None
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    return rejection(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "patch", "message"),
+    [
+        ({"t_size": 2}, {"spec": {"replicas": 100000, "leaderWorkerTemplate": {
+            "size": 100000000}}}, "the product of replicas and worker replicas must not exceed"),
+        ({}, {"spec": {"replicas": -1}}, None),
+        ({}, {"spec": {"startupPolicy": "Never"}}, None),
+        ({}, {"spec": {"replicas": 1000001}}, None),
+        ({}, {"spec": {"leaderWorkerTemplate": {"restartPolicy": "Always"}}}, None),
+        ({}, {"spec": {"rolloutStrategy": {"type": "Recreate"}}}, None),
+        ({}, {"spec": {"rolloutStrategy": {"rollingUpdateConfiguration": {"partition": -1}}}},
+         f"{RUC}.partition: Invalid value: -1: must be greater than or equal to 0"),
+        ({"t_size": 4, "t_subGroupPolicy": {"subGroupSize": 1}},
+         {"spec": {"leaderWorkerTemplate": {"subGroupPolicy": {"subGroupSize": 2}}}},
+         f"{SGS}: Invalid value: 2: field is immutable"),
+        ({"t_size": 4}, {"spec": {"leaderWorkerTemplate": {"subGroupPolicy": {
+            "subGroupSize": 2}}}},
+         f"{SGS}: Invalid value: 2: cannot enable subGroupSize after the lws is already "
+         "created"),
+        ({"t_size": 4, "t_subGroupPolicy": {"subGroupSize": 2}},
+         {"spec": {"leaderWorkerTemplate": {"subGroupPolicy": None}}},
+         f"{SGS}: Invalid value: \"null\": cannot remove subGroupSize after enabled"),
+        ({"t_size": 8, "t_subGroupPolicy": {"subGroupSize": 8}},
+         {"spec": {"leaderWorkerTemplate": {"size": 10}}},
+         f"{SGS}: Invalid value: 8: size or size - 1 must be divisible by subGroupSize"),
+        ({}, {"spec": {"groupIdentity": "Hash"}},
+         "spec.groupIdentity: Invalid value: \"Hash\": field is immutable"),
+        ({}, {"spec": {"podTerminationPolicy": "Parallel"}},
+         "spec.podTerminationPolicy: Invalid value: \"Parallel\": field is immutable"),
+        ({}, {"spec": {"scheduling": {}}},
+         "spec.scheduling: Forbidden: gang scheduling cannot be added after creation"),
+        ({"scheduling": {}}, {"spec": {"scheduling": None}},
+         "spec.scheduling: Forbidden: gang scheduling cannot be removed after creation"),
+        ({"scheduling": {}}, {"spec": {"scheduling": {"replica": {
+            "schedulingPolicy": None, "leader": {}}}}},
+         "the scheduling level cannot change after creation (was replica, now role)"),
+    ],
+)
+async def test_invalid_updates(admitted: tuple[Kube, str], spec: dict[str, Any],
+                               patch: dict[str, Any], message: str | None) -> None:
+    kube, ns = admitted
+    name = unique("u")
+    await create(kube, ns, new_lws(name, **spec))
+    got = await update_rejected(kube, ns, name, patch)
+    if message:
+        assert message in got
+
+
+@pytest.mark.parametrize(
+    ("spec", "patch", "check"),
+    [
+        ({"t_size": 2}, {"spec": {"leaderWorkerTemplate": {"size": 3}}},
+         lambda s: s["leaderWorkerTemplate"]["size"] == 3),
+        ({}, {"spec": {"replicas": 3}}, lambda s: s["replicas"] == 3),
+        ({}, {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
+            {"name": "main", "image": "nginx:1.28"}]}}}}},
+         lambda s: s["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+             "image"] == "nginx:1.28"),
+        ({"networkConfig": {"subdomainPolicy": "UniquePerReplica"}},
+         {"spec": {"networkConfig": {"subdomainPolicy": "Shared"}}},
+         lambda s: s["networkConfig"]["subdomainPolicy"] == "Shared"),
+        ({}, {"spec": {"networkConfig": {"subdomainPolicy": "UniquePerReplica"}}},
+         lambda s: s["networkConfig"]["subdomainPolicy"] == "UniquePerReplica"),
+        # Defaulting runs before validation: a null subdomainPolicy is re-defaulted.
+        ({}, {"spec": {"networkConfig": {"subdomainPolicy": None}}},
+         lambda s: s["networkConfig"]["subdomainPolicy"] == "Shared"),
+        ({}, {"spec": {"networkConfig": None}},
+         lambda s: s["networkConfig"]["subdomainPolicy"] == "Shared"),
+        ({}, {"spec": {"leaderWorkerTemplate": {"restartPolicy": "None"}}},
+         lambda s: s["leaderWorkerTemplate"]["restartPolicy"] == "None"),
+        ({}, {"spec": {"rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 7}}}},
+         lambda s: s["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] == 7),
+        ({"t_size": 4, "t_subGroupPolicy": {"subGroupSize": 2}},
+         {"spec": {"leaderWorkerTemplate": {"size": 5, "subGroupPolicy": {
+             "subGroupPolicyType": "LeaderExcluded"}}}},
+         lambda s: s["leaderWorkerTemplate"]["subGroupPolicy"] == {
+             "subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}),
+    ],
+)
+async def test_valid_updates(admitted: tuple[Kube, str], spec: dict[str, Any],
+                             patch: dict[str, Any], check: Any) -> None:
+    kube, ns = admitted
+    name = unique("v")
+    await create(kube, ns, new_lws(name, **spec))
+    assert check((await update(kube, ns, name, patch))["spec"])
+
+
+async def test_scale_subresource_bypasses_webhooks(admitted: tuple[Kube, str]) -> None:
+    kube, ns = admitted
+    name = unique("hpa")
+    await create(kube, ns, new_lws(name))
+    await kube.patch(API, KIND, name, {"spec": {"replicas": 3}}, ns, content_type=MERGE_PATCH,
+                     subresource="scale")
+    stored = await kube.get(API, KIND, name, ns)
+    assert stored is not None
+    assert stored["spec"]["replicas"] == 3
