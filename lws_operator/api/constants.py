@@ -94,3 +94,9 @@ VALIDATE_POD_PATH: Final = "/validate--v1-pod"
 SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA: Final = "UniquePerReplica"
 SUBGROUP_POLICY_LEADER_EXCLUDED: Final = "LeaderExcluded"
 SCHEDULER_PROVIDER_VOLCANO: Final = "volcano"
+
+# Defaults the controllers fall back to when a stored object predates defaulting (SPEC 1.3, 1.5),
+# and the server-side-apply field manager of the leader StatefulSet (SPEC 3.4).
+SUBDOMAIN_POLICY_SHARED: Final = "Shared"
+SUBGROUP_POLICY_LEADER_WORKER: Final = "LeaderWorker"
+FIELD_MANAGER: Final = "lws"

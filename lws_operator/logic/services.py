@@ -1,0 +1,134 @@
+"""Headless Services that give every pod of a LeaderWorkerSet a stable DNS name (SPEC 3.5).
+
+Workers find their leader through `LWS_LEADER_ADDRESS`, and TPU hosts through
+`TPU_WORKER_HOSTNAMES`: both are `<pod>.<subdomain>` names that only resolve while a headless
+Service of that subdomain selects the pods. Two layouts exist, chosen by
+`spec.networkConfig.subdomainPolicy`:
+
+* `Shared` (the default, also when `networkConfig` is absent): one Service `<lws>`, owned by the
+  LeaderWorkerSet, selecting every pod of the set;
+* `UniquePerReplica`: one Service per group, named like its leader (`<lws>-<i>`), owned by the
+  leader pod so garbage collection removes it with the group.
+
+Both publish not-ready addresses: a group's pods must resolve each other while they rendezvous,
+long before any of them reports Ready. The controllers create these Services only when missing
+and never update them, as upstream does; so the builders return the whole desired object and
+leave the create-if-absent decision to the caller.
+
+This module also holds the two small helpers the StatefulSet builders share with it: the
+controller ownerReference and the effective subdomain policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lws_operator.api.constants import (
+    API_VERSION,
+    GROUP_INDEX_LABEL,
+    KIND,
+    NAME_LABEL,
+    SUBDOMAIN_POLICY_SHARED,
+    SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA,
+)
+
+
+def controller_reference(owner: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    """A controller ownerReference to ``owner`` that blocks its foreground deletion.
+
+    Raises ValueError when the owner has no name or uid: the API server would reject the reference,
+    and an object created without its owner would never be garbage-collected."""
+    metadata = owner.get("metadata") or {}
+    name, uid = metadata.get("name"), metadata.get("uid")
+    if not name or not uid:
+        raise ValueError(f"owner {kind} {name or '<unnamed>'} has no name or uid")
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def lws_reference(lws: dict[str, Any]) -> dict[str, Any]:
+    """The controller ownerReference of an object owned by the LeaderWorkerSet itself."""
+    return controller_reference(lws, API_VERSION, KIND)
+
+
+def pod_reference(pod: dict[str, Any]) -> dict[str, Any]:
+    """The controller ownerReference of an object owned by a leader pod."""
+    return controller_reference(pod, "v1", "Pod")
+
+
+def subdomain_policy(lws: dict[str, Any]) -> str:
+    """`spec.networkConfig.subdomainPolicy`, `Shared` when unset (as the defaulting webhook and
+    the revision snapshot both treat a missing `networkConfig`)."""
+    network = (lws.get("spec") or {}).get("networkConfig") or {}
+    return str(network.get("subdomainPolicy") or SUBDOMAIN_POLICY_SHARED)
+
+
+def wants_shared_service(lws: dict[str, Any]) -> bool:
+    """Whether the LeaderWorkerSet controller keeps the Service `<lws>`.
+
+    A switch to UniquePerReplica leaves an existing shared Service in place (upstream never
+    deletes it); this only says whether a missing one is created."""
+    return subdomain_policy(lws) == SUBDOMAIN_POLICY_SHARED
+
+
+def wants_replica_service(lws: dict[str, Any]) -> bool:
+    """Whether the pod controller creates a Service per leader pod. Decided on the *live* LWS
+    (SPEC 4.2 step 8), not the leader's revision."""
+    return subdomain_policy(lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
+
+
+def _headless_service(
+    name: str, namespace: str, lws_name: str, selector: dict[str, str], owner: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {NAME_LABEL: lws_name},
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector,
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def shared_service(lws: dict[str, Any]) -> dict[str, Any]:
+    """The Service `<lws>` selecting every pod of the set, owned by the LeaderWorkerSet."""
+    metadata = lws.get("metadata") or {}
+    name = str(metadata.get("name") or "")
+    return _headless_service(
+        name, str(metadata.get("namespace") or ""), name, {NAME_LABEL: name}, lws_reference(lws)
+    )
+
+
+def replica_service(lws: dict[str, Any], leader_pod: dict[str, Any]) -> dict[str, Any]:
+    """The Service `<leader pod name>` selecting one group by its `group-index`, owned by the
+    leader pod. It carries only the `name` label, like upstream's (no `group-index` label).
+
+    Raises ValueError when the leader has no `group-index` label (the pod webhook sets it on
+    every leader; without it the Service would select the whole set)."""
+    metadata = lws.get("metadata") or {}
+    lws_name = str(metadata.get("name") or "")
+    pod_metadata = leader_pod.get("metadata") or {}
+    leader_name = str(pod_metadata.get("name") or "")
+    group_index = (pod_metadata.get("labels") or {}).get(GROUP_INDEX_LABEL)
+    if group_index is None:
+        raise ValueError(f"leader pod {leader_name} has no {GROUP_INDEX_LABEL} label")
+    return _headless_service(
+        leader_name,
+        str(metadata.get("namespace") or ""),
+        lws_name,
+        {NAME_LABEL: lws_name, GROUP_INDEX_LABEL: str(group_index)},
+        pod_reference(leader_pod),
+    )

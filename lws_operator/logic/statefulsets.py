@@ -1,0 +1,372 @@
+"""Desired leader and worker StatefulSets of a LeaderWorkerSet (SPEC 3.4, 4.3).
+
+The built-in StatefulSet controller does the heavy lifting of a LeaderWorkerSet: one "leader"
+StatefulSet `<lws>` creates the leader pods `<lws>-<i>`, and one "worker" StatefulSet per leader,
+named like it, creates `<lws>-<i>-1 .. <lws>-<i>-(S-1)`. The pod webhook then fills in the
+per-pod facts these templates cannot know. What is decided here is what the templates and
+StatefulSet specs say, and which LeaderWorkerSet they say it from:
+
+* The leader StatefulSet is server-side applied on every pass from the **live** spec: its
+  template always shows the current revision, and the partition (computed by the rollout logic)
+  decides which leader ordinals the StatefulSet controller moves to it.
+* A worker StatefulSet is created once per leader pod and never updated. It is built from the
+  revision the leader pod carries (`apply_revision(live, stored patch)`), so a group rebuilt below
+  the partition during a rollout comes back whole on its old template, size, subgroup policy and
+  network config. Metadata, exclusive-topology and TPU facts come from the live objects.
+
+Object names, labels, annotations and field values match the upstream Go controller's, so
+StatefulSets created by either are indistinguishable to users and to the other implementation.
+
+Quirks kept from upstream:
+* LWS labels and annotations are copied onto both StatefulSets, and the exclusive-topology
+  annotations of the LWS into the pod templates; editing those annotations rolls the leader pods
+  through the StatefulSet controller, outside LWS rollout pacing (SPEC 1.9).
+* `serviceName` of the leader StatefulSet is `<lws>` even under UniquePerReplica.
+* Volume claim templates are projected onto a few PVC fields (SPEC 3.4); the rest is dropped.
+* The worker pod template gets `subgroup-policy-type` only when the revision names a type.
+
+Quirks fixed:
+* Upstream reports a leader node without the exclusive-topology label as
+  `node does not have topology label: ` (the empty lookup result where the key belongs); we name
+  the key.
+* An exclusive-topology annotation with an empty value pins nothing: upstream would look up the
+  label "" on the node and fail on every pass, although it never copies an empty annotation into
+  the pod templates either.
+* A subgroup policy stored without a type (only possible on objects written before the CRD
+  default existed; upstream would crash dereferencing it) gives the leader template the CRD
+  default `LeaderWorker`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lws_operator.api.constants import (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    LEADER_NAME_ANNOTATION,
+    LEADER_REQUESTS_TPUS_ANNOTATION,
+    NAME_LABEL,
+    REPLICAS_ANNOTATION,
+    SIZE_ANNOTATION,
+    SUBDOMAIN_POLICY_ANNOTATION,
+    SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA,
+    SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    SUBGROUP_POLICY_LEADER_WORKER,
+    SUBGROUP_POLICY_TYPE_ANNOTATION,
+    SUBGROUP_SIZE_ANNOTATION,
+    TEMPLATE_REVISION_HASH_LABEL,
+    WORKER_INDEX_LABEL,
+)
+from lws_operator.api.validation import scaled_value
+from lws_operator.logic.services import lws_reference, pod_reference, subdomain_policy
+from lws_operator.logic.tpu import pod_requests_tpus
+
+_PVC_REQUIREMENTS = ("limits", "requests")
+_RETENTION_FIELDS = ("whenDeleted", "whenScaled")
+
+
+def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _template_spec(lws: dict[str, Any]) -> dict[str, Any]:
+    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate")
+    return lwt if isinstance(lwt, dict) else {}
+
+
+def _group_size(lws: dict[str, Any]) -> int:
+    size = _template_spec(lws).get("size")
+    return 1 if size is None else int(size)
+
+
+def _spec_replicas(lws: dict[str, Any]) -> int:
+    replicas = (lws.get("spec") or {}).get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def _non_empty_annotation(lws: dict[str, Any], key: str) -> str | None:
+    value = (_metadata(lws).get("annotations") or {}).get(key)
+    return str(value) if value else None
+
+
+def exclusive_topology_key(lws: dict[str, Any]) -> str | None:
+    """The node label key of exclusive group placement, or None when it is not requested.
+
+    The pod controller must wait for the leader to be scheduled when this is set (SPEC 4.2 step
+    14) and read the leader's node labels for `worker_statefulset`. An empty value counts as
+    not requested (see the module docstring)."""
+    return _non_empty_annotation(lws, EXCLUSIVE_TOPOLOGY_ANNOTATION)
+
+
+def _scaled(config: dict[str, Any], field: str, default: int, total: int, up: bool) -> int:
+    raw = config.get(field)
+    value = scaled_value(default if raw is None else raw, total, up)
+    if value is None or value < 0:
+        raise ValueError(
+            f"spec.rolloutStrategy.rollingUpdateConfiguration.{field}: invalid value {raw!r}"
+        )
+    return value
+
+
+def leader_max_unavailable(lws: dict[str, Any]) -> int:
+    """The leader StatefulSet's own `maxUnavailable`: the LWS budget plus the surge, at least 1.
+
+    The LWS partition is what paces a rollout; this only keeps the StatefulSet controller from
+    being the bottleneck (at least 1 also covers `replicas == 0`, where every percentage scales
+    to 0). maxUnavailable rounds down, maxSurge rounds up and is capped at `spec.replicas`, both
+    scaled against `spec.replicas`. Raises ValueError for a value the validating webhook rejects.
+    """
+    spec = lws.get("spec") or {}
+    config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+    total = _spec_replicas(lws)
+    max_unavailable = _scaled(config, "maxUnavailable", 1, total, up=False)
+    max_surge = _scaled(config, "maxSurge", 0, total, up=True)
+    return max(1, max_unavailable + min(max_surge, total))
+
+
+def volume_claim_templates(lws: dict[str, Any]) -> list[dict[str, Any]]:
+    """The LWS volume claim templates as both StatefulSets carry them (SPEC 3.4).
+
+    Each keeps only its name (in the LWS namespace) and the spec's `accessModes`,
+    `storageClassName`, `volumeMode` and `resources.requests/limits`; selectors, data sources,
+    volume names and the template's own labels and annotations are dropped, as upstream does.
+    `storageClassName: ""` (no dynamic provisioning) is kept: it is set, not absent.
+    """
+    namespace = _metadata(lws).get("namespace")
+    out: list[dict[str, Any]] = []
+    for claim in _template_spec(lws).get("volumeClaimTemplates") or []:
+        claim_spec = claim.get("spec") or {}
+        spec: dict[str, Any] = {}
+        if claim_spec.get("accessModes"):
+            spec["accessModes"] = list(claim_spec["accessModes"])
+        for field in ("storageClassName", "volumeMode"):
+            if claim_spec.get(field) is not None:
+                spec[field] = claim_spec[field]
+        requirements = claim_spec.get("resources") or {}
+        resources = {
+            field: copy.deepcopy(requirements[field])
+            for field in _PVC_REQUIREMENTS
+            if requirements.get(field)
+        }
+        if resources:
+            spec["resources"] = resources
+        out.append({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": _metadata(claim).get("name"), "namespace": namespace},
+            "spec": spec,
+        })
+    return out
+
+
+def _add_storage(sts_spec: dict[str, Any], lws: dict[str, Any]) -> None:
+    claims = volume_claim_templates(lws)
+    if claims:
+        sts_spec["volumeClaimTemplates"] = claims
+    policy = _template_spec(lws).get("persistentVolumeClaimRetentionPolicy")
+    if isinstance(policy, dict):
+        sts_spec["persistentVolumeClaimRetentionPolicy"] = {
+            field: policy[field] for field in _RETENTION_FIELDS if policy.get(field) is not None
+        }
+
+
+def _overlay_template(
+    template: dict[str, Any], labels: dict[str, str], annotations: dict[str, str]
+) -> dict[str, Any]:
+    """The template with `labels` and `annotations` laid over the user's own (which are kept)."""
+    metadata = dict(template.get("metadata") or {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+    template["metadata"] = metadata
+    return template
+
+
+def _subgroup_annotations(
+    subgroup_policy: dict[str, Any], live_lws: dict[str, Any], policy_type: str | None
+) -> dict[str, str]:
+    annotations: dict[str, str] = {}
+    if policy_type is not None:
+        annotations[SUBGROUP_POLICY_TYPE_ANNOTATION] = policy_type
+    subgroup_size = subgroup_policy.get("subGroupSize")
+    if subgroup_size is not None:
+        annotations[SUBGROUP_SIZE_ANNOTATION] = str(int(subgroup_size))
+    topology = _non_empty_annotation(live_lws, SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION)
+    if topology is not None:
+        annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology
+    return annotations
+
+
+def leader_statefulset(
+    lws: dict[str, Any], key: str, partition: int, replicas: int
+) -> dict[str, Any]:
+    """The server-side-apply body of the leader StatefulSet `<lws>` (SPEC 3.4).
+
+    `lws` is the live LeaderWorkerSet, `key` its current revision key, `partition` and
+    `replicas` the rollout decision of this pass (surge included). The full object is returned
+    on every pass so that server-side apply with force owns every field it sets.
+    """
+    if partition < 0 or replicas < 0:
+        raise ValueError(f"partition {partition} and replicas {replicas} must not be negative")
+    metadata = _metadata(lws)
+    name = str(metadata.get("name") or "")
+    spec = lws.get("spec") or {}
+    lwt = _template_spec(lws)
+
+    source = lwt.get("leaderTemplate")
+    if source is None:
+        source = lwt.get("workerTemplate")
+    annotations = {SIZE_ANNOTATION: str(_group_size(lws))}
+    topology = exclusive_topology_key(lws)
+    if topology is not None:
+        annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology
+    subgroup_policy = lwt.get("subGroupPolicy")
+    if isinstance(subgroup_policy, dict):
+        policy_type = subgroup_policy.get("subGroupPolicyType") or SUBGROUP_POLICY_LEADER_WORKER
+        annotations.update(_subgroup_annotations(subgroup_policy, lws, str(policy_type)))
+    if subdomain_policy(lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA:
+        annotations[SUBDOMAIN_POLICY_ANNOTATION] = SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
+    template = _overlay_template(
+        copy.deepcopy(source or {}),
+        {WORKER_INDEX_LABEL: "0", NAME_LABEL: name, TEMPLATE_REVISION_HASH_LABEL: key},
+        annotations,
+    )
+
+    rollout_type = (spec.get("rolloutStrategy") or {}).get("type") or "RollingUpdate"
+    sts_spec: dict[str, Any] = {
+        "replicas": replicas,
+        "serviceName": name,
+        "podManagementPolicy": "Parallel",
+        "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
+        "updateStrategy": {
+            "type": rollout_type,
+            "rollingUpdate": {
+                "partition": partition,
+                "maxUnavailable": leader_max_unavailable(lws),
+            },
+        },
+        "template": template,
+    }
+    _add_storage(sts_spec, lws)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": metadata.get("namespace"),
+            "labels": {
+                **(metadata.get("labels") or {}),
+                NAME_LABEL: name,
+                TEMPLATE_REVISION_HASH_LABEL: key,
+            },
+            "annotations": {
+                **(metadata.get("annotations") or {}),
+                REPLICAS_ANNOTATION: str(_spec_replicas(lws)),
+            },
+            "ownerReferences": [lws_reference(lws)],
+        },
+        "spec": sts_spec,
+    }
+
+
+def _leader_label(leader_pod: dict[str, Any], label: str) -> str:
+    value = (_metadata(leader_pod).get("labels") or {}).get(label)
+    if value is None:
+        name = _metadata(leader_pod).get("name")
+        raise ValueError(f"leader pod {name} has no {label} label")
+    return str(value)
+
+
+def worker_statefulset(
+    revision_lws: dict[str, Any],
+    live_lws: dict[str, Any],
+    leader_pod: dict[str, Any],
+    leader_node_labels: dict[str, str] | None,
+) -> dict[str, Any]:
+    """The worker StatefulSet `<leader pod name>` of one group (SPEC 4.3), for a plain create.
+
+    `revision_lws` is `apply_revision(live_lws, <patch of the leader's revision>)`: the template,
+    size, subgroup policy, network config and storage come from it. Metadata, the exclusive
+    topology annotations and the StatefulSet's namespace come from `live_lws`.
+    `leader_node_labels` are the labels of the leader's node; they are needed only when the live
+    LWS requests exclusive placement (`exclusive_topology_key`), and then the workers are pinned
+    to the leader's topology domain by a nodeSelector.
+
+    Raises ValueError when the leader lacks the labels the pod webhook gives every leader, when
+    exclusive placement is requested but `leader_node_labels` is None (the leader is not
+    scheduled yet: the caller should have waited), or when the node lacks the topology label:
+    `node does not have topology label: <key>`. Upstream's message leaves the key out (it
+    interpolates the empty lookup result); ours names it.
+    """
+    live_metadata = _metadata(live_lws)
+    lws_name = str(live_metadata.get("name") or "")
+    leader_name = str(_metadata(leader_pod).get("name") or "")
+    group_index = _leader_label(leader_pod, GROUP_INDEX_LABEL)
+    group_key = _leader_label(leader_pod, GROUP_KEY_LABEL)
+    revision_key = _leader_label(leader_pod, TEMPLATE_REVISION_HASH_LABEL)
+    lwt = _template_spec(revision_lws)
+    size = _group_size(revision_lws)
+    if size < 1:
+        raise ValueError(f"revision size {size} must be at least 1")
+
+    selector = {GROUP_INDEX_LABEL: group_index, NAME_LABEL: lws_name, GROUP_KEY_LABEL: group_key}
+    identity = {**selector, TEMPLATE_REVISION_HASH_LABEL: revision_key}
+    annotations = {SIZE_ANNOTATION: str(size), LEADER_NAME_ANNOTATION: leader_name}
+    topology = exclusive_topology_key(live_lws)
+    if topology is not None:
+        annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology
+    subgroup_policy = lwt.get("subGroupPolicy")
+    if isinstance(subgroup_policy, dict):
+        policy_type = subgroup_policy.get("subGroupPolicyType")
+        annotations.update(_subgroup_annotations(
+            subgroup_policy, live_lws, None if policy_type is None else str(policy_type)
+        ))
+    if pod_requests_tpus(leader_pod):
+        annotations[LEADER_REQUESTS_TPUS_ANNOTATION] = "true"
+    template = _overlay_template(
+        copy.deepcopy(lwt.get("workerTemplate") or {}), identity, annotations
+    )
+    if topology is not None:
+        if leader_node_labels is None:
+            raise ValueError(
+                f"leader pod {leader_name} is not scheduled yet: its node's {topology} label "
+                "is needed to place the workers"
+            )
+        if topology not in leader_node_labels:
+            raise ValueError(f"node does not have topology label: {topology}")
+        pod_spec = dict(template.get("spec") or {})
+        pod_spec["nodeSelector"] = {
+            **(pod_spec.get("nodeSelector") or {}),
+            topology: leader_node_labels[topology],
+        }
+        template["spec"] = pod_spec
+
+    service_name = (
+        leader_name
+        if subdomain_policy(revision_lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
+        else lws_name
+    )
+    sts_spec: dict[str, Any] = {
+        "replicas": size - 1,
+        "serviceName": service_name,
+        "podManagementPolicy": "Parallel",
+        "ordinals": {"start": 1},
+        "selector": {"matchLabels": selector},
+        "template": template,
+    }
+    _add_storage(sts_spec, revision_lws)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": leader_name,
+            "namespace": live_metadata.get("namespace"),
+            "labels": {**(live_metadata.get("labels") or {}), **identity},
+            "annotations": dict(live_metadata.get("annotations") or {}),
+            "ownerReferences": [pod_reference(leader_pod)],
+        },
+        "spec": sts_spec,
+    }
