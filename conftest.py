@@ -12,10 +12,12 @@ instead (for example kind with kwok, see the README); nothing is started or stop
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 import pytest_asyncio
@@ -27,26 +29,49 @@ REPO = Path(__file__).resolve().parent
 
 
 class Clusters:
-    """Starts each tier's cluster on first use and stops all of them at session end."""
+    """Starts each tier's cluster on first use and stops all of them at session end.
+
+    A session holds an exclusive lock on each cluster directory it uses, so a second pytest
+    session running at the same time (two developers, or an IDE) takes a directory of its own
+    instead of tearing down the first one's cluster under it.
+    """
 
     def __init__(self) -> None:
         self.started: dict[str, LocalCluster] = {}
+        self.locks: list[TextIO] = []
         self.external = os.environ.get("LWS_E2E_KUBECONFIG")
+
+    def _directory(self, tier: str) -> Path:
+        root = REPO / ".cluster"
+        root.mkdir(exist_ok=True)
+        for candidate in [f"test-{tier}", *(f"test-{tier}-{os.getpid()}-{i}" for i in range(9))]:
+            lock = (root / f"{candidate}.lock").open("w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            self.locks.append(lock)
+            return root / candidate
+        raise RuntimeError(f"no free cluster directory for tier {tier}")
 
     def get(self, tier: str) -> LocalCluster:
         if self.external:
             return LocalCluster.external(Path(self.external))
         if tier not in self.started:
-            cluster = LocalCluster(REPO / ".cluster" / f"test-{tier}")
-            cluster.up(tier, NodeLayout(), timeout=180)
+            directory = self._directory(tier)
+            cluster = LocalCluster(directory)
+            cluster.up(tier, NodeLayout(), timeout=180)  # stops what it started on failure
             self.started[tier] = cluster
         return self.started[tier]
 
     def stop(self) -> None:
-        if os.environ.get("LWS_KEEP_CLUSTER") == "1":
-            return
+        keep = os.environ.get("LWS_KEEP_CLUSTER") == "1"
         for cluster in self.started.values():
-            cluster.down()
+            if not keep or cluster.dir.name.count("-") > 1:  # private directories never stay
+                cluster.down()
+        for lock in self.locks:
+            lock.close()
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from lws_operator.logic.revision import (
 
 
 def lws(**spec: Any) -> dict[str, Any]:
-    body = {
+    body: dict[str, Any] = {
         "metadata": {"name": "sample", "labels": {"a": "b"}},
         "spec": {
             "replicas": 3,

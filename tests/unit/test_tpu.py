@@ -194,7 +194,7 @@ def test_pod_requests_tpus(
     init_containers: list[dict[str, Any]] | None,
     expected: bool,
 ) -> None:
-    pod = {"metadata": {"name": "p"}, "spec": {"containers": containers}}
+    pod: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"containers": containers}}
     if init_containers is not None:
         pod["spec"]["initContainers"] = init_containers
     assert pod_requests_tpus(pod) is expected
