@@ -7,13 +7,17 @@ a condition without sleeping blindly. Every call goes to the real API server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from kubernetes.aio import client, config
 from kubernetes.aio.dynamic import DynamicClient
-from kubernetes.aio.dynamic.exceptions import NotFoundError
+from kubernetes.aio.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 T = TypeVar("T")
 
@@ -28,18 +32,32 @@ class Kube:
     def __init__(self, api: client.ApiClient, dyn: DynamicClient) -> None:
         self.api = api
         self.dyn = dyn
+        self._cache_file: str | None = None
 
     @classmethod
     async def connect(cls, kubeconfig: str) -> Kube:
         api = await config.new_client_from_config(config_file=kubeconfig)
-        dyn = await DynamicClient(api)
-        return cls(api, dyn)
+        # A discovery cache of our own: the default file is shared by every client of the same
+        # address, so a cluster that reuses a port would inherit a previous cluster's kinds.
+        cache = os.path.join(tempfile.gettempdir(), f"lws-discovery-{uuid.uuid4().hex}.json")
+        dyn = await DynamicClient(api, cache_file=cache)
+        kube = cls(api, dyn)
+        kube._cache_file = cache
+        return kube
 
     async def close(self) -> None:
         await self.api.close()
+        if self._cache_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self._cache_file)
 
     async def _resource(self, api_version: str, kind: str) -> Any:
-        return await self.dyn.resources.get(api_version=api_version, kind=kind)
+        """The API resource, rediscovered once if unknown (a CRD installed after we connected)."""
+        try:
+            return await self.dyn.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            await self.dyn.resources.invalidate_cache()
+            return await self.dyn.resources.get(api_version=api_version, kind=kind)
 
     async def create(self, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         res = await self._resource(body["apiVersion"], body["kind"])

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.api
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
-SAMPLES = Path("/work/shared/reference/upstream-samples")
+# CI and every session lay the read-only shared/ folder beside the repository.
+SAMPLES = REPO.parent / "shared" / "reference" / "upstream-samples"
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 PINNED = "v1.37.2"

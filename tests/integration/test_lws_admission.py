@@ -29,7 +29,8 @@ pytestmark = pytest.mark.api
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "upstream-samples"
+# CI and every session lay the read-only shared/ folder beside the repository.
+SAMPLES = REPO.parent / "shared" / "reference" / "upstream-samples"
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
