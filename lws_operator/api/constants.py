@@ -100,3 +100,17 @@ SCHEDULER_PROVIDER_VOLCANO: Final = "volcano"
 SUBDOMAIN_POLICY_SHARED: Final = "Shared"
 SUBGROUP_POLICY_LEADER_WORKER: Final = "LeaderWorker"
 FIELD_MANAGER: Final = "lws"
+
+# Condition reasons and messages (SPEC 1.7), and the reasons, types and actions of the Events the
+# LWS controller records (SPEC 3.8): tests and users match them verbatim.
+REASON_ALL_GROUPS_READY: Final = "AllGroupsReady"
+REASON_GROUPS_PROGRESSING: Final = "GroupsProgressing"
+REASON_GROUPS_UPDATING: Final = "GroupsUpdating"
+MESSAGE_ALL_GROUPS_READY: Final = "All replicas are ready"
+MESSAGE_GROUPS_PROGRESSING: Final = "Replicas are progressing"
+MESSAGE_GROUPS_UPDATING: Final = "Rolling Upgrade is in progress"
+EVENT_TYPE_NORMAL: Final = "Normal"
+EVENT_TYPE_WARNING: Final = "Warning"
+EVENT_ACTION_CREATE: Final = "Create"
+EVENT_ACTION_UPDATE: Final = "Update"
+EVENT_ACTION_DELETE: Final = "Delete"
