@@ -13,7 +13,9 @@ instead (for example kind with kwok, see the README); nothing is started or stop
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -87,6 +89,48 @@ def _tier(request: pytest.FixtureRequest) -> str:
     if request.node.get_closest_marker("api"):
         return "api"
     raise pytest.UsageError(f"{request.node.nodeid} needs a cluster: mark it `api` or `full`")
+
+
+CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
+
+
+def _established(cluster: LocalCluster) -> bool:
+    out = cluster.kubectl("get", "crd", CRD_NAME, "-o", "jsonpath={.status.conditions}")
+    conditions = (json.loads(out) if out.strip() else None) or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="session")
+def lws_crd(clusters: Clusters) -> LocalCluster:
+    """The api-tier cluster with the committed CRD installed (once per session) and served."""
+    cluster = clusters.get("api")
+    cluster.kubectl("apply", "--server-side", "--force-conflicts",
+                    "--field-manager=lws-operator-tests", "-f", str(CRD_FILE))
+    # Polled rather than `kubectl wait`, which errors out while the CRD has no conditions yet.
+    deadline = time.monotonic() + 60
+    while not _established(cluster):
+        assert time.monotonic() < deadline, f"{CRD_NAME} not Established after 60s"
+        time.sleep(0.2)
+    return cluster
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def admitted(lws_crd: LocalCluster) -> AsyncIterator[tuple[Kube, str]]:
+    """A namespace whose LeaderWorkerSets and pods go through our admission webhooks (served
+    in-process, registered by URL and confined to it), shared by a module's tests, with a
+    client of its own; yields the client and the namespace."""
+    from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
+
+    kube = await Kube.connect(str(lws_crd.kubeconfig))
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    hooks = await start_webhooks(str(lws_crd.kubeconfig), options_for(namespace))
+    yield kube, namespace
+    await stop_webhooks(hooks)
+    await kube.delete("v1", "Namespace", namespace)
+    await kube.delete("v1", "Namespace", f"{namespace}-op")
+    await kube.close()
 
 
 @pytest.fixture

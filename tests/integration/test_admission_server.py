@@ -168,26 +168,10 @@ async def test_webhook_down_fails_closed_for_lws_pods_only(
                           hooks.options.validating_configuration) is None
 
 
-async def _install_crd(cluster: LocalCluster, kube: Kube) -> None:
-    await asyncio.to_thread(cluster.kubectl, "apply", "--server-side", "--force-conflicts",
-                            "-f", str(CRD))
-
-    async def established() -> bool:
-        crd = await kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                             "leaderworkersets.leaderworkerset.x-k8s.io")
-        conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    await wait_for(established, timeout=60, what="the LeaderWorkerSet CRD to be established")
-
-
-async def test_lws_webhooks_are_wired(cluster: LocalCluster, kube: Kube, namespace: str,
+async def test_lws_webhooks_are_wired(lws_crd: LocalCluster, kube: Kube, namespace: str,
                                       webhooks: Webhooks) -> None:
     """Smoke test only (the LWS admission tests proper are elsewhere): a field only the
     defaulting webhook sets, and one validation error, through the API server."""
-    if not CRD.exists():
-        pytest.skip(f"{CRD.relative_to(REPO)} is not generated yet")
-    await _install_crd(cluster, kube)
     lws: dict[str, Any] = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": "smoke"},

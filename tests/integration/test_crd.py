@@ -25,7 +25,7 @@ from e2e.cluster import LocalCluster
 from e2e.kube import MERGE_PATCH, Kube
 
 if TYPE_CHECKING:
-    from conftest import Clusters
+    pass
 
 pytestmark = pytest.mark.api
 
@@ -174,26 +174,6 @@ spec:
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-@pytest.fixture(scope="session")
-def lws_crd(clusters: Clusters) -> LocalCluster:
-    """The api-tier cluster with the committed CRD installed (once per session) and served."""
-    cluster = clusters.get("api")
-    cluster.kubectl("apply", "--server-side", "--force-conflicts",
-                    "--field-manager=lws-operator-tests", "-f", str(CRD_FILE))
-    # Polled rather than `kubectl wait`, which errors out while the CRD has no conditions yet.
-    deadline = time.monotonic() + 60
-    while not _established(cluster):
-        assert time.monotonic() < deadline, f"{CRD_NAME} not Established after 60s"
-        time.sleep(0.2)
-    return cluster
-
-
-def _established(cluster: LocalCluster) -> bool:
-    out = cluster.kubectl("get", "crd", CRD_NAME, "-o", "jsonpath={.status.conditions}")
-    conditions = (json.loads(out) if out.strip() else None) or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def kubectl(cluster: LocalCluster, tmp: Path, *args: str, stdin: str | None = None,

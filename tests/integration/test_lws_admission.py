@@ -9,61 +9,25 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 import yaml
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
-from conftest import Clusters
-from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
-from e2e.cluster import LocalCluster
 from e2e.kube import MERGE_PATCH, Kube
 
 pytestmark = pytest.mark.api
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 # CI and every session lay the read-only shared/ folder beside the repository.
 SAMPLES = REPO.parent / "shared" / "reference" / "upstream-samples"
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
 SGS = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
-
-
-@pytest.fixture(scope="module")
-def api_cluster(clusters: Clusters) -> LocalCluster:
-    cluster = clusters.get("api")
-    cluster.kubectl("apply", "--server-side", "--force-conflicts",
-                    "--field-manager=lws-operator-tests", "-f", str(CRD_FILE))
-    deadline = time.monotonic() + 60
-    while '"Established"' not in cluster.kubectl(
-            "get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io", "-o",
-            "jsonpath={.status.conditions}"):
-        assert time.monotonic() < deadline, "CRD not Established"
-        time.sleep(0.2)
-    return cluster
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def admitted(api_cluster: LocalCluster) -> AsyncIterator[tuple[Kube, str]]:
-    """A namespace whose LeaderWorkerSets and pods go through our webhooks; yields a client of
-    a fresh discovery (it must see the CRD) and the namespace."""
-    kube = await Kube.connect(str(api_cluster.kubeconfig))
-    namespace = f"t-{uuid.uuid4().hex[:10]}"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    hooks: Webhooks = await start_webhooks(str(api_cluster.kubeconfig), options_for(namespace))
-    yield kube, namespace
-    await stop_webhooks(hooks)
-    await kube.delete("v1", "Namespace", namespace)
-    await kube.delete("v1", "Namespace", f"{namespace}-op")
-    await kube.close()
 
 
 def new_lws(name: str, **spec: Any) -> dict[str, Any]:

@@ -10,35 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
-from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
-from e2e.cluster import LocalCluster
 from e2e.kube import Kube
 
 pytestmark = pytest.mark.api
 
 P = "leaderworkerset.sigs.k8s.io/"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def admitted(clusters: Any) -> AsyncIterator[tuple[Kube, str]]:
-    cluster: LocalCluster = clusters.get("api")
-    kube = await Kube.connect(str(cluster.kubeconfig))
-    namespace = f"t-{uuid.uuid4().hex[:10]}"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    hooks: Webhooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
-    yield kube, namespace
-    await stop_webhooks(hooks)
-    await kube.delete("v1", "Namespace", namespace)
-    await kube.delete("v1", "Namespace", f"{namespace}-op")
-    await kube.close()
 
 
 def sha1(text: str) -> str:
