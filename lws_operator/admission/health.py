@@ -15,6 +15,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from lws_operator.admission.listener import listen
+
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
@@ -61,18 +63,7 @@ class HealthServer:
         return web.Response(text="ok")
 
     async def start(self) -> None:
-        runner = web.AppRunner(self.app, handle_signals=False, access_log=None,
-                               shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        if self.port == 0:
-            self.port = int(runner.addresses[0][1])
+        self._runner, self.port = await listen(self.app, self.host, self.port)
         log.info("health probes on http://%s:%d", self.host, self.port)
 
     async def stop(self) -> None:

@@ -20,7 +20,6 @@ controllers. aiohttp speaks HTTP/1.1 only, and ALPN offers nothing else (SPEC 7.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import ssl
@@ -30,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
+from lws_operator.admission.listener import listen
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.review import Handler, review
 
@@ -154,20 +154,9 @@ class AdmissionServer:
             raise RuntimeError("no serving certificate loaded")
         if self._runner is not None:
             return
-        runner = web.AppRunner(self.app, handle_signals=False, access_log=None,
-                               shutdown_timeout=self._shutdown_timeout)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.tls.context,
-                           reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        if self.port == 0:
-            with contextlib.suppress(IndexError, TypeError):
-                self.port = int(runner.addresses[0][1])
+        self._runner, self.port = await listen(self.app, self.host, self.port,
+                                               ssl_context=self.tls.context,
+                                               shutdown_timeout=self._shutdown_timeout)
         log.info("admission webhooks listening on https://%s:%d", self.host, self.port)
 
     async def stop(self) -> None:
