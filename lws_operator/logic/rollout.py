@@ -26,6 +26,12 @@ Quirks kept on purpose (a drop-in replacement must pace and report identically):
   (inclusive)" with `p > curP - 1`, as upstream words it.
 * The leader StatefulSet's `replicas` annotation is only parsed when a pass reaches case 4; a
   missing or non-numeric value fails that pass (`RolloutError`), and the controller retries.
+* Terminating leader pods are not filtered out: a pod with a deletionTimestamp still counts with
+  its current readiness until it is gone.
+
+Events come back as data in two groups (`RolloutDecision`): those upstream records while computing
+(surge deletion) and those it records only after a successful apply (`Created leader statefulset`,
+`GroupsUpdating`). `Event` lives here until a shared events module exists; status uses it too.
 
 Deliberate differences, none observable on objects upstream creates:
 * When two leader pods (or two worker StatefulSets) claim the same group index, the correctly named

@@ -432,6 +432,20 @@ TRACES: dict[str, Trace] = {
             Pass("RRR", (0, 3)),
         ),
     ),
+    # 9.2 G2 (gang scheduling): R 3 with defaults; each replaced group ready moves it down by one.
+    "gang-rolling-update-G2": Trace(
+        replicas=3,
+        size=3,
+        passes=(
+            Pass("ooo", (3, 3), updated=True),
+            Pass("ooo", (2, 3), (_upd(2),)),
+            Pass("oo-", (2, 3)),
+            Pass("oou", (2, 3)),
+            Pass("ooR", (1, 3), (_upd(1),)),
+            Pass("oRR", (0, 3), (_upd(0),)),
+            Pass("RRR", (0, 3)),
+        ),
+    ),
     # Percentages: maxUnavailable 25% of 3 rounds down to 0, maxSurge 50% of 3 rounds up to 2.
     "percent-surge-rounds-up-unavailable-down": Trace(
         replicas=3,
