@@ -59,22 +59,13 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.api.validation import scaled_value
+from lws_operator.logic.events import Event
 from lws_operator.logic.keys import parse_int
 from lws_operator.logic.readiness import group_ready, group_updated
 
 
 class RolloutError(ValueError):
     """The observed objects do not allow a decision this pass (the controller retries)."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """A Kubernetes Event to record on the LeaderWorkerSet; the caller emits it."""
-
-    reason: str
-    type: str
-    action: str
-    note: str
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,9 @@ from lws_operator.api.constants import (
     REASON_GROUPS_UPDATING,
     WORKER_INDEX_LABEL,
 )
+from lws_operator.logic.events import Event
 from lws_operator.logic.keys import parse_int
 from lws_operator.logic.readiness import group_ready, group_updated
-from lws_operator.logic.rollout import Event
 
 # The reason and message each condition type is written with (SPEC 1.7).
 CONDITION_TEXT: Final[Mapping[str, tuple[str, str]]] = {

@@ -28,8 +28,8 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
+from lws_operator.logic.events import Event
 from lws_operator.logic.rollout import (
-    Event,
     GroupState,
     LeaderStatefulSetState,
     RolloutError,

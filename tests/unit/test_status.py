@@ -16,7 +16,7 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
-from lws_operator.logic.rollout import Event
+from lws_operator.logic.events import Event
 from lws_operator.logic.status import (
     GroupCounts,
     StatusError,
