@@ -114,3 +114,9 @@ EVENT_TYPE_WARNING: Final = "Warning"
 EVENT_ACTION_CREATE: Final = "Create"
 EVENT_ACTION_UPDATE: Final = "Update"
 EVENT_ACTION_DELETE: Final = "Delete"
+
+# Event reasons of the controllers (SPEC 3.8, 4.2).
+REASON_CREATING_REVISION: Final = "CreatingRevision"
+REASON_FAILED_CREATE: Final = "FailedCreate"
+REASON_FAILED_UPDATE: Final = "FailedUpdate"
+EVENT_REPORTING_CONTROLLER: Final = "leaderworkerset"

@@ -1,0 +1,115 @@
+"""Watch caches: the operator's view of the cluster, fed by watch events, read by every pass.
+
+A pass never LISTs: it reads the objects of one LeaderWorkerSet from here. Objects are indexed by
+namespace and the ``leaderworkerset.sigs.k8s.io/name`` label (LeaderWorkerSets by their own
+name), which is exactly the grouping a pass needs. ``managedFields`` are dropped on the way in:
+they are the bulk of an object and nothing reads them.
+
+Each kind has a "synced" flag, set once its initial listing has been delivered; a pass must not
+act on the absence of an object (create, scale down, write status) before the kinds it reads are
+synced, or a cold cache would make it redo work that exists.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lws_operator.api.constants import NAME_LABEL
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
+    """The LeaderWorkerSet an object belongs to: itself for a LeaderWorkerSet, else its
+    ``name`` label (None when it carries none)."""
+    meta = _meta(obj)
+    namespace = str(meta.get("namespace") or "")
+    if kind == "LeaderWorkerSet":
+        return namespace, str(meta.get("name") or "")
+    lws = (meta.get("labels") or {}).get(NAME_LABEL)
+    return (namespace, str(lws)) if lws else None
+
+
+def lean(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A shallow copy without ``metadata.managedFields``."""
+    out = dict(obj)
+    meta = dict(_meta(obj))
+    meta.pop("managedFields", None)
+    out["metadata"] = meta
+    return out
+
+
+class KindStore:
+    """Objects of one kind by (namespace, name), with an index by owning LeaderWorkerSet."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.synced = False
+        self._objects: dict[Key, dict[str, Any]] = {}
+        self._by_owner: dict[Key, set[Key]] = defaultdict(set)
+        self._owner_of: dict[Key, Key] = {}
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def upsert(self, obj: Mapping[str, Any]) -> Key | None:
+        """Store ``obj``; returns its owning LeaderWorkerSet's key."""
+        meta = _meta(obj)
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        owner = owner_key(self.kind, obj)
+        self._unindex(key)
+        self._objects[key] = lean(obj)
+        if owner is not None:
+            self._by_owner[owner].add(key)
+            self._owner_of[key] = owner
+        return owner
+
+    def delete(self, obj: Mapping[str, Any]) -> Key | None:
+        meta = _meta(obj)
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        owner = self._owner_of.get(key) or owner_key(self.kind, obj)
+        self._unindex(key)
+        self._objects.pop(key, None)
+        return owner
+
+    def _unindex(self, key: Key) -> None:
+        owner = self._owner_of.pop(key, None)
+        if owner is not None:
+            members = self._by_owner.get(owner)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._by_owner[owner]
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._objects.get((namespace, name))
+
+    def owned_by(self, owner: Key) -> list[dict[str, Any]]:
+        """Objects labelled with the LeaderWorkerSet ``owner``, in name order."""
+        return [self._objects[k] for k in sorted(self._by_owner.get(owner, ()))]
+
+    def owners(self) -> Iterable[Key]:
+        return list(self._by_owner)
+
+
+class ClusterCache:
+    """One store per kind the controller reads."""
+
+    KINDS = ("LeaderWorkerSet", "StatefulSet", "Pod", "Service", "ControllerRevision")
+
+    def __init__(self) -> None:
+        self.stores = {kind: KindStore(kind) for kind in self.KINDS}
+
+    def __getitem__(self, kind: str) -> KindStore:
+        return self.stores[kind]
+
+    @property
+    def synced(self) -> bool:
+        return all(store.synced for store in self.stores.values())

@@ -1,0 +1,139 @@
+"""Decisions of one LeaderWorkerSet pass that are not about rollout pacing or status.
+
+* Which revision is current, and whether this pass must create one (SPEC 3.2 steps 3-4).
+* Whether a desired object is already in place, so a pass that changes nothing writes nothing:
+  the desired object must be contained in the live one (the server adds defaults and status, so
+  equality would never hold).
+* The ControllerRevision object itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lws_operator.api.constants import (
+    EVENT_ACTION_CREATE,
+    EVENT_TYPE_NORMAL,
+    KIND,
+    NAME_LABEL,
+    REASON_CREATING_REVISION,
+    TEMPLATE_REVISION_HASH_LABEL,
+)
+from lws_operator.logic.events import Event
+from lws_operator.logic.revision import (
+    apply_revision,
+    canonical_json,
+    revision_key,
+    revision_name,
+    revision_patch,
+)
+from lws_operator.logic.services import lws_reference
+
+
+def contains(desired: Any, live: Any) -> bool:
+    """True if every field of ``desired`` has the same value in ``live``.
+
+    Maps may have extra keys in ``live`` (server defaults); lists must have the same length and
+    contain each other element-wise (their order is meaningful in Kubernetes objects).
+    """
+    if isinstance(desired, Mapping):
+        if not isinstance(live, Mapping):
+            return False
+        return all(k in live and contains(v, live[k]) for k, v in desired.items()
+                   if v is not None)
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(desired) != len(live):
+            return False
+        return all(contains(d, x) for d, x in zip(desired, live, strict=True))
+    return bool(desired == live)
+
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
+    """The revision labelled with ``key`` (the highest ``revision`` number if several)."""
+    matching = [r for r in revisions if _labels(r).get(TEMPLATE_REVISION_HASH_LABEL) == key]
+    return max(matching, key=lambda r: int(r.get("revision") or 0), default=None)
+
+
+def controller_revision(lws: dict[str, Any], key: str,
+                        revisions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A ControllerRevision holding ``lws``'s current templates, labelled ``key``, numbered one
+    above the highest existing revision."""
+    meta = lws.get("metadata") or {}
+    number = 1 + max((int(r.get("revision") or 0) for r in revisions), default=0)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": revision_name(str(meta.get("name")), key, number),
+            "namespace": meta.get("namespace"),
+            "labels": {NAME_LABEL: meta.get("name"), TEMPLATE_REVISION_HASH_LABEL: key},
+            "ownerReferences": [lws_reference(lws)],
+        },
+        "data": revision_patch(lws),
+        "revision": number,
+    }
+
+
+@dataclass(frozen=True)
+class RevisionDecision:
+    """The current revision key, the revision to create first (if any), and whether this pass
+    is a template update (the rollout's ``lws_updated``)."""
+
+    current_key: str
+    create: dict[str, Any] | None
+    updated: bool
+    events: tuple[Event, ...] = ()
+
+
+def _same_templates(lws: dict[str, Any], stored: Mapping[str, Any]) -> bool:
+    """Whether the stored revision describes ``lws``'s templates: identical bytes, or the same
+    key once applied onto the live object (guards against serialisation differences)."""
+    patch = stored.get("data") or {}
+    if canonical_json(patch) == canonical_json(revision_patch(lws)):
+        return True
+    return revision_key(apply_revision(lws, dict(patch))) == revision_key(lws)
+
+
+def _revision_event(note: str) -> Event:
+    return Event(REASON_CREATING_REVISION, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE, note)
+
+
+def decide_revision(lws: dict[str, Any], leader_sts: Mapping[str, Any] | None,
+                    revisions: list[Mapping[str, Any]]) -> RevisionDecision:
+    """SPEC 3.2 steps 3-4: ensure a revision exists for the leader StatefulSet's key, then detect
+    a template update against it."""
+    computed = revision_key(lws)
+    sts_key = str(_labels(leader_sts).get(TEMPLATE_REVISION_HASH_LABEL) or "")
+    if leader_sts is None or not sts_key:
+        if revision_for_key(revisions, computed) is not None:
+            return RevisionDecision(computed, None, False)
+        note = f"Creating revision with key {computed} for a newly created {KIND}"
+        return RevisionDecision(computed, controller_revision(lws, computed, revisions), False,
+                                (_revision_event(note),))
+    stored = revision_for_key(revisions, sts_key)
+    if stored is None:
+        # A leader StatefulSet whose revision is gone (or made by another hash algorithm):
+        # record the current templates under its key, as upstream does.
+        note = f"Creating missing revision with key {sts_key} for existing {KIND}"
+        return RevisionDecision(sts_key, controller_revision(lws, sts_key, revisions), False,
+                                (_revision_event(note),))
+    if _same_templates(lws, stored):
+        return RevisionDecision(sts_key, None, False)
+    if revision_for_key(revisions, computed) is not None:
+        return RevisionDecision(computed, None, True)  # e.g. back to an earlier template
+    note = f"Creating revision with key {computed} for updated LWS"
+    return RevisionDecision(computed, controller_revision(lws, computed, revisions), True,
+                            (_revision_event(note),))
+
+
+def owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    """Whether ``owner`` (by UID) is ``obj``'s controller."""
+    uid = (owner.get("metadata") or {}).get("uid")
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("controller") and r.get("uid") == uid for r in refs)
