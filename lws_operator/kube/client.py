@@ -6,20 +6,38 @@ into a strategic-merge patch. So we use only the client's transport, authenticat
 (``param_serialize`` + ``call_api``), send JSON we built ourselves with an explicit content type,
 and decode answers with ``json``. Errors are the library's own ``ApiException``, with ``status``
 and the API server's ``Status`` body.
+
+``raw`` is the single path every call takes, so it is where the process-wide rate limiter is
+awaited and where every request is counted (``ClientMetrics``), by HTTP method and status as
+controller-runtime counts them and by Kubernetes verb and resource (``request_info``) so one can
+tell, say, status writes of LeaderWorkerSets from pod patches.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
 
-__all__ = ["MERGE_PATCH", "ApiException", "KubeClient", "in_cluster", "is_status"]
+from lws_operator.kube.metrics import ClientMetrics
+from lws_operator.kube.ratelimit import TokenBucket
+
+__all__ = [
+    "APPLY_PATCH",
+    "MERGE_PATCH",
+    "ApiException",
+    "KubeClient",
+    "in_cluster",
+    "is_status",
+    "request_info",
+]
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -47,11 +65,18 @@ def is_status(exc: BaseException, *codes: int) -> bool:
 class KubeClient:
     """Raw REST calls with the credentials of a kubeconfig or of the pod's service account."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, *, limiter: TokenBucket | None = None,
+                 metrics: ClientMetrics | None = None) -> None:
+        """``limiter``: awaited before every request (shared by every client of the process
+        to make it a global budget). ``metrics``: where requests are counted."""
         self.api = api
+        self.limiter = limiter
+        self.metrics = metrics
+        self.host = urlsplit(api.configuration.host or "").netloc
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None, context: str | None = None,
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None, *,
+                      limiter: TokenBucket | None = None, metrics: ClientMetrics | None = None,
                       ) -> KubeClient:
         """``kubeconfig`` if given; else in-cluster credentials inside a pod; else
         ``$KUBECONFIG`` or ``~/.kube/config``."""
@@ -62,7 +87,7 @@ class KubeClient:
             path = kubeconfig or os.environ.get("KUBECONFIG") or None
             await config.load_kube_config(config_file=path, context=context,
                                           client_configuration=conf, persist_config=False)
-        return cls(client.ApiClient(configuration=conf))
+        return cls(client.ApiClient(configuration=conf), limiter=limiter, metrics=metrics)
 
     async def close(self) -> None:
         await self.api.close()
@@ -95,6 +120,13 @@ class KubeClient:
         timeout: float = 30.0,  # noqa: ASYNC109 - passed down to the HTTP client
     ) -> bytes:
         """One call; the answer's bytes (for non-JSON endpoints such as ``/metrics``)."""
+        method = method.upper()
+        if self.limiter is not None:
+            waited_from = time.monotonic()
+            await self.limiter.acquire()
+            if self.metrics is not None:
+                self.metrics.rate_limiter_duration.labels(method, self.host).observe(
+                    time.monotonic() - waited_from)
         params = await self.api.param_serialize(
             method=method,
             resource_path=path,
@@ -103,12 +135,28 @@ class KubeClient:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = await self.api.call_api(*params, _request_timeout=timeout)
-        data: bytes = await response.read()
+        code = "<error>"
+        try:
+            response = await self.api.call_api(*params, _request_timeout=timeout)
+            code = str(response.status)
+            data: bytes = await response.read()
+        except ApiException as exc:  # raised by the library itself, e.g. a retried 429
+            code = str(exc.status)
+            raise
+        finally:
+            if self.metrics is not None:
+                self._count(method, path, query, content_type, code)
         if not 200 <= response.status < 300:
             raise ApiException(status=response.status, reason=response.reason,
                                body=data.decode(errors="replace"))
         return data
+
+    def _count(self, method: str, path: str, query: Mapping[str, str] | None,
+               content_type: str, code: str) -> None:
+        assert self.metrics is not None
+        self.metrics.requests.labels(code, method, self.host).inc()
+        verb, resource = request_info(method, path, query, content_type)
+        self.metrics.api_requests.labels(verb, resource, code).inc()
 
     async def get(self, path: str) -> dict[str, Any] | None:
         """The object at ``path``, or None if it does not exist."""
@@ -127,3 +175,50 @@ def status_message(exc: ApiException) -> str:
         return str(body.get("message") or exc.reason)
     except (ValueError, AttributeError):
         return str(exc.reason)
+
+
+# After a namespace's name, these segments are subresources of the namespace itself, not a
+# resource inside it (``/api/v1/namespaces/foo/status``, not a resource called "status").
+_NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
+
+
+def request_info(method: str, path: str, query: Mapping[str, str] | None = None,
+                 content_type: str = JSON) -> tuple[str, str]:
+    """The Kubernetes verb and resource (``pods``, ``pods/status``) of a request, as the API
+    server's authorizer would see them. Non-resource paths (``/metrics``, discovery) give the
+    lower-case HTTP method and an empty resource, which keeps the label set small."""
+    method = method.upper()
+    split = urlsplit(path)
+    params = {k: v[-1] for k, v in parse_qs(split.query).items()}
+    params.update(query or {})
+    parts = [p for p in split.path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        parts = parts[2:]  # /api/v1/...
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        parts = parts[3:]  # /apis/group/version/...
+    else:
+        return method.lower(), ""
+    watch = False
+    if parts[:1] == ["watch"]:  # the deprecated /watch/ path prefix
+        watch, parts = True, parts[1:]
+    if parts[:1] == ["namespaces"] and len(parts) >= 3 \
+            and parts[2] not in _NAMESPACE_SUBRESOURCES:
+        parts = parts[2:]
+    if not parts:
+        return method.lower(), ""
+    resource = parts[0] if len(parts) < 3 else f"{parts[0]}/{parts[2]}"
+    collection = len(parts) == 1
+    if method == "GET":
+        watch = watch or params.get("watch", "").lower() in ("true", "1")
+        verb = "watch" if watch else "list" if collection else "get"
+    elif method == "POST":
+        verb = "create"
+    elif method == "PUT":
+        verb = "update"
+    elif method == "PATCH":
+        verb = "apply" if content_type.split(";")[0].strip() == APPLY_PATCH else "patch"
+    elif method == "DELETE":
+        verb = "deletecollection" if collection else "delete"
+    else:
+        verb = method.lower()
+    return verb, resource
