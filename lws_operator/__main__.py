@@ -76,7 +76,7 @@ def _setup_logging(level: str, fmt: str) -> None:
 
 
 def _add_run(sub: Any) -> None:
-    run = sub.add_parser("run", help="run the operator (admission webhooks and their certificates)")
+    run = sub.add_parser("run", help="run the operator: controllers, webhooks and metrics")
     run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
                      help="kubeconfig file (default: in-cluster credentials, else $KUBECONFIG)")
     run.add_argument("--context", default=_env("context"), help="kubeconfig context")
@@ -115,6 +115,11 @@ def _add_run(sub: Any) -> None:
                      help="time API servers get to pick up a new caBundle before it is relied on")
     run.add_argument("--scheduler-provider", default=_env("scheduler_provider"),
                      help="gang-scheduling provider for pod admission (e.g. volcano)")
+    run.add_argument("--workers", type=int, default=int(_env("workers", 8)),
+                     help="LeaderWorkerSets reconciled concurrently")
+    run.add_argument("--disable-controllers", action="store_true",
+                     default=_env("disable_controllers", "") in ("1", "true"),
+                     help="serve admission only (no reconciliation)")
     run.add_argument("--log-level", default=_env("log_level", "info"))
     run.add_argument("--log-format", choices=["json", "text"], default=_env("log_format"),
                      help="default: json in a cluster, text elsewhere")
@@ -157,7 +162,23 @@ async def _run(args: argparse.Namespace) -> int:
             "lws-operator %s: namespace %s, %s", __version__, namespace,
             f"local mode, webhooks at {options.base_url(options.port)}" if args.webhook_host
             else f"webhooks behind Service {args.webhook_service}")
-        await webhooks.run(stop)
+        tasks = [asyncio.create_task(webhooks.run(stop), name="webhooks")]
+        if not args.disable_controllers:
+            from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
+
+            controllers = ControllerRuntime(kube, ControllerOptions(workers=args.workers),
+                                            registry)
+            tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
+        try:
+            # Either side ending (an error, or stop) ends the process: stop the other, then
+            # re-raise the first error.
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for task in done:
+                task.result()
+        finally:
+            stop.set()
         logging.getLogger("lws_operator").info("stopped")
     finally:
         await health.stop()

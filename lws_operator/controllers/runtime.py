@@ -1,0 +1,166 @@
+"""The controller side of the operator process: kopf watches feed caches and a work queue.
+
+kopf is used as the watcher only (DESIGN "Reconciliation model", python-notes 1.2): each
+``@kopf.on.event`` handler stores the object in the cache and enqueues the owning
+LeaderWorkerSet. No stateful kopf handler, daemon, timer or index is used, so kopf writes nothing
+to our objects (no finalizers, no annotations), and the server-side label selectors keep
+unrelated pods, StatefulSets and Services out of the process entirely.
+
+Before the watches start, one chunked LIST per kind fills the caches and marks them synced:
+kopf gives no "initial listing done" signal, and a pass must not act on a half-filled cache.
+Every LeaderWorkerSet is then enqueued once; after that only events wake a pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from prometheus_client import CollectorRegistry
+
+from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
+from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
+from lws_operator.kube.cache import ClusterCache, Key
+from lws_operator.kube.client import KubeClient
+from lws_operator.kube.events import EventRecorder
+from lws_operator.kube.workers import Result, run_workers
+from lws_operator.kube.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "leaderworkerset"
+
+# (kind, group, version, plural, list path, label selector)
+WATCHED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
+    ("LeaderWorkerSet", GROUP, VERSION, PLURAL, f"/apis/{GROUP}/{VERSION}/{PLURAL}", None),
+    ("StatefulSet", "apps", "v1", "statefulsets", "/apis/apps/v1/statefulsets", NAME_LABEL),
+    ("Pod", "", "v1", "pods", "/api/v1/pods", NAME_LABEL),
+    ("Service", "", "v1", "services", "/api/v1/services", NAME_LABEL),
+    ("ControllerRevision", "apps", "v1", "controllerrevisions", "/apis/apps/v1/controllerrevisions",
+     NAME_LABEL),
+)
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    workers: int = 8
+    list_chunk_size: int = 500
+
+
+class ControllerRuntime:
+    """Caches, queue, reconciler and the kopf registry that feeds them."""
+
+    def __init__(self, kube: KubeClient, options: ControllerOptions,
+                 registry: CollectorRegistry) -> None:
+        self.kube = kube
+        self.options = options
+        self.metrics = registry
+        self.cache = ClusterCache()
+        self.queue: WorkQueue = WorkQueue(CONTROLLER, registry=registry)
+        self.reconciler = LeaderWorkerSetReconciler(kube, self.cache, EventRecorder(kube))
+        self.kopf_registry = self._build_registry()
+
+    # ----------------------------------------------------------------------------- watching
+
+    def _observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        store = self.cache[kind]
+        owner = store.delete(body) if event_type == "DELETED" else store.upsert(body)
+        if owner is not None and owner[1]:
+            self.queue.add(owner)
+
+    def _build_registry(self) -> kopf.OperatorRegistry:
+        registry = kopf.OperatorRegistry()
+        kube = self.kube
+
+        @kopf.on.login(registry=registry)
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return connection_info(kube)
+
+        for kind, group, version, plural, _path, selector in WATCHED:
+            labels = {selector: kopf.PRESENT} if selector else None
+
+            def handler(type: str | None, body: kopf.Body, _kind: str = kind,
+                        **_: Any) -> None:
+                self._observe(_kind, type, body)
+
+            kopf.on.event(group, version, plural, labels=labels, registry=registry,
+                          id=f"observe-{plural}")(handler)
+        return registry
+
+    def settings(self) -> kopf.OperatorSettings:
+        settings = kopf.OperatorSettings()
+        settings.posting.enabled = False
+        settings.peering.standalone = True
+        settings.watching.chunk_size = self.options.list_chunk_size
+        settings.networking.request_timeout = 60
+        settings.scanning.disabled = True
+        for _kind, group, version, plural, _path, selector in WATCHED:
+            if selector:
+                key = (group, version, plural) if group else (version, plural)
+                settings.watching.label_selectors[key] = selector
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+        return settings
+
+    # ---------------------------------------------------------------------------- priming
+
+    async def prime(self) -> None:
+        """Fill every cache with one chunked LIST per kind, mark it synced, enqueue every LWS."""
+        for kind, _group, _version, _plural, path, selector in WATCHED:
+            token: str | None = None
+            while True:
+                query = {"limit": str(self.options.list_chunk_size)}
+                if selector:
+                    query["labelSelector"] = selector
+                if token:
+                    query["continue"] = token
+                page = await self.kube.request("GET", path, query=query)
+                item_kind = kind
+                for item in page.get("items") or []:
+                    self.cache[item_kind].upsert(item)
+                token = (page.get("metadata") or {}).get("continue") or None
+                if not token:
+                    break
+            self.cache[kind].synced = True
+        for key in list(self.cache["LeaderWorkerSet"].owners()):
+            self.queue.add(key)
+
+    async def _reconcile(self, key: Key) -> Result:
+        requeue = await self.reconciler.reconcile(key)
+        return Result(requeue_after=requeue)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Prime, then run kopf's watches and the workers until ``stop``."""
+        await self.prime()
+        workers = asyncio.create_task(run_workers(
+            self.queue, self._reconcile, concurrency=self.options.workers,
+            controller=CONTROLLER, registry=self.metrics, stop=stop))
+        try:
+            await kopf.operator(registry=self.kopf_registry, settings=self.settings(),
+                                clusterwide=True, standalone=True, stop_flag=stop)
+        finally:
+            self.queue.shutdown()
+            await workers
+
+
+def connection_info(kube: KubeClient) -> kopf.ConnectionInfo:
+    """kopf's credentials, taken from the operator's own client configuration (kubeconfig or
+    in-cluster), so both talk to the same server as the same identity."""
+    conf = kube.api.configuration
+    token = None
+    for key in ("BearerToken", "authorization"):
+        value = (conf.api_key or {}).get(key)
+        if value:
+            token = str(value).removeprefix("Bearer ").removeprefix("bearer ")
+    return kopf.ConnectionInfo(
+        server=str(conf.host),
+        ca_path=conf.ssl_ca_cert,
+        insecure=not conf.verify_ssl,
+        certificate_path=conf.cert_file,
+        private_key_path=conf.key_file,
+        token=token,
+        scheme="Bearer" if token else None,
+    )
