@@ -9,12 +9,19 @@ unrelated pods, StatefulSets and Services out of the process entirely.
 Before the watches start, one chunked LIST per kind fills the caches and marks them synced:
 kopf gives no "initial listing done" signal, and a pass must not act on a half-filled cache.
 Every LeaderWorkerSet is then enqueued once; after that only events wake a pass.
+
+kopf runs in a thread of its own, with its own event loop (kopf's documented embedding): when it
+exits it cancels every task of its loop that it did not see start, which in a shared loop would
+include the webhooks' request handlers and whoever is waiting for it to stop. Its handlers hand
+each event to the main loop, where the caches and the queue live, with ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +32,7 @@ from prometheus_client import CollectorRegistry
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.kube.cache import ClusterCache, Key
-from lws_operator.kube.client import KubeClient
+from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
@@ -63,10 +70,12 @@ class ControllerRuntime:
         self.queue: WorkQueue = WorkQueue(CONTROLLER, registry=registry)
         self.reconciler = LeaderWorkerSetReconciler(kube, self.cache, EventRecorder(kube))
         self.kopf_registry = self._build_registry()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ----------------------------------------------------------------------------- watching
 
     def _observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Runs on the main loop: update the cache, wake the owning LeaderWorkerSet."""
         store = self.cache[kind]
         owner = store.delete(body) if event_type == "DELETED" else store.upsert(body)
         if owner is not None and owner[1]:
@@ -85,7 +94,10 @@ class ControllerRuntime:
 
             def handler(type: str | None, body: kopf.Body, _kind: str = kind,
                         **_: Any) -> None:
-                self._observe(_kind, type, body)
+                # kopf's thread: copy the raw object and hand it to the main loop.
+                loop = self._loop
+                assert loop is not None, "events arrive only while run() is running"
+                loop.call_soon_threadsafe(self._observe, _kind, type, dict(body))
 
             kopf.on.event(group, version, plural, labels=labels, registry=registry,
                           id=f"observe-{plural}")(handler)
@@ -106,6 +118,23 @@ class ControllerRuntime:
         return settings
 
     # ---------------------------------------------------------------------------- priming
+
+    async def wait_for_crd(self, stop: asyncio.Event, interval: float = 5.0) -> bool:
+        """Wait until the LeaderWorkerSet API is served (the CRD may be installed after the
+        operator starts, e.g. by a Helm hook); False if ``stop`` came first."""
+        path = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+        while not stop.is_set():
+            try:
+                await self.kube.request("GET", path, query={"limit": "1"})
+                return True
+            except ApiException as exc:
+                if not is_status(exc, 404):
+                    raise
+            log.warning("the %s API is not served yet (is the CRD installed?); retrying in %ss",
+                        f"{PLURAL}.{GROUP}/{VERSION}", interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+        return False
 
     async def prime(self) -> None:
         """Fill every cache with one chunked LIST per kind, mark it synced, enqueue every LWS."""
@@ -132,18 +161,35 @@ class ControllerRuntime:
         requeue = await self.reconciler.reconcile(key)
         return Result(requeue_after=requeue)
 
+    def _watch(self, stop: threading.Event) -> None:
+        """kopf's thread: its own event loop, until ``stop``."""
+        asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
+                                  clusterwide=True, standalone=True, stop_flag=stop))
+
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, then run kopf's watches and the workers until ``stop``."""
+        self._loop = asyncio.get_running_loop()
+        if not await self.wait_for_crd(stop):
+            return
         await self.prime()
         workers = asyncio.create_task(run_workers(
             self.queue, self._reconcile, concurrency=self.options.workers,
             controller=CONTROLLER, registry=self.metrics, stop=stop))
+        thread_stop = threading.Event()
+        watching = asyncio.ensure_future(asyncio.to_thread(self._watch, thread_stop))
+        stopping = asyncio.ensure_future(stop.wait())
         try:
-            await kopf.operator(registry=self.kopf_registry, settings=self.settings(),
-                                clusterwide=True, standalone=True, stop_flag=stop)
+            await asyncio.wait([watching, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if watching.done():
+                watching.result()  # kopf ended on its own: that is an error
+                raise RuntimeError("the kopf watchers stopped unexpectedly")
         finally:
+            stopping.cancel()
+            thread_stop.set()
+            stop.set()
             self.queue.shutdown()
             await workers
+            await asyncio.gather(watching, return_exceptions=True)
 
 
 def connection_info(kube: KubeClient) -> kopf.ConnectionInfo:

@@ -1,0 +1,270 @@
+"""End to end on the full tier: the operator (controllers and webhooks, in-process) against real
+kube-controller-manager, kube-scheduler and kwok nodes.
+
+What a user sees is asserted: the guide's architecture example (names, labels, annotations, env),
+scaling, a rolling update of the template, UniquePerReplica Services, LeaderReady, deletion, and
+that a LeaderWorkerSet at rest costs no API writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from prometheus_client import CollectorRegistry
+
+from conftest import CRD_FILE, Clusters, _established
+from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
+from e2e.cluster import LocalCluster
+from e2e.cluster.stages import READY_DELAY_ANNOTATION
+from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for
+from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
+from lws_operator.kube.client import KubeClient
+from lws_operator.kube.metrics import ClientMetrics
+
+pytestmark = pytest.mark.full
+
+API = "leaderworkerset.x-k8s.io/v1"
+KIND = "LeaderWorkerSet"
+P = "leaderworkerset.sigs.k8s.io/"
+WRITE_VERBS = {"create", "update", "patch", "apply", "delete", "deletecollection"}
+
+
+@dataclass
+class Operator:
+    kube: Kube
+    namespace: str
+    runtime: ControllerRuntime
+    registry: CollectorRegistry
+
+    def writes(self) -> dict[tuple[str, str], float]:
+        """The operator's own write requests so far, by (verb, resource)."""
+        out: dict[tuple[str, str], float] = {}
+        for metric in self.registry.collect():
+            if metric.name != "lws_operator_api_requests":
+                continue
+            for sample in metric.samples:
+                if sample.name.endswith("_total") and sample.labels["verb"] in WRITE_VERBS:
+                    key = (sample.labels["verb"], sample.labels["resource"])
+                    out[key] = out.get(key, 0.0) + sample.value
+        return out
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
+    """The full-tier cluster with the CRD, our webhooks (confined to one namespace) and our
+    controllers running in this process."""
+    cluster: LocalCluster = clusters.get("full")
+    cluster.kubectl("apply", "--server-side", "--force-conflicts",
+                    "--field-manager=lws-operator-tests", "-f", str(CRD_FILE))
+    deadline = time.monotonic() + 60
+    while not _established(cluster):
+        assert time.monotonic() < deadline, "CRD not Established"
+        await asyncio.sleep(0.2)
+    kube = await Kube.connect(str(cluster.kubeconfig))
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    hooks: Webhooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
+    registry = CollectorRegistry()
+    client = await KubeClient.connect(str(cluster.kubeconfig),
+                                      metrics=ClientMetrics.for_registry(registry))
+    runtime = ControllerRuntime(client, ControllerOptions(workers=4), registry)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    yield Operator(kube, namespace, runtime, registry)
+    stop.set()
+    await asyncio.wait_for(task, 30)
+    await client.close()
+    await stop_webhooks(hooks)
+    await kube.delete("v1", "Namespace", namespace)
+    await kube.close()
+
+
+def sample(name: str, replicas: int = 2, size: int = 4, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": API, "kind": KIND, "metadata": {"name": name},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": {
+            "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27", "resources": {
+                "limits": {"nvidia.com/gpu": "1"}}}]}}}},
+    }
+    body["spec"].update(spec)
+    return body
+
+
+async def pods_of(op: Operator, name: str) -> list[dict[str, Any]]:
+    return await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
+
+
+async def converged(op: Operator, name: str, replicas: int, size: int,
+                    timeout: float = 90.0) -> list[dict[str, Any]]:  # noqa: ASYNC109
+    """Wait until the LWS reports every group ready and updated and exactly its pods exist."""
+
+    async def probe() -> list[dict[str, Any]] | None:
+        lws = await op.kube.get(API, KIND, name, op.namespace)
+        status = (lws or {}).get("status") or {}
+        pods = [p for p in await pods_of(op, name) if not p["metadata"].get("deletionTimestamp")]
+        if (status.get("readyReplicas") == replicas and status.get("updatedReplicas") == replicas
+                and condition(lws, "Available") == "True" and len(pods) == replicas * size
+                and all(is_ready(p) for p in pods)):
+            return pods
+        return None
+
+    pods = await wait_for(probe, timeout=timeout, what=f"{name} to converge")
+    assert pods is not None
+    return pods
+
+
+async def test_architecture_example(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("leaderworkerset-sample"), ns)
+    pods = await converged(op, "leaderworkerset-sample", 2, 4)
+    names = sorted(p["metadata"]["name"] for p in pods)
+    assert names == sorted(f"leaderworkerset-sample-{g}{suffix}" for g in (0, 1)
+                           for suffix in ("", "-1", "-2", "-3"))
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    for group in (0, 1):
+        leader = by_name[f"leaderworkerset-sample-{group}"]
+        key = hashlib.sha1(f"{ns}/leaderworkerset-sample-{group}".encode()).hexdigest()
+        for worker in range(4):
+            pod = leader if worker == 0 else by_name[f"leaderworkerset-sample-{group}-{worker}"]
+            labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
+            assert labels[P + "name"] == "leaderworkerset-sample"
+            assert labels[P + "group-index"] == str(group)
+            assert labels[P + "worker-index"] == str(worker)
+            assert labels[P + "group-key"] == key
+            assert labels[P + "template-revision-hash"]
+            assert annotations[P + "size"] == "4"
+            if worker:
+                assert annotations[P + "leader-name"] == f"leaderworkerset-sample-{group}"
+            env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+            assert env == {
+                "LWS_LEADER_ADDRESS": f"leaderworkerset-sample-{group}.leaderworkerset-sample.{ns}",
+                "LWS_GROUP_SIZE": "4", "LWS_WORKER_INDEX": str(worker)}
+            assert pod["spec"]["subdomain"] == "leaderworkerset-sample"
+    leader_sts = await op.kube.get("apps/v1", "StatefulSet", "leaderworkerset-sample", ns)
+    assert leader_sts is not None
+    assert leader_sts["spec"]["replicas"] == 2
+    assert leader_sts["spec"]["podManagementPolicy"] == "Parallel"
+    for group in (0, 1):
+        sts = await op.kube.get("apps/v1", "StatefulSet", f"leaderworkerset-sample-{group}", ns)
+        assert sts is not None
+        assert sts["spec"]["replicas"] == 3
+        assert sts["spec"]["ordinals"] == {"start": 1}
+        assert sts["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+    service = await op.kube.get("v1", "Service", "leaderworkerset-sample", ns)
+    assert service is not None
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    lws = await op.kube.get(API, KIND, "leaderworkerset-sample", ns)
+    assert lws is not None
+    assert lws["status"]["hpaPodSelector"] == (
+        f"{P}name=leaderworkerset-sample,{P}worker-index=0")
+
+
+async def test_scale_up_and_down(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("scaled", replicas=2, size=2), ns)
+    await converged(op, "scaled", 2, 2)
+    for replicas in (5, 1):
+        await op.kube.patch(API, KIND, "scaled", {"spec": {"replicas": replicas}}, ns,
+                            content_type=MERGE_PATCH, subresource="scale")
+        pods = await converged(op, "scaled", replicas, 2)
+        leaders = sorted(p["metadata"]["name"] for p in pods
+                         if p["metadata"]["labels"][P + "worker-index"] == "0")
+        assert leaders == [f"scaled-{i}" for i in range(replicas)]
+
+
+async def test_rolling_update_of_the_template(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("rolled", replicas=3, size=2), ns)
+    before = {p["metadata"]["labels"][P + "template-revision-hash"]
+              for p in await converged(op, "rolled", 3, 2)}
+    await op.kube.patch(API, KIND, "rolled", {"spec": {"leaderWorkerTemplate": {"workerTemplate": {
+        "spec": {"containers": [{"name": "nginx", "image": "nginx:1.28"}]}}}}}, ns,
+        content_type=MERGE_PATCH)
+
+    async def rolled() -> list[dict[str, Any]] | None:
+        pods = await converged(op, "rolled", 3, 2)
+        images = {p["spec"]["containers"][0]["image"] for p in pods}
+        return pods if images == {"nginx:1.28"} else None
+
+    pods = await wait_for(rolled, timeout=120, what="every pod on the new template")
+    assert pods is not None
+    after = {p["metadata"]["labels"][P + "template-revision-hash"] for p in pods}
+    assert len(after) == 1
+    assert after.isdisjoint(before)
+
+    async def pruned() -> bool:
+        revisions = await op.kube.list("apps/v1", "ControllerRevision", ns,
+                                       label_selector=f"{P}name=rolled")
+        ours = [r for r in revisions if r["metadata"]["ownerReferences"][0]["kind"] == KIND]
+        return [r["metadata"]["labels"][P + "template-revision-hash"] for r in ours] == list(after)
+
+    await wait_for(pruned, what="old revisions pruned once the update is done")
+
+
+async def test_unique_per_replica_services(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("unique", replicas=2, size=2,
+                                networkConfig={"subdomainPolicy": "UniquePerReplica"}), ns)
+    pods = await converged(op, "unique", 2, 2)
+    for group in (0, 1):
+        service = await op.kube.get("v1", "Service", f"unique-{group}", ns)
+        assert service is not None
+        assert service["spec"]["selector"] == {P + "name": "unique", P + "group-index": str(group)}
+        assert service["metadata"]["ownerReferences"][0]["name"] == f"unique-{group}"
+    for pod in pods:
+        group = pod["metadata"]["labels"][P + "group-index"]
+        assert pod["spec"]["subdomain"] == f"unique-{group}"
+
+
+async def test_leader_ready_holds_the_workers(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    body = sample("patient", replicas=1, size=3, startupPolicy="LeaderReady")
+    body["spec"]["leaderWorkerTemplate"]["leaderTemplate"] = {
+        "metadata": {"annotations": {READY_DELAY_ANNOTATION: "4s"}},
+        "spec": {"containers": [{"name": "leader", "image": "nginx:1.27"}]}}
+    await op.kube.create(body, ns)
+
+    async def leader_running_not_ready() -> dict[str, Any] | None:
+        pod = await op.kube.get("v1", "Pod", "patient-0", ns)
+        return pod if pod and pod["spec"].get("nodeName") and not is_ready(pod) else None
+
+    await wait_for(leader_running_not_ready, what="the leader scheduled, not yet Ready")
+    assert await op.kube.get("apps/v1", "StatefulSet", "patient-0", ns) is None
+    await converged(op, "patient", 1, 3)
+
+
+async def test_a_converged_lws_costs_no_writes(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("quiet", replicas=2, size=2), ns)
+    await converged(op, "quiet", 2, 2)
+    await asyncio.sleep(2)  # let the last status write and its watch events settle
+    before = op.writes()
+    # A resync: every LeaderWorkerSet gets a pass, several times over.
+    for _ in range(3):
+        for key in list(op.runtime.cache["LeaderWorkerSet"].owners()):
+            op.runtime.queue.add(key)
+        await asyncio.sleep(1)
+    assert op.writes() == before
+
+
+async def test_deletion_removes_everything(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("doomed", replicas=2, size=2), ns)
+    await converged(op, "doomed", 2, 2)
+    await op.kube.delete(API, KIND, "doomed", ns)
+
+    async def gone() -> bool:
+        sts = await op.kube.list("apps/v1", "StatefulSet", ns, label_selector=f"{P}name=doomed")
+        services = await op.kube.list("v1", "Service", ns, label_selector=f"{P}name=doomed")
+        return not sts and not services and not await pods_of(op, "doomed")
+
+    await wait_for(gone, timeout=90, what="everything owned by the LWS to be deleted")
