@@ -35,12 +35,8 @@ cluster-up: build-cluster ## start the local cluster (TIER=full|api NODES=16); i
 cluster-down: venv ## stop the processes cluster-up started; idempotent
 	$(BIN)/python -m e2e.cluster --dir $(CLUSTER_DIR) down
 
-demo: cluster-up ## bring the cluster up and show its nodes (the operator joins in a later issue)
-	$(CLUSTER_DIR)/bin/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig get nodes \
-		-L topology.kubernetes.io/zone,topology.kubernetes.io/rack,cloud.google.com/gke-nodepool
-	@echo
-	@echo "export KUBECONFIG=$(CURDIR)/$(CLUSTER_DIR)/kubeconfig PATH=$(CURDIR)/$(CLUSTER_DIR)/bin:\$$PATH"
-	@echo "stop it with: make cluster-down"
+demo: build-cluster ## cluster, CRD, operator, a sample LWS (replicas 2, size 4) shown as a tree
+	CLUSTER_DIR=$(CLUSTER_DIR) $(BIN)/python -m e2e.demo
 
 lint: venv ## ruff, mypy and the import-layer contract
 	$(BIN)/ruff check .

@@ -201,7 +201,8 @@ class LocalCluster:
         """Stop the processes this directory's pid files name, newest first. Idempotent."""
         if not self.pids.exists():
             return
-        order = ["kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+        order = ["lws-operator", "kwok", "kube-scheduler", "kube-controller-manager",
+                 "kube-apiserver", "etcd"]
         for name in order:
             pid_file = self.pids / f"{name}.pid"
             pid = self._live_pid(name)
@@ -285,6 +286,10 @@ class LocalCluster:
         log.close()
         (self.pids / f"{name}.pid").write_text(f"{proc.pid}\n")
 
+    def running(self, name: str) -> bool:
+        """Whether the process ``name`` that this directory started is alive."""
+        return self._live_pid(name) is not None
+
     def _live_pid(self, name: str) -> int | None:
         """The pid in ``name``'s pid file if that process is still the binary we started.
 
@@ -301,8 +306,9 @@ class LocalCluster:
         if rest.split()[:1] == ["Z"]:
             return None
         if cmdline:
-            binary = Path(cmdline.split(b"\0")[0].decode(errors="replace")).name
-            return pid if binary == name else None
+            # A binary runs as argv[0]; a Python console script as argv[1] of its interpreter.
+            argv = [Path(a.decode(errors="replace")).name for a in cmdline.split(b"\0")[:2]]
+            return pid if name in argv else None
         return pid if comm == name[:15] else None
 
     def _start_etcd(self, state: State) -> None:
