@@ -44,7 +44,8 @@ async def test_a_limited_client_counts_its_requests_by_verb_and_resource(
         await kube.request("PATCH", f"{base}/configmaps/cm-0", body={"data": {"key": "b"}},
                            content_type=MERGE_PATCH)
         await kube.request("PATCH", f"{base}/configmaps/cm-1", body=configmap("cm-1", "c"),
-                           content_type=APPLY_PATCH, query={"fieldManager": "lws-tests", "force": "true"})
+                           content_type=APPLY_PATCH,
+                           query={"fieldManager": "lws-tests", "force": "true"})
         await kube.request("POST", f"{base}/pods", body={
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}})
