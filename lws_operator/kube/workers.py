@@ -145,6 +145,12 @@ async def run_workers(
                 key = await queue.get()
             except QueueShutDown:
                 return
+            if gate is not None and not gate.is_set():
+                # The gate closed (leadership lost) while this worker waited for a key: leave
+                # the key for whoever holds the gate next instead of writing as a standby.
+                queue.add(key)
+                queue.done(key)
+                continue
             await one_pass(key)
 
     tasks = [asyncio.create_task(worker(), name=f"{controller}-worker-{i}")

@@ -299,6 +299,28 @@ async def test_workers_wait_for_the_gate() -> None:
         assert calls == ["ns/a"]
 
 
+async def test_a_key_taken_after_the_gate_closed_is_left_for_later() -> None:
+    h = Harness()
+    gate = asyncio.Event()
+    gate.set()
+    calls: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        calls.append(key)
+
+    async with h.running(reconcile, gate=gate, concurrency=1):
+        await settle()  # the worker now waits in get()
+        gate.clear()  # leadership lost
+        h.queue.add("ns/a")
+        await settle()
+        assert calls == []
+        assert len(h.queue) == 1
+        assert not h.queue.processing()
+        gate.set()
+        await settle()
+        assert calls == ["ns/a"]
+
+
 async def test_stop_with_the_gate_closed_returns() -> None:
     h = Harness()
 
