@@ -117,6 +117,10 @@ def _add_run(sub: Any) -> None:
                      help="gang-scheduling provider for pod admission (e.g. volcano)")
     run.add_argument("--workers", type=int, default=int(_env("workers", 8)),
                      help="LeaderWorkerSets reconciled concurrently")
+    run.add_argument("--kube-api-qps", type=float, default=float(_env("kube_api_qps", 50)),
+                     help="client-side limit on API requests per second (0: unlimited)")
+    run.add_argument("--kube-api-burst", type=int, default=int(_env("kube_api_burst", 100)),
+                     help="requests allowed above --kube-api-qps in a burst")
     run.add_argument("--disable-controllers", action="store_true",
                      default=_env("disable_controllers", "") in ("1", "true"),
                      help="serve admission only (no reconciliation)")
@@ -126,12 +130,12 @@ def _add_run(sub: Any) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from prometheus_client import CollectorRegistry
-
     from lws_operator.admission.health import HealthServer
     from lws_operator.admission.metrics import WebhookMetrics
     from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
     from lws_operator.kube.client import KubeClient, in_cluster_namespace
+    from lws_operator.kube.metrics import ClientMetrics, new_registry
+    from lws_operator.kube.ratelimit import TokenBucket
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -151,8 +155,11 @@ async def _run(args: argparse.Namespace) -> int:
         propagation_delay=args.cert_propagation_delay,
         scheduler_provider=args.scheduler_provider,
     )
-    registry = CollectorRegistry()
-    kube = await KubeClient.connect(args.kubeconfig, args.context)
+    registry = new_registry()
+    kube = await KubeClient.connect(
+        args.kubeconfig, args.context,
+        limiter=TokenBucket(args.kube_api_qps, args.kube_api_burst),
+        metrics=ClientMetrics.for_registry(registry))
     webhooks = WebhookRuntime(kube, options, metrics=WebhookMetrics(registry))
     health = HealthServer(bind, args.health_port, registry)
     health.add_readiness_check("webhook-certificates", lambda: webhooks.ready)

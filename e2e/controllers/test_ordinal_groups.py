@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 from prometheus_client import CollectorRegistry
 
-from conftest import CRD_FILE, Clusters, _established
+from conftest import CRD_FILE, REPO, Clusters, _established
 from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.full
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 P = "leaderworkerset.sigs.k8s.io/"
+SAMPLES = REPO.parent / "shared" / "reference" / "upstream-samples"
 WRITE_VERBS = {"create", "update", "patch", "apply", "delete", "deletecollection"}
 
 
@@ -43,6 +45,7 @@ class Operator:
     namespace: str
     runtime: ControllerRuntime
     registry: CollectorRegistry
+    kubeconfig: str
 
     def writes(self) -> dict[tuple[str, str], float]:
         """The operator's own write requests so far, by (verb, resource)."""
@@ -78,7 +81,7 @@ async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
     runtime = ControllerRuntime(client, ControllerOptions(workers=4), registry)
     stop = asyncio.Event()
     task = asyncio.create_task(runtime.run(stop))
-    yield Operator(kube, namespace, runtime, registry)
+    yield Operator(kube, namespace, runtime, registry, str(cluster.kubeconfig))
     stop.set()
     await asyncio.wait_for(task, 30)
     await client.close()
@@ -268,3 +271,56 @@ async def test_deletion_removes_everything(operator: Operator) -> None:
         return not sts and not services and not await pods_of(op, "doomed")
 
     await wait_for(gone, timeout=90, what="everything owned by the LWS to be deleted")
+
+
+async def test_the_hpa_sample_scales_through_the_scale_subresource(operator: Operator) -> None:
+    """The upstream HPA sample, unchanged: below its minReplicas (3) the autoscaler scales the
+    architecture example's LWS (2 replicas) up through /scale, with no metrics pipeline."""
+    op, ns = operator, operator.namespace
+    if await op.kube.get(API, KIND, "leaderworkerset-sample", ns) is None:
+        await op.kube.create(sample("leaderworkerset-sample"), ns)
+    hpa = yaml.safe_load((SAMPLES / "hpaexample.yaml").read_text())
+    await op.kube.create(hpa, ns)
+
+    async def scaled() -> bool:
+        got = await op.kube.get("autoscaling/v2", "HorizontalPodAutoscaler", "example-hpa", ns)
+        lws = await op.kube.get(API, KIND, "leaderworkerset-sample", ns)
+        return bool(got and lws and lws["spec"]["replicas"] == 3
+                    and (got.get("status") or {}).get("desiredReplicas") == 3)
+
+    await wait_for(scaled, timeout=90, what="the HPA to scale the LWS to its minReplicas")
+    await converged(op, "leaderworkerset-sample", 3, 4)
+
+
+async def test_a_restarted_operator_changes_nothing(operator: Operator) -> None:
+    """A second operator instance starting against settled LeaderWorkerSets (what a restart or
+    an upgrade does) primes its caches and reconciles every one of them without a single write,
+    and no pod or StatefulSet changes."""
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("steady", replicas=2, size=2), ns)
+    await converged(op, "steady", 2, 2)
+    await asyncio.sleep(2)
+    pods = {p["metadata"]["uid"] for p in await pods_of(op, "steady")}
+    sts = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in await op.kube.list(
+        "apps/v1", "StatefulSet", ns, label_selector=f"{P}name=steady")}
+    registry = CollectorRegistry()
+    second_client = await KubeClient.connect(str(op.kubeconfig),
+                                             metrics=ClientMetrics.for_registry(registry))
+    second = ControllerRuntime(second_client, ControllerOptions(workers=2), registry)
+    stop = asyncio.Event()
+    task = asyncio.create_task(second.run(stop))
+    await wait_for(lambda: _settled(second), timeout=60, what="the second instance's passes")
+    await asyncio.sleep(2)
+    stop.set()
+    await asyncio.wait_for(task, 30)
+    await second_client.close()
+    restarted = Operator(op.kube, ns, second, registry, op.kubeconfig)
+    assert restarted.writes() == {}
+    assert {p["metadata"]["uid"] for p in await pods_of(op, "steady")} == pods
+    assert {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in await op.kube.list(
+        "apps/v1", "StatefulSet", ns, label_selector=f"{P}name=steady")} == sts
+
+
+async def _settled(runtime: ControllerRuntime) -> bool:
+    """Primed, and every LeaderWorkerSet had its pass (the queue is empty and idle)."""
+    return runtime.cache.synced and len(runtime.queue) == 0 and not runtime.queue.processing()

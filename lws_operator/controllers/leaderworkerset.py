@@ -34,7 +34,13 @@ from lws_operator.kube.client import APPLY_PATCH, MERGE_PATCH, ApiException, Kub
 from lws_operator.kube.events import EventRecorder
 from lws_operator.logic.events import Event
 from lws_operator.logic.readiness import pod_ready
-from lws_operator.logic.reconcile import contains, decide_revision, owned_by, revision_for_key
+from lws_operator.logic.reconcile import (
+    contains,
+    decide_revision,
+    first_difference,
+    owned_by,
+    revision_for_key,
+)
 from lws_operator.logic.revision import apply_revision
 from lws_operator.logic.rollout import plan_rollout, rollout_snapshot
 from lws_operator.logic.services import (
@@ -118,6 +124,9 @@ class LeaderWorkerSetReconciler:
             await self.events.record(lws, event)
         desired = leader_statefulset(lws, key_now, rollout.partition, rollout.replicas)
         if leader_sts is None or not contains(desired, leader_sts):
+            if leader_sts is not None:
+                log.info("applying leader statefulset %s/%s: %s differs", namespace, name,
+                         first_difference(desired, leader_sts))
             try:
                 leader_sts = await self.kube.request(
                     "PATCH", f"{APPS.format(ns=namespace)}/statefulsets/{name}",

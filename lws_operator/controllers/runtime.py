@@ -147,9 +147,12 @@ class ControllerRuntime:
                 if token:
                     query["continue"] = token
                 page = await self.kube.request("GET", path, query=query)
-                item_kind = kind
                 for item in page.get("items") or []:
-                    self.cache[item_kind].upsert(item)
+                    # List items carry no apiVersion/kind; watch events do. Cached objects must
+                    # look the same either way (a pass compares them with what it would write).
+                    item.setdefault("apiVersion", page.get("apiVersion"))
+                    item.setdefault("kind", kind)
+                    self.cache[kind].upsert(item)
                 token = (page.get("metadata") or {}).get("continue") or None
                 if not token:
                     break

@@ -50,6 +50,31 @@ def contains(desired: Any, live: Any) -> bool:
     return bool(desired == live)
 
 
+def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
+    """The path of the first field where ``contains(desired, live)`` fails (for logs)."""
+    if isinstance(desired, Mapping):
+        if not isinstance(live, Mapping):
+            return path or "."
+        for key, value in desired.items():
+            if value is None:
+                continue
+            if key not in live:
+                return f"{path}.{key}"
+            found = first_difference(value, live[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(desired) != len(live):
+            return path
+        for i, (d, x) in enumerate(zip(desired, live, strict=True)):
+            found = first_difference(d, x, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return None if desired == live else path
+
+
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
