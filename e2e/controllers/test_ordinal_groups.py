@@ -324,3 +324,25 @@ async def test_a_restarted_operator_changes_nothing(operator: Operator) -> None:
 async def _settled(runtime: ControllerRuntime) -> bool:
     """Primed, and every LeaderWorkerSet had its pass (the queue is empty and idle)."""
     return runtime.cache.synced and len(runtime.queue) == 0 and not runtime.queue.processing()
+
+
+async def test_resize_rolls_every_group_to_the_new_size(operator: Operator) -> None:
+    """size is part of the revision: 4 -> 2 -> 1 -> 3 each converge with default rollout
+    settings, crossing size 1 in both directions (the worker StatefulSets go and come back)."""
+    op, ns = operator, operator.namespace
+    await op.kube.create(sample("resized", replicas=2, size=4), ns)
+    await converged(op, "resized", 2, 4)
+    for size in (2, 1, 3):
+        await op.kube.patch(API, KIND, "resized", {"spec": {"leaderWorkerTemplate": {
+            "size": size}}}, ns, content_type=MERGE_PATCH)
+
+        async def resized(size: int = size) -> list[dict[str, Any]] | None:
+            pods = await converged(op, "resized", 2, size)
+            sizes = {p["metadata"]["annotations"][P + "size"] for p in pods}
+            return pods if sizes == {str(size)} else None
+
+        await wait_for(resized, timeout=120, what=f"every group at size {size}")
+        workers = [s for s in await op.kube.list("apps/v1", "StatefulSet", ns,
+                                                 label_selector=f"{P}name=resized")
+                   if s["metadata"]["name"] != "resized"]
+        assert len(workers) == (0 if size == 1 else 2)
