@@ -1,8 +1,9 @@
 """Fake node inventory for kwok: GPU racks and a TPU pool, as plain Node manifests.
 
 Pure data so the layout (zones, racks, capacity) is unit-testable and the same for every tier size.
-GPU nodes are laid out in racks of four; the racks split evenly over two zones. A small TPU pool
-lets the upstream TPU sample schedule.
+GPU nodes are laid out in racks of four, each rack its own node pool (so the upstream exclusive
+placement sample, keyed on the node pool, finds a pool per group); the racks split evenly over
+two zones. A small TPU pool lets the upstream TPU sample schedule.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def node_manifests(layout: NodeLayout) -> list[dict[str, Any]]:
         nodes.append(
             _node(
                 f"gpu-node-{i:03d}",
-                {ZONE_LABEL: zone, RACK_LABEL: rack, NODEPOOL_LABEL: "gpu-pool"},
+                {ZONE_LABEL: zone, RACK_LABEL: rack, NODEPOOL_LABEL: f"gpu-{rack}"},
                 {"nvidia.com/gpu": str(layout.gpus_per_node)},
             )
         )

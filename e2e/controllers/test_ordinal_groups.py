@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from conftest import CRD_FILE, REPO, Clusters, _established
 from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
+from e2e.cluster.nodes import NodeLayout, node_manifests
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
@@ -346,3 +347,47 @@ async def test_resize_rolls_every_group_to_the_new_size(operator: Operator) -> N
                                                  label_selector=f"{P}name=resized")
                    if s["metadata"]["name"] != "resized"]
         assert len(workers) == (0 if size == 1 else 2)
+
+
+async def _delete_and_wait(op: Operator, name: str) -> None:
+    await op.kube.delete(API, KIND, name, op.namespace)
+
+    async def gone() -> bool:
+        return (await op.kube.get(API, KIND, name, op.namespace) is None
+                and not await pods_of(op, name))
+
+    await wait_for(gone, timeout=90, what=f"{name} and its pods to be gone")
+
+
+async def test_every_upstream_sample_converges_unchanged(operator: Operator) -> None:
+    """Each LeaderWorkerSet sample, exactly as upstream ships it (they share one name, so one at
+    a time). The TPU sample needs three 4x4 slices of four hosts: the test adds the TPU nodes it
+    lacks and removes them afterwards."""
+    op, ns = operator, operator.namespace
+    await op.kube.delete("autoscaling/v2", "HorizontalPodAutoscaler", "example-hpa", ns)
+    extra_tpu_nodes = [f"tpu-node-{i:03d}" for i in range(4, 12)]
+    for node in node_manifests(NodeLayout(gpu_nodes=0, tpu_nodes=12)):
+        if node["metadata"]["name"] in extra_tpu_nodes:
+            await op.kube.create(node)
+    try:
+        for path in sorted(SAMPLES.glob("leaderworkerset_*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            name = doc["metadata"]["name"]
+            await _delete_and_wait(op, name)
+            await op.kube.create(doc, ns)
+            spec = doc["spec"]
+            pods = await converged(op, name, spec["replicas"],
+                                   spec["leaderWorkerTemplate"]["size"], timeout=120)
+            if "exclusive-topology" in str(doc["metadata"].get("annotations")):
+                pools: dict[str, set[str]] = {}
+                for pod in pods:
+                    placed = await op.kube.get("v1", "Node", pod["spec"]["nodeName"])
+                    assert placed is not None
+                    pool = placed["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
+                    pools.setdefault(pod["metadata"]["labels"][P + "group-index"], set()).add(pool)
+                assert all(len(p) == 1 for p in pools.values()), pools
+                assert len({next(iter(p)) for p in pools.values()}) == len(pools), pools
+            await _delete_and_wait(op, name)
+    finally:
+        for node_name in extra_tpu_nodes:
+            await op.kube.delete("v1", "Node", node_name)

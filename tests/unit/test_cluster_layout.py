@@ -54,6 +54,9 @@ def test_default_inventory() -> None:
         assert node["status"]["capacity"]["pods"] == "110"
         assert node["status"]["allocatable"] == node["status"]["capacity"]
     assert {n["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] for n in tpu} == {"4x4"}
+    pools = Counter(n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in nodes)
+    assert pools == {"gpu-rack-0": 4, "gpu-rack-1": 4, "gpu-rack-2": 4, "gpu-rack-3": 4,
+                     "tpu-pool": 4}
     assert all(n["status"]["capacity"]["nvidia.com/gpu"] == "8" for n in gpu)
 
 
