@@ -34,7 +34,7 @@ import yaml
 
 from .nodes import NodeLayout, node_manifests
 from .pki import Pki, ensure_pki
-from .stages import render_stages
+from .stages import STORAGE_CLASS, render_stages
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -190,6 +190,8 @@ class LocalCluster:
                 self._wait_healthz(state, "kube-controller-manager", deadline)
                 self._wait_healthz(state, "kube-scheduler", deadline)
                 self._ensure_nodes(layout, deadline)
+                self.kubectl("apply", "--server-side", "--field-manager=lws-e2e", "-f",
+                             str(self.binaries.kwok_stages / STORAGE_CLASS))
                 self._wait_default_service_account(deadline)
         except BaseException:
             self._dump_failure()

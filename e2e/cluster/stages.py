@@ -23,7 +23,14 @@ UPSTREAM_STAGES = (
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
     "pod/chaos/pod-container-running-failed.yaml",
+    # Volumes: kwok provisions a PersistentVolume for each claim of its storage class and binds
+    # both, so volumeClaimTemplates work without a storage driver.
+    "volume/fast/pvc-provision.yaml",
+    "volume/fast/pv-bind.yaml",
+    "volume/fast/pvc-delete.yaml",
+    "volume/fast/pv-delete.yaml",
 )
+STORAGE_CLASS = "volume/fast/storage-class.yaml"
 
 _POD_READY = """\
 apiVersion: kwok.x-k8s.io/v1alpha1

@@ -391,3 +391,22 @@ async def test_every_upstream_sample_converges_unchanged(operator: Operator) -> 
     finally:
         for node_name in extra_tpu_nodes:
             await op.kube.delete("v1", "Node", node_name)
+
+
+async def test_volume_claim_templates_give_every_pod_its_own_claim(operator: Operator) -> None:
+    op, ns = operator, operator.namespace
+    body = sample("stateful", replicas=2, size=2)
+    lwt = body["spec"]["leaderWorkerTemplate"]
+    lwt["volumeClaimTemplates"] = [{"metadata": {"name": "cache"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+    lwt["workerTemplate"]["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "cache", "mountPath": "/cache"}]
+    await op.kube.create(body, ns)
+    pods = await converged(op, "stateful", 2, 2)
+    claims = {c["metadata"]["name"]: c for c in await op.kube.list(
+        "v1", "PersistentVolumeClaim", ns)}
+    for pod in pods:
+        claim = claims[f"cache-{pod['metadata']['name']}"]
+        assert claim["status"]["phase"] == "Bound"
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert volumes["cache"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
