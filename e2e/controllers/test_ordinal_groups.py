@@ -365,6 +365,10 @@ async def test_every_upstream_sample_converges_unchanged(operator: Operator) -> 
     lacks and removes them afterwards."""
     op, ns = operator, operator.namespace
     await op.kube.delete("autoscaling/v2", "HorizontalPodAutoscaler", "example-hpa", ns)
+    # Exclusive placement keeps a group's node pool free of every other group of the namespace,
+    # so the earlier tests' LeaderWorkerSets must go first.
+    for lws in await op.kube.list(API, KIND, ns):
+        await _delete_and_wait(op, lws["metadata"]["name"])
     extra_tpu_nodes = [f"tpu-node-{i:03d}" for i in range(4, 12)]
     for node in node_manifests(NodeLayout(gpu_nodes=0, tpu_nodes=12)):
         if node["metadata"]["name"] in extra_tpu_nodes:
