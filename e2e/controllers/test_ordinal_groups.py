@@ -191,6 +191,25 @@ async def test_architecture_example(operator: Operator) -> None:
     assert lws["status"]["hpaPodSelector"] == (
         f"{P}name=leaderworkerset-sample,{P}worker-index=0")
 
+    async def events() -> set[tuple[str, str, str]] | None:
+        got = {(e["reason"], e["type"], e["note"]) for e in await op.kube.list(
+            "events.k8s.io/v1", "Event", ns)
+            if e["regarding"].get("name") == "leaderworkerset-sample"
+            and e.get("reportingController") == "leaderworkerset"}
+        return got if ("AllGroupsReady", "Normal", "All replicas are ready, with 2 groups ready "
+                       "of total 2 groups") in got else None
+
+    recorded = await wait_for(events, what="the LeaderWorkerSet's Events")
+    assert recorded is not None
+    key = leader_sts["metadata"]["labels"][P + "template-revision-hash"]
+    assert ("CreatingRevision", "Normal", f"Creating revision with key {key} for a newly created "
+            "LeaderWorkerSet") in recorded
+    assert ("GroupsProgressing", "Normal", "Created leader statefulset leaderworkerset-sample") in (
+        recorded)
+    for group in (0, 1):
+        assert ("GroupsProgressing", "Normal", "Created worker statefulset for leader pod "
+                f"leaderworkerset-sample-{group}") in recorded
+
 
 async def test_scale_up_and_down(operator: Operator) -> None:
     op, ns = operator, operator.namespace
