@@ -28,9 +28,8 @@ from e2e.cluster import LocalCluster
 from e2e.cluster.nodes import NodeLayout, node_manifests
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for
-from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
-from lws_operator.kube.client import KubeClient
-from lws_operator.kube.metrics import ClientMetrics
+from e2e.operator import start_controllers
+from lws_operator.controllers.runtime import ControllerRuntime
 
 pytestmark = pytest.mark.full
 
@@ -96,16 +95,10 @@ async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     hooks: Webhooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
-    registry = CollectorRegistry()
-    client = await KubeClient.connect(str(cluster.kubeconfig),
-                                      metrics=ClientMetrics.for_registry(registry))
-    runtime = ControllerRuntime(client, ControllerOptions(workers=4), registry)
-    stop = asyncio.Event()
-    task = asyncio.create_task(runtime.run(stop))
-    yield Operator(kube, namespace, runtime, registry, str(cluster.kubeconfig), cluster)
-    stop.set()
-    await asyncio.wait_for(task, 30)
-    await client.close()
+    controllers = await start_controllers(str(cluster.kubeconfig))
+    yield Operator(kube, namespace, controllers.runtime, controllers.registry,
+                   str(cluster.kubeconfig), cluster)
+    await controllers.close()
     await stop_webhooks(hooks)
     await kube.delete("v1", "Namespace", namespace)
     await kube.close()
@@ -346,18 +339,12 @@ async def test_a_restarted_operator_changes_nothing(operator: Operator) -> None:
     pods = {p["metadata"]["uid"] for p in await pods_of(op, "steady")}
     sts = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in await op.kube.list(
         "apps/v1", "StatefulSet", ns, label_selector=f"{P}name=steady")}
-    registry = CollectorRegistry()
-    second_client = await KubeClient.connect(str(op.kubeconfig),
-                                             metrics=ClientMetrics.for_registry(registry))
-    second = ControllerRuntime(second_client, ControllerOptions(workers=2), registry)
-    stop = asyncio.Event()
-    task = asyncio.create_task(second.run(stop))
-    await wait_for(lambda: _settled(second), timeout=60, what="the second instance's passes")
+    second = await start_controllers(op.kubeconfig, workers=2)
+    await wait_for(lambda: _settled(second.runtime), timeout=60,
+                   what="the second instance's passes")
     await asyncio.sleep(2)
-    stop.set()
-    await asyncio.wait_for(task, 30)
-    await second_client.close()
-    restarted = Operator(op.kube, ns, second, registry, op.kubeconfig, op.cluster)
+    await second.close()
+    restarted = Operator(op.kube, ns, second.runtime, second.registry, op.kubeconfig, op.cluster)
     assert restarted.writes() == {}
     assert {p["metadata"]["uid"] for p in await pods_of(op, "steady")} == pods
     assert {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in await op.kube.list(
