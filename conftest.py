@@ -29,6 +29,9 @@ from e2e.kube import Kube
 
 REPO = Path(__file__).resolve().parent
 
+# The controller end-to-end harness: the `operator` fixture (one in-process operator per module).
+pytest_plugins = ["e2e.controllers.harness"]
+
 
 class Clusters:
     """Starts each tier's cluster on first use and stops all of them at session end.
