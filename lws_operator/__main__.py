@@ -121,6 +121,10 @@ def _add_run(sub: Any) -> None:
                      help="client-side limit on API requests per second (0: unlimited)")
     run.add_argument("--kube-api-burst", type=int, default=int(_env("kube_api_burst", 100)),
                      help="requests allowed above --kube-api-qps in a burst")
+    run.add_argument("--rollout-stall-grace", type=parse_duration,
+                     default=parse_duration(_env("rollout_stall_grace", "60s")),
+                     help="how long new-revision pods may stay unschedulable before a rollout "
+                          "is reported stalled (Progressing=False, RolloutStalled)")
     run.add_argument("--disable-controllers", action="store_true",
                      default=_env("disable_controllers", "") in ("1", "true"),
                      help="serve admission only (no reconciliation)")
@@ -173,8 +177,9 @@ async def _run(args: argparse.Namespace) -> int:
         if not args.disable_controllers:
             from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 
-            controllers = ControllerRuntime(kube, ControllerOptions(workers=args.workers),
-                                            registry)
+            controllers = ControllerRuntime(kube, ControllerOptions(
+                workers=args.workers,
+                stall_grace_seconds=args.rollout_stall_grace.total_seconds()), registry)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
         try:
             # Either side ending (an error, or stop) ends the process: stop the other, then

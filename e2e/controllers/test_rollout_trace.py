@@ -137,4 +137,40 @@ async def test_the_guides_rollout_trace(operator: Operator) -> None:
     partitions = [p for p, _ in transitions[1:]]
     assert partitions == sorted(partitions, reverse=True), transitions  # only moves down
     assert recorder.ready_low >= REPLICAS - MAX_UNAVAILABLE
+    # A normal slow rollout raises no stall alarm.
+    assert not [e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
+                if e["reason"] == "RolloutStalled"]
     assert recorder.groups_high <= REPLICAS + MAX_SURGE
+
+
+async def test_partition_holds_back_lower_ordinals(operator: Operator) -> None:
+    """rollingUpdateConfiguration.partition 2 of 4: only groups 2 and 3 take the new template;
+    lowering it to 0 resumes the rollout for the rest."""
+    op, ns = operator, operator.namespace
+    lws = body("engine:v1")
+    lws["metadata"]["name"] = "held"
+    lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] = {"partition": 2}
+    await op.kube.create(lws, ns)
+
+    async def images() -> dict[str, str]:
+        pods = await op.kube.list("v1", "Pod", ns, label_selector=f"{P}name=held")
+        return {p["metadata"]["labels"][P + "group-index"]: p["spec"]["containers"][0]["image"]
+                for p in pods if is_ready(p) and not p["metadata"].get("deletionTimestamp")
+                and p["metadata"]["labels"][P + "worker-index"] == "1"}
+
+    async def all_on(expected: dict[str, str]) -> bool:
+        return await images() == expected
+
+    await wait_for(lambda: all_on({str(g): "engine:v1" for g in range(4)}), timeout=90,
+                   what="the first revision")
+    await op.kube.patch(API, KIND, "held", {"spec": {"leaderWorkerTemplate": {"workerTemplate": {
+        "spec": {"containers": [{"name": "engine", "image": "engine:v2"}]}}}}}, ns,
+        content_type=MERGE_PATCH)
+    held = {"0": "engine:v1", "1": "engine:v1", "2": "engine:v2", "3": "engine:v2"}
+    await wait_for(lambda: all_on(held), timeout=90, what="groups 2 and 3 updated, 0 and 1 held")
+    await asyncio.sleep(3)  # and it stays that way
+    assert await images() == held
+    await op.kube.patch(API, KIND, "held", {"spec": {"rolloutStrategy": {
+        "rollingUpdateConfiguration": {"partition": 0}}}}, ns, content_type=MERGE_PATCH)
+    await wait_for(lambda: all_on({str(g): "engine:v2" for g in range(4)}), timeout=90,
+                   what="every group updated once the partition is 0")

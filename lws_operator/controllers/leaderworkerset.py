@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,6 +50,7 @@ from lws_operator.logic.services import (
     wants_replica_service,
     wants_shared_service,
 )
+from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS, apply_stall, find_stall, unstall_view
 from lws_operator.logic.statefulsets import (
     exclusive_topology_key,
     leader_statefulset,
@@ -82,11 +84,14 @@ class LeaderWorkerSetReconciler:
     twice at once for the same key (the work queue guarantees that)."""
 
     def __init__(self, kube: KubeClient, cache: ClusterCache, events: EventRecorder,
-                 now: Callable[[], str] = _now) -> None:
+                 now: Callable[[], str] = _now, clock: Callable[[], float] = time.time,
+                 stall_grace: float = DEFAULT_GRACE_SECONDS) -> None:
         self.kube = kube
         self.cache = cache
         self.events = events
         self.now = now
+        self.clock = clock
+        self.stall_grace = stall_grace
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None."""
@@ -148,15 +153,22 @@ class LeaderWorkerSetReconciler:
         requeue = await self._ensure_worker_statefulsets(lws, leaders, workers, revisions)
 
         assert leader_sts is not None
-        status = compute_status(lws, key_now, leader_sts, leaders, workers, self.now())
-        if status.changed:
+        now = self.now()
+        observed = lws.get("status") or {}
+        status = compute_status({**lws, "status": unstall_view(observed)}, key_now, leader_sts,
+                                leaders, workers, now)
+        stall = find_stall(pods, key_now, self.clock(), self.stall_grace)
+        desired_status, stall_events = apply_stall(status.status, observed, stall, now)
+        if stall.recheck_after is not None:
+            requeue = min(requeue or stall.recheck_after, stall.recheck_after)
+        if desired_status != observed:
             body = {"metadata": {"resourceVersion": _meta(lws).get("resourceVersion")},
-                    "status": status.status}
+                    "status": desired_status}
             written = await self.kube.request(
                 "PATCH", LWS_PATH.format(ns=namespace, name=name) + "/status", body=body,
                 content_type=MERGE_PATCH)
             self.cache["LeaderWorkerSet"].upsert(written)  # the next pass must not redo it
-            for event in status.events:
+            for event in (*status.events, *stall_events):
                 await self.events.record(lws, event)
         if status.update_done:
             await self._prune_revisions(namespace, key_now, revisions)

@@ -56,6 +56,8 @@ WATCHED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
 class ControllerOptions:
     workers: int = 8
     list_chunk_size: int = 500
+    # How long new-revision pods may stay unschedulable before a rollout is reported stalled.
+    stall_grace_seconds: float = 60.0
 
 
 class ControllerRuntime:
@@ -68,7 +70,8 @@ class ControllerRuntime:
         self.metrics = registry
         self.cache = ClusterCache()
         self.queue: WorkQueue = WorkQueue(CONTROLLER, registry=registry)
-        self.reconciler = LeaderWorkerSetReconciler(kube, self.cache, EventRecorder(kube))
+        self.reconciler = LeaderWorkerSetReconciler(
+            kube, self.cache, EventRecorder(kube), stall_grace=options.stall_grace_seconds)
         self.kopf_registry = self._build_registry()
         self._loop: asyncio.AbstractEventLoop | None = None
 
