@@ -20,6 +20,7 @@ from typing import Any
 
 from lws_operator.api.constants import (
     EVENT_ACTION_CREATE,
+    EVENT_ACTION_DELETE,
     EVENT_ACTION_UPDATE,
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
@@ -27,6 +28,7 @@ from lws_operator.api.constants import (
     REASON_FAILED_CREATE,
     REASON_FAILED_UPDATE,
     REASON_GROUPS_PROGRESSING,
+    REASON_RECREATE_GROUP,
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
@@ -42,6 +44,7 @@ from lws_operator.logic.reconcile import (
     owned_by,
     revision_for_key,
 )
+from lws_operator.logic.restart import plan_recreations
 from lws_operator.logic.revision import apply_revision
 from lws_operator.logic.rollout import plan_rollout, rollout_snapshot
 from lws_operator.logic.services import (
@@ -108,6 +111,9 @@ class LeaderWorkerSetReconciler:
         if leader_sts is not None and _meta(leader_sts).get("deletionTimestamp"):
             return STS_DELETING_REQUEUE
         workers = [s for s in statefulsets if s is not leader_sts]
+        if await self._recreate_failed_groups(lws, self.cache["Pod"].owned_by(key), statefulsets,
+                                              self.cache.take_tombstones(key)):
+            return None  # the deletions' watch events bring the next pass
         pods = self.cache["Pod"].owned_by(key)
         leaders = [p for p in pods if _labels(p).get(WORKER_INDEX_LABEL) == "0"]
         revisions: list[Mapping[str, Any]] = [
@@ -173,6 +179,33 @@ class LeaderWorkerSetReconciler:
         if status.update_done:
             await self._prune_revisions(namespace, key_now, revisions)
         return requeue
+
+    async def _recreate_failed_groups(
+        self, lws: dict[str, Any], pods: list[dict[str, Any]],
+        statefulsets: list[dict[str, Any]], deleted: list[dict[str, Any]],
+    ) -> bool:
+        """SPEC 4.6: delete the leader of every failed group, foreground and guarded by its UID,
+        so the whole group is rebuilt. Returns whether any group is being recreated."""
+        namespace = str(_meta(lws).get("namespace"))
+        recreating = False
+        for recreation in plan_recreations(lws, pods, statefulsets, deleted):
+            try:
+                gone = await self.kube.request(
+                    "DELETE", f"{CORE.format(ns=namespace)}/pods/{recreation.leader}",
+                    body={"propagationPolicy": "Foreground",
+                          "preconditions": {"uid": recreation.leader_uid}})
+            except ApiException as exc:
+                if is_status(exc, 404, 409):
+                    continue  # already gone, or another incarnation: nothing to recreate
+                raise
+            recreating = True
+            if gone.get("kind") == "Pod":
+                self.cache["Pod"].upsert(gone)  # now terminating: nothing else is built for it
+            leader = self.cache["Pod"].get(namespace, recreation.leader) or gone
+            await self.events.record(lws, Event(REASON_RECREATE_GROUP, EVENT_TYPE_NORMAL,
+                                                EVENT_ACTION_DELETE, recreation.note),
+                                     related=leader)
+        return recreating
 
     async def _create(self, path: str, namespace: str,
                       body: dict[str, Any]) -> dict[str, Any] | None:

@@ -81,6 +81,8 @@ class ControllerRuntime:
         """Runs on the main loop: update the cache, wake the owning LeaderWorkerSet."""
         store = self.cache[kind]
         owner = store.delete(body) if event_type == "DELETED" else store.upsert(body)
+        if kind == "Pod" and event_type == "DELETED" and owner is not None:
+            self.cache.bury(owner, body)
         if owner is not None and owner[1]:
             self.queue.add(owner)
 

@@ -106,6 +106,15 @@ class ClusterCache:
 
     def __init__(self) -> None:
         self.stores = {kind: KindStore(kind) for kind in self.KINDS}
+        # The last state of pods seen deleted, per LeaderWorkerSet, until its next pass: a pod
+        # may vanish without ever being seen terminating, and its deletion can matter.
+        self._tombstones: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+
+    def bury(self, owner: Key, pod: Mapping[str, Any]) -> None:
+        self._tombstones[owner].append(lean(pod))
+
+    def take_tombstones(self, owner: Key) -> list[dict[str, Any]]:
+        return self._tombstones.pop(owner, [])
 
     def __getitem__(self, kind: str) -> KindStore:
         return self.stores[kind]
