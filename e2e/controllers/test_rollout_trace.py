@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import pytest
+from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.controllers.harness import Operator
@@ -174,3 +176,37 @@ async def test_partition_holds_back_lower_ordinals(operator: Operator) -> None:
         "rollingUpdateConfiguration": {"partition": 0}}}}, ns, content_type=MERGE_PATCH)
     await wait_for(lambda: all_on({str(g): "engine:v2" for g in range(4)}), timeout=90,
                    what="every group updated once the partition is 0")
+
+
+async def test_resize_with_subgroups_follows_the_guide(operator: Operator) -> None:
+    """subGroupSize 8: under LeaderWorker sizes 8, 9, 16, 17... are valid; under LeaderExcluded
+    only 9, 17...; a resize that breaks the rule is rejected naming subGroupSize."""
+    op, ns = operator, operator.namespace
+    for name, policy, start, bad, good in (("sg-worker", "LeaderWorker", 8, 10, 9),
+                                           ("sg-excluded", "LeaderExcluded", 9, 8, 17)):
+        lws = body("engine:v1")
+        lws["metadata"]["name"] = name
+        lws["spec"]["replicas"] = 1
+        lws["spec"]["leaderWorkerTemplate"].update(
+            size=start, subGroupPolicy={"subGroupSize": 8, "subGroupPolicyType": policy})
+        await op.kube.create(lws, ns)
+        with pytest.raises(DynamicApiError) as exc:
+            await op.kube.patch(API, KIND, name, {"spec": {"leaderWorkerTemplate": {
+                "size": bad}}}, ns, content_type=MERGE_PATCH)
+        message = json.loads(exc.value.body or "{}")["message"]
+        assert "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize" in message
+        expected = ("size or size - 1 must be divisible by subGroupSize"
+                    if policy == "LeaderWorker"
+                    else "size-1 must be divisible by subGroupSize when using LeaderExcluded")
+        assert expected in message
+        await op.kube.patch(API, KIND, name, {"spec": {"leaderWorkerTemplate": {"size": good}}},
+                            ns, content_type=MERGE_PATCH)
+
+        async def resized(name: str = name, good: int = good) -> bool:
+            pods = await op.kube.list("v1", "Pod", ns, label_selector=f"{P}name={name}")
+            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            return len(live) == good and all(
+                is_ready(p) and p["metadata"]["annotations"][P + "size"] == str(good)
+                for p in live)
+
+        await wait_for(resized, timeout=90, what=f"{name} resized to {good}")
