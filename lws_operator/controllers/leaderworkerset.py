@@ -82,6 +82,11 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return _meta(obj).get("labels") or {}
 
 
+def _earliest(*delays: float | None) -> float | None:
+    """The soonest of several requeue delays (None: no requeue)."""
+    return min((d for d in delays if d is not None), default=None)
+
+
 class LeaderWorkerSetReconciler:
     """Reconciles one LeaderWorkerSet per call; safe to call for many keys concurrently, never
     twice at once for the same key (the work queue guarantees that)."""
@@ -101,6 +106,7 @@ class LeaderWorkerSetReconciler:
         namespace, name = key
         lws = self.cache["LeaderWorkerSet"].get(namespace, name)
         if lws is None or _meta(lws).get("deletionTimestamp"):
+            self.cache.take_tombstones(key)  # nothing to recreate; don't keep them around
             return None  # garbage collection cascades everything; there are no finalizers
         if not self.cache.synced:
             return 1.0
@@ -165,8 +171,7 @@ class LeaderWorkerSetReconciler:
                                 leaders, workers, now)
         stall = find_stall(pods, key_now, self.clock(), self.stall_grace)
         desired_status, stall_events = apply_stall(status.status, observed, stall, now)
-        if stall.recheck_after is not None:
-            requeue = min(requeue or stall.recheck_after, stall.recheck_after)
+        requeue = _earliest(requeue, stall.recheck_after)
         if desired_status != observed:
             body = {"metadata": {"resourceVersion": _meta(lws).get("resourceVersion")},
                     "status": desired_status}

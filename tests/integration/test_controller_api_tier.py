@@ -115,7 +115,7 @@ async def set_ready(kube: Kube, ns: str, pods: list[str], statefulsets: list[str
             content_type=MERGE_PATCH, subresource="status")
 
 
-async def group_ready(kube: Kube, ns: str, replicas: int, size: int) -> None:
+async def group_ready(kube: Kube, ns: str, size: int) -> None:
     """Create every group's pods and mark all of them ready."""
     leaders = await simulate(kube, ns, "test-sample")
     workers: list[str] = []
@@ -155,7 +155,7 @@ async def test_groups_are_created_and_turn_available(env: tuple[Kube, str]) -> N
         worker = await wait_sts(kube, ns, leader)
         assert worker["metadata"]["ownerReferences"][0]["name"] == leader
         assert worker["spec"]["replicas"] == 1
-    await group_ready(kube, ns, 2, 2)
+    await group_ready(kube, ns, 2)
     await wait_lws(kube, ns, lambda o: condition(o, "Available") == "True", "Available")
 
     async def recorded() -> list[str] | None:
@@ -184,7 +184,7 @@ async def _has(kube: Kube, ns: str, note: str) -> bool:
 async def test_deleted_children_are_recreated(env: tuple[Kube, str]) -> None:
     kube, ns = env
     await kube.create(lws(), ns)
-    await group_ready(kube, ns, 2, 2)
+    await group_ready(kube, ns, 2)
     for api, kind, name in (("apps/v1", "StatefulSet", "test-sample-0"),
                             ("v1", "Service", "test-sample"),
                             ("apps/v1", "StatefulSet", "test-sample")):
@@ -203,7 +203,7 @@ async def test_deleted_children_are_recreated(env: tuple[Kube, str]) -> None:
 async def test_size_one_has_no_worker_statefulsets(env: tuple[Kube, str]) -> None:
     kube, ns = env
     await kube.create(lws(size=1), ns)
-    await group_ready(kube, ns, 2, 1)
+    await group_ready(kube, ns, 1)
     await wait_lws(kube, ns, lambda o: condition(o, "Available") == "True", "Available")
     assert await sts(kube, ns, "test-sample-0") is None
 
@@ -224,7 +224,7 @@ async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) 
     updated and ready."""
     kube, ns = env
     await kube.create(lws(replicas=4), ns)
-    await group_ready(kube, ns, 4, 2)
+    await group_ready(kube, ns, 2)
     await wait_lws(kube, ns, lambda o: condition(o, "Available") == "True", "Available")
     await kube.patch(API, KIND, "test-sample", {"spec": {"leaderWorkerTemplate": {
         "leaderTemplate": {"spec": {"containers": [{"name": "leader", "image": "nginx:2"}]}}}}},
