@@ -36,6 +36,7 @@ from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import APPLY_PATCH, MERGE_PATCH, ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
 from lws_operator.logic.events import Event
+from lws_operator.logic.objects import labels_of, meta_of
 from lws_operator.logic.readiness import pod_ready
 from lws_operator.logic.reconcile import (
     contains,
@@ -74,14 +75,6 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _meta(obj).get("labels") or {}
-
-
 def _earliest(*delays: float | None) -> float | None:
     """The soonest of several requeue delays (None: no requeue)."""
     return min((d for d in delays if d is not None), default=None)
@@ -105,23 +98,23 @@ class LeaderWorkerSetReconciler:
         """One pass; returns seconds after which to look again, or None."""
         namespace, name = key
         lws = self.cache["LeaderWorkerSet"].get(namespace, name)
-        if lws is None or _meta(lws).get("deletionTimestamp"):
+        if lws is None or meta_of(lws).get("deletionTimestamp"):
             self.cache.take_tombstones(key)  # nothing to recreate; don't keep them around
             return None  # garbage collection cascades everything; there are no finalizers
         if not self.cache.synced:
             return 1.0
         lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **lws}
         statefulsets = self.cache["StatefulSet"].owned_by(key)
-        leader_sts = next((s for s in statefulsets if _meta(s).get("name") == name
+        leader_sts = next((s for s in statefulsets if meta_of(s).get("name") == name
                            and owned_by(s, lws)), None)
-        if leader_sts is not None and _meta(leader_sts).get("deletionTimestamp"):
+        if leader_sts is not None and meta_of(leader_sts).get("deletionTimestamp"):
             return STS_DELETING_REQUEUE
         workers = [s for s in statefulsets if s is not leader_sts]
         if await self._recreate_failed_groups(lws, self.cache["Pod"].owned_by(key), statefulsets,
                                               self.cache.take_tombstones(key)):
             return None  # the deletions' watch events bring the next pass
         pods = self.cache["Pod"].owned_by(key)
-        leaders = [p for p in pods if _labels(p).get(WORKER_INDEX_LABEL) == "0"]
+        leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
         revisions: list[Mapping[str, Any]] = [
             r for r in self.cache["ControllerRevision"].owned_by(key) if owned_by(r, lws)]
 
@@ -173,7 +166,7 @@ class LeaderWorkerSetReconciler:
         desired_status, stall_events = apply_stall(status.status, observed, stall, now)
         requeue = _earliest(requeue, stall.recheck_after)
         if desired_status != observed:
-            body = {"metadata": {"resourceVersion": _meta(lws).get("resourceVersion")},
+            body = {"metadata": {"resourceVersion": meta_of(lws).get("resourceVersion")},
                     "status": desired_status}
             written = await self.kube.request(
                 "PATCH", LWS_PATH.format(ns=namespace, name=name) + "/status", body=body,
@@ -191,7 +184,7 @@ class LeaderWorkerSetReconciler:
     ) -> bool:
         """SPEC 4.6: delete the leader of every failed group, foreground and guarded by its UID,
         so the whole group is rebuilt. Returns whether any group is being recreated."""
-        namespace = str(_meta(lws).get("namespace"))
+        namespace = str(meta_of(lws).get("namespace"))
         recreating = False
         for recreation in plan_recreations(lws, pods, statefulsets, deleted):
             try:
@@ -223,7 +216,7 @@ class LeaderWorkerSetReconciler:
             raise
 
     async def _ensure_services(self, lws: dict[str, Any], leaders: list[dict[str, Any]]) -> None:
-        namespace, name = _meta(lws).get("namespace"), _meta(lws).get("name")
+        namespace, name = meta_of(lws).get("namespace"), meta_of(lws).get("name")
         services = self.cache["Service"]
         if wants_shared_service(lws) and services.get(str(namespace), str(name)) is None:
             try:
@@ -236,8 +229,8 @@ class LeaderWorkerSetReconciler:
         if not wants_replica_service(lws):
             return
         for pod in leaders:
-            pod_name = str(_meta(pod).get("name"))
-            if _meta(pod).get("deletionTimestamp") or services.get(str(namespace), pod_name):
+            pod_name = str(meta_of(pod).get("name"))
+            if meta_of(pod).get("deletionTimestamp") or services.get(str(namespace), pod_name):
                 continue
             await self._create(f"{CORE}/services", str(namespace), replica_service(lws, pod))
 
@@ -250,17 +243,17 @@ class LeaderWorkerSetReconciler:
         spec = lws.get("spec") or {}
         if int((spec.get("leaderWorkerTemplate") or {}).get("size") or 1) == 1:
             return None
-        namespace = str(_meta(lws).get("namespace"))
-        existing = {str(_meta(s).get("name")) for s in workers}
+        namespace = str(meta_of(lws).get("namespace"))
+        existing = {str(meta_of(s).get("name")) for s in workers}
         requeue: float | None = None
         for pod in leaders:
-            pod_name = str(_meta(pod).get("name"))
-            if _meta(pod).get("deletionTimestamp") or pod_name in existing:
+            pod_name = str(meta_of(pod).get("name"))
+            if meta_of(pod).get("deletionTimestamp") or pod_name in existing:
                 continue
             if spec.get("startupPolicy") == "LeaderReady" and not pod_ready(pod):
                 continue
             revision = revision_for_key(revisions,
-                                        str(_labels(pod).get(TEMPLATE_REVISION_HASH_LABEL) or ""))
+                                        str(labels_of(pod).get(TEMPLATE_REVISION_HASH_LABEL) or ""))
             if revision is None:
                 requeue = MISSING_REVISION_REQUEUE
                 continue
@@ -270,7 +263,7 @@ class LeaderWorkerSetReconciler:
                 if not node:
                     continue  # placed once the leader is scheduled (its update wakes us)
                 got = await self.kube.request("GET", f"/api/v1/nodes/{node}")
-                node_labels = dict(_labels(got))
+                node_labels = dict(labels_of(got))
             revision_lws = apply_revision(lws, dict(revision.get("data") or {}))
             body = worker_statefulset(revision_lws, lws, pod, node_labels)
             try:
@@ -292,9 +285,9 @@ class LeaderWorkerSetReconciler:
                                revisions: list[Mapping[str, Any]]) -> None:
         """Delete revisions other than the current one, each guarded by its UID."""
         for revision in revisions:
-            if _labels(revision).get(TEMPLATE_REVISION_HASH_LABEL) == current:
+            if labels_of(revision).get(TEMPLATE_REVISION_HASH_LABEL) == current:
                 continue
-            meta = _meta(revision)
+            meta = meta_of(revision)
             try:
                 await self.kube.request(
                     "DELETE", f"{APPS.format(ns=namespace)}/controllerrevisions/{meta.get('name')}",

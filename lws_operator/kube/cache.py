@@ -17,19 +17,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lws_operator.api.constants import NAME_LABEL
+from lws_operator.logic.objects import meta_of
 
 Key = tuple[str, str]  # (namespace, name)
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 def owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
     """The LeaderWorkerSet an object belongs to: itself for a LeaderWorkerSet, else its
     ``name`` label (None when it carries none)."""
-    meta = _meta(obj)
+    meta = meta_of(obj)
     namespace = str(meta.get("namespace") or "")
     if kind == "LeaderWorkerSet":
         return namespace, str(meta.get("name") or "")
@@ -40,7 +36,7 @@ def owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
 def lean(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A shallow copy without ``metadata.managedFields``."""
     out = dict(obj)
-    meta = dict(_meta(obj))
+    meta = dict(meta_of(obj))
     meta.pop("managedFields", None)
     out["metadata"] = meta
     return out
@@ -61,7 +57,7 @@ class KindStore:
 
     def upsert(self, obj: Mapping[str, Any]) -> Key | None:
         """Store ``obj``; returns its owning LeaderWorkerSet's key."""
-        meta = _meta(obj)
+        meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         owner = owner_key(self.kind, obj)
         self._unindex(key)
@@ -72,7 +68,7 @@ class KindStore:
         return owner
 
     def delete(self, obj: Mapping[str, Any]) -> Key | None:
-        meta = _meta(obj)
+        meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         owner = self._owner_of.get(key) or owner_key(self.kind, obj)
         self._unindex(key)

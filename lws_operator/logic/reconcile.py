@@ -22,6 +22,7 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
 )
 from lws_operator.logic.events import Event
+from lws_operator.logic.objects import labels_of
 from lws_operator.logic.revision import (
     apply_revision,
     canonical_json,
@@ -75,13 +76,9 @@ def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
     return None if desired == live else path
 
 
-def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return ((obj or {}).get("metadata") or {}).get("labels") or {}
-
-
 def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
     """The revision labelled with ``key`` (the highest ``revision`` number if several)."""
-    matching = [r for r in revisions if _labels(r).get(TEMPLATE_REVISION_HASH_LABEL) == key]
+    matching = [r for r in revisions if labels_of(r).get(TEMPLATE_REVISION_HASH_LABEL) == key]
     return max(matching, key=lambda r: int(r.get("revision") or 0), default=None)
 
 
@@ -134,7 +131,7 @@ def decide_revision(lws: dict[str, Any], leader_sts: Mapping[str, Any] | None,
     """SPEC 3.2 steps 3-4: ensure a revision exists for the leader StatefulSet's key, then detect
     a template update against it."""
     computed = revision_key(lws)
-    sts_key = str(_labels(leader_sts).get(TEMPLATE_REVISION_HASH_LABEL) or "")
+    sts_key = str(labels_of(leader_sts).get(TEMPLATE_REVISION_HASH_LABEL) or "")
     if leader_sts is None or not sts_key:
         if revision_for_key(revisions, computed) is not None:
             return RevisionDecision(computed, None, False)

@@ -33,20 +33,13 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.logic.keys import split_ordinal
+from lws_operator.logic.objects import labels_of, meta_of
 
 RECREATING_POLICIES = ("RecreateGroupOnPodRestart", "RecreateGroupAfterStart")
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _meta(obj).get("labels") or {}
-
-
 def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    return next((r for r in _meta(obj).get("ownerReferences") or [] if r.get("controller")), None)
+    return next((r for r in meta_of(obj).get("ownerReferences") or [] if r.get("controller")), None)
 
 
 def restarted(pod: Mapping[str, Any]) -> bool:
@@ -75,8 +68,8 @@ class Recreation:
 
 
 def _group_starting(pods: list[Mapping[str, Any]], group: str, size: int) -> bool:
-    members = [p for p in pods if _labels(p).get(GROUP_INDEX_LABEL) == group
-               and not _meta(p).get("deletionTimestamp")]
+    members = [p for p in pods if labels_of(p).get(GROUP_INDEX_LABEL) == group
+               and not meta_of(p).get("deletionTimestamp")]
     return len(members) != size or any(
         (p.get("status") or {}).get("phase") == "Pending" for p in members)
 
@@ -84,7 +77,7 @@ def _group_starting(pods: list[Mapping[str, Any]], group: str, size: int) -> boo
 def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
                 statefulsets: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether ``worker`` is of ``leader``'s current incarnation (owner UID chain)."""
-    leader_meta = _meta(leader)
+    leader_meta = meta_of(leader)
     owner = _controller(worker)
     if owner is None:
         return False
@@ -94,7 +87,7 @@ def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
     if owner.get("kind") != "StatefulSet":
         return False
     sts = statefulsets.get(str(owner.get("name")))
-    if sts is None or _meta(sts).get("uid") != owner.get("uid"):
+    if sts is None or meta_of(sts).get("uid") != owner.get("uid"):
         return False
     sts_owner = _controller(sts)
     return bool(sts_owner and sts_owner.get("kind") == "Pod"
@@ -112,38 +105,38 @@ def plan_recreations(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
     if policy not in RECREATING_POLICIES:
         return []
     after_start = policy == "RecreateGroupAfterStart" or (
-        RECREATE_GROUP_AFTER_START_ANNOTATION in (_meta(lws).get("annotations") or {}))
+        RECREATE_GROUP_AFTER_START_ANNOTATION in (meta_of(lws).get("annotations") or {}))
     size = int(template.get("size") or 1)
     live = list(pods)
-    by_name = {str(_meta(p).get("name")): p for p in live}
-    sts_by_name = {str(_meta(s).get("name")): s for s in statefulsets}
-    triggers = [p for p in live if restarted(p) or _meta(p).get("deletionTimestamp")]
+    by_name = {str(meta_of(p).get("name")): p for p in live}
+    sts_by_name = {str(meta_of(s).get("name")): s for s in statefulsets}
+    triggers = [p for p in live if restarted(p) or meta_of(p).get("deletionTimestamp")]
     triggers += list(deleted)
     out: dict[str, Recreation] = {}
     for pod in triggers:
-        name = str(_meta(pod).get("name"))
-        group = str(_labels(pod).get(GROUP_INDEX_LABEL) or "")
+        name = str(meta_of(pod).get("name"))
+        group = str(labels_of(pod).get(GROUP_INDEX_LABEL) or "")
         if after_start and _group_starting(live, group, size):
             continue
-        if _labels(pod).get(WORKER_INDEX_LABEL) == "0":
+        if labels_of(pod).get(WORKER_INDEX_LABEL) == "0":
             leader: Mapping[str, Any] | None = by_name.get(name)
-            if leader is None or _meta(leader).get("uid") != _meta(pod).get("uid"):
+            if leader is None or meta_of(leader).get("uid") != meta_of(pod).get("uid"):
                 continue  # this leader is gone already: its group is being recreated
         else:
             parsed = split_ordinal(name)
             leader = by_name.get(parsed[0]) if parsed else None
             if leader is None:
                 continue
-            if (_labels(leader).get(TEMPLATE_REVISION_HASH_LABEL)
-                    != _labels(pod).get(TEMPLATE_REVISION_HASH_LABEL)):
+            if (labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL)
+                    != labels_of(pod).get(TEMPLATE_REVISION_HASH_LABEL)):
                 continue
             if not _belongs_to(pod, leader, sts_by_name):
                 continue
-        leader_meta = _meta(leader)
+        leader_meta = meta_of(leader)
         if leader_meta.get("deletionTimestamp"):
             continue
         leader_name = str(leader_meta.get("name"))
         out.setdefault(leader_name, Recreation(
             leader_name, str(leader_meta.get("uid")), name,
-            str(_labels(leader).get(GROUP_INDEX_LABEL) or group)))
+            str(labels_of(leader).get(GROUP_INDEX_LABEL) or group)))
     return list(out.values())

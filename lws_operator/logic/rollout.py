@@ -61,6 +61,7 @@ from lws_operator.api.constants import (
 from lws_operator.api.validation import scaled_value
 from lws_operator.logic.events import Event
 from lws_operator.logic.keys import parse_int
+from lws_operator.logic.objects import labels_of, name_of
 from lws_operator.logic.readiness import group_ready, group_updated
 
 
@@ -162,15 +163,6 @@ def _group_index(obj: Mapping[str, Any]) -> int | None:
         return None
 
 
-def _name(obj: Mapping[str, Any]) -> str:
-    value = (obj.get("metadata") or {}).get("name")
-    return value if isinstance(value, str) else ""
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
 def _by_index(
     lws_name: str, objects: Iterable[Mapping[str, Any]], count: int
 ) -> list[Mapping[str, Any] | None]:
@@ -182,7 +174,7 @@ def _by_index(
         if index is None or not 0 <= index < count:
             continue
         current = slots[index]
-        if current is not None and _name(current) == f"{lws_name}-{index}":
+        if current is not None and name_of(current) == f"{lws_name}-{index}":
             continue
         slots[index] = obj
     return slots
@@ -207,24 +199,24 @@ def group_states(
         (
             pod
             for pod in leader_pods
-            if _labels(pod).get(NAME_LABEL) == lws_name
-            and _labels(pod).get(WORKER_INDEX_LABEL) == "0"
+            if labels_of(pod).get(NAME_LABEL) == lws_name
+            and labels_of(pod).get(WORKER_INDEX_LABEL) == "0"
         ),
         count,
     )
     workers = _by_index(
         lws_name,
-        (sts for sts in worker_statefulsets if _labels(sts).get(NAME_LABEL) == lws_name),
+        (sts for sts in worker_statefulsets if labels_of(sts).get(NAME_LABEL) == lws_name),
         count,
     )
     states: list[GroupState] = []
     for index in range(count):
         expected = f"{lws_name}-{index}"
         leader, worker = leaders[index], workers[index]
-        if leader is None or _name(leader) != expected:
+        if leader is None or name_of(leader) != expected:
             states.append(_ABSENT)
             continue
-        if size != 1 and (worker is None or _name(worker) != expected):
+        if size != 1 and (worker is None or name_of(worker) != expected):
             states.append(_ABSENT)
             continue
         states.append(
@@ -246,7 +238,7 @@ def rollout_snapshot(
 ) -> RolloutSnapshot:
     """Build the snapshot from observed API dicts (the LWS is assumed defaulted; absent fields
     fall back to the API defaults: 1 replica, size 1, partition 0, maxUnavailable 1, maxSurge 0)."""
-    name = _name(lws)
+    name = name_of(lws)
     spec = lws.get("spec") or {}
     replicas = spec.get("replicas")
     replicas = 1 if replicas is None else int(replicas)

@@ -55,6 +55,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.events import Event
 from lws_operator.logic.keys import parse_int
+from lws_operator.logic.objects import meta_of
 from lws_operator.logic.readiness import group_ready, group_updated
 
 # The reason and message each condition type is written with (SPEC 1.7).
@@ -105,11 +106,6 @@ def hpa_pod_selector(lws_name: str) -> str:
     return f"{NAME_LABEL}={lws_name},{WORKER_INDEX_LABEL}=0"
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def count_groups(
     lws_name: str,
     replicas: int,
@@ -120,10 +116,10 @@ def count_groups(
     worker_statefulsets: Iterable[Mapping[str, Any]],
 ) -> GroupCounts:
     """Count groups from the observed leader pods and worker StatefulSets (SPEC 3.7 step 4)."""
-    workers = {_meta(sts).get("name"): sts for sts in worker_statefulsets}
+    workers = {meta_of(sts).get("name"): sts for sts in worker_statefulsets}
     ready = updated = ready_non_burst = current = current_updated = current_updated_ready = 0
     for pod in leader_pods:
-        meta = _meta(pod)
+        meta = meta_of(pod)
         labels = meta.get("labels") or {}
         if labels.get(NAME_LABEL) != lws_name or labels.get(WORKER_INDEX_LABEL) != "0":
             continue
@@ -241,7 +237,7 @@ def compute_status(
 
     `leader_sts` is the freshly read leader StatefulSet (its status.replicas is copied); `now`
     is the RFC 3339 timestamp stamped on conditions that change."""
-    meta = _meta(lws)
+    meta = meta_of(lws)
     name = str(meta.get("name") or "")
     generation = int(meta.get("generation") or 0)
     spec = lws.get("spec") or {}
