@@ -39,7 +39,6 @@ from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of, meta_of
 from lws_operator.logic.readiness import pod_ready
 from lws_operator.logic.reconcile import (
-    contains,
     decide_revision,
     first_difference,
     owned_by,
@@ -133,10 +132,11 @@ class LeaderWorkerSetReconciler:
         for event in rollout.events:
             await self.events.record(lws, event)
         desired = leader_statefulset(lws, key_now, rollout.partition, rollout.replicas)
-        if leader_sts is None or not contains(desired, leader_sts):
+        difference = "." if leader_sts is None else first_difference(desired, leader_sts)
+        if difference is not None:
             if leader_sts is not None:
                 log.info("applying leader statefulset %s/%s: %s differs", namespace, name,
-                         first_difference(desired, leader_sts))
+                         difference)
             try:
                 leader_sts = await self.kube.request(
                     "PATCH", f"{APPS.format(ns=namespace)}/statefulsets/{name}",

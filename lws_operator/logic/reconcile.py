@@ -39,20 +39,12 @@ def contains(desired: Any, live: Any) -> bool:
     Maps may have extra keys in ``live`` (server defaults); lists must have the same length and
     contain each other element-wise (their order is meaningful in Kubernetes objects).
     """
-    if isinstance(desired, Mapping):
-        if not isinstance(live, Mapping):
-            return False
-        return all(k in live and contains(v, live[k]) for k, v in desired.items()
-                   if v is not None)
-    if isinstance(desired, list):
-        if not isinstance(live, list) or len(desired) != len(live):
-            return False
-        return all(contains(d, x) for d, x in zip(desired, live, strict=True))
-    return bool(desired == live)
+    return first_difference(desired, live) is None
 
 
 def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
-    """The path of the first field where ``contains(desired, live)`` fails (for logs)."""
+    """The path of the first field of ``desired`` that ``live`` lacks or holds differently
+    (``.`` for the whole object), or None when ``live`` contains ``desired``."""
     if isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
             return path or "."
@@ -62,18 +54,18 @@ def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
             if key not in live:
                 return f"{path}.{key}"
             found = first_difference(value, live[key], f"{path}.{key}")
-            if found:
+            if found is not None:
                 return found
         return None
     if isinstance(desired, list):
         if not isinstance(live, list) or len(desired) != len(live):
-            return path
+            return path or "."
         for i, (d, x) in enumerate(zip(desired, live, strict=True)):
             found = first_difference(d, x, f"{path}[{i}]")
-            if found:
+            if found is not None:
                 return found
         return None
-    return None if desired == live else path
+    return None if desired == live else path or "."
 
 
 def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
