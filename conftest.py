@@ -13,9 +13,7 @@ instead (for example kind with kwok, see the README); nothing is started or stop
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -94,27 +92,11 @@ def _tier(request: pytest.FixtureRequest) -> str:
     raise pytest.UsageError(f"{request.node.nodeid} needs a cluster: mark it `api` or `full`")
 
 
-CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
-CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
-
-
-def _established(cluster: LocalCluster) -> bool:
-    out = cluster.kubectl("get", "crd", CRD_NAME, "-o", "jsonpath={.status.conditions}")
-    conditions = (json.loads(out) if out.strip() else None) or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-
 @pytest.fixture(scope="session")
 def lws_crd(clusters: Clusters) -> LocalCluster:
     """The api-tier cluster with the committed CRD installed (once per session) and served."""
     cluster = clusters.get("api")
-    cluster.kubectl("apply", "--server-side", "--force-conflicts",
-                    "--field-manager=lws-operator-tests", "-f", str(CRD_FILE))
-    # Polled rather than `kubectl wait`, which errors out while the CRD has no conditions yet.
-    deadline = time.monotonic() + 60
-    while not _established(cluster):
-        assert time.monotonic() < deadline, f"{CRD_NAME} not Established after 60s"
-        time.sleep(0.2)
+    cluster.install_crd()
     return cluster
 
 

@@ -21,7 +21,6 @@ from typing import Any
 from e2e.cluster import LocalCluster, NodeLayout
 
 REPO = Path(__file__).resolve().parents[1]
-CRD = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 P = "leaderworkerset.sigs.k8s.io/"
 SAMPLE: dict[str, Any] = {
     "apiVersion": "leaderworkerset.x-k8s.io/v1",
@@ -105,10 +104,7 @@ def main() -> int:
     cluster = LocalCluster(os.environ.get("CLUSTER_DIR", REPO / ".cluster"))
     took = cluster.up("full", NodeLayout())
     print(f"cluster ready in {took:.1f}s (20 fake GPU/TPU nodes)")
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    wait_until("the CRD", lambda: "Established" in cluster.kubectl(
-        "get", "crd", "leaderworkersets.leaderworkerset.x-k8s.io", "-o",
-        "jsonpath={.status.conditions[*].type}"))
+    cluster.install_crd()
     start_operator(cluster)
     wait_until("the operator's webhooks", lambda: cluster.kubectl(
         "get", "mutatingwebhookconfiguration", "lws-mutating-webhook-configuration",

@@ -39,6 +39,8 @@ from .stages import STORAGE_CLASS, render_stages
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 TIERS = ("api", "full")
+CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.0.0.0/16"
 
@@ -227,6 +229,21 @@ class LocalCluster:
         if check and proc.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc.stdout
+
+    def install_crd(self, path: Path = CRD_FILE, timeout: float = 60.0) -> None:
+        """Server-side apply the LeaderWorkerSet CRD (too large for client-side apply) and wait
+        until it is Established. Polled: ``kubectl wait`` errors while there are no conditions."""
+        self.kubectl("apply", "--server-side", "--force-conflicts",
+                     "--field-manager=lws-operator-tests", "-f", str(path))
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.kubectl("get", "crd", CRD_NAME, "-o", "jsonpath={.status.conditions}")
+            conditions = (json.loads(out) if out.strip() else None) or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{CRD_NAME} not Established after {timeout}s")
+            time.sleep(0.2)
 
     @property
     def server(self) -> str:

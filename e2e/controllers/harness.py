@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ import pytest_asyncio
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import CRD_FILE, Clusters, _established
+from conftest import Clusters
 from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
 from e2e.kube import Kube
@@ -67,12 +66,7 @@ async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
     """The full-tier cluster with the CRD, our webhooks (confined to one namespace) and our
     controllers running in this process."""
     cluster: LocalCluster = clusters.get("full")
-    cluster.kubectl("apply", "--server-side", "--force-conflicts",
-                    "--field-manager=lws-operator-tests", "-f", str(CRD_FILE))
-    deadline = time.monotonic() + 60
-    while not _established(cluster):
-        assert time.monotonic() < deadline, "CRD not Established"
-        await asyncio.sleep(0.2)
+    cluster.install_crd()
     kube = await Kube.connect(str(cluster.kubeconfig))
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})

@@ -50,7 +50,6 @@ from lws_operator.kube.certs import GENERATION_ANNOTATION
 pytestmark = pytest.mark.api
 
 REPO = Path(__file__).resolve().parents[2]
-CRD = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 ADMISSION = "admissionregistration.k8s.io/v1"
 
 

@@ -22,6 +22,7 @@ import yaml
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster import LocalCluster
+from e2e.cluster.launcher import CRD_FILE, CRD_NAME
 from e2e.kube import MERGE_PATCH, Kube
 
 if TYPE_CHECKING:
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.api
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
-CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
 # CI and every session lay the read-only shared/ folder beside the repository.
 SAMPLES = REPO.parent / "shared" / "reference" / "upstream-samples"
 API = "leaderworkerset.x-k8s.io/v1"

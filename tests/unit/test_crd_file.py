@@ -20,10 +20,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from e2e.cluster.launcher import CRD_FILE
 from lws_operator.api import models
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 
 Schema = dict[str, Any]
 
