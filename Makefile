@@ -11,7 +11,7 @@ READY_DELAY_MS ?= 0
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
 
-.PHONY: help venv build-cluster cluster-up cluster-down demo test lint unit e2e-smoke crd crd-check clean
+.PHONY: help venv build-cluster cluster-up cluster-down demo test lint unit e2e-smoke crd crd-check clean bench
 
 help:
 	@awk -F':.*## ' '/^[a-z-]+:.*## / {printf "%-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -57,6 +57,10 @@ crd-check: build-cluster ## fail if crds/ differs from what the generator produc
 
 test: build-cluster lint ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+BENCH_ARGS ?=
+bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --py-spy")
+	$(BIN)/python -m e2e.bench $(BENCH_ARGS)
 
 clean: cluster-down
 	rm -rf $(CLUSTER_DIR)

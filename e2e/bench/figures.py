@@ -1,0 +1,220 @@
+"""The scale benchmark's arithmetic: Prometheus scrapes in, report figures out. Pure functions.
+
+Counters are compared between two scrapes (``delta``), never read as totals, so figures belong
+to one phase. Histogram quantiles are estimated the way Prometheus' ``histogram_quantile`` does
+(linear inside the bucket), which is as precise as the buckets; where a target is a bucket
+boundary (webhook p99 <= 5 ms) the share within the bound is reported exactly as well.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete", "deletecollection"})
+
+# kube-apiserver's verb label for each of our client's verbs.
+APISERVER_VERB = {"create": "POST", "update": "PUT", "patch": "PATCH", "apply": "APPLY",
+                  "delete": "DELETE", "deletecollection": "DELETECOLLECTION", "get": "GET",
+                  "list": "LIST", "watch": "WATCH"}
+
+# Requests only the operator issues while its phase runs (the driver only creates, patches and
+# deletes LeaderWorkerSets; kube-controller-manager writes pods, StatefulSet status,
+# ControllerRevisions of StatefulSets and Events), so kube-apiserver's count of them must equal
+# the operator's own.
+OPERATOR_ONLY = (("apply", "statefulsets"), ("create", "statefulsets"), ("create", "services"),
+                 ("patch", "leaderworkersets/status"))
+
+Labels = tuple[tuple[str, str], ...]
+Scrape = dict[tuple[str, Labels], float]
+
+
+def parse(text: str) -> Scrape:
+    """Every sample of a Prometheus text exposition, by (sample name, sorted labels)."""
+    out: Scrape = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
+    return out
+
+
+def delta(after: Scrape, before: Scrape) -> Scrape:
+    """What the counters (and histogram buckets) of ``after`` gained since ``before``."""
+    return {key: value - before.get(key, 0.0) for key, value in after.items()}
+
+
+def select(scrape: Scrape, metric: str, /, **match: str) -> dict[Labels, float]:
+    """The samples called ``name`` whose labels include ``match``."""
+    return {labels: value for (sample, labels), value in scrape.items()
+            if sample == metric and all(dict(labels).get(k) == v for k, v in match.items())}
+
+
+def total(scrape: Scrape, metric: str, /, **match: str) -> float:
+    return sum(select(scrape, metric, **match).values())
+
+
+def by_labels(scrape: Scrape, metric: str, keys: Iterable[str], /, **match: str,
+              ) -> dict[tuple[str, ...], float]:
+    """``name`` summed by the label values ``keys``; zero entries dropped."""
+    keys = tuple(keys)
+    out: dict[tuple[str, ...], float] = {}
+    for labels, value in select(scrape, metric, **match).items():
+        key = tuple(dict(labels).get(k, "") for k in keys)
+        out[key] = out.get(key, 0.0) + value
+    return {k: v for k, v in out.items() if v}
+
+
+def requests_by_verb(scrape: Scrape) -> dict[str, int]:
+    """The operator's API requests of one phase as ``{"verb resource": count}``, sorted."""
+    counts = by_labels(scrape, "lws_operator_api_requests_total", ("verb", "resource"))
+    return {f"{verb} {resource or '(non-resource)'}": int(n)
+            for (verb, resource), n in sorted(counts.items())}
+
+
+def writes(scrape: Scrape, *, exclude: Iterable[str] = ()) -> int:
+    """The operator's write requests of one phase, leaving out the resources in ``exclude``."""
+    skip = set(exclude)
+    counts = by_labels(scrape, "lws_operator_api_requests_total", ("verb", "resource"))
+    return int(sum(n for (verb, resource), n in counts.items()
+                   if verb in WRITE_VERBS and resource not in skip))
+
+
+def apiserver_count(scrape: Scrape, verb: str, resource: str) -> int:
+    """kube-apiserver's ``apiserver_request_total`` for one of our client's (verb, resource)."""
+    name, _, sub = resource.partition("/")
+    return int(total(scrape, "apiserver_request_total", verb=APISERVER_VERB[verb],
+                     resource=name, subresource=sub))
+
+
+def cross_check(operator: Scrape, apiserver: Scrape) -> dict[str, dict[str, int]]:
+    """For each request only the operator makes: its own count and the API server's."""
+    counts = by_labels(operator, "lws_operator_api_requests_total", ("verb", "resource"))
+    return {f"{verb} {resource}": {"operator": int(counts.get((verb, resource), 0)),
+                                   "apiserver": apiserver_count(apiserver, verb, resource)}
+            for verb, resource in OPERATOR_ONLY}
+
+
+def buckets(scrape: Scrape, metric: str, /, **match: str) -> dict[float, float]:
+    """A histogram's cumulative buckets (upper bound -> count), summed over other labels."""
+    out: dict[float, float] = {}
+    for labels, value in select(scrape, metric + "_bucket", **match).items():
+        le = dict(labels)["le"]
+        bound = math.inf if le == "+Inf" else float(le)
+        out[bound] = out.get(bound, 0.0) + value
+    return dict(sorted(out.items()))
+
+
+def quantile(q: float, cumulative: Mapping[float, float]) -> float | None:
+    """Prometheus' ``histogram_quantile``: None without observations; the highest finite
+    bound when the quantile falls in the +Inf bucket."""
+    bounds = sorted(cumulative)
+    if not bounds or cumulative[bounds[-1]] <= 0:
+        return None
+    rank = q * cumulative[bounds[-1]]
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return lower
+
+
+def share_within(bound: float, cumulative: Mapping[float, float]) -> float | None:
+    """The share of observations at most ``bound`` (which must be a bucket boundary)."""
+    count = cumulative.get(math.inf, 0.0)
+    if count <= 0 or bound not in cumulative:
+        return None
+    return round(cumulative[bound] / count, 4)
+
+
+def histogram_summary(cumulative: Mapping[float, float], unit: float = 1.0) -> dict[str, object]:
+    """Count, p50/p90/p99 estimates (in ``unit``s) and the non-empty buckets."""
+    count = cumulative.get(math.inf, 0.0)
+    summary: dict[str, object] = {"count": int(count)}
+    for q in (0.5, 0.9, 0.99):
+        value = quantile(q, cumulative)
+        summary[f"p{round(q * 100)}"] = None if value is None else round(value / unit, 4)
+    previous, nonempty = 0.0, {}
+    for bound, value in sorted(cumulative.items()):
+        if value > previous:
+            nonempty["+Inf" if math.isinf(bound) else f"{bound / unit:g}"] = int(value - previous)
+        previous = value
+    summary["buckets"] = nonempty
+    return summary
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """p50 and max of a sample (seconds, rounded to ms)."""
+    if not values:
+        return {"p50": None, "max": None}
+    return {"p50": round(statistics.median(values), 3), "max": round(max(values), 3)}
+
+
+def ratio(operator: float | None, baseline: float | None) -> float | None:
+    if operator is None or not baseline:
+        return None
+    return round(operator / baseline, 3)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of the issue's targets: reported, never enforced."""
+
+    name: str
+    limit: float
+    value: float | None
+
+    def report(self) -> dict[str, object]:
+        met = None if self.value is None else self.value <= self.limit
+        return {"target": self.name, "limit": self.limit, "value": self.value, "met": met}
+
+
+def top_frames(collapsed: str, *, own: str = "lws_operator", limit: int = 15,
+               ) -> dict[str, object]:
+    """The hotspots of a py-spy ``--format raw`` profile: the share of samples each function
+    is running in (``self``), and the share spent inside each of our own functions, callees
+    included (``inclusive``, only frames from the ``own`` package)."""
+    self_counts: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    samples = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        samples += count
+        frames = [_frame(f) for f in stack.split(";")]
+        self_counts[frames[-1]] = self_counts.get(frames[-1], 0) + count
+        for frame in set(frames):
+            if own in frame:
+                inclusive[frame] = inclusive.get(frame, 0) + count
+    if not samples:
+        return {"samples": 0, "self": [], "inclusive": []}
+
+    def ranked(counts: dict[str, int]) -> list[tuple[str, float]]:
+        best = sorted(counts.items(), key=lambda kv: -kv[1])[:limit]
+        return [(frame, round(n / samples, 4)) for frame, n in best]
+
+    return {"samples": samples, "self": ranked(self_counts),
+            "inclusive": ranked(inclusive)}
+
+
+def _frame(frame: str) -> str:
+    """``reconcile (lws_operator/controllers/x.py:120)`` without the line number, and with the
+    path cut to where the package starts."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for anchor in ("site-packages/", "lws_operator/", "python3.11/"):
+        if anchor in path:
+            path = (anchor if anchor == "lws_operator/" else "") + path.split(anchor, 1)[1]
+            break
+    return f"{name} ({path})" if path else name

@@ -1,0 +1,560 @@
+"""The scale benchmark: LeaderWorkerSets through the operator against the same pods as plain
+StatefulSets, on one full-tier cluster.
+
+    python -m e2e.bench [--profile default|large|smoke] [--sets K --replicas R --size S]
+                        [--kubeconfig PATH] [--py-spy] [--results DIR]
+
+Without ``--kubeconfig`` it starts its own full-tier cluster (kwok nodes) in ``--cluster-dir``
+and stops it afterwards. Each side goes through the same three phases, timed by one pod watch:
+create (until every pod is Ready), rolling update (until every pod is Ready on the new image) and
+delete (until no pod is left). The baseline runs first, with no operator process alive; then the
+operator starts (a process of its own: ``process.OperatorProcess``) and runs the same phases, with
+a steady-state window after create in which it must write nothing.
+
+The summary (``results/scale-<time>.json``, copied to ``latest.json``) reports every time as a
+ratio to the baseline, the operator's API requests per phase by verb and resource (its own
+counters, cross-checked against kube-apiserver's ``apiserver_request_total`` for the requests
+only it makes), writes per group on create, CPU seconds and peak RSS, webhook latency, the
+reconcile-time histogram and the issue's targets (reported, never enforced). With ``--py-spy`` the
+operator is sampled throughout and its hotspots are ranked in the summary. A PNG plots the pods
+of each phase over time, operator against baseline.
+
+Bad flags, or a cluster that is not reachable or too small, stop the run before anything is
+created; an interrupted run (Ctrl-C, SIGTERM) deletes what it created and stops what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from e2e.bench import figures, webhook_latency
+from e2e.bench.figures import Scrape, Target
+from e2e.bench.process import OperatorProcess
+from e2e.bench.tracker import Tracker
+from e2e.bench.workloads import (
+    IMAGE,
+    MAX_SURGE,
+    PROFILES,
+    ROLLED_IMAGE,
+    Profile,
+    baseline,
+    leaderworkerset,
+    rolled_leaderworkerset_patch,
+    rolled_statefulset_patch,
+    set_name,
+)
+from e2e.cluster import LocalCluster, NodeLayout
+from e2e.cluster.launcher import versions
+from e2e.kube import MERGE_PATCH, STRATEGIC_PATCH, Kube
+from lws_operator.api.constants import MUTATE_POD_PATH
+from lws_operator.kube.client import ApiException, KubeClient, status_message
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "e2e" / "bench" / "results"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+CONCURRENCY = 8  # requests the driver has in flight while submitting a phase
+EXCLUDED_FROM_CREATE_WRITES = ("leaderworkersets/status", "events")
+
+
+class BenchError(Exception):
+    """A precondition failed: reported as one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Options:
+    profile: Profile
+    kubeconfig: str | None
+    cluster_dir: Path
+    keep_cluster: bool
+    py_spy: bool
+    results: Path
+    webhook_rate: float
+    webhook_seconds: float
+    workers: int
+
+
+# ---------------------------------------------------------------------------- one side's phases
+
+
+@dataclass
+class Phase:
+    """What one phase measured: total seconds from its first request to done, per-set seconds,
+    and its slice of the pod timeline."""
+
+    seconds: float
+    per_set: dict[str, float]
+    timeline: list[list[float]]
+
+    def report(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3),
+                "per_set_seconds": figures.percentiles(list(self.per_set.values()))}
+
+
+async def _bounded(jobs: list[Callable[[], Awaitable[Any]]]) -> None:
+    """Run ``jobs`` with at most ``CONCURRENCY`` in flight; the first failure cancels the rest."""
+    semaphore = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(job: Callable[[], Awaitable[Any]]) -> None:
+        async with semaphore:
+            await job()
+
+    async with asyncio.TaskGroup() as group:
+        for job in jobs:
+            group.create_task(one(job))
+
+
+async def _timed(tracker: Tracker,
+                 submit: Callable[[dict[str, float]], Coroutine[Any, Any, None]],
+                 wait: Callable[[dict[str, float]], Coroutine[Any, Any, dict[str, float]]],
+                 ) -> Phase:
+    """Submit and wait at once (a set may be done before the last one is submitted); a failed
+    submission ends the phase with its error instead of a timeout."""
+    started: dict[str, float] = {}
+    begin = time.monotonic()
+    first_point = len(tracker.timeline)
+    submitting = asyncio.create_task(submit(started))
+    waiting = asyncio.create_task(wait(started))
+    try:
+        await asyncio.wait({submitting, waiting}, return_when=asyncio.FIRST_EXCEPTION)
+        if submitting.done() and submitting.exception() is not None:
+            raise submitting.exception()  # type: ignore[misc]
+        per_set = await waiting
+        await submitting
+    finally:
+        for task in (submitting, waiting):
+            task.cancel()
+    end = time.monotonic()
+    points = tracker.timeline[max(first_point - 1, 0):]
+    timeline = [[round(max(t - begin, 0.0), 3), ready, rolled, existing]
+                for t, ready, rolled, existing in points if t <= end + 1]
+    return Phase(end - begin, per_set, timeline)
+
+
+class Side:
+    """The driver for one side (operator or baseline) in its own namespace."""
+
+    def __init__(self, kube: Kube, namespace: str, profile: Profile, operator: bool) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.profile = profile
+        self.operator = operator
+        self.sets = [set_name(i) for i in range(profile.sets)]
+        self.tracker = Tracker(kube, namespace, rolled_image=ROLLED_IMAGE)
+
+    async def open(self) -> None:
+        await self.kube.create({"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": self.namespace,
+                                             "labels": {"lws-bench": "true"}}})
+        await self.tracker.start()
+
+    async def create(self) -> Phase:
+        p = self.profile
+
+        async def submit(started: dict[str, float]) -> None:
+            async def one(name: str) -> None:
+                started[name] = time.monotonic()
+                objects = [leaderworkerset(name, p)] if self.operator else baseline(name, p)
+                for obj in objects:
+                    await self.kube.create(obj, self.namespace)
+            await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+
+        return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
+            self.sets, IMAGE, p.pods // p.sets, p.timeout, started))
+
+    async def roll(self) -> Phase:
+        p = self.profile
+
+        async def submit(started: dict[str, float]) -> None:
+            async def one(name: str) -> None:
+                started[name] = time.monotonic()
+                if self.operator:
+                    await self.kube.patch(LWS_API, "LeaderWorkerSet", name,
+                                          rolled_leaderworkerset_patch(), self.namespace,
+                                          content_type=MERGE_PATCH)
+                    return
+                for sts in [name, *(f"{name}-{g}" for g in range(p.replicas))]:
+                    await self.kube.patch("apps/v1", "StatefulSet", sts,
+                                          rolled_statefulset_patch(), self.namespace,
+                                          content_type=STRATEGIC_PATCH)
+            await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+
+        return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
+            self.sets, ROLLED_IMAGE, p.pods // p.sets, p.timeout, started))
+
+    async def delete(self) -> Phase:
+        p = self.profile
+
+        async def submit(started: dict[str, float]) -> None:
+            async def one(name: str) -> None:
+                started[name] = time.monotonic()
+                if self.operator:
+                    await self.kube.delete(LWS_API, "LeaderWorkerSet", name, self.namespace)
+                    return
+                for sts in [name, *(f"{name}-{g}" for g in range(p.replicas))]:
+                    await self.kube.delete("apps/v1", "StatefulSet", sts, self.namespace)
+                await self.kube.delete("v1", "Service", name, self.namespace)
+            await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+
+        async def wait(_: dict[str, float]) -> dict[str, float]:
+            await self.tracker.wait_empty(p.timeout)
+            return {}
+
+        return await _timed(self.tracker, submit, wait)
+
+    async def statuses_settled(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Every LeaderWorkerSet reports all replicas ready and updated: the operator's last
+        writes of the create phase are behind it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            items = await self.kube.list(LWS_API, "LeaderWorkerSet", self.namespace)
+            if len(items) == len(self.sets) and all(
+                    (lws.get("status") or {}).get("readyReplicas") == self.profile.replicas
+                    and (lws.get("status") or {}).get("updatedReplicas") == self.profile.replicas
+                    for lws in items):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError("LeaderWorkerSet statuses did not settle")
+            await asyncio.sleep(0.5)
+
+    async def close(self) -> None:
+        await self.tracker.stop()
+        with contextlib.suppress(Exception):
+            await self.kube.delete("v1", "Namespace", self.namespace)
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+class Run:
+    def __init__(self, options: Options, kube: Kube, client: KubeClient, kubeconfig: str) -> None:
+        self.options = options
+        self.kube = kube
+        self.client = client
+        self.kubeconfig = kubeconfig
+        self.run_id = uuid.uuid4().hex[:6]
+        self.stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+    async def apiserver(self) -> Scrape:
+        return figures.parse((await self.client.raw("GET", "/metrics")).decode())
+
+    async def preflight(self) -> dict[str, Any]:
+        """The cluster answers, the CRD is there, and the Ready nodes can hold every pod plus a
+        surge group per set."""
+        p = self.options.profile
+        try:
+            await self.client.raw("GET", "/readyz", timeout=10)
+        except (TimeoutError, ApiException, OSError) as exc:
+            raise BenchError(f"the cluster at {self.kubeconfig} does not answer: {exc}") from exc
+        crd = await self.client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                    "leaderworkersets.leaderworkerset.x-k8s.io")
+        if crd is None:
+            raise BenchError("the LeaderWorkerSet CRD is not installed")
+        nodes = (await self.client.request("GET", "/api/v1/nodes"))["items"]
+        ready = [n for n in nodes if not (n.get("spec") or {}).get("unschedulable") and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status") or {}).get("conditions") or [])]
+        capacity = sum(int(((n.get("status") or {}).get("allocatable") or {}).get("pods", 0))
+                       for n in ready)
+        needed = p.pods + p.sets * p.size * MAX_SURGE
+        if capacity < needed:
+            raise BenchError(f"{len(ready)} Ready nodes hold {capacity} pods; the profile needs "
+                             f"{needed} ({p.pods} pods plus a surge group per set)")
+        return {"ready_nodes": len(ready), "pod_capacity": capacity}
+
+    async def run_baseline(self) -> dict[str, Any]:
+        side = Side(self.kube, f"lws-bench-base-{self.run_id}", self.options.profile, False)
+        try:
+            await side.open()
+            phases = {"create": await side.create(), "rollout": await side.roll(),
+                      "delete": await side.delete()}
+        finally:
+            await side.close()
+        return {"phases": phases}
+
+    async def run_operator(self) -> dict[str, Any]:
+        p, o = self.options.profile, self.options
+        operator = OperatorProcess(
+            self.kubeconfig, self.run_id, o.results / f"scale-{self.stamp}-operator.log",
+            o.results / f"scale-{self.stamp}-py-spy.txt" if o.py_spy else None, o.workers)
+        side = Side(self.kube, f"lws-bench-op-{self.run_id}", p, True)
+        try:
+            # The operator's home (its certificate Secret) exists before it starts, as the
+            # chart creates it.
+            await webhook_latency.ensure_namespace(self.client, operator.namespace)
+            await operator.start()
+            await side.open()
+            await webhook_latency.wait_until_admitting(self.client, side.namespace)
+            if o.py_spy:
+                await operator.start_profiler()
+            cpu, scrapes, servers = [operator.cpu()], [figures.parse(await operator.metrics())], \
+                [await self.apiserver()]
+
+            async def mark() -> None:
+                cpu.append(operator.cpu())
+                scrapes.append(figures.parse(await operator.metrics()))
+                servers.append(await self.apiserver())
+
+            create = await side.create()
+            await side.statuses_settled(p.timeout)
+            await mark()  # 1: after create
+            memory_after_create = operator.memory()
+            await asyncio.sleep(p.steady_seconds)
+            await mark()  # 2: after the steady window
+            rollout = await side.roll()
+            await side.statuses_settled(p.timeout)
+            await mark()  # 3: after rollout
+            delete = await side.delete()
+            await mark()  # 4: after delete
+            memory = operator.memory()
+            code = await operator.stop()
+        finally:
+            await side.close()
+            await operator.stop()
+            await self._remove_registrations(operator)
+        return self._operator_report(
+            {"create": create, "rollout": rollout, "delete": delete}, cpu, scrapes, servers,
+            memory_after_create, memory, code, operator)
+
+    def _operator_report(self, phases: dict[str, Phase], cpu: list[float], scrapes: list[Scrape],
+                         servers: list[Scrape], memory_after_create: dict[str, float],
+                         memory: dict[str, float], code: int | None,
+                         operator: OperatorProcess) -> dict[str, Any]:
+        p = self.options.profile
+        windows = {"create": (0, 1), "steady": (1, 2), "rollout": (2, 3), "delete": (3, 4)}
+        ours = {w: figures.delta(scrapes[b], scrapes[a]) for w, (a, b) in windows.items()}
+        theirs = {w: figures.delta(servers[b], servers[a]) for w, (a, b) in windows.items()}
+        whole = figures.delta(scrapes[-1], scrapes[0])
+        create_writes = figures.writes(ours["create"], exclude=EXCLUDED_FROM_CREATE_WRITES)
+        webhook = figures.buckets(whole, "controller_runtime_webhook_latency_seconds",
+                                  webhook=MUTATE_POD_PATH)
+        apiserver_webhook = figures.buckets(
+            figures.delta(servers[-1], servers[0]),
+            "apiserver_admission_webhook_admission_duration_seconds", name="mpod.kb.io",
+            type="admit")
+        report: dict[str, Any] = {
+            "phases": phases,
+            "exit_code": code,
+            "api_requests": {w: figures.requests_by_verb(d) for w, d in ours.items()},
+            "writes_on_create": {
+                "total": create_writes,
+                "per_set": round(create_writes / p.sets, 2),
+                "per_group": round(create_writes / p.groups, 2),
+                "target_per_set": 2 + p.replicas,
+                "status_writes": figures.writes(ours["create"]) - figures.writes(
+                    ours["create"], exclude=("leaderworkersets/status",)),
+                "events": int(figures.total(ours["create"], "lws_operator_api_requests_total",
+                                            verb="create", resource="events")),
+            },
+            "steady_state": {
+                "seconds": p.steady_seconds,
+                "writes": figures.writes(ours["steady"]),
+                "requests": sum(figures.requests_by_verb(ours["steady"]).values()),
+                "apiserver_operator_only_writes": sum(
+                    c["apiserver"] for c in figures.cross_check(ours["steady"],
+                                                                theirs["steady"]).values()),
+            },
+            "cross_check": figures.cross_check(whole, figures.delta(servers[-1], servers[0])),
+            "cpu_seconds": {w: round(cpu[b] - cpu[a], 2) for w, (a, b) in windows.items()}
+            | {"total": round(cpu[-1] - cpu[0], 2)},
+            "memory_mib": {"after_create": memory_after_create.get("rss"),
+                           "at_end": memory.get("rss"), "peak_rss": memory.get("peak_rss")},
+            "reconcile_time_seconds": figures.histogram_summary(
+                figures.buckets(whole, "controller_runtime_reconcile_time_seconds")),
+            "reconciles": {f"{c} {r}": int(n) for (c, r), n in figures.by_labels(
+                whole, "controller_runtime_reconcile_total", ("controller", "result")).items()},
+            "pod_webhook_ms": {**figures.histogram_summary(webhook, unit=0.001),
+                               "share_within_5ms": figures.share_within(0.005, webhook)},
+            "apiserver_pod_webhook_call_ms": {
+                **figures.histogram_summary(apiserver_webhook, unit=0.001),
+                "share_within_5ms": figures.share_within(0.005, apiserver_webhook)},
+        }
+        if operator.profile_path is not None and operator.profile_path.exists():
+            report["hotspots"] = figures.top_frames(operator.profile_path.read_text())
+        return report
+
+    async def _remove_registrations(self, operator: OperatorProcess) -> None:
+        """A killed operator cannot remove its webhook registrations: do it for it."""
+        mutating, validating = operator.configurations
+        base = "/apis/admissionregistration.k8s.io/v1"
+        for path in (f"{base}/mutatingwebhookconfigurations/{mutating}",
+                     f"{base}/validatingwebhookconfigurations/{validating}",
+                     f"/api/v1/namespaces/{operator.namespace}"):
+            with contextlib.suppress(ApiException):
+                await self.client.request("DELETE", path)
+
+    async def webhook_at_rate(self) -> dict[str, Any]:
+        o = self.options
+        if o.webhook_rate <= 0:
+            return {}
+        args = SimpleNamespace(rate=o.webhook_rate, duration=o.webhook_seconds)
+        return await webhook_latency.bench(args, self.kubeconfig)  # type: ignore[arg-type]
+
+
+def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
+              op: dict[str, Any], at_rate: dict[str, Any], plot_name: str) -> dict[str, Any]:
+    """The JSON summary: phases as seconds and ratios, the operator's figures, the targets."""
+    b, o = base["phases"], op["phases"]
+    ratios = {name: figures.ratio(o[name].seconds, b[name].seconds) for name in o}
+    steady = op["steady_state"]
+    writes = op["writes_on_create"]
+    webhook_p99 = at_rate.get("server_ms", {}).get("p99") if at_rate else None
+    targets = [
+        Target("create time ratio to baseline", 1.10, ratios["create"]),
+        Target("rollout time ratio to baseline", 1.2, ratios["rollout"]),
+        Target("steady-state writes", 0, steady["writes"]),
+        Target("writes per set on create besides status and events", writes["target_per_set"],
+               writes["per_set"]),
+        Target("pod webhook p99 ms at rate (server side)", 5.0, webhook_p99),
+        Target("operator peak RSS MiB (the limit is for 5,000 pods)", 200.0,
+               op["memory_mib"]["peak_rss"]),
+    ]
+    op_report = {k: v for k, v in op.items() if k != "phases"}
+    return {
+        "benchmark": "scale",
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "profile": asdict(options.profile) | {"groups": options.profile.groups,
+                                              "pods": options.profile.pods},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    **{k.lower(): v for k, v in versions().items()}},
+        "cluster": preflight,
+        "baseline": {name: phase.report() for name, phase in b.items()},
+        "operator": {name: phase.report() for name, phase in o.items()} | op_report,
+        "ratios": ratios,
+        "webhook_at_rate": at_rate,
+        "targets": [t.report() for t in targets],
+        "plot": plot_name,
+    }
+
+
+async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
+    kube = await Kube.connect(kubeconfig)
+    client = await KubeClient.connect(kubeconfig)
+    try:
+        run = Run(options, kube, client, kubeconfig)
+        preflight = await run.preflight()
+        print(f"[bench] {options.profile.pods} pods in {options.profile.sets} sets; "
+              f"baseline first", file=sys.stderr, flush=True)
+        base = await run.run_baseline()
+        print(f"[bench] baseline done ({base['phases']['create'].seconds:.1f}s to Ready); "
+              f"now the operator", file=sys.stderr, flush=True)
+        op = await run.run_operator()
+        at_rate = await run.webhook_at_rate()
+        plot_name = f"scale-{run.stamp}.png"
+        from e2e.bench.plot import plot
+
+        plot({"baseline": {k: v.timeline for k, v in base["phases"].items()},
+              "operator": {k: v.timeline for k, v in op["phases"].items()}},
+             options.results / plot_name,
+             f"{options.profile.pods} pods ({options.profile.sets} x {options.profile.replicas} "
+             f"x {options.profile.size}): operator vs plain StatefulSets")
+        summary = summarize(options, preflight, base, op, at_rate, plot_name)
+        summary["timelines"] = {
+            "baseline": {k: v.timeline for k, v in base["phases"].items()},
+            "operator": {k: v.timeline for k, v in op["phases"].items()}}
+        path = options.results / f"scale-{run.stamp}.json"
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+        shutil.copyfile(path, options.results / "latest.json")
+        shutil.copyfile(options.results / plot_name, options.results / "latest.png")
+        return summary
+    finally:
+        await client.close()
+        await kube.close()
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def parse_options(argv: list[str] | None) -> Options:
+    parser = argparse.ArgumentParser(prog="python -m e2e.bench",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    parser.add_argument("--sets", type=int, help="LeaderWorkerSets (K)")
+    parser.add_argument("--replicas", type=int, help="groups per LeaderWorkerSet (R)")
+    parser.add_argument("--size", type=int, help="pods per group (S)")
+    parser.add_argument("--nodes", type=int, help="kwok nodes of the benchmark's own cluster")
+    parser.add_argument("--steady-seconds", type=float, help="the steady-state window")
+    parser.add_argument("--timeout", type=float, help="seconds each phase may take")
+    parser.add_argument("--kubeconfig", help="an existing full-tier cluster with the CRD "
+                                             "(default: start one in --cluster-dir)")
+    parser.add_argument("--cluster-dir", type=Path, default=REPO / ".cluster" / "bench")
+    parser.add_argument("--keep-cluster", action="store_true")
+    parser.add_argument("--py-spy", action="store_true", help="profile the operator")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--webhook-rate", type=float, default=200.0,
+                        help="pod admissions per second of the webhook run (0: skip it)")
+    parser.add_argument("--webhook-seconds", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=8, help="the operator's --workers")
+    args = parser.parse_args(argv)
+    overrides = {k: v for k, v in (("sets", args.sets), ("replicas", args.replicas),
+                                   ("size", args.size), ("nodes", args.nodes),
+                                   ("steady_seconds", args.steady_seconds),
+                                   ("timeout", args.timeout)) if v is not None}
+    profile = replace(PROFILES[args.profile], **overrides)
+    try:
+        profile.check()
+        if args.workers < 1 or args.webhook_rate < 0 or args.webhook_seconds <= 0:
+            raise ValueError("--workers must be >= 1, --webhook-rate >= 0, "
+                             "--webhook-seconds > 0")
+        if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
+            raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+    except ValueError as exc:
+        parser.error(str(exc))
+    return Options(profile, args.kubeconfig, args.cluster_dir, args.keep_cluster, args.py_spy,
+                   args.results, args.webhook_rate, args.webhook_seconds, args.workers)
+
+
+async def _main(options: Options) -> dict[str, Any]:
+    """The run as a task SIGTERM cancels (Ctrl-C already does), so cleanup runs either way."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    cluster = None
+    kubeconfig = options.kubeconfig
+    try:
+        if kubeconfig is None:
+            cluster = LocalCluster(options.cluster_dir)
+            layout = NodeLayout(gpu_nodes=max(options.profile.nodes - 4, 1), tpu_nodes=4)
+            print(f"[bench] starting a full-tier cluster with {layout.total} nodes in "
+                  f"{options.cluster_dir}", file=sys.stderr, flush=True)
+            await asyncio.to_thread(cluster.up, "full", layout, 0,
+                                    120 + options.profile.nodes * 0.5)
+            await asyncio.to_thread(cluster.install_crd)
+            kubeconfig = str(cluster.kubeconfig)
+        options.results.mkdir(parents=True, exist_ok=True)
+        return await bench(options, kubeconfig)
+    finally:
+        if cluster is not None and not options.keep_cluster:
+            await asyncio.to_thread(cluster.down)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_options(argv)
+    try:
+        summary = asyncio.run(_main(options))
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("bench: interrupted; what it created was deleted", file=sys.stderr)
+        return 130
+    except ApiException as exc:
+        print(f"bench: API error {exc.status}: {status_message(exc)}", file=sys.stderr)
+        return 1
+    print(json.dumps({k: v for k, v in summary.items() if k != "timelines"}, indent=2))
+    return 0

@@ -1,0 +1,135 @@
+"""The scale benchmark's short variant (``make bench`` runs the full one), and its bad input.
+
+The short run goes through every phase and figure on a cluster of its own, so the full benchmark
+is known to work before anyone spends 15 minutes on it. Figures are checked for consistency, not
+for speed: timing belongs in the report, not in a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.cluster import LocalCluster
+from e2e.kube import Kube, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE_CLUSTER = REPO / ".cluster" / "test-bench"
+
+
+def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "e2e.bench", *args], cwd=REPO, text=True,
+                          capture_output=True, timeout=timeout, check=False)
+
+
+def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
+    done = bench("--profile", "smoke", "--cluster-dir", str(SMOKE_CLUSTER), "--results",
+                 str(tmp_path), "--py-spy", "--webhook-rate", "50", "--webhook-seconds", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text())
+    assert not LocalCluster(SMOKE_CLUSTER).running("kube-apiserver")  # its own cluster stopped
+
+    pods = summary["profile"]["pods"]
+    for side in ("baseline", "operator"):
+        for phase in ("create", "rollout", "delete"):
+            assert summary[side][phase]["seconds"] > 0
+        timeline = summary["timelines"][side]
+        assert max(p[1] for p in timeline["create"]) == pods  # every pod became Ready
+        assert max(p[2] for p in timeline["rollout"]) == pods  # ... and again on the new image
+        assert timeline["delete"][-1][3] == 0  # ... and none is left
+    assert set(summary["ratios"]) == {"create", "rollout", "delete"}
+
+    op = summary["operator"]
+    assert op["exit_code"] == 0
+    assert op["steady_state"]["writes"] == 0
+    assert op["steady_state"]["apiserver_operator_only_writes"] == 0
+    for counted in op["cross_check"].values():  # our counters agree with kube-apiserver's
+        assert counted["operator"] == counted["apiserver"]
+    assert op["api_requests"]["create"]["create statefulsets"] == summary["profile"]["groups"]
+    assert op["writes_on_create"]["per_group"] > 0
+    assert op["reconcile_time_seconds"]["count"] > 0
+    assert op["pod_webhook_ms"]["count"] >= pods * 2  # admitted on create and on rollout
+    assert op["cpu_seconds"]["total"] > 0
+    assert op["memory_mib"]["peak_rss"] > 0
+    assert op["hotspots"]["samples"] > 0
+    assert summary["webhook_at_rate"]["failures"] == 0
+    assert {t["target"] for t in summary["targets"]} >= {"steady-state writes"}
+    assert (tmp_path / summary["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--sets", "0"], "--sets must be at least 1"),
+    (["--size", "1"], "--size must be at least 2"),
+    (["--profile", "huge"], "invalid choice: 'huge'"),
+    (["--kubeconfig", "/nonexistent/kubeconfig"], "no such file"),
+])
+def test_bad_flags_stop_before_anything_starts(args: list[str], message: str) -> None:
+    done = bench(*args, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_a_cluster_that_does_not_answer_is_reported(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: "
+        "{server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
+    done = bench("--kubeconfig", str(config), "--results", str(tmp_path), timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "does not answer" in done.stderr
+
+
+async def _bench_namespaces(kube: Kube) -> list[str]:
+    return [n["metadata"]["name"] for n in await kube.list("v1", "Namespace")
+            if n["metadata"]["name"].startswith("lws-bench-")
+            and not n["metadata"].get("deletionTimestamp")]
+
+
+@pytest.mark.full
+@pytest.mark.usefixtures("lws_crd")
+async def test_a_cluster_too_small_is_refused_before_anything_is_created(
+        cluster: LocalCluster, kube: Kube, tmp_path: Path) -> None:
+    done = await asyncio.to_thread(
+        bench, "--kubeconfig", str(cluster.kubeconfig), "--results", str(tmp_path),
+        "--sets", "999", "--replicas", "10", "--size", "10", timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Ready nodes hold" in done.stderr
+    assert await _bench_namespaces(kube) == []
+
+
+@pytest.mark.full
+@pytest.mark.usefixtures("lws_crd")
+async def test_an_interrupted_run_deletes_what_it_created(
+        cluster: LocalCluster, kube: Kube, tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "e2e.bench", "--kubeconfig", str(cluster.kubeconfig),
+        "--results", str(tmp_path), "--profile", "smoke", "--steady-seconds", "600",
+        cwd=REPO, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL)
+    assert process.stderr is not None
+    seen = b""
+    async with asyncio.timeout(240):
+        while b"now the operator" not in seen:
+            line = await process.stderr.readline()
+            assert line, seen.decode()[-2000:]
+            seen += line
+    async def operator_side() -> bool:
+        return any(n.startswith("lws-bench-op-") for n in await _bench_namespaces(kube))
+
+    await wait_for(operator_side, 120, what="the operator side's namespace")
+    await asyncio.sleep(3)  # into the run: LeaderWorkerSets created, operator running
+    process.send_signal(signal.SIGINT)
+    rest = await asyncio.wait_for(process.stderr.read(), 120)
+    assert await process.wait() == 130, rest.decode()[-2000:]
+    assert await _bench_namespaces(kube) == []
+    hooks = [h["metadata"]["name"]
+             for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+             for h in await kube.list("admissionregistration.k8s.io/v1", kind)]
+    assert not [h for h in hooks if h.startswith("lws-bench-")]

@@ -1,0 +1,144 @@
+"""Follows the benchmark's pods through one watch and answers "is this phase done, and when did
+each set get there?".
+
+Both sides label every pod with its set (``workloads.SET_LABEL``), so the same tracker times the
+operator and the baseline. Time is ``time.monotonic()`` throughout; the timeline keeps one point
+per change (seconds, Ready pods, Ready pods on the rolled image, pods existing) for the plot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from e2e.bench.workloads import SET_LABEL
+from e2e.kube import Kube, is_ready
+
+
+@dataclass
+class PodState:
+    set: str
+    ready: bool
+    image: str
+    deleting: bool
+
+
+@dataclass
+class Tracker:
+    kube: Kube
+    namespace: str
+    pods: dict[str, PodState] = field(default_factory=dict)
+    timeline: list[tuple[float, int, int, int]] = field(default_factory=list)
+    rolled_image: str = ""
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _task: asyncio.Task[None] | None = None
+    _listed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._follow())
+        await asyncio.wait_for(self._listed.wait(), 60)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _follow(self) -> None:
+        """List, then watch from the list's version; a watch that ends (server timeout) resumes
+        from the last version seen, an expired one (410) lists again."""
+        resource = await self.kube.dyn.resources.get(api_version="v1", kind="Pod")
+        version: str | None = None
+        while True:
+            if version is None:
+                listed = await resource.get(namespace=self.namespace, label_selector=SET_LABEL)
+                self.pods = {}
+                for pod in listed.to_dict()["items"]:
+                    self._apply("ADDED", pod)
+                version = listed.metadata.resourceVersion
+                await self._notify()
+                self._listed.set()
+            try:
+                async for event in self.kube.dyn.watch(
+                        resource, namespace=self.namespace, label_selector=SET_LABEL,
+                        resource_version=version, timeout=240):
+                    obj = event["raw_object"]
+                    if event["type"] == "ERROR":
+                        version = None  # expired: list again
+                        break
+                    version = obj["metadata"].get("resourceVersion", version)
+                    if event["type"] != "BOOKMARK":
+                        self._apply(event["type"], obj)
+                        await self._notify()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a dropped stream: resume from the last version
+                await asyncio.sleep(0.5)
+
+    def _apply(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        if kind == "DELETED":
+            self.pods.pop(meta["name"], None)
+        else:
+            containers = (pod.get("spec") or {}).get("containers") or [{}]
+            self.pods[meta["name"]] = PodState(
+                set=meta.get("labels", {}).get(SET_LABEL, ""), ready=is_ready(pod),
+                image=containers[0].get("image", ""),
+                deleting=bool(meta.get("deletionTimestamp")))
+        point = (time.monotonic(), self.count(ready=True),
+                 self.count(ready=True, image=self.rolled_image), len(self.pods))
+        if not self.timeline or self.timeline[-1][1:] != point[1:]:
+            self.timeline.append(point)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    def count(self, *, ready: bool | None = None, image: str | None = None,
+              set_: str | None = None) -> int:
+        return sum(1 for p in self.pods.values()
+                   if (ready is None or (p.ready and not p.deleting) == ready)
+                   and (image is None or p.image == image)
+                   and (set_ is None or p.set == set_))
+
+    def complete(self, set_: str, image: str, pods: int) -> bool:
+        """Set ``set_`` has exactly ``pods`` pods, all Ready on ``image``."""
+        members = [p for p in self.pods.values() if p.set == set_]
+        return len(members) == pods and all(
+            p.ready and not p.deleting and p.image == image for p in members)
+
+    async def wait_sets(self, sets: list[str], image: str, pods: int, timeout: float,  # noqa: ASYNC109
+                        started: dict[str, float]) -> dict[str, float]:
+        """Wait until every set is complete on ``image``; each set's seconds from its entry in
+        ``started`` (filled in by the caller as it submits) to its first complete moment."""
+        done: dict[str, float] = {}
+
+        def check() -> bool:
+            for name in sets:
+                if name not in done and name in started and self.complete(name, image, pods):
+                    done[name] = time.monotonic() - started[name]
+            return len(done) == len(sets)
+
+        await self._until(check, timeout, lambda: f"{len(done)}/{len(sets)} sets complete, "
+                                                   f"{self.count(ready=True)} pods Ready")
+        return done
+
+    async def wait_empty(self, timeout: float) -> None:  # noqa: ASYNC109
+        await self._until(lambda: not self.pods, timeout,
+                          lambda: f"{len(self.pods)} pods left")
+
+    async def _until(self, check: Callable[[], bool], timeout: float,  # noqa: ASYNC109
+                     progress: Callable[[], str]) -> None:
+        deadline = time.monotonic() + timeout
+        async with self._changed:
+            while not check():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"not done after {timeout:.0f}s: {progress()}")
+                with contextlib.suppress(TimeoutError):
+                    # Also wake periodically: `started` fills in while we wait.
+                    await asyncio.wait_for(self._changed.wait(), min(left, 1.0))

@@ -1,0 +1,120 @@
+"""The scale benchmark's arithmetic: scrapes, deltas, quantiles, cross-checks, hotspots."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from e2e.bench import figures
+
+OPERATOR = """\
+# TYPE lws_operator_api_requests_total counter
+lws_operator_api_requests_total{verb="create",resource="statefulsets",code="201"} 12
+lws_operator_api_requests_total{verb="apply",resource="statefulsets",code="200"} 4
+lws_operator_api_requests_total{verb="patch",resource="leaderworkersets/status",code="200"} 9
+lws_operator_api_requests_total{verb="patch",resource="leaderworkersets/status",code="409"} 1
+lws_operator_api_requests_total{verb="create",resource="events",code="201"} 7
+lws_operator_api_requests_total{verb="get",resource="secrets",code="200"} 3
+lws_operator_api_requests_total{verb="get",resource="",code="200"} 2
+# TYPE h histogram
+h_bucket{le="0.005"} 90
+h_bucket{le="0.01"} 99
+h_bucket{le="+Inf"} 100
+h_count 100
+h_sum 0.4
+"""
+
+APISERVER = """\
+# TYPE apiserver_request_total counter
+apiserver_request_total{verb="POST",resource="statefulsets",subresource="",code="201"} 12
+apiserver_request_total{verb="APPLY",resource="statefulsets",subresource="",code="200"} 4
+apiserver_request_total{verb="PUT",resource="statefulsets",subresource="status",code="200"} 50
+apiserver_request_total{verb="PATCH",resource="leaderworkersets",subresource="status",code="200"} 9
+apiserver_request_total{verb="PATCH",resource="leaderworkersets",subresource="status",code="409"} 1
+"""
+
+
+def test_parse_and_delta_keep_labels_apart() -> None:
+    before = figures.parse(OPERATOR)
+    after = figures.parse(OPERATOR.replace("} 12", "} 15"))
+    gained = figures.delta(after, before)
+    assert figures.total(gained, "lws_operator_api_requests_total", verb="create",
+                         resource="statefulsets") == 3
+    assert figures.total(gained, "lws_operator_api_requests_total") == 3
+
+
+def test_requests_by_verb_sums_codes_and_names_non_resource_paths() -> None:
+    assert figures.requests_by_verb(figures.parse(OPERATOR)) == {
+        "apply statefulsets": 4, "create events": 7, "create statefulsets": 12,
+        "get (non-resource)": 2, "get secrets": 3, "patch leaderworkersets/status": 10}
+
+
+@pytest.mark.parametrize(("exclude", "expected"), [
+    ((), 33),
+    (("events",), 26),
+    (("events", "leaderworkersets/status"), 16),
+])
+def test_writes_leave_out_reads_and_excluded_resources(exclude: tuple[str, ...],
+                                                       expected: int) -> None:
+    assert figures.writes(figures.parse(OPERATOR), exclude=exclude) == expected
+
+
+def test_cross_check_maps_verbs_and_subresources_to_the_apiservers_labels() -> None:
+    checked = figures.cross_check(figures.parse(OPERATOR), figures.parse(APISERVER))
+    assert checked == {
+        "apply statefulsets": {"operator": 4, "apiserver": 4},
+        "create statefulsets": {"operator": 12, "apiserver": 12},
+        "create services": {"operator": 0, "apiserver": 0},
+        "patch leaderworkersets/status": {"operator": 10, "apiserver": 10},
+    }
+
+
+@pytest.mark.parametrize(("q", "cumulative", "expected"), [
+    (0.5, {0.005: 90.0, 0.01: 99.0, math.inf: 100.0}, 0.005 * 50 / 90),
+    (0.9, {0.005: 90.0, 0.01: 99.0, math.inf: 100.0}, 0.005),
+    (0.95, {0.005: 90.0, 0.01: 99.0, math.inf: 100.0}, 0.005 + 0.005 * 5 / 9),
+    (0.995, {0.005: 90.0, 0.01: 99.0, math.inf: 100.0}, 0.01),  # in +Inf: highest bound
+    (0.5, {0.005: 0.0, math.inf: 0.0}, None),  # no observations
+    (0.5, {}, None),
+])
+def test_quantile_interpolates_like_prometheus(q: float, cumulative: dict[float, float],
+                                               expected: float | None) -> None:
+    value = figures.quantile(q, cumulative)
+    assert value == pytest.approx(expected) if expected is not None else value is None
+
+
+def test_histogram_summary_and_share_within_a_bound() -> None:
+    cumulative = figures.buckets(figures.parse(OPERATOR), "h")
+    assert cumulative == {0.005: 90.0, 0.01: 99.0, math.inf: 100.0}
+    summary = figures.histogram_summary(cumulative, unit=0.001)
+    assert summary["count"] == 100
+    assert summary["buckets"] == {"5": 90, "10": 9, "+Inf": 1}
+    assert figures.share_within(0.005, cumulative) == 0.9
+    assert figures.share_within(0.004, cumulative) is None  # not a bucket boundary
+
+
+@pytest.mark.parametrize(("operator", "baseline", "expected"), [
+    (11.0, 10.0, 1.1), (None, 10.0, None), (5.0, 0.0, None)])
+def test_ratio(operator: float | None, baseline: float, expected: float | None) -> None:
+    assert figures.ratio(operator, baseline) == expected
+
+
+@pytest.mark.parametrize(("value", "met"), [(1.0, True), (1.2, False), (None, None)])
+def test_targets_are_reported_not_enforced(value: float | None, met: bool | None) -> None:
+    assert figures.Target("t", 1.1, value).report()["met"] is met
+
+
+def test_top_frames_rank_own_and_inclusive_time() -> None:
+    collapsed = "\n".join([
+        "main (/x/lws_operator/__main__.py:10);reconcile (/x/lws_operator/controllers/l.py:5);"
+        "loads (/usr/lib/python3.11/json/__init__.py:3) 6",
+        "main (/x/lws_operator/__main__.py:10);select (/usr/lib/python3.11/selectors.py:1) 4",
+        "garbage line",
+    ])
+    top = figures.top_frames(collapsed)
+    assert top["samples"] == 10
+    assert top["self"] == [("loads (json/__init__.py)", 0.6), ("select (selectors.py)", 0.4)]
+    assert top["inclusive"] == [("main (lws_operator/__main__.py)", 1.0),
+                                ("reconcile (lws_operator/controllers/l.py)", 0.6)]
+    assert figures.top_frames("")["samples"] == 0
