@@ -69,10 +69,16 @@ def by_labels(scrape: Scrape, metric: str, keys: Iterable[str], /, **match: str,
 
 
 def requests_by_verb(scrape: Scrape) -> dict[str, int]:
-    """The operator's API requests of one phase as ``{"verb resource": count}``, sorted."""
-    counts = by_labels(scrape, "lws_operator_api_requests_total", ("verb", "resource"))
-    return {f"{verb} {resource or '(non-resource)'}": int(n)
-            for (verb, resource), n in sorted(counts.items())}
+    """The operator's API requests of one phase as ``{"verb resource": count}``, sorted; those
+    that failed are counted apart, as ``"verb resource (code)"``."""
+    counts = by_labels(scrape, "lws_operator_api_requests_total", ("verb", "resource", "code"))
+    out: dict[str, int] = {}
+    for (verb, resource, code), n in sorted(counts.items()):
+        key = f"{verb} {resource or '(non-resource)'}"
+        if not code.startswith("2"):
+            key += f" ({code})"
+        out[key] = out.get(key, 0) + int(n)
+    return out
 
 
 def writes(scrape: Scrape, *, exclude: Iterable[str] = ()) -> int:

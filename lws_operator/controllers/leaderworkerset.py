@@ -187,6 +187,8 @@ class LeaderWorkerSetReconciler:
         namespace = str(meta_of(lws).get("namespace"))
         recreating = False
         for recreation in plan_recreations(lws, pods, statefulsets, deleted):
+            log.info("recreating group %s of %s/%s: %s", recreation.group, namespace,
+                     meta_of(lws).get("name"), recreation.why)
             try:
                 gone = await self.kube.request(
                     "DELETE", f"{CORE.format(ns=namespace)}/pods/{recreation.leader}",

@@ -5,6 +5,16 @@ namespace and the ``leaderworkerset.sigs.k8s.io/name`` label (LeaderWorkerSets b
 name), which is exactly the grouping a pass needs. ``managedFields`` are dropped on the way in:
 they are the bulk of an object and nothing reads them.
 
+kopf delivers the events of each object UID in order, but objects of different UIDs in separate
+streams: when a pod is deleted and recreated under the same name (a StatefulSet replacing a
+leader), the old incarnation's late MODIFIED or DELETED events can arrive after the new one's
+ADDED. A store keyed by name alone would then hold the dead incarnation, or nothing, and a pass
+would build a worker StatefulSet owned by a dead leader (which the garbage collector deletes at
+once) or recreate a healthy group. So an event for another UID than the stored one only wins
+when its resourceVersion is newer, and a DELETED event removes only the UID it names.
+resourceVersions are compared as integers, as every etcd-backed API server issues them; one
+that is not an integer falls back to "the latest event wins".
+
 Each kind has a "synced" flag, set once its initial listing has been delivered; a pass must not
 act on the absence of an object (create, scale down, write status) before the kinds it reads are
 synced, or a cold cache would make it redo work that exists.
@@ -42,6 +52,23 @@ def lean(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(meta_of(obj).get("uid") or "")
+
+
+def _version(obj: Mapping[str, Any]) -> int | None:
+    text = str(meta_of(obj).get("resourceVersion") or "")
+    return int(text) if text.isdigit() else None
+
+
+def _newer_incarnation(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
+    """Whether ``stored`` is another incarnation of the name than ``incoming`` and newer."""
+    if not _uid(incoming) or _uid(stored) == _uid(incoming):
+        return False
+    mine, theirs = _version(stored), _version(incoming)
+    return mine is not None and theirs is not None and mine > theirs
+
+
 class KindStore:
     """Objects of one kind by (namespace, name), with an index by owning LeaderWorkerSet."""
 
@@ -56,10 +83,14 @@ class KindStore:
         return len(self._objects)
 
     def upsert(self, obj: Mapping[str, Any]) -> Key | None:
-        """Store ``obj``; returns its owning LeaderWorkerSet's key."""
+        """Store ``obj`` unless a newer incarnation of the name is stored; returns its owning
+        LeaderWorkerSet's key either way (its owner still has news)."""
         meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         owner = owner_key(self.kind, obj)
+        stored = self._objects.get(key)
+        if stored is not None and _newer_incarnation(stored, obj):
+            return owner
         self._unindex(key)
         self._objects[key] = lean(obj)
         if owner is not None:
@@ -68,8 +99,12 @@ class KindStore:
         return owner
 
     def delete(self, obj: Mapping[str, Any]) -> Key | None:
+        """Forget ``obj`` if it is the stored incarnation; returns its owner's key."""
         meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        stored = self._objects.get(key)
+        if stored is not None and _uid(stored) != _uid(obj) and _uid(obj):
+            return owner_key(self.kind, obj)  # a late event of a replaced incarnation
         owner = self._owner_of.get(key) or owner_key(self.kind, obj)
         self._unindex(key)
         self._objects.pop(key, None)

@@ -60,6 +60,7 @@ class Recreation:
     leader_uid: str
     trigger: str
     group: str
+    why: str = ""
 
     @property
     def note(self) -> str:
@@ -93,6 +94,17 @@ def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
     return bool(sts_owner and sts_owner.get("kind") == "Pod"
                 and sts_owner.get("name") == leader_meta.get("name")
                 and sts_owner.get("uid") == leader_meta.get("uid"))
+
+
+def _why(pod: Mapping[str, Any], leader: Mapping[str, Any]) -> str:
+    """The facts behind a recreation, for the log: which incarnation failed and how."""
+    meta = meta_of(pod)
+    how = ("deleted" if meta.get("deletionTimestamp") or not pod.get("status")
+           else "restarted" if restarted(pod) else "gone")
+    owner = _controller(pod) or {}
+    return (f"pod {meta.get('name')} (uid {meta.get('uid')}, owner {owner.get('kind')} "
+            f"{owner.get('uid')}, phase {(pod.get('status') or {}).get('phase')}) {how}; "
+            f"leader uid {meta_of(leader).get('uid')}")
 
 
 def plan_recreations(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
@@ -138,5 +150,5 @@ def plan_recreations(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
         leader_name = str(leader_meta.get("name"))
         out.setdefault(leader_name, Recreation(
             leader_name, str(leader_meta.get("uid")), name,
-            str(labels_of(leader).get(GROUP_INDEX_LABEL) or group)))
+            str(labels_of(leader).get(GROUP_INDEX_LABEL) or group), _why(pod, leader)))
     return list(out.values())

@@ -44,10 +44,11 @@ def test_parse_and_delta_keep_labels_apart() -> None:
     assert figures.total(gained, "lws_operator_api_requests_total") == 3
 
 
-def test_requests_by_verb_sums_codes_and_names_non_resource_paths() -> None:
+def test_requests_by_verb_keeps_failures_apart_and_names_non_resource_paths() -> None:
     assert figures.requests_by_verb(figures.parse(OPERATOR)) == {
         "apply statefulsets": 4, "create events": 7, "create statefulsets": 12,
-        "get (non-resource)": 2, "get secrets": 3, "patch leaderworkersets/status": 10}
+        "get (non-resource)": 2, "get secrets": 3, "patch leaderworkersets/status": 9,
+        "patch leaderworkersets/status (409)": 1}
 
 
 @pytest.mark.parametrize(("exclude", "expected"), [

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lws_operator.kube.cache import ClusterCache
+import pytest
+
+from lws_operator.kube.cache import ClusterCache, KindStore
 
 NAME = "leaderworkerset.sigs.k8s.io/name"
 
@@ -53,3 +55,34 @@ def test_synced_needs_every_kind() -> None:
     assert not cache.synced
     cache[ClusterCache.KINDS[-1]].synced = True
     assert cache.synced
+
+
+def _pod(uid: str, version: int | str, **meta: object) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": "lws-0", "uid": uid,
+                         "resourceVersion": str(version),
+                         "labels": {"leaderworkerset.sigs.k8s.io/name": "lws"}, **meta}}
+
+
+# kopf streams each UID separately: the events of a replaced incarnation can arrive after the new
+# incarnation's. (events in arrival order, the UID the store must end with or None)
+@pytest.mark.parametrize(("events", "expected"), [
+    ([("ADDED", _pod("old", 1)), ("DELETED", _pod("old", 3)), ("ADDED", _pod("new", 4))], "new"),
+    ([("ADDED", _pod("old", 1)), ("ADDED", _pod("new", 4)), ("DELETED", _pod("old", 3))], "new"),
+    ([("ADDED", _pod("new", 4)), ("MODIFIED", _pod("old", 2, deletionTimestamp="t"))], "new"),
+    ([("ADDED", _pod("old", 1)), ("MODIFIED", _pod("old", 2, deletionTimestamp="t")),
+      ("ADDED", _pod("new", 4)), ("MODIFIED", _pod("old", 3)), ("DELETED", _pod("old", 3))],
+     "new"),
+    ([("ADDED", _pod("old", 1)), ("MODIFIED", _pod("old", 2))], "old"),
+    ([("ADDED", _pod("new", 4)), ("DELETED", _pod("new", 5))], None),
+    # Versions that are not integers: the latest event wins.
+    ([("ADDED", _pod("new", 4)), ("MODIFIED", _pod("old", "x"))], "old"),
+])
+def test_late_events_of_a_replaced_incarnation_never_win(
+        events: list[tuple[str, dict[str, Any]]], expected: str | None) -> None:
+    store = KindStore("Pod")
+    for kind, obj in events:
+        owner = store.delete(obj) if kind == "DELETED" else store.upsert(obj)
+        assert owner == ("ns", "lws")  # the owner hears about every event
+    stored = store.get("ns", "lws-0")
+    assert (stored["metadata"]["uid"] if stored else None) == expected
+    assert len(store.owned_by(("ns", "lws"))) == (0 if expected is None else 1)
