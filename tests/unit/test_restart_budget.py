@@ -1,4 +1,4 @@
-"""Restart budget and backoff (guide "Limit Automatic Group Recreation", "Group Restart Backoff")."""
+"""Restart budget and backoff (guide "Limit Automatic Group Recreation", "Restart Backoff")."""
 
 from __future__ import annotations
 
