@@ -151,6 +151,7 @@ async def test_budget_stops_a_failing_group_and_recover_restarts_it(operator: Op
             return pods if pods and len(done) == len(pods) else None
 
         kept = await wait_for(stopped, timeout=60, what="group 1 stopped and retained")
+        assert kept is not None
         leader = next(p for p in kept if p["metadata"]["name"] == f"{name}-1")
         assert leader["metadata"]["annotations"][P + "group-restart-budget-exhausted"] == "true"
 
@@ -161,6 +162,7 @@ async def test_budget_stops_a_failing_group_and_recover_restarts_it(operator: Op
             return cond if cond and cond["status"] == "True" else None
 
         cond = await wait_for(degraded, what="Degraded=True")
+        assert cond is not None
         assert cond["reason"] == "ReplicaRestartBudgetExceeded"
         assert len(await events(op, "RecreateGroup", name)) == 2
         assert len(await events(op, "ReplicaRestartBudgetExceeded", name)) == 1
@@ -286,6 +288,7 @@ async def test_after_start_waits_for_an_unschedulable_group(operator: Operator) 
             return leader
 
         leader = await wait_for(leader_up_worker_stuck, what="leader Ready, worker unschedulable")
+        assert leader is not None
         await restart_container(op.kube, op.namespace, f"{name}-0")
 
         async def warned() -> list[dict[str, Any]]:
@@ -302,6 +305,7 @@ async def test_after_start_waits_for_an_unschedulable_group(operator: Operator) 
             return cond if cond and cond["reason"] == "GroupUnschedulable" else None
 
         cond = await wait_for(progressing, what="Progressing reason GroupUnschedulable")
+        assert cond is not None
         assert cond["message"] == "1 of 1 replicas cannot be scheduled"
         now = await op.kube.get("v1", "Pod", f"{name}-0", op.namespace)
         assert now is not None

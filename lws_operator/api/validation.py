@@ -334,9 +334,8 @@ def _validate_restarts(spec: dict[str, Any]) -> list[FieldError]:
             if value is not None and (_int(value) is None or value < 0):
                 errors.append(FieldError(f"{LWT}.restartBackoff.{key}",
                                          "must be greater than or equal to 0", value))
-        base, cap = backoff.get("baseSeconds"), backoff.get("capSeconds")
-        if (_int(base) is not None and _int(cap) is not None and base >= 0 and cap >= 0
-                and cap < base):
+        base, cap = _int(backoff.get("baseSeconds")), _int(backoff.get("capSeconds"))
+        if base is not None and cap is not None and 0 <= cap < base:
             errors.append(FieldError(f"{LWT}.restartBackoff.capSeconds",
                                      f"must be greater than or equal to baseSeconds ({base})",
                                      cap))
