@@ -7,6 +7,15 @@ stage because kwok's marks every readiness gate True, whereas a real kubelet rep
 only once the gates' conditions are True (the Hash group-ready gate depends on that). Ours also
 takes a default start-up delay and a per-pod override from an annotation, so rollout stages are
 observable in tests.
+
+Pod deletion is ours too, in two steps as a kubelet of Kubernetes 1.27+ does it: the containers
+stop (the pod turns Succeeded, or Failed when killed at the end of its grace period), then the
+pod is removed once it has no finalizers left. kwok's own stage removes a pod after a random
+delay between 1 s and its deletionTimestamp, and never stops one that has finalizers. Here the
+containers stop after 1 s, like a process that exits promptly on SIGTERM, or, for a pod annotated
+``e2e.lws-operator.dev/stop-after-grace: "true"``, exactly when ``terminationGracePeriodSeconds``
+runs out, like a workload that drains or checkpoints for its whole grace period. A pod kept by a
+finalizer (a foreground deletion, a retained pod of an exhausted group) stops all the same.
 """
 
 from __future__ import annotations
@@ -15,13 +24,14 @@ from pathlib import Path
 
 # A pod may carry this annotation (a Go duration such as "3s") to override the cluster's delay.
 READY_DELAY_ANNOTATION = "e2e.lws-operator.dev/ready-delay"
+# A pod with this annotation set to "true" stops only when its termination grace period ends.
+STOP_AFTER_GRACE_ANNOTATION = "e2e.lws-operator.dev/stop-after-grace"
 
 UPSTREAM_STAGES = (
     "node/fast/node-initialize.yaml",
     "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "node/chaos/node-not-ready.yaml",
     "pod/fast/pod-complete.yaml",
-    "pod/fast/pod-delete.yaml",
     "pod/chaos/pod-container-running-failed.yaml",
     # Volumes: kwok provisions a PersistentVolume for each claim of its storage class and binds
     # both, so volumeClaimTemplates work without a storage driver.
@@ -144,9 +154,99 @@ spec:
         status: {{{{ if $ready }}}}"True"{{{{ else }}}}"False"{{{{ end }}}}
 """
 
+_POD_STOP = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: lws-e2e-pod-stop{suffix}
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'NotIn'
+      values: ['Succeeded', 'Failed']
+    - key: '.metadata.annotations["{annotation}"]'
+      operator: '{operator}'
+      values: ['true']
+  delay:
+{delay}
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      conditions:
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        type: Ready
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        type: ContainersReady
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - image: {{{{ .image | Quote }}}}
+        name: {{{{ .name | Quote }}}}
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: {exit_code}
+            finishedAt: {{{{ $now | Quote }}}}
+            reason: {reason}
+      {{{{ end }}}}
+      phase: {phase}
+"""
+
+_PROMPT_STOP = "    durationMilliseconds: 1000"
+_GRACE_STOP = """\
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.metadata.deletionTimestamp'"""
+
+# Remove a stopped pod once no finalizer holds it.
+_POD_REMOVE = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: lws-e2e-pod-remove
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.metadata.finalizers'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Succeeded', 'Failed']
+  next:
+    delete: true
+"""
+
+
+def deletion_stages() -> list[str]:
+    """Stop (promptly, or at the end of the grace period), then remove."""
+    return [
+        _POD_STOP.format(suffix="", annotation=STOP_AFTER_GRACE_ANNOTATION, operator="NotIn",
+                         delay=_PROMPT_STOP, exit_code=0, reason="Completed",
+                         phase="Succeeded").strip(),
+        _POD_STOP.format(suffix="-after-grace", annotation=STOP_AFTER_GRACE_ANNOTATION,
+                         operator="In", delay=_GRACE_STOP, exit_code=137, reason="Error",
+                         phase="Failed").strip(),
+        _POD_REMOVE.strip(),
+    ]
+
 
 def render_stages(stage_dir: Path, ready_delay_ms: int) -> str:
     """The multi-document Stage YAML passed to kwok with ``--config``."""
     docs = [(stage_dir / rel).read_text().strip() for rel in UPSTREAM_STAGES]
     docs.append(_POD_READY.format(delay_ms=ready_delay_ms, annotation=READY_DELAY_ANNOTATION))
+    docs += deletion_stages()
     return "\n---\n".join(docs) + "\n"

@@ -334,6 +334,11 @@ def _validate_restarts(spec: dict[str, Any]) -> list[FieldError]:
             if value is not None and (_int(value) is None or value < 0):
                 errors.append(FieldError(f"{LWT}.restartBackoff.{key}",
                                          "must be greater than or equal to 0", value))
+        base, cap = _int(backoff.get("baseSeconds")), _int(backoff.get("capSeconds"))
+        if base is not None and cap is not None and 0 <= cap < base:
+            errors.append(FieldError(f"{LWT}.restartBackoff.capSeconds",
+                                     f"must be greater than or equal to baseSeconds ({base})",
+                                     cap))
         if lwt.get("restartPolicy") in ("None", "Default"):
             errors.append(FieldError(f"{LWT}.restartBackoff",
                                      "restartBackoff is not supported with restartPolicy None",

@@ -25,6 +25,9 @@ from lws_operator.api.constants import (
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
     FIELD_MANAGER,
+    GROUP_INDEX_LABEL,
+    GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
+    GROUP_RESTART_COUNTS_ANNOTATION,
     REASON_FAILED_CREATE,
     REASON_FAILED_UPDATE,
     REASON_GROUPS_PROGRESSING,
@@ -44,7 +47,28 @@ from lws_operator.logic.reconcile import (
     owned_by,
     revision_for_key,
 )
-from lws_operator.logic.restart import plan_recreations
+from lws_operator.logic.restart import (
+    REASON_GROUP_UNSCHEDULABLE,
+    Recreation,
+    apply_unschedulable,
+    recreating,
+    scan_failures,
+)
+from lws_operator.logic.restart_budget import (
+    CLEANUP_FINALIZER,
+    REASON_GROUP_RECOVERED,
+    Release,
+    apply_degraded,
+    backoff_event,
+    exhaustion_events,
+    plan_release,
+    plan_restarts,
+    read_counts,
+    render_counts,
+    still_pending,
+    unfinished_exhaustions,
+    without_finalizer,
+)
 from lws_operator.logic.revision import apply_revision
 from lws_operator.logic.rollout import plan_rollout, rollout_snapshot
 from lws_operator.logic.services import (
@@ -60,6 +84,7 @@ from lws_operator.logic.statefulsets import (
     worker_statefulset,
 )
 from lws_operator.logic.status import compute_status
+from lws_operator.logic.termination import worker_sets_to_stop
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +93,7 @@ CORE = "/api/v1/namespaces/{ns}"
 LWS_PATH = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets/{name}"
 STS_DELETING_REQUEUE = 5.0
 MISSING_REVISION_REQUEUE = 1.0
+CONFLICT_REQUEUE = 1.0
 
 
 def _now() -> str:
@@ -92,14 +118,23 @@ class LeaderWorkerSetReconciler:
         self.now = now
         self.clock = clock
         self.stall_grace = stall_grace
+        # Per LeaderWorkerSet: recreations deferred by the restart backoff (a deleted worker is
+        # seen once and must be remembered until its group's delay is over), and the failed pods
+        # whose GroupUnschedulable Event was recorded (once per pod, not once per pass).
+        self._deferred: dict[Key, list[Recreation]] = {}
+        self._unschedulable_reported: dict[Key, set[str]] = {}
+        # Leaders we deleted, until the cache shows them gone: a watch event older than our
+        # delete may still arrive and show one alive, and a second recreation would spend
+        # restart budget twice (the controller-runtime "expectations" pattern).
+        self._deleted_leaders: dict[Key, set[str]] = {}
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None."""
         namespace, name = key
         lws = self.cache["LeaderWorkerSet"].get(namespace, name)
         if lws is None or meta_of(lws).get("deletionTimestamp"):
-            self.cache.take_tombstones(key)  # nothing to recreate; don't keep them around
-            return None  # garbage collection cascades everything; there are no finalizers
+            return await self._clean_up_after(key, lws)
+        self.cache.forget_departed(key)
         if not self.cache.synced:
             return 1.0
         lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **lws}
@@ -108,10 +143,14 @@ class LeaderWorkerSetReconciler:
                            and owned_by(s, lws)), None)
         if leader_sts is not None and meta_of(leader_sts).get("deletionTimestamp"):
             return STS_DELETING_REQUEUE
+        handled, restart_requeue = await self._handle_failures(
+            key, lws, self.cache["Pod"].owned_by(key), statefulsets,
+            self.cache.take_tombstones(key))
+        if handled:
+            return restart_requeue  # the writes' watch events bring the next pass
+        await self._stop_workers(lws, self.cache["Pod"].owned_by(key), statefulsets)
+        statefulsets = self.cache["StatefulSet"].owned_by(key)
         workers = [s for s in statefulsets if s is not leader_sts]
-        if await self._recreate_failed_groups(lws, self.cache["Pod"].owned_by(key), statefulsets,
-                                              self.cache.take_tombstones(key)):
-            return None  # the deletions' watch events bring the next pass
         pods = self.cache["Pod"].owned_by(key)
         leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
         revisions: list[Mapping[str, Any]] = [
@@ -154,6 +193,11 @@ class LeaderWorkerSetReconciler:
             for event in rollout.events_after_apply:
                 await self.events.record(lws, event)
 
+        release = plan_release(pods, replicas=rollout.replicas, current_key=key_now,
+                               partition=rollout.partition)
+        if release.pods:
+            return await self._release(lws, release)
+
         await self._ensure_services(lws, leaders)
         requeue = await self._ensure_worker_statefulsets(lws, leaders, workers, revisions)
 
@@ -163,8 +207,11 @@ class LeaderWorkerSetReconciler:
         status = compute_status({**lws, "status": unstall_view(observed)}, key_now, leader_sts,
                                 leaders, workers, now)
         stall = find_stall(pods, key_now, self.clock(), self.stall_grace)
-        desired_status, stall_events = apply_stall(status.status, observed, stall, now)
-        requeue = _earliest(requeue, stall.recheck_after)
+        desired_status, stall_events = apply_stall(
+            apply_unschedulable(status.status, lws, pods), observed, stall, now)
+        desired_status = apply_degraded(desired_status, pods,
+                                        int(meta_of(lws).get("generation") or 0), now)
+        requeue = _earliest(requeue, stall.recheck_after, restart_requeue)
         if desired_status != observed:
             body = {"metadata": {"resourceVersion": meta_of(lws).get("resourceVersion")},
                     "status": desired_status}
@@ -178,34 +225,213 @@ class LeaderWorkerSetReconciler:
             await self._prune_revisions(namespace, key_now, revisions)
         return requeue
 
-    async def _recreate_failed_groups(
-        self, lws: dict[str, Any], pods: list[dict[str, Any]],
+    async def _handle_failures(
+        self, key: Key, lws: dict[str, Any], pods: list[dict[str, Any]],
         statefulsets: list[dict[str, Any]], deleted: list[dict[str, Any]],
-    ) -> bool:
-        """SPEC 4.6: delete the leader of every failed group, foreground and guarded by its UID,
-        so the whole group is rebuilt. Returns whether any group is being recreated."""
+    ) -> tuple[bool, float | None]:
+        """SPEC 4.6 with the guide's budget and backoff: recreate, exhaust or defer the groups
+        whose pods failed. Returns whether anything was written (the pass then ends: the watch
+        events of those writes bring the next one) and when to look again for a deferral."""
+        scan = scan_failures(lws, pods, statefulsets, deleted)
+        await self._report_unschedulable(key, lws, pods, scan.unschedulable)
+        expected_gone = self._deleted_leaders.setdefault(key, set())
+        expected_gone &= {str(meta_of(p).get("uid")) for p in pods}
+        deferred = self._deferred.get(key, ()) if recreating(lws) else ()
+        candidates = [r for r in still_pending(deferred, pods, scan.recreations)
+                      if r.leader_uid not in expected_gone]
+        plan = plan_restarts(lws, candidates, self.clock())
+        exhaust = {r.leader_uid: r for r in [*plan.exhaust, *unfinished_exhaustions(pods)]}
+        before = {r.leader_uid for r in self._deferred.get(key, ())}
+        for deferral in plan.deferred:
+            if deferral.recreation.leader_uid not in before:
+                await self.events.record(lws, backoff_event(deferral))
+        self._deferred[key] = [d.recreation for d in plan.deferred]
+        if not self._deferred[key]:
+            del self._deferred[key]
+        if not plan.recreate and not exhaust:
+            return False, plan.requeue_after
+        if plan.counts is not None:
+            try:
+                lws = await self._write_counts(lws, plan.counts)
+            except ApiException as exc:
+                if is_status(exc, 409):
+                    return True, CONFLICT_REQUEUE  # someone else wrote it: decide again
+                raise
+        for recreation in plan.recreate:
+            expected_gone.add(recreation.leader_uid)
+            if await self._delete_leader(lws, recreation):
+                leader = self.cache["Pod"].get(str(meta_of(lws).get("namespace")),
+                                               recreation.leader)
+                await self.events.record(lws, Event(REASON_RECREATE_GROUP, EVENT_TYPE_NORMAL,
+                                                    EVENT_ACTION_DELETE, recreation.note),
+                                         related=leader)
+        notes = dict((r.leader_uid, e) for r, e in exhaustion_events(plan, lws))
+        for recreation in exhaust.values():
+            if not await self._retain_group(lws, recreation, pods):
+                return True, CONFLICT_REQUEUE
+            if recreation.leader_uid in notes:
+                await self.events.record(lws, notes[recreation.leader_uid])
+        return True, plan.requeue_after
+
+    async def _report_unschedulable(self, key: Key, lws: dict[str, Any],
+                                    pods: list[dict[str, Any]], skips: list[Any]) -> None:
+        """One GroupUnschedulable Warning per failed pod whose group cannot be scheduled."""
+        reported = self._unschedulable_reported.setdefault(key, set())
+        reported &= {str(meta_of(p).get("uid")) for p in pods}  # forget pods that are gone
+        for skip in skips:
+            if skip.trigger_uid in reported:
+                continue
+            reported.add(skip.trigger_uid)
+            await self.events.record(lws, Event(REASON_GROUP_UNSCHEDULABLE, EVENT_TYPE_WARNING,
+                                                EVENT_ACTION_DELETE, skip.note))
+        if not reported:
+            del self._unschedulable_reported[key]
+
+    async def _write_counts(self, lws: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+        """Write the restart counts annotation (guarded by resourceVersion); the LWS as written."""
+        meta = meta_of(lws)
+        value = render_counts(counts) if counts else None
+        written = await self.kube.request(
+            "PATCH", LWS_PATH.format(ns=meta.get("namespace"), name=meta.get("name")),
+            body={"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                               "annotations": {GROUP_RESTART_COUNTS_ANNOTATION: value}}},
+            content_type=MERGE_PATCH)
+        self.cache["LeaderWorkerSet"].upsert(written)
+        return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **written}
+
+    async def _delete_leader(self, lws: dict[str, Any], recreation: Recreation) -> bool:
+        """Foreground-delete a group's leader, guarded by its UID; False if it is gone already
+        or is another incarnation."""
         namespace = str(meta_of(lws).get("namespace"))
-        recreating = False
-        for recreation in plan_recreations(lws, pods, statefulsets, deleted):
-            log.info("recreating group %s of %s/%s: %s", recreation.group, namespace,
-                     meta_of(lws).get("name"), recreation.why)
+        log.info("deleting leader %s/%s of group %s: %s", namespace, recreation.leader,
+                 recreation.group, recreation.why or recreation.note)
+        try:
+            gone = await self.kube.request(
+                "DELETE", f"{CORE.format(ns=namespace)}/pods/{recreation.leader}",
+                body={"propagationPolicy": "Foreground",
+                      "preconditions": {"uid": recreation.leader_uid}})
+        except ApiException as exc:
+            if is_status(exc, 404, 409):
+                return False
+            raise
+        if gone.get("kind") == "Pod":
+            self.cache["Pod"].upsert(gone)  # now terminating: nothing else is built for it
+        return True
+
+    async def _retain_group(self, lws: dict[str, Any], recreation: Recreation,
+                            pods: list[dict[str, Any]]) -> bool:
+        """Stop an exhausted group but keep its pods: our finalizer on every live pod of the
+        group (workers first), the exhausted mark on the leader, then the same foreground
+        deletion as a recreation. The terminating leader keeps the leader StatefulSet from
+        replacing it. False on a write conflict (the next pass finishes the job)."""
+        namespace = str(meta_of(lws).get("namespace"))
+        members = [p for p in pods
+                   if labels_of(p).get(GROUP_INDEX_LABEL) == recreation.group
+                   and not meta_of(p).get("deletionTimestamp")]
+        members.sort(key=lambda p: labels_of(p).get(WORKER_INDEX_LABEL) == "0")  # leader last
+        for pod in members:
+            meta = meta_of(pod)
+            is_leader = meta.get("uid") == recreation.leader_uid
+            finalizers = list(meta.get("finalizers") or [])
+            marked = (meta.get("annotations") or {}).get(
+                GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION) == "true"
+            if CLEANUP_FINALIZER in finalizers and (marked or not is_leader):
+                continue
+            patch: dict[str, Any] = {"resourceVersion": meta.get("resourceVersion"),
+                                     "finalizers": sorted({*finalizers, CLEANUP_FINALIZER})}
+            if is_leader:
+                patch["annotations"] = {GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION: "true"}
+            try:
+                written = await self.kube.request(
+                    "PATCH", f"{CORE.format(ns=namespace)}/pods/{meta.get('name')}",
+                    body={"metadata": patch}, content_type=MERGE_PATCH)
+            except ApiException as exc:
+                if is_status(exc, 404):
+                    continue
+                if is_status(exc, 409):
+                    return False
+                raise
+            self.cache["Pod"].upsert(written)
+        await self._delete_leader(lws, recreation)
+        return True
+
+    async def _release(self, lws: dict[str, Any] | None, release: Release) -> float | None:
+        """Let retained pods go: clear recovered groups' counts, then remove our finalizer."""
+        if lws is not None and release.clear_counts:
+            counts = read_counts(lws)
+            remaining = {k: v for k, v in counts.items() if k not in release.clear_counts}
+            if remaining != counts:
+                try:
+                    lws = await self._write_counts(lws, remaining)
+                except ApiException as exc:
+                    if is_status(exc, 409):
+                        return CONFLICT_REQUEUE
+                    raise
+        requeue: float | None = None
+        for pod in release.pods:
+            meta = meta_of(pod)
+            try:
+                written = await self.kube.request(
+                    "PATCH", f"{CORE.format(ns=meta.get('namespace'))}/pods/{meta.get('name')}",
+                    body={"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                                       "finalizers": without_finalizer(pod) or None}},
+                    content_type=MERGE_PATCH)
+            except ApiException as exc:
+                if is_status(exc, 404):
+                    continue
+                if is_status(exc, 409):
+                    requeue = CONFLICT_REQUEUE
+                    continue
+                raise
+            if written.get("kind") == "Pod":
+                self.cache["Pod"].upsert(written)
+        if lws is not None:
+            for leader in release.recovered:
+                await self.events.record(lws, Event(
+                    REASON_GROUP_RECOVERED, EVENT_TYPE_NORMAL, EVENT_ACTION_DELETE,
+                    f"Recovering group of leader pod {leader}: restart count cleared, retained "
+                    "pods released"))
+        return requeue
+
+    async def _stop_workers(self, lws: dict[str, Any] | None, pods: list[dict[str, Any]],
+                            statefulsets: list[dict[str, Any]], lws_deleting: bool = False
+                            ) -> None:
+        """Parallel termination: foreground-delete the worker StatefulSets of terminating
+        leaders (or all of them while the LeaderWorkerSet is deleted), guarded by UID."""
+        for sts in worker_sets_to_stop(lws, pods, statefulsets, lws_deleting=lws_deleting):
+            meta = meta_of(sts)
             try:
                 gone = await self.kube.request(
-                    "DELETE", f"{CORE.format(ns=namespace)}/pods/{recreation.leader}",
+                    "DELETE", f"{APPS.format(ns=meta.get('namespace'))}/statefulsets/"
+                              f"{meta.get('name')}",
                     body={"propagationPolicy": "Foreground",
-                          "preconditions": {"uid": recreation.leader_uid}})
+                          "preconditions": {"uid": meta.get("uid")}})
             except ApiException as exc:
                 if is_status(exc, 404, 409):
-                    continue  # already gone, or another incarnation: nothing to recreate
+                    continue
                 raise
-            recreating = True
-            if gone.get("kind") == "Pod":
-                self.cache["Pod"].upsert(gone)  # now terminating: nothing else is built for it
-            leader = self.cache["Pod"].get(namespace, recreation.leader) or gone
-            await self.events.record(lws, Event(REASON_RECREATE_GROUP, EVENT_TYPE_NORMAL,
-                                                EVENT_ACTION_DELETE, recreation.note),
-                                     related=leader)
-        return recreating
+            if gone.get("kind") == "StatefulSet":
+                self.cache["StatefulSet"].upsert(gone)
+
+    async def _clean_up_after(self, key: Key, lws: dict[str, Any] | None) -> float | None:
+        """The LeaderWorkerSet is being deleted or gone: garbage collection removes its
+        objects, except that retained pods need our finalizer removed, and Parallel stops the
+        workers together with the leaders."""
+        self.cache.take_tombstones(key)  # nothing to recreate; don't keep them around
+        self._deferred.pop(key, None)
+        self._unschedulable_reported.pop(key, None)
+        self._deleted_leaders.pop(key, None)
+        if not self.cache.synced:
+            return 1.0
+        pods = self.cache["Pod"].owned_by(key)
+        statefulsets = self.cache["StatefulSet"].owned_by(key)
+        if not pods and not statefulsets:
+            self.cache.forget_departed(key)
+            return None
+        await self._stop_workers(lws or self.cache.departed(key), pods, statefulsets,
+                                 lws_deleting=True)
+        release = plan_release(pods, replicas=None, current_key="", partition=0, deleting=True)
+        return await self._release(None, release) if release.pods else None
 
     async def _create(self, path: str, namespace: str,
                       body: dict[str, Any]) -> dict[str, Any] | None:

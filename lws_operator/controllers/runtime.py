@@ -83,6 +83,8 @@ class ControllerRuntime:
         owner = store.delete(body) if event_type == "DELETED" else store.upsert(body)
         if kind == "Pod" and event_type == "DELETED" and owner is not None:
             self.cache.bury(owner, body)
+        if kind == "LeaderWorkerSet" and event_type == "DELETED" and owner is not None:
+            self.cache.depart(owner, body)
         if owner is not None and owner[1]:
             self.queue.add(owner)
 
@@ -162,8 +164,11 @@ class ControllerRuntime:
                 if not token:
                     break
             self.cache[kind].synced = True
-        for key in list(self.cache["LeaderWorkerSet"].owners()):
-            self.queue.add(key)
+        # Every LeaderWorkerSet, and the owners of pods whose LeaderWorkerSet is gone (a
+        # retained pod's cleanup finalizer must still be removed after a restart).
+        for key in sorted({*self.cache["LeaderWorkerSet"].owners(), *self.cache["Pod"].owners()}):
+            if key[1]:
+                self.queue.add(key)
 
     async def _reconcile(self, key: Key) -> Result:
         requeue = await self.reconciler.reconcile(key)

@@ -140,12 +140,24 @@ class ClusterCache:
         # The last state of pods seen deleted, per LeaderWorkerSet, until its next pass: a pod
         # may vanish without ever being seen terminating, and its deletion can matter.
         self._tombstones: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+        # The last state of LeaderWorkerSets seen deleted, until their objects are gone: cleaning
+        # up after one (its pod termination policy) needs its spec after it has vanished.
+        self._departed: dict[Key, dict[str, Any]] = {}
 
     def bury(self, owner: Key, pod: Mapping[str, Any]) -> None:
         self._tombstones[owner].append(lean(pod))
 
     def take_tombstones(self, owner: Key) -> list[dict[str, Any]]:
         return self._tombstones.pop(owner, [])
+
+    def depart(self, owner: Key, lws: Mapping[str, Any]) -> None:
+        self._departed[owner] = lean(lws)
+
+    def departed(self, owner: Key) -> dict[str, Any] | None:
+        return self._departed.get(owner)
+
+    def forget_departed(self, owner: Key) -> None:
+        self._departed.pop(owner, None)
 
     def __getitem__(self, kind: str) -> KindStore:
         return self.stores[kind]

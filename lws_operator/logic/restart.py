@@ -7,7 +7,10 @@ StatefulSet then recreates the leader, and with it a fresh worker StatefulSet).
 * ``RecreateGroupOnPodRestart`` (default): any container restart (``restartCount > 0`` on a
   Running or Pending pod) or pod deletion triggers it.
 * ``RecreateGroupAfterStart`` (or the legacy experimental annotation): the same, except while
-  the group is still starting: fewer pods than ``size`` exist, or one of them is Pending.
+  the group is still starting: fewer pods than ``size`` exist, or one of them is Pending. The
+  guide distinguishes three Pending states (:func:`pending_state`), none of which recreates the
+  group; a skip because a pod is unschedulable is reported (the ``GroupUnschedulable`` Event),
+  since waiting is then a capacity problem the user may need to act on.
 * ``None`` (and the deprecated ``Default``): never.
 
 A trigger from a worker is ignored when the worker belongs to a group already being replaced:
@@ -23,11 +26,14 @@ pod before any watcher sees it terminating, as the pod's final state from a watc
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from lws_operator.api.constants import (
+    CONDITION_PROGRESSING,
     GROUP_INDEX_LABEL,
+    MESSAGE_GROUPS_PROGRESSING,
+    REASON_GROUPS_PROGRESSING,
     RECREATE_GROUP_AFTER_START_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
@@ -42,6 +48,17 @@ def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((r for r in meta_of(obj).get("ownerReferences") or [] if r.get("controller")), None)
 
 
+def _why(pod: Mapping[str, Any], leader: Mapping[str, Any]) -> str:
+    """Which incarnation of which pod failed and how: what an operator reading the log needs
+    to tell a real failure from a stale event."""
+    meta = meta_of(pod)
+    how = "restarted" if restarted(pod) else "deleted"
+    owner = _controller(pod) or {}
+    return (f"pod {meta.get('name')} (uid {meta.get('uid')}, owner {owner.get('kind')} "
+            f"{owner.get('uid')}, phase {(pod.get('status') or {}).get('phase')}) {how}; "
+            f"leader uid {meta_of(leader).get('uid')}")
+
+
 def restarted(pod: Mapping[str, Any]) -> bool:
     """A Running or Pending pod whose containers (or init containers) restarted."""
     status = pod.get("status") or {}
@@ -52,15 +69,47 @@ def restarted(pod: Mapping[str, Any]) -> bool:
     return any(int(s.get("restartCount") or 0) > 0 for s in statuses)
 
 
+PendingState = Literal["gated", "starting", "unschedulable"]
+
+
+def pending_state(pod: Mapping[str, Any]) -> PendingState | None:
+    """The guide's Pending sub-state of a pod, or None when it is not Pending.
+
+    ``gated``: PodScheduled=False with reason SchedulingGated (the scheduler has not tried yet);
+    ``unschedulable``: PodScheduled=False with any other reason (it tried and failed);
+    ``starting``: placed (PodScheduled=True), or no PodScheduled condition reported yet."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Pending":
+        return None
+    scheduled = next((c for c in status.get("conditions") or []
+                      if c.get("type") == "PodScheduled"), None)
+    if scheduled is None or scheduled.get("status") != "False":
+        return "starting"
+    return "gated" if scheduled.get("reason") == "SchedulingGated" else "unschedulable"
+
+
+def unschedulable_groups(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The group indexes with a live pod the scheduler could not place, sorted."""
+    groups = {str(labels_of(p).get(GROUP_INDEX_LABEL) or "") for p in pods
+              if not meta_of(p).get("deletionTimestamp")
+              and pending_state(p) == "unschedulable"}
+    return sorted(groups, key=lambda g: (len(g), g))
+
+
 @dataclass(frozen=True)
 class Recreation:
-    """Delete ``leader`` (by UID) to recreate group ``group``, because of ``trigger``."""
+    """Delete ``leader`` (by UID) to recreate group ``group``, because of ``trigger``.
+
+    ``revision`` (the leader's template-revision-hash) and ``created`` (its creationTimestamp)
+    are what the restart budget and backoff are keyed and timed by."""
 
     leader: str
     leader_uid: str
     trigger: str
     group: str
-    why: str = ""
+    revision: str = field(default="", compare=False)
+    created: str = field(default="", compare=False)
+    why: str = field(default="", compare=False)  # the facts behind it, for the log
 
     @property
     def note(self) -> str:
@@ -68,11 +117,37 @@ class Recreation:
                 f"group {self.group}")
 
 
-def _group_starting(pods: list[Mapping[str, Any]], group: str, size: int) -> bool:
+@dataclass(frozen=True)
+class UnschedulableSkip:
+    """A recreation skipped under RecreateGroupAfterStart because ``pod`` cannot be scheduled."""
+
+    group: str
+    trigger: str
+    trigger_uid: str
+    pod: str
+
+    @property
+    def note(self) -> str:
+        return (f"Pod {self.trigger} failed, but group {self.group} is not recreated while pod "
+                f"{self.pod} cannot be scheduled")
+
+
+@dataclass(frozen=True)
+class FailureScan:
+    """What the failures seen this pass call for."""
+
+    recreations: list[Recreation]
+    unschedulable: list[UnschedulableSkip]
+
+
+def _starting(pods: list[Mapping[str, Any]], group: str,
+              size: int) -> tuple[bool, Mapping[str, Any] | None]:
+    """Whether the group is still starting, and its first unschedulable pod if any."""
     members = [p for p in pods if labels_of(p).get(GROUP_INDEX_LABEL) == group
                and not meta_of(p).get("deletionTimestamp")]
-    return len(members) != size or any(
-        (p.get("status") or {}).get("phase") == "Pending" for p in members)
+    states = [(pending_state(p), p) for p in members]
+    blocked = next((p for state, p in states if state == "unschedulable"), None)
+    return len(members) != size or any(state for state, _ in states), blocked
 
 
 def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
@@ -96,28 +171,30 @@ def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
                 and sts_owner.get("uid") == leader_meta.get("uid"))
 
 
-def _why(pod: Mapping[str, Any], leader: Mapping[str, Any]) -> str:
-    """The facts behind a recreation, for the log: which incarnation failed and how."""
-    meta = meta_of(pod)
-    how = ("deleted" if meta.get("deletionTimestamp") or not pod.get("status")
-           else "restarted" if restarted(pod) else "gone")
-    owner = _controller(pod) or {}
-    return (f"pod {meta.get('name')} (uid {meta.get('uid')}, owner {owner.get('kind')} "
-            f"{owner.get('uid')}, phase {(pod.get('status') or {}).get('phase')}) {how}; "
-            f"leader uid {meta_of(leader).get('uid')}")
-
-
 def plan_recreations(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
                      statefulsets: Iterable[Mapping[str, Any]],
                      deleted: Iterable[Mapping[str, Any]] = ()) -> list[Recreation]:
     """The groups to recreate this pass, at most one per leader."""
+    return scan_failures(lws, pods, statefulsets, deleted).recreations
+
+
+def recreating(lws: Mapping[str, Any]) -> bool:
+    """Whether the restart policy recreates groups at all."""
+    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    return (template.get("restartPolicy") or "RecreateGroupOnPodRestart") in RECREATING_POLICIES
+
+
+def scan_failures(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+                  statefulsets: Iterable[Mapping[str, Any]],
+                  deleted: Iterable[Mapping[str, Any]] = ()) -> FailureScan:
+    """The groups to recreate this pass (at most one per leader), and the recreations skipped
+    because a pod of the group is unschedulable."""
     spec = lws.get("spec") or {}
     template = spec.get("leaderWorkerTemplate") or {}
     policy = template.get("restartPolicy") or "RecreateGroupOnPodRestart"
     if policy not in RECREATING_POLICIES:
-        return []
-    after_start = policy == "RecreateGroupAfterStart" or (
-        RECREATE_GROUP_AFTER_START_ANNOTATION in (meta_of(lws).get("annotations") or {}))
+        return FailureScan([], [])
+    waits = after_start(lws)
     size = int(template.get("size") or 1)
     live = list(pods)
     by_name = {str(meta_of(p).get("name")): p for p in live}
@@ -125,11 +202,18 @@ def plan_recreations(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
     triggers = [p for p in live if restarted(p) or meta_of(p).get("deletionTimestamp")]
     triggers += list(deleted)
     out: dict[str, Recreation] = {}
+    skips: dict[str, UnschedulableSkip] = {}
     for pod in triggers:
         name = str(meta_of(pod).get("name"))
         group = str(labels_of(pod).get(GROUP_INDEX_LABEL) or "")
-        if after_start and _group_starting(live, group, size):
-            continue
+        if waits:
+            starting, blocked = _starting(live, group, size)
+            if blocked is not None:
+                skips.setdefault(group, UnschedulableSkip(
+                    group, name, str(meta_of(pod).get("uid") or ""),
+                    str(meta_of(blocked).get("name"))))
+            if starting:
+                continue
         if labels_of(pod).get(WORKER_INDEX_LABEL) == "0":
             leader: Mapping[str, Any] | None = by_name.get(name)
             if leader is None or meta_of(leader).get("uid") != meta_of(pod).get("uid"):
@@ -150,5 +234,37 @@ def plan_recreations(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
         leader_name = str(leader_meta.get("name"))
         out.setdefault(leader_name, Recreation(
             leader_name, str(leader_meta.get("uid")), name,
-            str(labels_of(leader).get(GROUP_INDEX_LABEL) or group), _why(pod, leader)))
-    return list(out.values())
+            str(labels_of(leader).get(GROUP_INDEX_LABEL) or group),
+            str(labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL) or ""),
+            str(leader_meta.get("creationTimestamp") or ""), _why(pod, leader)))
+    return FailureScan(list(out.values()), list(skips.values()))
+
+
+REASON_GROUP_UNSCHEDULABLE = "GroupUnschedulable"
+
+
+def after_start(lws: Mapping[str, Any]) -> bool:
+    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    return template.get("restartPolicy") == "RecreateGroupAfterStart" or (
+        RECREATE_GROUP_AFTER_START_ANNOTATION in (meta_of(lws).get("annotations") or {}))
+
+
+def apply_unschedulable(status: dict[str, Any], lws: Mapping[str, Any],
+                        pods: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Under RecreateGroupAfterStart, a True ``Progressing`` condition says ``GroupUnschedulable``
+    and how many replicas cannot be scheduled while any can't (the guide); it goes back to the
+    standard reason and message once none is. Its status and transition time are left alone."""
+    if not after_start(lws):
+        return status
+    groups = unschedulable_groups(pods)
+    replicas = int((lws.get("spec") or {}).get("replicas") or 0)
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    for cond in conditions:
+        if cond.get("type") != CONDITION_PROGRESSING or cond.get("status") != "True":
+            continue
+        if groups:
+            cond.update(reason=REASON_GROUP_UNSCHEDULABLE,
+                        message=f"{len(groups)} of {replicas} replicas cannot be scheduled")
+        elif cond.get("reason") == REASON_GROUP_UNSCHEDULABLE:
+            cond.update(reason=REASON_GROUPS_PROGRESSING, message=MESSAGE_GROUPS_PROGRESSING)
+    return {**status, "conditions": conditions}

@@ -12,6 +12,12 @@ mapped through the safe-encoding alphabet Kubernetes uses for pod-template hashe
 for a given stored object; it is not byte-compatible with the Go controller's keys, which hash
 Go's own JSON rendering of typed structs (a difference SPEC allows unless objects created by the
 Go controller are taken over: then a one-time rollout of every group follows).
+
+``maxGroupRestarts`` and ``restartBackoff`` are left out of the snapshot although they sit in
+``leaderWorkerTemplate``: they tell the controller how to react to failures and change nothing
+in a pod, so retuning them must not roll every group; and the guide says editing
+``maxGroupRestarts`` does not recover an exhausted group, which a rollout replacing it would.
+The controller reads both from the live object.
 """
 
 from __future__ import annotations
@@ -24,12 +30,16 @@ _SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619
 _NAME_LIMIT = 220
+# Fields of leaderWorkerTemplate that configure the controller, not the pods (see above).
+_NOT_IN_REVISION = ("maxGroupRestarts", "restartBackoff")
 
 
 def revision_patch(lws: dict[str, Any]) -> dict[str, Any]:
     """The revision snapshot of ``lws`` as a strategic-merge patch."""
     spec = lws.get("spec") or {}
     template = copy.deepcopy(spec.get("leaderWorkerTemplate") or {})
+    for controller_only in _NOT_IN_REVISION:
+        template.pop(controller_only, None)
     network = copy.deepcopy(spec.get("networkConfig") or {"subdomainPolicy": "Shared"})
     if network.get("subdomainPolicy") is None:
         network["subdomainPolicy"] = "Shared"

@@ -172,6 +172,12 @@ async def test_defaults_and_kept_values(admitted: tuple[Kube, str], spec: dict[s
         ("budget", {"t_restartPolicy": "None", "t_maxGroupRestarts": 2},
          "spec.leaderWorkerTemplate.maxGroupRestarts: Forbidden: maxGroupRestarts is not "
          "supported with restartPolicy None"),
+        ("backoff", {"t_restartBackoff": {"baseSeconds": 60, "capSeconds": 30}},
+         "spec.leaderWorkerTemplate.restartBackoff.capSeconds: Invalid value: 30: must be "
+         "greater than or equal to baseSeconds (60)"),
+        ("backoff-default-base", {"t_restartBackoff": {"capSeconds": 5}},
+         "spec.leaderWorkerTemplate.restartBackoff.capSeconds: Invalid value: 5: must be "
+         "greater than or equal to baseSeconds (10)"),
         ("gang-ready", {"scheduling": {}, "startupPolicy": "LeaderReady"},
          "spec.startupPolicy: Invalid value: \"LeaderReady\": LeaderReady is not supported with "
          "gang scheduling"),

@@ -9,7 +9,12 @@ import pytest
 import yaml
 
 from e2e.cluster.nodes import NodeLayout, gpu_rack, node_manifests
-from e2e.cluster.stages import READY_DELAY_ANNOTATION, UPSTREAM_STAGES, render_stages
+from e2e.cluster.stages import (
+    READY_DELAY_ANNOTATION,
+    STOP_AFTER_GRACE_ANNOTATION,
+    UPSTREAM_STAGES,
+    render_stages,
+)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +86,10 @@ def test_stages_combine_upstream_and_ours(tmp_path: Path) -> None:
     docs = list(yaml.safe_load_all(render_stages(_fake_upstream(tmp_path), 1500)))
     names = [d["metadata"]["name"] for d in docs]
     assert names[: len(UPSTREAM_STAGES)] == [Path(r).stem for r in UPSTREAM_STAGES]
-    assert names[len(UPSTREAM_STAGES):] == ["lws-e2e-pod-ready", "lws-e2e-pod-readiness-gates"]
+    assert names[len(UPSTREAM_STAGES):] == [
+        "lws-e2e-pod-ready", "lws-e2e-pod-readiness-gates", "lws-e2e-pod-stop",
+        "lws-e2e-pod-stop-after-grace", "lws-e2e-pod-remove"]
+    assert "pod-delete" not in names  # kwok's removes a pod at a random time within its grace
     ready = docs[len(UPSTREAM_STAGES)]
     assert ready["spec"]["delay"]["durationMilliseconds"] == 1500
     assert READY_DELAY_ANNOTATION in ready["spec"]["delay"]["durationFrom"]["expressionFrom"]
@@ -89,3 +97,23 @@ def test_stages_combine_upstream_and_ours(tmp_path: Path) -> None:
     # A gated pod must not be reported Ready by the first stage (a kubelet would not either).
     assert '{{ if $gated }}"False"{{ else }}"True"{{ end }}' in template
     assert "phase: Running" in template
+
+
+def test_deleted_pods_stop_then_go(tmp_path: Path) -> None:
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(
+        render_stages(_fake_upstream(tmp_path), 0))}
+    prompt, grace = docs["lws-e2e-pod-stop"], docs["lws-e2e-pod-stop-after-grace"]
+    assert prompt["spec"]["delay"] == {"durationMilliseconds": 1000}
+    # The grace-honouring stop waits until the deletionTimestamp (= deletion + grace period).
+    assert grace["spec"]["delay"]["durationFrom"] == {
+        "expressionFrom": ".metadata.deletionTimestamp"}
+    # Exactly one of the two matches any pod: the annotation splits them.
+    ops = {d["metadata"]["name"]: [e["operator"] for e in d["spec"]["selector"]["matchExpressions"]
+                                   if STOP_AFTER_GRACE_ANNOTATION in e["key"]]
+           for d in (prompt, grace)}
+    assert ops == {"lws-e2e-pod-stop": ["NotIn"], "lws-e2e-pod-stop-after-grace": ["In"]}
+    # Removal waits for the finalizers (foreground deletion, retained pods).
+    remove = docs["lws-e2e-pod-remove"]["spec"]
+    assert {"key": ".metadata.finalizers", "operator": "DoesNotExist"} in (
+        remove["selector"]["matchExpressions"])
+    assert remove["next"] == {"delete": True}

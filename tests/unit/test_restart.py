@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.restart import plan_recreations, restarted
+from lws_operator.logic.restart import (
+    apply_unschedulable,
+    pending_state,
+    plan_recreations,
+    restarted,
+    scan_failures,
+)
 
 P = "leaderworkerset.sigs.k8s.io/"
 
@@ -121,3 +127,83 @@ def test_one_recreation_per_group() -> None:
     pods, sts = group(restarts=1)
     pods[2] = pod("s-0-2", worker=2, owner=STS_OWNER, restarts=4)
     assert len(plan_recreations(lws(), pods, sts)) == 1
+
+
+def scheduled(status: str | None, reason: str = "") -> dict[str, Any]:
+    p = pod("s-0-2", worker=2, owner=STS_OWNER, phase="Pending")
+    if status is not None:
+        p["status"]["conditions"] = [{"type": "PodScheduled", "status": status, "reason": reason}]
+    return p
+
+
+@pytest.mark.parametrize(("pod_", "state"), [
+    (scheduled(None), "starting"),  # no result from the scheduler yet
+    (scheduled("True"), "starting"),  # placed, pulling images or starting
+    (scheduled("False", "SchedulingGated"), "gated"),
+    (scheduled("False", "Unschedulable"), "unschedulable"),
+    (scheduled("False", "SomethingElse"), "unschedulable"),
+    (pod("s-0"), None),  # Running
+])
+def test_pending_state(pod_: dict[str, Any], state: str | None) -> None:
+    assert pending_state(pod_) == state
+
+
+@pytest.mark.parametrize(("blocker", "reported"), [
+    (scheduled("False", "Unschedulable"), True),
+    (scheduled("False", "SchedulingGated"), False),
+    (scheduled("True"), False),
+])
+def test_after_start_skips_every_pending_state_and_reports_unschedulable(
+        blocker: dict[str, Any], reported: bool) -> None:
+    pods, sts = group()
+    pods[0] = pod("s-0", restarts=1)
+    pods[2] = blocker
+    scan = scan_failures(lws("RecreateGroupAfterStart"), pods, sts)
+    assert scan.recreations == []
+    assert [(s.group, s.trigger, s.pod) for s in scan.unschedulable] == (
+        [("0", "s-0", "s-0-2")] if reported else [])
+    if reported:
+        assert scan.unschedulable[0].note == (
+            "Pod s-0 failed, but group 0 is not recreated while pod s-0-2 cannot be scheduled")
+
+
+def test_recreations_carry_the_leaders_revision_and_age() -> None:
+    pods, sts = group(restarts=1)
+    pods[0]["metadata"]["creationTimestamp"] = "2026-11-29T10:00:00Z"
+    [r] = plan_recreations(lws(), pods, sts)
+    assert (r.revision, r.created) == ("k1", "2026-11-29T10:00:00Z")
+
+
+def progressing(reason: str = "GroupsProgressing", status: str = "True") -> dict[str, Any]:
+    return {"conditions": [{"type": "Progressing", "status": status, "reason": reason,
+                            "message": "Replicas are progressing", "lastTransitionTime": "T"}]}
+
+
+@pytest.mark.parametrize(("policy", "stuck", "before", "reason", "message"), [
+    ("RecreateGroupAfterStart", True, progressing(), "GroupUnschedulable",
+     "1 of 2 replicas cannot be scheduled"),
+    ("RecreateGroupAfterStart", False, progressing("GroupUnschedulable"), "GroupsProgressing",
+     "Replicas are progressing"),
+    ("RecreateGroupAfterStart", False, progressing(), "GroupsProgressing",
+     "Replicas are progressing"),
+    # Other policies keep upstream's condition.
+    ("RecreateGroupOnPodRestart", True, progressing(), "GroupsProgressing",
+     "Replicas are progressing"),
+])
+def test_progressing_counts_unschedulable_replicas(policy: str, stuck: bool,
+                                                   before: dict[str, Any], reason: str,
+                                                   message: str) -> None:
+    pods, _ = group()
+    if stuck:
+        pods[2] = scheduled("False", "Unschedulable")
+    spec = lws(policy)
+    spec["spec"]["replicas"] = 2
+    [cond] = apply_unschedulable(before, spec, pods)["conditions"]
+    assert (cond["reason"], cond["message"], cond["lastTransitionTime"]) == (reason, message, "T")
+
+
+def test_a_false_progressing_is_left_alone() -> None:
+    pods, _ = group()
+    pods[2] = scheduled("False", "Unschedulable")
+    before = progressing("RolloutStalled", status="False")
+    assert apply_unschedulable(before, lws("RecreateGroupAfterStart"), pods) == before

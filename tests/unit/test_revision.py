@@ -110,6 +110,18 @@ def test_template_changes_change_the_key(mutate: Any) -> None:
     assert revision_key(changed) != revision_key(lws())
 
 
+@pytest.mark.parametrize("mutate", [
+    lambda t: t.update(maxGroupRestarts=3),
+    lambda t: t.update(restartBackoff={"baseSeconds": 1, "capSeconds": 8}),
+])
+def test_restart_budget_and_backoff_do_not_change_the_key(mutate: Any) -> None:
+    """Controller settings, not pod settings: retuning them rolls no group, and so editing
+    maxGroupRestarts cannot bring back an exhausted group (the guide)."""
+    changed = lws()
+    mutate(changed["spec"]["leaderWorkerTemplate"])
+    assert revision_key(changed) == revision_key(lws())
+
+
 def test_metadata_does_not_change_the_key() -> None:
     other = lws()
     other["metadata"]["annotations"] = {"x": "y"}

@@ -1,0 +1,345 @@
+"""Restart budget and backoff (guide "Limit Automatic Group Recreation", "Group Restart Backoff";
+SPEC 6.3, 6.4): whether a group that failed is recreated now, later, or stopped for good.
+
+Both features read one counter per group and template revision, kept in the LeaderWorkerSet's
+``leaderworkerset.sigs.k8s.io/group-restart-counts`` annotation as a JSON map
+``{"<revision>/<group>": count}``. It lives on the LeaderWorkerSet, not on a pod, because the pods
+of a recreated group are new objects; it is keyed by revision because a new template deserves a
+fresh budget. The counter moves only when we recreate a group, and it is written *before* the
+leader is deleted: if the operator dies in between, a recreation may be lost, but never repeated
+beyond the budget (no restart storm).
+
+* ``maxGroupRestarts``: once a group's count reaches it, the next qualifying failure exhausts the
+  group instead of recreating it: its pods are deleted (releasing their nodes) but kept as API
+  objects by our cleanup finalizer, and the leader is marked ``group-restart-budget-exhausted``.
+  A terminating leader pod keeps its StatefulSet from creating a successor, so nothing restarts
+  until the user annotates that leader ``leaderworkerset.sigs.k8s.io/recover=true``: the group's
+  count is cleared and the finalizers removed. Scale-down, a rollout replacing the group and
+  LeaderWorkerSet deletion release the retained objects too, without clearing the count.
+  Editing ``maxGroupRestarts`` does not recover anything: exhaustion is a fact recorded on the
+  leader, not recomputed from the spec.
+* ``restartBackoff``: a group is recreated only once its leader has existed for
+  ``min(base * 2^count, cap)`` seconds; earlier, the recreation is deferred (and remembered by
+  the caller, since a deleted worker's trigger is seen only once) with a ``GroupRestartBackoff``
+  Event. Exhaustion is not deferred: stopping a group frees resources, it does not add load.
+
+Without either field nothing is counted and the annotation is never written (upstream's
+behaviour, and no write at all).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lws_operator.api.constants import (
+    CONDITION_DEGRADED,
+    EVENT_ACTION_DELETE,
+    EVENT_TYPE_NORMAL,
+    EVENT_TYPE_WARNING,
+    GROUP_INDEX_LABEL,
+    GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
+    GROUP_RESTART_COUNTS_ANNOTATION,
+    RECOVER_ANNOTATION,
+    TEMPLATE_REVISION_HASH_LABEL,
+    WORKER_INDEX_LABEL,
+)
+from lws_operator.logic.events import Event
+from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.logic.restart import Recreation
+
+# The finalizer that keeps an exhausted group's pods as API objects after they stopped.
+CLEANUP_FINALIZER = "leaderworkerset.sigs.k8s.io/cleanup"
+REASON_BUDGET_EXCEEDED = "ReplicaRestartBudgetExceeded"
+REASON_BUDGET_AVAILABLE = "RestartBudgetAvailable"
+REASON_RESTART_BACKOFF = "GroupRestartBackoff"
+REASON_GROUP_RECOVERED = "GroupRecovered"
+
+
+def _int(value: Any) -> int | None:
+    """An integer field or label value; None when absent or not an integer."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _timestamp(value: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def count_key(revision: str, group: str) -> str:
+    return f"{revision}/{group}"
+
+
+def read_counts(lws: Mapping[str, Any]) -> dict[str, int]:
+    """The counter annotation; an unreadable value (edited by hand) counts as empty."""
+    raw = (meta_of(lws).get("annotations") or {}).get(GROUP_RESTART_COUNTS_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    out: dict[str, int] = {}
+    for key, value in decoded.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            out[str(key)] = value
+    return out
+
+
+def render_counts(counts: Mapping[str, int]) -> str:
+    """The annotation value: compact, keys sorted, as the guide shows it (``{"abc123/0":3}``)."""
+    return json.dumps(dict(sorted(counts.items())), separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class RestartLimits:
+    """The budget (None: unlimited) and backoff (None: none) of a LeaderWorkerSet."""
+
+    max_restarts: int | None
+    base_seconds: float | None
+    cap_seconds: float | None
+
+    @property
+    def counting(self) -> bool:
+        return self.max_restarts is not None or self.base_seconds is not None
+
+    def delay(self, count: int) -> float:
+        """min(base * 2^count, cap); 0 without backoff."""
+        if self.base_seconds is None:
+            return 0.0
+        cap = self.cap_seconds if self.cap_seconds is not None else float("inf")
+        # 2**count overflows no float for any sane count; cap it anyway.
+        return float(min(self.base_seconds * 2.0 ** min(count, 64), cap))
+
+
+def limits_of(lws: Mapping[str, Any]) -> RestartLimits:
+    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    budget = _int(template.get("maxGroupRestarts"))
+    backoff = template.get("restartBackoff")
+    base = cap = None
+    if isinstance(backoff, Mapping):
+        base_value = _int(backoff.get("baseSeconds"))
+        cap_value = _int(backoff.get("capSeconds"))
+        base = float(10 if base_value is None else base_value)
+        cap = float(300 if cap_value is None else cap_value)
+    return RestartLimits(budget, base, cap)
+
+
+@dataclass(frozen=True)
+class Deferral:
+    recreation: Recreation
+    remaining: float
+    count: int
+
+    @property
+    def note(self) -> str:
+        return (f"Recreation of group {self.recreation.group} (pod {self.recreation.trigger} "
+                f"failed) deferred by restart backoff: {self.remaining:.0f}s remaining, restart "
+                f"count {self.count}")
+
+
+@dataclass(frozen=True)
+class RestartPlan:
+    """What to do with this pass's recreations, in order: write ``counts`` (when not None),
+    then exhaust and recreate; keep ``deferred`` for later and look again after
+    ``requeue_after``."""
+
+    recreate: list[Recreation] = field(default_factory=list)
+    exhaust: list[Recreation] = field(default_factory=list)
+    deferred: list[Deferral] = field(default_factory=list)
+    counts: dict[str, int] | None = None
+    requeue_after: float | None = None
+
+
+def plan_restarts(lws: Mapping[str, Any], candidates: Iterable[Recreation],
+                  now: float) -> RestartPlan:
+    """Apply the budget and the backoff to the recreations the restart policy asks for."""
+    limits = limits_of(lws)
+    candidates = list(candidates)
+    if not limits.counting:
+        return RestartPlan(recreate=candidates)
+    counts = read_counts(lws)
+    new_counts = dict(counts)
+    plan = RestartPlan(counts=None)
+    requeue: float | None = None
+    for recreation in candidates:
+        key = count_key(recreation.revision, recreation.group)
+        count = counts.get(key, 0)
+        if limits.max_restarts is not None and count >= limits.max_restarts:
+            plan.exhaust.append(recreation)
+            continue
+        created = _timestamp(recreation.created) if recreation.created else None
+        remaining = limits.delay(count) - (now - created) if created is not None else 0.0
+        if remaining > 0:
+            plan.deferred.append(Deferral(recreation, remaining, count))
+            requeue = remaining if requeue is None else min(requeue, remaining)
+            continue
+        plan.recreate.append(recreation)
+        new_counts[key] = count + 1
+    return RestartPlan(plan.recreate, plan.exhaust, plan.deferred,
+                       new_counts if new_counts != counts else None, requeue)
+
+
+def still_pending(deferred: Iterable[Recreation], pods: Iterable[Mapping[str, Any]],
+                  fresh: Iterable[Recreation]) -> list[Recreation]:
+    """Recreations to consider this pass: this pass's, plus earlier deferred ones whose leader
+    is still the same live incarnation (a deleted worker is seen once, and must not be
+    forgotten while its group waits out the backoff)."""
+    out = {r.leader_uid: r for r in fresh}
+    live = {str(meta_of(p).get("uid")) for p in pods
+            if labels_of(p).get(WORKER_INDEX_LABEL) == "0"
+            and not meta_of(p).get("deletionTimestamp")}
+    for recreation in deferred:
+        if recreation.leader_uid in live:
+            out.setdefault(recreation.leader_uid, recreation)
+    return list(out.values())
+
+
+def exhausted(pod: Mapping[str, Any]) -> bool:
+    annotations = meta_of(pod).get("annotations") or {}
+    return str(annotations.get(GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION, "")).lower() == "true"
+
+
+def exhaustion_note(recreation: Recreation, budget: int | None) -> str:
+    return (f"Group {recreation.group} exhausted its restart budget (maxGroupRestarts {budget}) "
+            f"after pod {recreation.trigger} failed: its pods are stopped and kept; annotate "
+            f"leader pod {recreation.leader} with {RECOVER_ANNOTATION}=true to recover it")
+
+
+def exhaustion_events(plan: RestartPlan, lws: Mapping[str, Any]) -> list[tuple[Recreation, Event]]:
+    budget = limits_of(lws).max_restarts
+    return [(r, Event(REASON_BUDGET_EXCEEDED, EVENT_TYPE_WARNING, EVENT_ACTION_DELETE,
+                      exhaustion_note(r, budget))) for r in plan.exhaust]
+
+
+def backoff_event(deferral: Deferral) -> Event:
+    return Event(REASON_RESTART_BACKOFF, EVENT_TYPE_NORMAL, EVENT_ACTION_DELETE, deferral.note)
+
+
+def unfinished_exhaustions(pods: Iterable[Mapping[str, Any]]) -> list[Recreation]:
+    """Leaders marked exhausted but not yet deleting (a pass that died half way): finish them."""
+    out = []
+    for pod in pods:
+        meta = meta_of(pod)
+        if (labels_of(pod).get(WORKER_INDEX_LABEL) == "0" and exhausted(pod)
+                and not meta.get("deletionTimestamp")):
+            labels = labels_of(pod)
+            out.append(Recreation(str(meta.get("name")), str(meta.get("uid")),
+                                  str(meta.get("name")), str(labels.get(GROUP_INDEX_LABEL) or ""),
+                                  str(labels.get(TEMPLATE_REVISION_HASH_LABEL) or ""),
+                                  str(meta.get("creationTimestamp") or "")))
+    return out
+
+
+@dataclass(frozen=True)
+class Release:
+    """Retained pods to let go: remove our finalizer from ``pods``; clear ``clear_counts``."""
+
+    pods: list[Mapping[str, Any]] = field(default_factory=list)
+    clear_counts: list[str] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)  # leader names, for the Event
+
+
+def _group_of(pod: Mapping[str, Any]) -> str:
+    return str(labels_of(pod).get(GROUP_INDEX_LABEL) or "")
+
+
+def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, current_key: str,
+                 partition: int, deleting: bool = False) -> Release:
+    """Which retained groups to release this pass.
+
+    * The LeaderWorkerSet is being deleted (or is gone: ``deleting``): every retained pod.
+    * A retained leader annotated ``recover=true``: its group, and its count is cleared.
+    * Scale-down: a retained group whose index is at or above the leader StatefulSet's
+      ``replicas`` (the StatefulSet would delete it, but it is already terminating).
+    * Rollout: a retained group of another revision at or above the partition (the
+      StatefulSet would replace it, but it is already terminating).
+    """
+    pods = list(pods)
+    retained = [p for p in pods if CLEANUP_FINALIZER in (meta_of(p).get("finalizers") or [])]
+    if not retained:
+        return Release()
+    if deleting:
+        return Release(retained)
+    release_groups: set[str] = set()
+    clear: list[str] = []
+    recovered: list[str] = []
+    for leader in pods:
+        if labels_of(leader).get(WORKER_INDEX_LABEL) != "0" or not exhausted(leader):
+            continue
+        group = _group_of(leader)
+        index = _int(group)
+        revision = str(labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL) or "")
+        annotations = meta_of(leader).get("annotations") or {}
+        if str(annotations.get(RECOVER_ANNOTATION, "")).lower() == "true":
+            release_groups.add(group)
+            clear.append(count_key(revision, group))
+            recovered.append(str(meta_of(leader).get("name")))
+        elif index is not None and (
+                (replicas is not None and index >= replicas)  # scaled down
+                or (revision != current_key and index >= partition)):  # rolled
+            release_groups.add(group)
+    # Retained pods of a group whose leader is gone already (released before) go too.
+    leader_groups = {_group_of(p) for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"}
+    return Release([p for p in retained if _group_of(p) in release_groups
+                    or _group_of(p) not in leader_groups], clear, recovered)
+
+
+def without_finalizer(pod: Mapping[str, Any]) -> list[str]:
+    return [f for f in meta_of(pod).get("finalizers") or [] if f != CLEANUP_FINALIZER]
+
+
+def degraded_condition(pods: Iterable[Mapping[str, Any]], observed: Iterable[Mapping[str, Any]],
+                       generation: int, now: str) -> dict[str, Any] | None:
+    """The ``Degraded`` condition: True while a retained leader is marked exhausted; False once
+    none is (only if it was ever set, so LeaderWorkerSets that never ran out keep no such
+    condition). None: leave the conditions as they are."""
+    groups = sorted({_group_of(p) for p in pods
+                     if labels_of(p).get(WORKER_INDEX_LABEL) == "0" and exhausted(p)},
+                    key=lambda g: (len(g), g))
+    before = next((c for c in observed if c.get("type") == CONDITION_DEGRADED), None)
+    if groups:
+        status, reason = "True", REASON_BUDGET_EXCEEDED
+        plural = "s" if len(groups) != 1 else ""
+        message = (f"{len(groups)} replica group{plural} exhausted the restart budget "
+                   f"(group{plural} {', '.join(groups)}); annotate the retained leader pod with "
+                   f"{RECOVER_ANNOTATION}=true to recover")
+    elif before is None:
+        return None
+    else:
+        status, reason = "False", REASON_BUDGET_AVAILABLE
+        message = "No replica group has exhausted its restart budget"
+    changed = before is None or before.get("status") != status
+    return {"type": CONDITION_DEGRADED, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": now if changed or before is None
+            else before.get("lastTransitionTime"),
+            "observedGeneration": generation}
+
+
+def apply_degraded(status: dict[str, Any], pods: Iterable[Mapping[str, Any]],
+                   generation: int, now: str) -> dict[str, Any]:
+    """The desired status with the ``Degraded`` condition in place."""
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    condition = degraded_condition(pods, conditions, generation, now)
+    if condition is None:
+        return status
+    for i, existing in enumerate(conditions):
+        if existing.get("type") == CONDITION_DEGRADED:
+            conditions[i] = condition
+            break
+    else:
+        conditions.append(condition)
+    return {**status, "conditions": conditions}

@@ -1,0 +1,57 @@
+"""Pod termination policy (guide "Pod Termination Policy", SPEC 6.5): which worker StatefulSets
+to delete now so that a group's workers stop together with its leader.
+
+A worker StatefulSet is owned by its leader pod, so by default (``Sequential``) the garbage
+collector deletes it only once the leader pod is gone: a group whose pods take their whole
+``terminationGracePeriodSeconds`` to stop needs two grace periods to go away, and its
+replacement waits for both. With ``Parallel``, as soon as a leader is terminating (whoever
+deleted it: a recreation, the StatefulSet controller in a scale-down or rollout, an eviction, a
+user) its worker StatefulSet is deleted with foreground propagation, so leader and workers stop
+concurrently; when the LeaderWorkerSet itself is being deleted, every worker StatefulSet is.
+
+The replacement leader of a rebuilt group never gets a worker StatefulSet while the previous one
+still exists (they share the name; the controller creates only absent ones), so a new group
+never starts next to the old group's terminating workers. A worker StatefulSet owned by an
+earlier incarnation of a live leader is stale and is deleted too, so the new group need not wait
+for the garbage collector to notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lws_operator.api.constants import WORKER_INDEX_LABEL
+from lws_operator.logic.objects import labels_of, meta_of
+
+PARALLEL = "Parallel"
+
+
+def parallel(lws: Mapping[str, Any] | None) -> bool:
+    return ((lws or {}).get("spec") or {}).get("podTerminationPolicy") == PARALLEL
+
+
+def _leader_owner(sts: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return next((r for r in meta_of(sts).get("ownerReferences") or []
+                 if r.get("controller") and r.get("kind") == "Pod"), None)
+
+
+def worker_sets_to_stop(lws: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]],
+                        statefulsets: Iterable[Mapping[str, Any]], *,
+                        lws_deleting: bool = False) -> list[Mapping[str, Any]]:
+    """The worker StatefulSets to delete (foreground, by UID) this pass; [] unless Parallel."""
+    if not parallel(lws):
+        return []
+    leaders = {str(meta_of(p).get("name")): p for p in pods
+               if labels_of(p).get(WORKER_INDEX_LABEL) == "0"}
+    out = []
+    for sts in statefulsets:
+        owner = _leader_owner(sts)
+        if owner is None or meta_of(sts).get("deletionTimestamp"):
+            continue  # the leader StatefulSet, or already going
+        leader = leaders.get(str(owner.get("name")))
+        if (lws_deleting or leader is None
+                or meta_of(leader).get("uid") != owner.get("uid")
+                or meta_of(leader).get("deletionTimestamp")):
+            out.append(sts)
+    return out
