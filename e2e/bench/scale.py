@@ -241,6 +241,30 @@ class Side:
 # ---------------------------------------------------------------------------- the run
 
 
+async def preflight(client: KubeClient, kubeconfig: str, p: Profile) -> dict[str, Any]:
+    """The cluster answers, the CRD is there, and the Ready nodes can hold every pod plus a
+    surge group per set."""
+    try:
+        await client.raw("GET", "/readyz", timeout=10)
+    except (TimeoutError, ApiException, OSError) as exc:
+        raise BenchError(f"the cluster at {kubeconfig} does not answer: {exc}") from exc
+    crd = await client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                "leaderworkersets.leaderworkerset.x-k8s.io")
+    if crd is None:
+        raise BenchError("the LeaderWorkerSet CRD is not installed")
+    nodes = (await client.request("GET", "/api/v1/nodes"))["items"]
+    ready = [n for n in nodes if not (n.get("spec") or {}).get("unschedulable") and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (n.get("status") or {}).get("conditions") or [])]
+    capacity = sum(int(((n.get("status") or {}).get("allocatable") or {}).get("pods", 0))
+                   for n in ready)
+    needed = p.pods + p.sets * p.size * MAX_SURGE
+    if capacity < needed:
+        raise BenchError(f"{len(ready)} Ready nodes hold {capacity} pods; the profile needs "
+                         f"{needed} ({p.pods} pods plus a surge group per set)")
+    return {"ready_nodes": len(ready), "pod_capacity": capacity}
+
+
 class Run:
     def __init__(self, options: Options, kube: Kube, client: KubeClient, kubeconfig: str) -> None:
         self.options = options
@@ -253,29 +277,37 @@ class Run:
     async def apiserver(self) -> Scrape:
         return figures.parse((await self.client.raw("GET", "/metrics")).decode())
 
-    async def preflight(self) -> dict[str, Any]:
-        """The cluster answers, the CRD is there, and the Ready nodes can hold every pod plus a
-        surge group per set."""
-        p = self.options.profile
+    async def garbage_collector_ready(self, timeout: float = 120.0) -> float:  # noqa: ASYNC109
+        """Wait until kube-controller-manager's garbage collector watches LeaderWorkerSets.
+
+        It discovers new resources every 30 s, so right after the CRD is installed a deleted
+        LeaderWorkerSet's children linger for up to that long, which would be charged to the
+        operator's delete phase. The probe: a ConfigMap owned by a LeaderWorkerSet must go
+        when the LeaderWorkerSet does. Returns the seconds waited."""
+        namespace = f"lws-bench-gc-{self.run_id}"
+        started = time.monotonic()
+        await webhook_latency.ensure_namespace(self.client, namespace)
         try:
-            await self.client.raw("GET", "/readyz", timeout=10)
-        except (TimeoutError, ApiException, OSError) as exc:
-            raise BenchError(f"the cluster at {self.kubeconfig} does not answer: {exc}") from exc
-        crd = await self.client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                                    "leaderworkersets.leaderworkerset.x-k8s.io")
-        if crd is None:
-            raise BenchError("the LeaderWorkerSet CRD is not installed")
-        nodes = (await self.client.request("GET", "/api/v1/nodes"))["items"]
-        ready = [n for n in nodes if not (n.get("spec") or {}).get("unschedulable") and any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (n.get("status") or {}).get("conditions") or [])]
-        capacity = sum(int(((n.get("status") or {}).get("allocatable") or {}).get("pods", 0))
-                       for n in ready)
-        needed = p.pods + p.sets * p.size * MAX_SURGE
-        if capacity < needed:
-            raise BenchError(f"{len(ready)} Ready nodes hold {capacity} pods; the profile needs "
-                             f"{needed} ({p.pods} pods plus a surge group per set)")
-        return {"ready_nodes": len(ready), "pod_capacity": capacity}
+            while True:
+                owner = await self.kube.create(leaderworkerset("gc-probe", replace(
+                    self.options.profile, replicas=0)), namespace)
+                await self.kube.create({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "gc-probe", "ownerReferences": [{
+                        "apiVersion": LWS_API, "kind": "LeaderWorkerSet", "name": "gc-probe",
+                        "uid": owner["metadata"]["uid"]}]}}, namespace)
+                await self.kube.delete(LWS_API, "LeaderWorkerSet", "gc-probe", namespace)
+                for _ in range(20):
+                    if await self.kube.get("v1", "ConfigMap", "gc-probe", namespace) is None:
+                        return round(time.monotonic() - started, 1)
+                    await asyncio.sleep(0.25)
+                if time.monotonic() - started > timeout:
+                    raise BenchError("kube-controller-manager's garbage collector does not "
+                                     "collect the children of LeaderWorkerSets")
+                await self.kube.delete("v1", "ConfigMap", "gc-probe", namespace)
+        finally:
+            with contextlib.suppress(ApiException):
+                await self.client.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
     async def run_baseline(self) -> dict[str, Any]:
         side = Side(self.kube, f"lws-bench-base-{self.run_id}", self.options.profile, False)
@@ -443,11 +475,13 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
 
 
 async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
-    kube = await Kube.connect(kubeconfig)
     client = await KubeClient.connect(kubeconfig)
+    kube: Kube | None = None
     try:
+        checks = await preflight(client, kubeconfig, options.profile)
+        kube = await Kube.connect(kubeconfig)
         run = Run(options, kube, client, kubeconfig)
-        preflight = await run.preflight()
+        checks["garbage_collector_wait_seconds"] = await run.garbage_collector_ready()
         print(f"[bench] {options.profile.pods} pods in {options.profile.sets} sets; "
               f"baseline first", file=sys.stderr, flush=True)
         base = await run.run_baseline()
@@ -463,7 +497,7 @@ async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
              options.results / plot_name,
              f"{options.profile.pods} pods ({options.profile.sets} x {options.profile.replicas} "
              f"x {options.profile.size}): operator vs plain StatefulSets")
-        summary = summarize(options, preflight, base, op, at_rate, plot_name)
+        summary = summarize(options, checks, base, op, at_rate, plot_name)
         summary["timelines"] = {
             "baseline": {k: v.timeline for k, v in base["phases"].items()},
             "operator": {k: v.timeline for k, v in op["phases"].items()}}
@@ -474,7 +508,8 @@ async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
         return summary
     finally:
         await client.close()
-        await kube.close()
+        if kube is not None:
+            await kube.close()
 
 
 # ---------------------------------------------------------------------------- command line

@@ -65,18 +65,52 @@ build_etcd() {
   "$out/bin/etcd" --version >&2
 }
 
+# kwok v$KWOK_VERSION deletes a pod by name alone and retries a failed delete: once a StatefulSet
+# has replaced the pod under the same name, the retry deletes the replacement (seen as a storm of
+# group recreations in the scale benchmark). A kubelet deletes with a UID precondition, so the
+# build patches kwok to do the same and to treat "already gone or replaced" as done. The cache
+# directory names the patch, so an unpatched build is never picked up.
 build_kwok() {
-  local out=$CACHE/kwok/v$KWOK_VERSION
+  local out=$CACHE/kwok/v$KWOK_VERSION-$KWOK_PATCH
   [ -x "$out/bin/kwok" ] && [ -d "$out/stages" ] && return 0
-  log "building kwok v$KWOK_VERSION into $out"
+  log "building kwok v$KWOK_VERSION ($KWOK_PATCH) into $out"
   mkdir -p "$out"
-  GOBIN=$out/bin.tmp go install "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
-  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
-  # kwok's default Stage definitions ship inside its module; copy them next to the binary.
-  local src
+  local src work=$CACHE/kwok/src
   src=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$work" && cp -r "$src" "$work" && chmod -R u+w "$work"
+  python3 - "$work/pkg/kwok/controllers/pod_controller.go" <<'PATCH'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+old = """	err := c.typedClient.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOpt)
+	if err != nil {
+		return err
+	}
+"""
+new = """	// lws-operator: delete this incarnation only, as a kubelet does; a pod already gone or
+	// replaced under the same name is done, not retried.
+	opts := deleteOpt
+	opts.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))
+	err := c.typedClient.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+"""
+imp = '\t"k8s.io/apimachinery/pkg/api/meta"\n'
+assert text.count(old) == 1 and text.count(imp) == 1, "kwok source changed: revisit the patch"
+text = text.replace(old, new).replace(
+    imp, '\tapierrors "k8s.io/apimachinery/pkg/api/errors"\n' + imp)
+open(path, "w").write(text)
+PATCH
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$out/bin.tmp/kwok" ./cmd/kwok)
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  # kwok's default Stage definitions ship inside its module; copy them next to the binary.
   rm -rf "$out/stages" && cp -r "$src/kustomize/stage" "$out/stages" && chmod -R u+w "$out/stages"
+  rm -rf "$work"
 }
 
 what=${1:-all}

@@ -97,7 +97,7 @@ class Binaries:
     @classmethod
     def pinned(cls) -> Binaries:
         v, root = versions(), cache_root()
-        kwok_dir = root / "kwok" / f"v{v['KWOK_VERSION']}"
+        kwok_dir = root / "kwok" / f"v{v['KWOK_VERSION']}-{v['KWOK_PATCH']}"
         return cls(
             k8s=root / "k8s" / f"v{v['K8S_VERSION']}" / "bin",
             etcd=root / "etcd" / f"v{v['ETCD_VERSION']}" / "bin",
