@@ -86,3 +86,28 @@ def test_late_events_of_a_replaced_incarnation_never_win(
     stored = store.get("ns", "lws-0")
     assert (stored["metadata"]["uid"] if stored else None) == expected
     assert len(store.owned_by(("ns", "lws"))) == (0 if expected is None else 1)
+
+
+def test_cached_pods_keep_only_the_spec_a_pass_reads() -> None:
+    store = KindStore("Pod")
+    pod = {**_pod("u", 1), "kind": "Pod", "spec": {
+        "nodeName": "n1", "schedulingGates": [{"name": "g"}], "readinessGates": [],
+        "containers": [{"name": "c", "env": [{"name": "LWS_LEADER_ADDRESS"}]}],
+        "volumes": [{"name": "token"}]}, "status": {"phase": "Running"}}
+    store.upsert(pod)
+    cached = store.get("ns", "lws-0")
+    assert cached is not None
+    assert cached["spec"] == {"nodeName": "n1", "schedulingGates": [{"name": "g"}],
+                              "readinessGates": []}
+    assert cached["status"] == {"phase": "Running"}
+    assert pod["spec"]["containers"]  # the event's own object is left alone
+
+
+def test_other_kinds_keep_their_spec() -> None:
+    store = KindStore("StatefulSet")
+    sts = {**_pod("u", 1), "kind": "StatefulSet",
+           "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}}
+    store.upsert(sts)
+    cached = store.get("ns", "lws-0")
+    assert cached is not None
+    assert cached["spec"] == sts["spec"]
