@@ -453,8 +453,9 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
         Target("writes per set on create besides status and events", writes["target_per_set"],
                writes["per_set"]),
         Target("pod webhook p99 ms at rate (server side)", 5.0, webhook_p99),
-        Target("operator peak RSS MiB (the limit is for 5,000 pods)", 200.0,
-               op["memory_mib"]["peak_rss"]),
+        # The limit is for 5,000 pods: a smaller run reports its RSS in memory_mib only.
+        Target("operator peak RSS MiB at 5,000 pods", 200.0,
+               op["memory_mib"]["peak_rss"] if options.profile.pods >= 5000 else None),
     ]
     op_report = {k: v for k, v in op.items() if k != "phases"}
     return {
