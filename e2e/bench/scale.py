@@ -55,6 +55,7 @@ from e2e.bench.workloads import (
     Profile,
     baseline,
     leaderworkerset,
+    pod_names,
     rolled_leaderworkerset_patch,
     rolled_statefulset_patch,
     set_name,
@@ -155,6 +156,7 @@ class Side:
         self.profile = profile
         self.operator = operator
         self.sets = [set_name(i) for i in range(profile.sets)]
+        self.names = {name: pod_names(name, profile) for name in self.sets}
         self.tracker = Tracker(kube, namespace, rolled_image=ROLLED_IMAGE)
 
     async def open(self) -> None:
@@ -175,7 +177,7 @@ class Side:
             await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
 
         return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
-            self.sets, IMAGE, p.pods // p.sets, p.timeout, started))
+            self.names, IMAGE, p.timeout, started))
 
     async def roll(self) -> Phase:
         p = self.profile
@@ -195,7 +197,7 @@ class Side:
             await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
 
         return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
-            self.sets, ROLLED_IMAGE, p.pods // p.sets, p.timeout, started))
+            self.names, ROLLED_IMAGE, p.timeout, started))
 
     async def delete(self) -> Phase:
         p = self.profile

@@ -105,21 +105,21 @@ class Tracker:
                    and (image is None or p.image == image)
                    and (set_ is None or p.set == set_))
 
-    def complete(self, set_: str, image: str, pods: int) -> bool:
-        """Set ``set_`` has exactly ``pods`` pods, all Ready on ``image``."""
-        members = [p for p in self.pods.values() if p.set == set_]
-        return len(members) == pods and all(
-            p.ready and not p.deleting and p.image == image for p in members)
+    def complete(self, set_: str, image: str, names: frozenset[str]) -> bool:
+        """Set ``set_`` has exactly the pods ``names``, all Ready on ``image``."""
+        members = {n: p for n, p in self.pods.items() if p.set == set_}
+        return members.keys() == names and all(
+            p.ready and not p.deleting and p.image == image for p in members.values())
 
-    async def wait_sets(self, sets: list[str], image: str, pods: int, timeout: float,  # noqa: ASYNC109
-                        started: dict[str, float]) -> dict[str, float]:
+    async def wait_sets(self, sets: dict[str, frozenset[str]], image: str,
+                        timeout: float, started: dict[str, float]) -> dict[str, float]:  # noqa: ASYNC109
         """Wait until every set is complete on ``image``; each set's seconds from its entry in
         ``started`` (filled in by the caller as it submits) to its first complete moment."""
         done: dict[str, float] = {}
 
         def check() -> bool:
-            for name in sets:
-                if name not in done and name in started and self.complete(name, image, pods):
+            for name, names in sets.items():
+                if name not in done and name in started and self.complete(name, image, names):
                     done[name] = time.monotonic() - started[name]
             return len(done) == len(sets)
 

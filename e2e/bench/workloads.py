@@ -7,7 +7,8 @@ The **operator** side is K LeaderWorkerSets of R replicas of size S, rolled with
 
 The **baseline** is what the control plane does with the same pods when no operator is involved:
 per LeaderWorkerSet one headless Service, one leader StatefulSet of R pods and one worker
-StatefulSet of S - 1 pods per group, all created up front (the operator has to wait for each
+StatefulSet of S - 1 pods per group (ordinals from 1, so the pods have the operator's names), all
+created up front (the operator has to wait for each
 leader pod before it can create that group's workers; the baseline does not, which is exactly
 the overhead being measured). Both pod management policies are ``Parallel``, as the operator's.
 It is rolled "the same way": the leader StatefulSet replaces ``maxSurge + maxUnavailable`` = 2
@@ -116,8 +117,18 @@ def rolled_leaderworkerset_patch(image: str = ROLLED_IMAGE) -> dict[str, Any]:
                                               "workerTemplate": {"spec": container}}}}
 
 
+def pod_names(name: str, profile: Profile) -> frozenset[str]:
+    """The pods of set ``name`` once it is complete, the same on both sides: leaders
+    ``<name>-<group>``, workers ``<name>-<group>-<1..size-1>``. A phase is done when exactly
+    these exist; a count alone can be met mid-rollout by a surge group standing in for one
+    being replaced."""
+    leaders = [f"{name}-{group}" for group in range(profile.replicas)]
+    return frozenset([*leaders, *(f"{leader}-{worker}" for leader in leaders
+                                  for worker in range(1, profile.size))])
+
+
 def _statefulset(name: str, set_: str, role: str, replicas: int, max_unavailable: int | str,
-                 service: str, image: str) -> dict[str, Any]:
+                 service: str, image: str, first_ordinal: int = 0) -> dict[str, Any]:
     selector = {SET_LABEL: set_, ROLE_LABEL: role, "bench.lws-operator.dev/sts": name}
     template = _pod_template(set_, role, image)
     template["metadata"]["labels"].update(selector)
@@ -128,6 +139,7 @@ def _statefulset(name: str, set_: str, role: str, replicas: int, max_unavailable
             "replicas": replicas,
             "serviceName": service,
             "podManagementPolicy": "Parallel",
+            "ordinals": {"start": first_ordinal},
             "selector": {"matchLabels": selector},
             "updateStrategy": {"type": "RollingUpdate",
                                "rollingUpdate": {"maxUnavailable": max_unavailable}},
@@ -148,7 +160,7 @@ def baseline(name: str, profile: Profile, image: str = IMAGE) -> list[dict[str, 
     objects = [service, _statefulset(name, name, "leader", profile.replicas,
                                      MAX_SURGE + MAX_UNAVAILABLE, name, image)]
     objects += [_statefulset(f"{name}-{group}", name, "worker", profile.size - 1, "100%", name,
-                             image) for group in range(profile.replicas)]
+                             image, first_ordinal=1) for group in range(profile.replicas)]
     return objects
 
 

@@ -15,6 +15,7 @@ from e2e.bench.workloads import (
     Profile,
     baseline,
     leaderworkerset,
+    pod_names,
     rolled_leaderworkerset_patch,
     rolled_statefulset_patch,
 )
@@ -34,6 +35,11 @@ def test_baseline_has_the_operators_pods(profile: Profile) -> None:
         assert sts["spec"]["selector"]["matchLabels"].items() <= labels.items()
         assert sts["spec"]["podManagementPolicy"] == "Parallel"
     assert [o["kind"] for o in objects].count("Service") == 1
+    names = {f"{sts['metadata']['name']}-{ordinal}" for sts in statefulsets
+             for ordinal in range(sts["spec"]["ordinals"]["start"],
+                                  sts["spec"]["ordinals"]["start"] + sts["spec"]["replicas"])}
+    assert names == pod_names("bench-000", profile)  # the same pod names as the operator's
+    assert len(names) == profile.replicas * profile.size
 
 
 @pytest.mark.parametrize("profile", list(PROFILES.values()), ids=list(PROFILES))
