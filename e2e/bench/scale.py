@@ -410,6 +410,11 @@ class Run:
                            "at_end": memory.get("rss"), "peak_rss": memory.get("peak_rss")},
             "reconcile_time_seconds": figures.histogram_summary(
                 figures.buckets(whole, "controller_runtime_reconcile_time_seconds")),
+            # Time requests waited for a token of the client-side limiter (--kube-api-qps).
+            "rate_limiter_wait_seconds": figures.histogram_summary(
+                figures.buckets(whole, "rest_client_rate_limiter_duration_seconds")),
+            "work_queue_wait_seconds": figures.histogram_summary(
+                figures.buckets(whole, "workqueue_queue_duration_seconds")),
             "reconciles": {f"{c} {r}": int(n) for (c, r), n in figures.by_labels(
                 whole, "controller_runtime_reconcile_total", ("controller", "result")).items()},
             "pod_webhook_ms": {**figures.histogram_summary(webhook, unit=0.001),

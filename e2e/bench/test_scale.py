@@ -56,6 +56,8 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     assert op["api_requests"]["create"]["create statefulsets"] == summary["profile"]["groups"]
     assert op["writes_on_create"]["per_group"] > 0
     assert op["reconcile_time_seconds"]["count"] > 0
+    assert op["work_queue_wait_seconds"]["count"] == op["reconcile_time_seconds"]["count"]
+    assert op["rate_limiter_wait_seconds"]["count"] > 0
     assert op["pod_webhook_ms"]["count"] >= pods * 2  # admitted on create and on rollout
     assert op["cpu_seconds"]["total"] > 0
     assert op["memory_mib"]["peak_rss"] > 0
