@@ -247,6 +247,43 @@ async def test_role_level_and_a_recreated_leader_gets_new_pod_groups(operator: O
     await delete_lws(op, "roles")
 
 
+async def test_a_parent_owned_workload_sets_the_policy(operator: Operator) -> None:
+    """With scheduling.k8s.io/group-template-name, LWS creates no Workload: its PodGroups
+    instantiate the parent's template, minCount included; until that Workload exists the
+    LeaderWorkerSet waits, and says so."""
+    op, ns = operator, operator.namespace
+    parent = await op.kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": "parent"}}, ns)
+    body = gpu_lws("child", 1, 2, {}, rack=None, gpus="1",
+                   annotations={"scheduling.k8s.io/group-template-name": "decode"})
+    body["metadata"]["ownerReferences"] = [{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+        "uid": parent["metadata"]["uid"], "controller": True}]
+    await op.kube.create(body, ns)
+
+    async def waiting() -> bool:
+        lws = await op.kube.get(API, KIND, "child", ns)
+        return condition(lws, "WorkloadSchedulingCreated") == "False"
+
+    await wait_for(waiting, timeout=30, what="ParentWorkloadNotReady")
+    assert not await pods_of(op, "child")  # no member pod before its Workload
+    await op.kube.create({"apiVersion": SCHED, "kind": "Workload",
+                          "metadata": {"name": "parent-wl"},
+                          "spec": {"controllerRef": {"kind": "ConfigMap", "name": "parent"},
+                                   "podGroupTemplates": [{
+                                       "name": "decode",
+                                       "schedulingPolicy": {"gang": {"minCount": 2}}}]}}, ns)
+    await converged(op, "child", 1, 2, timeout=60)
+    groups = await pod_groups(op, "child")
+    assert [(g["spec"]["workloadRef"], g["spec"]["schedulingPolicy"]) for g in groups] == [
+        ({"workloadName": "parent-wl", "templateName": "decode"}, {"gang": {"minCount": 2}})]
+    assert groups[0]["metadata"]["name"].startswith("child-")  # named after the LWS
+    assert not await op.kube.list(SCHED, "Workload", ns, label_selector=f"{P}name=child")
+    await delete_lws(op, "child")
+    await op.kube.delete(SCHED, "Workload", "parent-wl", ns)
+    await op.kube.delete("v1", "ConfigMap", "parent", ns)
+
+
 async def test_gang_restrictions_are_rejected_naming_the_field(operator: Operator) -> None:
     op, ns = operator, operator.namespace
     cases = [

@@ -607,9 +607,10 @@ class LeaderWorkerSetReconciler:
                     "message": "; ".join(failed)}, False
         for leader in leaders:
             if (gang.gated(leader) and not meta_of(leader).get("deletionTimestamp")
-                    and set(gang.names_for_leader(lws, source.workload, leader)) <= ready):
+                    and set(gang.names_for_leader(lws, gang.workload_name(lws), leader))
+                    <= ready):
                 await self._ungate(leader)
-        await self._recreate_mismatched(lws, source.workload, pods)
+        await self._recreate_mismatched(lws, gang.workload_name(lws), pods)
         for stale in gang.stale_pod_groups(existing.values(), [name_of(g) for g in desired],
                                            pods):
             await self._delete_pod_group(stale)

@@ -324,7 +324,9 @@ def _reference(owner: Mapping[str, Any], api_version: str, kind: str,
 
 @dataclass(frozen=True)
 class Source:
-    """Where runtime PodGroups take their template from: LWS's own Workload, or the parent's."""
+    """Where runtime PodGroups take their template from (``workloadRef``): LWS's own Workload,
+    or the parent's. Their names always follow the LeaderWorkerSet (``workload_name``), which
+    is what the pod webhook derives too."""
 
     workload: str
     parent_templates: Mapping[str, Mapping[str, Any]] | None = None  # name -> template
@@ -386,6 +388,7 @@ def desired_pod_groups(lws: Mapping[str, Any], source: Source,
     if level is None:
         return []
     live = [p for p in leaders if not meta_of(p).get("deletionTimestamp")]
+    stem = workload_name(lws)  # names follow the LeaderWorkerSet, even under a parent Workload
 
     def template(name: str, role: str | None, min_count: int) -> tuple[str, Mapping[str, Any]]:
         if source.parent_templates is not None and source.parent_template:
@@ -396,7 +399,7 @@ def desired_pod_groups(lws: Mapping[str, Any], source: Source,
         if _replicas(lws) == 0:
             return []
         template_name, body = template(LWS_TEMPLATE, None, whole_set_min_count(lws, live))
-        return [_pod_group(lws, source, whole_set_pod_group_name(source.workload),
+        return [_pod_group(lws, source, whole_set_pod_group_name(stem),
                            template_name, body, {SCHEDULING_LEVEL_LABEL: "lws"},
                            _reference(lws, API_VERSION, KIND, block=True))]
     out = []
@@ -422,7 +425,7 @@ def desired_pod_groups(lws: Mapping[str, Any], source: Source,
                 roles.append((WORKER, WORKER, size - 1))
         for role, name, min_count in roles:
             template_name, body = template(name, role, min_count)
-            group_name = group_pod_group_name(source.workload, incarnation, index, revision, role)
+            group_name = group_pod_group_name(stem, incarnation, index, revision, role)
             out.append(_pod_group(lws, source, group_name, template_name, body,
                                   {**base, **({ROLE_LABEL: role} if role else {})}, owner))
     return out

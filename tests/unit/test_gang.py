@@ -220,7 +220,7 @@ def test_parent_owned_workload() -> None:
     assert source is not None
     assert why == ""
     groups = gang.desired_pod_groups(lws, source, [leader(0)])
-    assert groups[0]["metadata"]["name"] == "p-wl.abcde-0-rev1"
+    assert groups[0]["metadata"]["name"] == f"{WL}.abcde-0-rev1"  # named after the LWS
     assert groups[0]["spec"] == {"workloadRef": {"workloadName": "p-wl", "templateName": "decode"},
                                  "schedulingPolicy": {"gang": {"minCount": 2}}}
     missing = copy.deepcopy(lws)
