@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.dynamic.exceptions import DynamicApiError
+from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster.nodes import RACK_LABEL
 from e2e.controllers.harness import Operator
