@@ -220,6 +220,61 @@ async def test_scale_up_adds_independent_pod_groups(operator: Operator) -> None:
     await delete_lws(op, "scaled")
 
 
+async def test_resize_rolls_the_gangs_to_the_new_size(operator: Operator) -> None:
+    """A size change is a rollout: every replica gets a PodGroup of its new revision with the
+    new minimum, the Workload template follows, and the old revision's PodGroups go."""
+    op, ns = operator, operator.namespace
+    await op.kube.create(gpu_lws("resized", 2, 2, {}, rack=None, gpus="1"), ns)
+    pods = await converged(op, "resized", 2, 2)
+    old_revision = pods[0]["metadata"]["labels"][P + "template-revision-hash"]
+    await op.kube.patch(API, KIND, "resized", {"spec": {"leaderWorkerTemplate": {"size": 3}}}, ns)
+
+    async def rolled() -> list[dict[str, Any]] | None:
+        current = await pods_of(op, "resized")
+        revisions = {p["metadata"]["labels"][P + "template-revision-hash"] for p in current}
+        groups = await pod_groups(op, "resized")
+        if (len(current) == 6 and revisions != {old_revision} and len(revisions) == 1
+                and len(groups) == 2
+                and all(g["metadata"]["labels"][P + "template-revision-hash"] in revisions
+                        for g in groups)):
+            return groups
+        return None
+
+    groups = await wait_for(rolled, timeout=180, what="the resize to roll the gangs")
+    assert groups is not None
+    assert [g["spec"]["schedulingPolicy"] for g in groups] == [{"gang": {"minCount": 3}}] * 2
+    await converged(op, "resized", 2, 3)
+    workloads = await op.kube.list(SCHED, "Workload", ns, label_selector=f"{P}name=resized")
+    assert [t["schedulingPolicy"] for t in workloads[0]["spec"]["podGroupTemplates"]] == [
+        {"gang": {"minCount": 3}}]
+    await delete_lws(op, "resized")
+
+
+async def test_pod_groups_of_an_earlier_naming_scheme_are_deleted(operator: Operator) -> None:
+    """A PodGroup named without an incarnation (what an earlier controller creates for a leader
+    that carries one) is referenced by no pod: the next pass deletes it."""
+    op, ns = operator, operator.namespace
+    await op.kube.create(gpu_lws("legacy", 1, 2, {}, rack=None, gpus="1"), ns)
+    pods = await converged(op, "legacy", 1, 2)
+    group = (await pod_groups(op, "legacy"))[0]
+    revision = pods[0]["metadata"]["labels"][P + "template-revision-hash"]
+    workload = group["spec"]["workloadRef"]["workloadName"]
+    legacy = f"{workload}-0-{revision}"
+    await op.kube.create({"apiVersion": SCHED, "kind": "PodGroup", "metadata": {
+        "name": legacy, "labels": {P + "name": "legacy", P + "group-index": "0",
+                                   P + "template-revision-hash": revision,
+                                   P + "scheduling-level": "replica"}},
+        "spec": {"workloadRef": {"workloadName": workload, "templateName": "replica"},
+                 "schedulingPolicy": {"gang": {"minCount": 2}}}}, ns)
+
+    async def deleted() -> bool:
+        return [g["metadata"]["name"] for g in await pod_groups(op, "legacy")] == [
+            group["metadata"]["name"]]
+
+    await wait_for(deleted, timeout=30, what="the incarnation-less PodGroup to be deleted")
+    await delete_lws(op, "legacy")
+
+
 async def test_role_level_and_a_recreated_leader_gets_new_pod_groups(operator: Operator) -> None:
     op, ns = operator, operator.namespace
     scheduling: dict[str, Any] = {"replica": {"leader": {}, "worker": {}}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_the_rollout_patches_change_only_the_image() -> None:
     ({"sets": 1000}, "--sets must be at most 999"),
     ({"timeout": 0}, "--timeout > 0"),
 ])
-def test_bad_sizes_are_refused(change: dict[str, int], message: str) -> None:
+def test_bad_sizes_are_refused(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         replace(PROFILES["default"], **change).check()
 
