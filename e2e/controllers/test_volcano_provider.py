@@ -37,8 +37,11 @@ def install_volcano_crd(cluster: LocalCluster, timeout: float = 60.0) -> None:
     while True:
         out = cluster.kubectl("get", "crd", "podgroups.scheduling.volcano.sh", "-o",
                               "jsonpath={.status.conditions}")
-        if any(c["type"] == "Established" and c["status"] == "True"
-               for c in (json.loads(out) if out.strip() else None) or []):
+        established = any(c["type"] == "Established" and c["status"] == "True"
+                          for c in (json.loads(out) if out.strip() else None) or [])
+        # The operator finds the API by discovery, which may lag behind Established.
+        if established and '"podgroups"' in cluster.kubectl(
+                "get", "--raw", "/apis/scheduling.volcano.sh/v1beta1", check=False):
             return
         if time.monotonic() > deadline:
             raise TimeoutError("the volcano PodGroup CRD is not Established")

@@ -199,6 +199,21 @@ class ControllerRuntime:
                 self.cache[kind].synced = True
         self.kopf_registry = self._build_registry()
 
+    async def _list(self, path: str, query: dict[str, str], attempts: int = 30
+                    ) -> dict[str, Any]:
+        """One LIST page, retried while the server answers that it is not ready for it yet
+        (429 "storage is (re)initializing" right after a CRD is established, 5xx): starting
+        up must not fail on a transient answer."""
+        for attempt in range(attempts):
+            try:
+                return await self.kube.request("GET", path, query=query)
+            except ApiException as exc:
+                if not is_status(exc, 429, 500, 503, 504) or attempt == attempts - 1:
+                    raise
+                log.info("listing %s: %s, retrying", path, exc.reason)
+                await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
+
     async def prime(self) -> None:
         """Fill every cache with one chunked LIST per kind, mark it synced, enqueue every LWS."""
         for kind, _group, _version, _plural, path, selector in self.watched:
@@ -209,7 +224,7 @@ class ControllerRuntime:
                     query["labelSelector"] = selector
                 if token:
                     query["continue"] = token
-                page = await self.kube.request("GET", path, query=query)
+                page = await self._list(path, query)
                 for item in page.get("items") or []:
                     # List items carry no apiVersion/kind; watch events do. Cached objects must
                     # look the same either way (a pass compares them with what it would write).

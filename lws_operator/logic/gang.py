@@ -57,6 +57,7 @@ from lws_operator.api.constants import (
     GROUP_REPLACEMENT_GATE,
     GROUP_TEMPLATE_NAME_ANNOTATION,
     KIND,
+    LEADER_NAME_ANNOTATION,
     NAME_LABEL,
     ROLE_LABEL,
     SCHEDULING_LEVEL_LABEL,
@@ -508,7 +509,7 @@ def mismatched_groups(lws: Mapping[str, Any], workload: str,
     by_leader: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         leader_name = str((meta_of(pod).get("annotations") or {}).get(
-            "leaderworkerset.sigs.k8s.io/leader-name") or "")
+            LEADER_NAME_ANNOTATION) or "")
         if labels_of(pod).get(WORKER_INDEX_LABEL) != "0" and leader_name in leaders:
             by_leader.setdefault(leader_name, []).append(pod)
     for leader_name, workers in by_leader.items():
