@@ -28,14 +28,15 @@ class Controllers:
             await self.client.close()
 
 
-async def start_controllers(kubeconfig: str, workers: int = 4,
-                            stall_grace: float = 5.0) -> Controllers:
+async def start_controllers(kubeconfig: str, workers: int = 4, stall_grace: float = 5.0,
+                            scheduler_provider: str | None = None) -> Controllers:
     """Controllers with a private metrics registry (their API requests are counted there) and a
     short rollout-stall grace period, so stall tests need not wait a minute."""
     registry = CollectorRegistry()
     client = await KubeClient.connect(kubeconfig, metrics=ClientMetrics.for_registry(registry))
     runtime = ControllerRuntime(client, ControllerOptions(
-        workers=workers, stall_grace_seconds=stall_grace), registry)
+        workers=workers, stall_grace_seconds=stall_grace,
+        scheduler_provider=scheduler_provider), registry)
     stop = asyncio.Event()
     task = asyncio.create_task(runtime.run(stop))
     return Controllers(runtime, registry, client, stop, task)

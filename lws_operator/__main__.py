@@ -114,7 +114,9 @@ def _add_run(sub: Any) -> None:
                      default=parse_duration(_env("cert_propagation_delay", "30s")),
                      help="time API servers get to pick up a new caBundle before it is relied on")
     run.add_argument("--scheduler-provider", default=_env("scheduler_provider"),
-                     help="gang-scheduling provider for pod admission (e.g. volcano)")
+                     choices=["volcano"],
+                     help="gang-scheduling provider for LeaderWorkerSets without spec.scheduling: "
+                          "volcano (PodGroup annotation on pods, volcano PodGroups per group)")
     run.add_argument("--workers", type=int, default=int(_env("workers", 8)),
                      help="LeaderWorkerSets reconciled concurrently")
     run.add_argument("--kube-api-qps", type=float, default=float(_env("kube_api_qps", 50)),
@@ -179,7 +181,8 @@ async def _run(args: argparse.Namespace) -> int:
 
             controllers = ControllerRuntime(kube, ControllerOptions(
                 workers=args.workers,
-                stall_grace_seconds=args.rollout_stall_grace.total_seconds()), registry)
+                stall_grace_seconds=args.rollout_stall_grace.total_seconds(),
+                scheduler_provider=args.scheduler_provider), registry)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
         try:
             # Either side ending (an error, or stop) ends the process: stop the other, then

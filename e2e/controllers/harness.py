@@ -19,7 +19,7 @@ from e2e.operator import start_controllers
 from lws_operator.controllers.runtime import ControllerRuntime
 
 MANAGED_RESOURCES = {"leaderworkersets", "statefulsets", "services", "controllerrevisions",
-                     "pods", "persistentvolumeclaims"}
+                     "pods", "persistentvolumeclaims", "podgroups", "workloads"}
 WRITE_VERBS = {"create", "update", "patch", "apply", "delete", "deletecollection"}
 
 

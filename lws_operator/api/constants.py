@@ -51,6 +51,15 @@ GROUP_READY_CONDITION: Final = _P + "group-ready"
 # Scheduling (volcano provider and native Workload-Aware Scheduling).
 VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 GROUP_TEMPLATE_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-template-name"
+VOLCANO_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+# Native gang scheduling: what the controller writes on pod templates for the pod webhook (which
+# sees no LeaderWorkerSet), the incarnation the webhook gives each leader (its workers inherit
+# it), and the labels of the PodGroups LWS creates.
+WORKLOAD_SCHEDULING_ANNOTATION: Final = _P + "workload-aware-scheduling"
+WORKLOAD_NAME_ANNOTATION: Final = _P + "workload-name"
+GROUP_INCARNATION_ANNOTATION: Final = _P + "group-incarnation"
+SCHEDULING_LEVEL_LABEL: Final = _P + "scheduling-level"
+ROLE_LABEL: Final = _P + "role"
 
 # DisaggregatedSet labels that may be merged into our templates by a parent controller.
 DISAGGREGATEDSET_NAME_LABEL: Final = "disaggregatedset.x-k8s.io/name"

@@ -373,6 +373,7 @@ def _validate_scheduling(lws: dict[str, Any]) -> list[FieldError]:
                                      "must not be set: LWS derives the PodGroup of each pod "
                                      "when gang scheduling (spec.scheduling) is enabled",
                                      type="Forbidden"))
+    errors += _validate_gang_settings(spec, scheduling)
     lwt = spec.get("leaderWorkerTemplate") or {}
     if isinstance(lwt.get("leaderTemplate"), dict):
         leader = _get(lwt, "leaderTemplate", "spec", "priorityClassName") or None
@@ -381,6 +382,49 @@ def _validate_scheduling(lws: dict[str, Any]) -> list[FieldError]:
             errors.append(FieldError(f"{LWT}.leaderTemplate.spec.priorityClassName",
                                      "leader and worker templates must use the same "
                                      "priorityClassName with gang scheduling", leader))
+    return errors
+
+
+def _derived_min_counts(spec: dict[str, Any], level: str | None) -> dict[str, int]:
+    """``gang.minCount`` as LWS derives it, per settings path (what a user value must equal)."""
+    size = _int(_get(spec, "leaderWorkerTemplate", "size")) or 1
+    replicas = _int(spec.get("replicas"))
+    replicas = 1 if replicas is None else replicas
+    if level == "lws":
+        return {"spec.scheduling": replicas * size}
+    if level == "replica":
+        return {"spec.scheduling.replica": size}
+    if level == "role":
+        return {"spec.scheduling.replica.leader": 1, "spec.scheduling.replica.worker": size - 1}
+    return {}
+
+
+def _validate_gang_settings(spec: dict[str, Any], scheduling: Any) -> list[FieldError]:
+    """Per active template: one policy (basic or gang), a positive minCount, at most 4 shared
+    resource claims (the PodGroup API's limit). A user's ``gang.minCount`` is accepted (and may
+    change, as the guide allows) but not used: LWS derives the minimum from replicas and size
+    (``logic/gang.py``), which is what the guide promises; ``derived`` only selects the paths."""
+    if not isinstance(scheduling, dict):
+        return []
+    errors = []
+    for path, _derived in _derived_min_counts(spec, scheduling_level(scheduling)).items():
+        settings = _get({"spec": {"scheduling": scheduling}}, *path.split("."))
+        if not isinstance(settings, dict):
+            continue
+        policy = settings.get("schedulingPolicy")
+        if isinstance(policy, dict):
+            if policy.get("basic") is not None and policy.get("gang") is not None:
+                errors.append(FieldError(f"{path}.schedulingPolicy",
+                                         "exactly one of basic and gang may be set",
+                                         type="Forbidden"))
+            min_count = _get(policy, "gang", "minCount")
+            if min_count is not None and (_int(min_count) is None or min_count < 1):
+                errors.append(FieldError(f"{path}.schedulingPolicy.gang.minCount",
+                                         "must be greater than or equal to 1", min_count))
+        claims = settings.get("resourceClaims")
+        if isinstance(claims, list) and len(claims) > 4:
+            errors.append(FieldError(f"{path}.resourceClaims", "must have at most 4 items",
+                                     len(claims), "Invalid"))
     return errors
 
 

@@ -32,14 +32,17 @@ from lws_operator.api.constants import (
     REASON_FAILED_UPDATE,
     REASON_GROUPS_PROGRESSING,
     REASON_RECREATE_GROUP,
+    SCHEDULER_PROVIDER_VOLCANO,
+    SCHEDULING_LEVEL_LABEL,
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import APPLY_PATCH, MERGE_PATCH, ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
+from lws_operator.logic import gang, volcano
 from lws_operator.logic.events import Event
-from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.logic.objects import labels_of, meta_of, name_of
 from lws_operator.logic.readiness import pod_ready
 from lws_operator.logic.reconcile import (
     decide_revision,
@@ -94,6 +97,9 @@ LWS_PATH = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets/{
 STS_DELETING_REQUEUE = 5.0
 MISSING_REVISION_REQUEUE = 1.0
 CONFLICT_REQUEUE = 1.0
+SCHEDULING_RETRY = 10.0
+SCHEDULING = "/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}"
+VOLCANO = "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}"
 
 
 def _now() -> str:
@@ -111,8 +117,13 @@ class LeaderWorkerSetReconciler:
 
     def __init__(self, kube: KubeClient, cache: ClusterCache, events: EventRecorder,
                  now: Callable[[], str] = _now, clock: Callable[[], float] = time.time,
-                 stall_grace: float = DEFAULT_GRACE_SECONDS) -> None:
+                 stall_grace: float = DEFAULT_GRACE_SECONDS,
+                 scheduler_provider: str | None = None) -> None:
         self.kube = kube
+        self.scheduler_provider = scheduler_provider
+        # Whether the API server serves scheduling.k8s.io/v1beta1 Workload and PodGroup (set by
+        # discovery when the runtime starts).
+        self.native_scheduling = True
         self.cache = cache
         self.events = events
         self.now = now
@@ -170,6 +181,18 @@ class LeaderWorkerSetReconciler:
                                                 decision.updated))
         for event in rollout.events:
             await self.events.record(lws, event)
+        scheduling: dict[str, Any] | None = None
+        if gang.level_of(lws) is not None:
+            scheduling, ready = await self._ensure_scheduling(lws, pods)
+            if not ready:
+                # No member pod may exist before its Workload (and whole-LWS PodGroup): the
+                # leader StatefulSet waits, and the status says why.
+                await self._write_scheduling_condition(lws, scheduling)
+                return SCHEDULING_RETRY
+            pods = self.cache["Pod"].owned_by(key)
+            leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
+        elif self.scheduler_provider == SCHEDULER_PROVIDER_VOLCANO:
+            await self._ensure_volcano_pod_groups(lws, leaders)
         desired = leader_statefulset(lws, key_now, rollout.partition, rollout.replicas)
         difference = "." if leader_sts is None else first_difference(desired, leader_sts)
         if difference is not None:
@@ -211,6 +234,10 @@ class LeaderWorkerSetReconciler:
             apply_unschedulable(status.status, lws, pods), observed, stall, now)
         desired_status = apply_degraded(desired_status, pods,
                                         int(meta_of(lws).get("generation") or 0), now)
+        if scheduling is not None:
+            desired_status = gang.apply_condition(desired_status, gang.scheduling_condition(
+                observed.get("conditions") or [], now=now,
+                generation=int(meta_of(lws).get("generation") or 0), **scheduling))
         requeue = _earliest(requeue, stall.recheck_after, restart_requeue)
         if desired_status != observed:
             body = {"metadata": {"resourceVersion": meta_of(lws).get("resourceVersion")},
@@ -478,6 +505,8 @@ class LeaderWorkerSetReconciler:
             pod_name = str(meta_of(pod).get("name"))
             if meta_of(pod).get("deletionTimestamp") or pod_name in existing:
                 continue
+            if gang.gated(pod):
+                continue  # its PodGroups first: the gate is lifted once they exist
             if spec.get("startupPolicy") == "LeaderReady" and not pod_ready(pod):
                 continue
             revision = revision_for_key(revisions,
@@ -508,6 +537,205 @@ class LeaderWorkerSetReconciler:
                     REASON_GROUPS_PROGRESSING, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE,
                     f"Created worker statefulset for leader pod {pod_name}"), related=pod)
         return requeue
+
+    # ------------------------------------------------------------------ native gang scheduling
+
+    async def _ensure_scheduling(self, lws: dict[str, Any], pods: list[dict[str, Any]]
+                                 ) -> tuple[dict[str, Any], bool]:
+        """Workload, then PodGroups, then the gates of the leaders whose PodGroups exist; stale
+        PodGroups go. Returns the WorkloadSchedulingCreated facts (``ok``, ``reason``,
+        ``message``) and whether member pods may be created (the Workload, and the whole-LWS
+        PodGroup, exist)."""
+        namespace = str(meta_of(lws).get("namespace"))
+        if not self.native_scheduling:
+            return {"ok": False, "reason": gang.REASON_API_NOT_AVAILABLE,
+                    "message": "the API server does not serve scheduling.k8s.io/v1beta1 Workload "
+                               "and PodGroup (enable the GenericWorkload feature gate)"}, False
+        leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
+        desired_workload = gang.desired_workload(lws, leaders)
+        if desired_workload is None:  # a parent controller owns the Workload
+            source, why = gang.find_parent_workload(
+                lws, self.cache["Workload"].in_namespace(namespace))
+            if source is None:
+                return {"ok": False, "reason": gang.REASON_PARENT_NOT_READY,
+                        "message": why}, False
+            message = (f"PodGroups instantiate template {source.parent_template} of the parent's "
+                       f"Workload {source.workload}")
+        else:
+            failure = await self._ensure_workload(lws, desired_workload)
+            if failure is not None:
+                return failure, False
+            source = gang.Source(str(desired_workload["metadata"]["name"]))
+            message = f"Workload {source.workload} is created"
+        existing = {name_of(g): g for g in self.cache["PodGroup"].owned_by(
+            (namespace, str(meta_of(lws).get("name"))))}
+        failed: list[str] = []
+        desired = gang.desired_pod_groups(lws, source, leaders)
+        for group in desired:
+            name = name_of(group)
+            live = existing.get(name)
+            if live is None:
+                try:
+                    created = await self._create(f"{SCHEDULING}/podgroups", namespace, group)
+                except ApiException as exc:
+                    failed.append(f"{name}: {exc.reason}")
+                    await self.events.record(lws, Event(
+                        REASON_FAILED_CREATE, EVENT_TYPE_WARNING, EVENT_ACTION_CREATE,
+                        f"Failed to create PodGroup {name}: {exc.reason}"))
+                    continue
+                if created is not None:
+                    self.cache["PodGroup"].upsert(created)
+                    existing[name] = created
+                    await self.events.record(lws, Event(
+                        REASON_GROUPS_PROGRESSING, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE,
+                        f"Created PodGroup {name}"))
+            elif meta_of(live).get("deletionTimestamp"):
+                failed.append(f"{name} is still being deleted")
+            elif (labels_of(group).get(SCHEDULING_LEVEL_LABEL) == "lws"
+                  and gang.min_count_of(group) != gang.min_count_of(live)
+                  and gang.min_count_of(live) is not None):
+                patched = await self.kube.request(
+                    "PATCH", f"{SCHEDULING.format(ns=namespace)}/podgroups/{name}",
+                    body={"metadata": {"resourceVersion": meta_of(live).get("resourceVersion")},
+                          "spec": {"schedulingPolicy": {"gang": {
+                              "minCount": gang.min_count_of(group)}}}},
+                    content_type=MERGE_PATCH)
+                self.cache["PodGroup"].upsert(patched)
+        ready = {n for n, g in existing.items() if not meta_of(g).get("deletionTimestamp")}
+        if gang.level_of(lws) == "lws" and desired and name_of(desired[0]) not in ready:
+            return {"ok": False, "reason": gang.REASON_POD_GROUP_CREATE_FAILED,
+                    "message": "; ".join(failed)}, False
+        for leader in leaders:
+            if (gang.gated(leader) and not meta_of(leader).get("deletionTimestamp")
+                    and set(gang.names_for_leader(lws, gang.workload_name(lws), leader))
+                    <= ready):
+                await self._ungate(leader)
+        await self._recreate_mismatched(lws, gang.workload_name(lws), pods)
+        for stale in gang.stale_pod_groups(existing.values(), [name_of(g) for g in desired],
+                                           pods):
+            await self._delete_pod_group(stale)
+        if failed:
+            return {"ok": False, "reason": gang.REASON_POD_GROUP_CREATE_FAILED,
+                    "message": "; ".join(failed)}, True
+        return {"ok": True, "reason": gang.REASON_CREATED, "message": message}, True
+
+    async def _ensure_workload(self, lws: dict[str, Any], desired: dict[str, Any]
+                               ) -> dict[str, Any] | None:
+        """Create the Workload, or bring its gang minimums up to date; the failure, or None."""
+        namespace = str(meta_of(lws).get("namespace"))
+        name = name_of(desired)
+        live = self.cache["Workload"].get(namespace, name)
+        try:
+            if live is None:
+                created = await self._create(f"{SCHEDULING}/workloads", namespace, desired)
+                if created is not None:
+                    self.cache["Workload"].upsert(created)
+                    await self.events.record(lws, Event(
+                        REASON_GROUPS_PROGRESSING, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE,
+                        f"Created Workload {name}"))
+                return None
+            if not owned_by(live, lws):
+                return {"ok": False, "reason": gang.REASON_WORKLOAD_CREATE_FAILED,
+                        "message": f"Workload {name} exists but is not controlled by this "
+                                   "LeaderWorkerSet"}
+            patch = gang.workload_update(desired, live)
+            if patch is not None:
+                written = await self.kube.request(
+                    "PATCH", f"{SCHEDULING.format(ns=namespace)}/workloads/{name}", body=patch,
+                    content_type=MERGE_PATCH)
+                self.cache["Workload"].upsert(written)
+        except ApiException as exc:
+            if is_status(exc, 409):
+                return {"ok": False, "reason": gang.REASON_WORKLOAD_CREATE_FAILED,
+                        "message": f"Workload {name}: conflict, retrying"}
+            await self.events.record(lws, Event(
+                REASON_FAILED_CREATE, EVENT_TYPE_WARNING, EVENT_ACTION_CREATE,
+                f"Failed to create Workload {name}: {exc.reason}"))
+            return {"ok": False, "reason": gang.REASON_WORKLOAD_CREATE_FAILED,
+                    "message": f"Workload {name}: {exc.reason}"}
+        return None
+
+    async def _ungate(self, leader: dict[str, Any]) -> None:
+        """Lift the group-replacement gate (guarded by resourceVersion; a conflict is retried
+        by the pass its watch event brings)."""
+        meta = meta_of(leader)
+        try:
+            written = await self.kube.request(
+                "PATCH", f"{CORE.format(ns=meta.get('namespace'))}/pods/{meta.get('name')}",
+                body={"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                      "spec": {"schedulingGates": gang.gates_without_ours(leader) or None}},
+                content_type=MERGE_PATCH)
+        except ApiException as exc:
+            if is_status(exc, 404, 409):
+                return
+            raise
+        self.cache["Pod"].upsert(written)
+
+    async def _recreate_mismatched(self, lws: dict[str, Any], workload: str,
+                                   pods: list[dict[str, Any]]) -> None:
+        """Upgrade skew: a group whose workers joined another PodGroup than their leader's is
+        recreated by deleting its leader, while none of its workers is scheduled."""
+        for leader in gang.mismatched_groups(lws, workload, pods):
+            meta = meta_of(leader)
+            group = str(labels_of(leader).get(GROUP_INDEX_LABEL, ""))
+            note = (f"Workers of leader pod {meta.get('name')} joined another PodGroup than the "
+                    f"leader's; deleted leader pod {meta.get('name')} to recreate group {group}")
+            recreation = Recreation(leader=str(meta.get("name")), leader_uid=str(meta.get("uid")),
+                                    trigger=str(meta.get("name")), group=group, why=note)
+            if await self._delete_leader(lws, recreation):
+                await self.events.record(lws, Event(REASON_RECREATE_GROUP, EVENT_TYPE_NORMAL,
+                                                    EVENT_ACTION_DELETE, note), related=leader)
+
+    async def _delete_pod_group(self, group: Mapping[str, Any]) -> None:
+        meta = meta_of(group)
+        try:
+            await self.kube.request(
+                "DELETE", f"{SCHEDULING.format(ns=meta.get('namespace'))}/podgroups/"
+                          f"{meta.get('name')}",
+                body={"preconditions": {"uid": meta.get("uid")}})
+        except ApiException as exc:
+            if not is_status(exc, 404, 409):
+                raise
+        self.cache["PodGroup"].delete(group)
+
+    async def _write_scheduling_condition(self, lws: dict[str, Any],
+                                          facts: dict[str, Any]) -> None:
+        """The WorkloadSchedulingCreated condition alone, when the pass stops before status."""
+        meta = meta_of(lws)
+        observed = lws.get("status") or {}
+        status = gang.apply_condition(dict(observed), gang.scheduling_condition(
+            observed.get("conditions") or [], now=self.now(),
+            generation=int(meta.get("generation") or 0), **facts))
+        if status == observed:
+            return
+        written = await self.kube.request(
+            "PATCH", LWS_PATH.format(ns=meta.get("namespace"), name=meta.get("name")) + "/status",
+            body={"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                  "status": status}, content_type=MERGE_PATCH)
+        self.cache["LeaderWorkerSet"].upsert(written)
+
+    async def _ensure_volcano_pod_groups(self, lws: dict[str, Any],
+                                         leaders: list[dict[str, Any]]) -> None:
+        """SPEC 5.1: a volcano PodGroup per (non-deleting) leader, created if missing, never
+        updated, owned by the leader pod."""
+        namespace = str(meta_of(lws).get("namespace"))
+        store = self.cache["VolcanoPodGroup"]
+        for leader in leaders:
+            if meta_of(leader).get("deletionTimestamp"):
+                continue
+            body = volcano.pod_group(lws, leader)
+            if body is None or store.get(namespace, name_of(body)) is not None:
+                continue
+            try:
+                created = await self._create(f"{VOLCANO}/podgroups", namespace, body)
+            except ApiException as exc:
+                await self.events.record(lws, Event(
+                    REASON_FAILED_CREATE, EVENT_TYPE_WARNING, EVENT_ACTION_CREATE,
+                    f"Failed to create volcano PodGroup {name_of(body)}: {exc.reason}"),
+                    related=leader)
+                continue
+            if created is not None:
+                store.upsert(created)
 
     async def _prune_revisions(self, namespace: str, current: str,
                                revisions: list[Mapping[str, Any]]) -> None:

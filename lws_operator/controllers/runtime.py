@@ -42,14 +42,33 @@ log = logging.getLogger(__name__)
 
 CONTROLLER = "leaderworkerset"
 
+Watch = tuple[str, str, str, str, str, str | None]
+
 # (kind, group, version, plural, list path, label selector)
-WATCHED: tuple[tuple[str, str, str, str, str, str | None], ...] = (
+WATCHED: tuple[Watch, ...] = (
     ("LeaderWorkerSet", GROUP, VERSION, PLURAL, f"/apis/{GROUP}/{VERSION}/{PLURAL}", None),
     ("StatefulSet", "apps", "v1", "statefulsets", "/apis/apps/v1/statefulsets", NAME_LABEL),
     ("Pod", "", "v1", "pods", "/api/v1/pods", NAME_LABEL),
     ("Service", "", "v1", "services", "/api/v1/services", NAME_LABEL),
     ("ControllerRevision", "apps", "v1", "controllerrevisions", "/apis/apps/v1/controllerrevisions",
      NAME_LABEL),
+)
+
+# Watched only where the API server serves them (found by discovery at start): native gang
+# scheduling's PodGroups (ours carry the name label) and Workloads (all of them: a parent
+# controller's Workload, which LWS PodGroups may instantiate, carries no label of ours); and
+# volcano's PodGroups when that provider is configured.
+SCHEDULING_API = "/apis/scheduling.k8s.io/v1beta1"
+VOLCANO_API = "/apis/scheduling.volcano.sh/v1beta1"
+NATIVE_SCHEDULING: tuple[Watch, ...] = (
+    ("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", f"{SCHEDULING_API}/podgroups",
+     NAME_LABEL),
+    ("Workload", "scheduling.k8s.io", "v1beta1", "workloads", f"{SCHEDULING_API}/workloads",
+     None),
+)
+VOLCANO: tuple[Watch, ...] = (
+    ("VolcanoPodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups",
+     f"{VOLCANO_API}/podgroups", NAME_LABEL),
 )
 
 
@@ -59,6 +78,8 @@ class ControllerOptions:
     list_chunk_size: int = 500
     # How long new-revision pods may stay unschedulable before a rollout is reported stalled.
     stall_grace_seconds: float = 60.0
+    # "volcano": volcano PodGroups for LeaderWorkerSets without spec.scheduling (SPEC 5.1).
+    scheduler_provider: str | None = None
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -88,7 +109,9 @@ class ControllerRuntime:
         self.cache = ClusterCache()
         self.queue: WorkQueue = WorkQueue(CONTROLLER, registry=registry)
         self.reconciler = LeaderWorkerSetReconciler(
-            kube, self.cache, EventRecorder(kube), stall_grace=options.stall_grace_seconds)
+            kube, self.cache, EventRecorder(kube), stall_grace=options.stall_grace_seconds,
+            scheduler_provider=options.scheduler_provider)
+        self.watched: list[Watch] = list(WATCHED)
         self.kopf_registry = self._build_registry()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Events handed from kopf's thread to the main loop, drained in batches: waking the
@@ -126,7 +149,7 @@ class ControllerRuntime:
         def login(**_: Any) -> kopf.ConnectionInfo:
             return connection_info(kube)
 
-        for kind, group, version, plural, _path, selector in WATCHED:
+        for kind, group, version, plural, _path, selector in self.watched:
             labels = {selector: kopf.PRESENT} if selector else None
 
             async def handler(type: str | None, body: kopf.Body, _kind: str = kind,
@@ -141,7 +164,7 @@ class ControllerRuntime:
                     loop.call_soon_threadsafe(self._drain)
 
             kopf.on.event(group, version, plural, labels=labels, registry=registry,
-                          id=f"observe-{plural}")(handler)
+                          id=f"observe-{plural}.{group}")(handler)
         return registry
 
     def settings(self) -> kopf.OperatorSettings:
@@ -152,7 +175,7 @@ class ControllerRuntime:
         settings.watching.chunk_size = self.options.list_chunk_size
         settings.networking.request_timeout = 60
         settings.scanning.disabled = True
-        for _kind, group, version, plural, _path, selector in WATCHED:
+        for _kind, group, version, plural, _path, selector in self.watched:
             if selector:
                 key = (group, version, plural) if group else (version, plural)
                 settings.watching.label_selectors[key] = selector
@@ -178,9 +201,57 @@ class ControllerRuntime:
                 await asyncio.wait_for(stop.wait(), interval)
         return False
 
+    async def _served(self, group_version_path: str, *plurals: str) -> bool:
+        """Whether discovery lists every one of ``plurals`` under ``group_version_path``."""
+        try:
+            found = await self.kube.request("GET", group_version_path)
+        except ApiException as exc:
+            if is_status(exc, 404, 503):
+                return False
+            raise
+        served = {r.get("name") for r in found.get("resources") or []}
+        return all(p in served for p in plurals)
+
+    async def discover(self) -> None:
+        """Watch the optional kinds the API server serves; the others stay empty (and synced),
+        and LeaderWorkerSets that need them are told so in their status."""
+        native = await self._served(SCHEDULING_API, "workloads", "podgroups")
+        if native:
+            self.watched.extend(NATIVE_SCHEDULING)
+        else:
+            log.warning("scheduling.k8s.io/v1beta1 Workload and PodGroup are not served: "
+                        "LeaderWorkerSets with spec.scheduling will wait (APINotAvailable)")
+        self.reconciler.native_scheduling = native
+        if self.options.scheduler_provider == "volcano":
+            if await self._served(VOLCANO_API, "podgroups"):
+                self.watched.extend(VOLCANO)
+            else:
+                log.warning("scheduler provider volcano: the scheduling.volcano.sh/v1beta1 "
+                            "PodGroup API is not served; no volcano PodGroups are created")
+        watched = {w[0] for w in self.watched}
+        for kind in self.cache.stores:
+            if kind not in watched:
+                self.cache[kind].synced = True
+        self.kopf_registry = self._build_registry()
+
+    async def _list(self, path: str, query: dict[str, str], attempts: int = 30
+                    ) -> dict[str, Any]:
+        """One LIST page, retried while the server answers that it is not ready for it yet
+        (429 "storage is (re)initializing" right after a CRD is established, 5xx): starting
+        up must not fail on a transient answer."""
+        for attempt in range(attempts):
+            try:
+                return await self.kube.request("GET", path, query=query)
+            except ApiException as exc:
+                if not is_status(exc, 429, 500, 503, 504) or attempt == attempts - 1:
+                    raise
+                log.info("listing %s: %s, retrying", path, exc.reason)
+                await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
+
     async def prime(self) -> None:
         """Fill every cache with one chunked LIST per kind, mark it synced, enqueue every LWS."""
-        for kind, _group, _version, _plural, path, selector in WATCHED:
+        for kind, _group, _version, _plural, path, selector in self.watched:
             token: str | None = None
             while True:
                 query = {"limit": str(self.options.list_chunk_size)}
@@ -188,7 +259,7 @@ class ControllerRuntime:
                     query["labelSelector"] = selector
                 if token:
                     query["continue"] = token
-                page = await self.kube.request("GET", path, query=query)
+                page = await self._list(path, query)
                 for item in page.get("items") or []:
                     # List items carry no apiVersion/kind; watch events do. Cached objects must
                     # look the same either way (a pass compares them with what it would write).
@@ -219,6 +290,7 @@ class ControllerRuntime:
         self._loop = asyncio.get_running_loop()
         if not await self.wait_for_crd(stop):
             return
+        await self.discover()
         await self.prime()
         workers = asyncio.create_task(run_workers(
             self.queue, self._reconcile, concurrency=self.options.workers,

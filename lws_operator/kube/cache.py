@@ -138,6 +138,11 @@ class KindStore:
         """Objects labelled with the LeaderWorkerSet ``owner``, in name order."""
         return [self._objects[k] for k in sorted(self._by_owner.get(owner, ()))]
 
+    def in_namespace(self, namespace: str) -> list[dict[str, Any]]:
+        """Every object of the namespace, labelled or not (for kinds watched without a label
+        selector, such as a parent controller's Workloads)."""
+        return [obj for (ns, _), obj in sorted(self._objects.items()) if ns == namespace]
+
     def owners(self) -> Iterable[Key]:
         return list(self._by_owner)
 
@@ -145,7 +150,8 @@ class KindStore:
 class ClusterCache:
     """One store per kind the controller reads."""
 
-    KINDS = ("LeaderWorkerSet", "StatefulSet", "Pod", "Service", "ControllerRevision")
+    KINDS = ("LeaderWorkerSet", "StatefulSet", "Pod", "Service", "ControllerRevision",
+             "PodGroup", "Workload", "VolcanoPodGroup")
 
     def __init__(self) -> None:
         self.stores = {kind: KindStore(kind) for kind in self.KINDS}

@@ -14,6 +14,7 @@ with a clear message instead.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from lws_operator.api.constants import (
@@ -35,9 +36,11 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     VOLCANO_GROUP_NAME_ANNOTATION,
     WORKER_INDEX_LABEL,
+    WORKLOAD_SCHEDULING_ANNOTATION,
 )
 from lws_operator.logic.affinity import set_exclusive_affinities
 from lws_operator.logic.env import add_lws_env
+from lws_operator.logic.gang import assign_pod_group, new_incarnation
 from lws_operator.logic.keys import (
     group_key,
     parse_int,
@@ -58,7 +61,8 @@ class PodRejected(ValueError):
         self.message = message
 
 
-def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None) -> dict[str, Any]:
+def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None,
+               incarnation: Callable[[], str] = new_incarnation) -> dict[str, Any]:
     """Return the admitted form of `pod` (a deep copy; the input is never modified).
 
     A pod without the `leaderworkerset.sigs.k8s.io/name` label comes back unchanged. Mutating an
@@ -67,7 +71,10 @@ def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None) ->
     now labelled 0, a leader the second: upstream behaves the same).
 
     `scheduler_provider` is the operator's configured gang scheduler ("volcano" or None); any
-    other value is a configuration error (ValueError, not PodRejected).
+    other value is a configuration error (ValueError, not PodRejected). A LeaderWorkerSet with
+    native gang scheduling (``spec.scheduling``) uses the Kubernetes PodGroups instead, whatever
+    the provider: its pods get ``spec.schedulingGroup`` and no volcano annotation.
+    `incarnation` draws a leader's group incarnation (random; tests pass their own).
 
     Raises PodRejected, with upstream's message where it has one, when the pod cannot be
     interpreted.
@@ -81,7 +88,7 @@ def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None) ->
     if NAME_LABEL not in ((result.get("metadata") or {}).get("labels") or {}):
         return result
     try:
-        _mutate(result, scheduler_provider)
+        _mutate(result, scheduler_provider, incarnation)
     except PodRejected:
         raise
     except ValueError as err:
@@ -111,7 +118,8 @@ def _parse_annotation_int(value: str, key: str, pod_name: str) -> int:
         raise PodRejected(f'parsing annotation {key}="{value}" for pod {pod_name}: {err}') from None
 
 
-def _mutate(pod: dict[str, Any], scheduler_provider: str | None) -> None:
+def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
+            incarnation: Callable[[], str]) -> None:
     """SPEC 2.2 steps 2 to 8, in place, on the copy."""
     metadata = _child(pod, "metadata")
     name = str(metadata.get("name") or "")
@@ -124,12 +132,16 @@ def _mutate(pod: dict[str, Any], scheduler_provider: str | None) -> None:
     size = _parse_annotation_int(str(annotations[SIZE_ANNOTATION]), SIZE_ANNOTATION, name)
 
     # A pod is a leader only with worker-index "0"; a pod without the label is a worker.
-    if labels.get(WORKER_INDEX_LABEL) == "0":
+    leader = labels.get(WORKER_INDEX_LABEL) == "0"
+    if leader:
         _mutate_leader(pod, name, labels, annotations)
     else:
         _mutate_worker(pod, name, size, labels, annotations)
 
-    if scheduler_provider == SCHEDULER_PROVIDER_VOLCANO:
+    native = WORKLOAD_SCHEDULING_ANNOTATION in annotations
+    if native:
+        assign_pod_group(pod, leader=leader, incarnation=incarnation)
+    elif scheduler_provider == SCHEDULER_PROVIDER_VOLCANO:
         # One volcano PodGroup per group and revision (SPEC 5.1); leaders and workers alike.
         _child(metadata, "annotations")[VOLCANO_GROUP_NAME_ANNOTATION] = (
             f"{labels.get(NAME_LABEL, '')}-{labels.get(GROUP_INDEX_LABEL, '')}"

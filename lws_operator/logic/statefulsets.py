@@ -61,6 +61,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.api.validation import scaled_value
+from lws_operator.logic.gang import template_annotations, worker_template_annotations
 from lws_operator.logic.services import lws_reference, pod_reference, subdomain_policy
 from lws_operator.logic.tpu import pod_requests_tpus
 
@@ -229,6 +230,7 @@ def leader_statefulset(
         annotations.update(_subgroup_annotations(subgroup_policy, lws, str(policy_type)))
     if subdomain_policy(lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA:
         annotations[SUBDOMAIN_POLICY_ANNOTATION] = SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
+    annotations.update(template_annotations(lws))
     template = _overlay_template(
         copy.deepcopy(source or {}),
         {WORKER_INDEX_LABEL: "0", NAME_LABEL: name, TEMPLATE_REVISION_HASH_LABEL: key},
@@ -326,6 +328,7 @@ def worker_statefulset(
         ))
     if pod_requests_tpus(leader_pod):
         annotations[LEADER_REQUESTS_TPUS_ANNOTATION] = "true"
+    annotations.update(worker_template_annotations(live_lws, leader_pod))
     template = _overlay_template(
         copy.deepcopy(lwt.get("workerTemplate") or {}), identity, annotations
     )
