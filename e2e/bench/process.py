@@ -90,6 +90,7 @@ class OperatorProcess:
                 *argv, cwd=REPO, stdout=log, stderr=log, start_new_session=True)
         finally:
             log.close()
+        print(f"[bench] operator pid {self.process.pid}", file=sys.stderr, flush=True)
         deadline = time.monotonic() + timeout
         while not await asyncio.to_thread(self._ready):
             if self.process.returncode is not None:

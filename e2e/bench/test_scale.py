@@ -119,7 +119,7 @@ async def test_an_interrupted_run_deletes_what_it_created(
     assert process.stderr is not None
     seen = b""
     async with asyncio.timeout(240):
-        while b"now the operator" not in seen:
+        while b"[bench] operator pid" not in seen:
             line = await process.stderr.readline()
             assert line, seen.decode()[-2000:]
             seen += line
@@ -128,9 +128,11 @@ async def test_an_interrupted_run_deletes_what_it_created(
 
     await wait_for(operator_side, 120, what="the operator side's namespace")
     await asyncio.sleep(3)  # into the run: LeaderWorkerSets created, operator running
+    operator_pid = int(seen.split(b"[bench] operator pid ")[1].split()[0])
     process.send_signal(signal.SIGINT)
     rest = await asyncio.wait_for(process.stderr.read(), 120)
     assert await process.wait() == 130, rest.decode()[-2000:]
+    assert not await asyncio.to_thread(Path(f"/proc/{operator_pid}").exists)  # operator gone
     assert await _bench_namespaces(kube) == []
     hooks = [h["metadata"]["name"]
              for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")

@@ -50,7 +50,7 @@ class Tracker:
 
     async def _follow(self) -> None:
         """List, then watch from the list's version; a watch that ends (server timeout) resumes
-        from the last version seen, an expired one (410) lists again."""
+        from the last version seen, a failed or expired one (410) lists again."""
         resource = await self.kube.dyn.resources.get(api_version="v1", kind="Pod")
         version: str | None = None
         while True:
@@ -76,7 +76,11 @@ class Tracker:
                         await self._notify()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a dropped stream: resume from the last version
+            except Exception:
+                # A dropped stream, or one whose version etcd has compacted away (410, raised
+                # rather than sent as an ERROR event): list again. Retrying from the same
+                # version would fail forever and leave the phase waiting for its timeout.
+                version = None
                 await asyncio.sleep(0.5)
 
     def _apply(self, kind: str, pod: dict[str, Any]) -> None:
