@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from typing import Any
 
 from e2e.bench.workloads import SET_LABEL
 from e2e.kube import Kube, is_ready
+
+STALL_SECONDS = 15.0  # no event for this long while a phase waits: list again
 
 
 @dataclass
@@ -37,6 +40,8 @@ class Tracker:
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _task: asyncio.Task[None] | None = None
     _listed: asyncio.Event = field(default_factory=asyncio.Event)
+    _last_event: float = 0.0
+    resyncs: int = 0
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._follow())
@@ -60,6 +65,7 @@ class Tracker:
                 for pod in listed.to_dict()["items"]:
                     self._apply("ADDED", pod)
                 version = listed.metadata.resourceVersion
+                self._last_event = time.monotonic()
                 await self._notify()
                 self._listed.set()
             try:
@@ -71,6 +77,7 @@ class Tracker:
                         version = None  # expired: list again
                         break
                     version = obj["metadata"].get("resourceVersion", version)
+                    self._last_event = time.monotonic()
                     if event["type"] != "BOOKMARK":
                         self._apply(event["type"], obj)
                         await self._notify()
@@ -97,6 +104,18 @@ class Tracker:
                  self.count(ready=True, image=self.rolled_image), len(self.pods))
         if not self.timeline or self.timeline[-1][1:] != point[1:]:
             self.timeline.append(point)
+
+    async def _resync(self) -> None:
+        """Start over from a fresh list. A watch whose consumer fell behind can be closed by
+        the API server without the client noticing (seen at 5,000 pods): the phase would then
+        wait for its timeout with every pod long done."""
+        self.resyncs += 1
+        print(f"[bench] no pod event in {STALL_SECONDS:.0f}s while waiting: listing "
+              f"{self.namespace} again", file=sys.stderr, flush=True)
+        await self.stop()
+        self._listed.clear()
+        self._last_event = time.monotonic()
+        self._task = asyncio.create_task(self._follow())
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -143,6 +162,8 @@ class Tracker:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"not done after {timeout:.0f}s: {progress()}")
+                if time.monotonic() - self._last_event > STALL_SECONDS:
+                    await self._resync()
                 with contextlib.suppress(TimeoutError):
                     # Also wake periodically: `started` fills in while we wait.
                     await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
