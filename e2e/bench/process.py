@@ -12,21 +12,16 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from e2e.cluster.launcher import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

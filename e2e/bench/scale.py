@@ -159,6 +159,10 @@ class Side:
         self.names = {name: pod_names(name, profile) for name in self.sets}
         self.tracker = Tracker(kube, namespace, rolled_image=ROLLED_IMAGE)
 
+    async def _each_set(self, one: Callable[[str], Awaitable[None]]) -> None:
+        """``one(set name)`` for every set, ``CONCURRENCY`` at a time."""
+        await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+
     async def open(self) -> None:
         await self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                 "metadata": {"name": self.namespace,
@@ -174,7 +178,7 @@ class Side:
                 objects = [leaderworkerset(name, p)] if self.operator else baseline(name, p)
                 for obj in objects:
                     await self.kube.create(obj, self.namespace)
-            await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+            await self._each_set(one)
 
         return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
             self.names, IMAGE, p.timeout, started))
@@ -194,7 +198,7 @@ class Side:
                     await self.kube.patch("apps/v1", "StatefulSet", sts,
                                           rolled_statefulset_patch(), self.namespace,
                                           content_type=STRATEGIC_PATCH)
-            await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+            await self._each_set(one)
 
         return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
             self.names, ROLLED_IMAGE, p.timeout, started))
@@ -211,7 +215,7 @@ class Side:
                 for sts in [name, *(f"{name}-{g}" for g in range(p.replicas))]:
                     await self.kube.delete("apps/v1", "StatefulSet", sts, self.namespace)
                 await self.kube.delete("v1", "Service", name, self.namespace)
-            await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+            await self._each_set(one)
 
         async def wait(_: dict[str, float]) -> dict[str, float]:
             await self.tracker.wait_empty(p.timeout)

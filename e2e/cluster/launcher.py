@@ -120,7 +120,8 @@ def ensure_built() -> Binaries:
     return bins
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -262,7 +263,7 @@ class LocalCluster:
         self.pids.mkdir()
         names = ("etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler",
                  "kwok")
-        ports = {n: _free_port() for n in names}
+        ports = {n: free_port() for n in names}
         state = State(tier=tier, ports=ports, layout=asdict(layout),
                       ready_delay_ms=ready_delay_ms, versions=versions())
         pki = ensure_pki(self.dir / "pki")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import Clusters
+from e2e.bench.figures import WRITE_VERBS
 from e2e.bench.webhook_latency import Webhooks, options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
 from e2e.kube import Kube
@@ -20,7 +22,6 @@ from lws_operator.controllers.runtime import ControllerRuntime
 
 MANAGED_RESOURCES = {"leaderworkersets", "statefulsets", "services", "controllerrevisions",
                      "pods", "persistentvolumeclaims", "podgroups", "workloads"}
-WRITE_VERBS = {"create", "update", "patch", "apply", "delete", "deletecollection"}
 
 
 @dataclass
@@ -61,17 +62,18 @@ class Operator:
         return out
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
-    """The full-tier cluster with the CRD, our webhooks (confined to one namespace) and our
-    controllers running in this process."""
-    cluster: LocalCluster = clusters.get("full")
-    cluster.install_crd()
+@contextlib.asynccontextmanager
+async def running_operator(cluster: LocalCluster,
+                           scheduler_provider: str | None = None) -> AsyncIterator[Operator]:
+    """Our webhooks (confined to a fresh namespace) and controllers in this process, on
+    ``cluster`` (which must have the CRD), with an optional scheduler provider on both sides."""
     kube = await Kube.connect(str(cluster.kubeconfig))
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    hooks: Webhooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
-    controllers = await start_controllers(str(cluster.kubeconfig))
+    hooks: Webhooks = await start_webhooks(
+        str(cluster.kubeconfig), options_for(namespace, scheduler_provider=scheduler_provider))
+    controllers = await start_controllers(str(cluster.kubeconfig),
+                                          scheduler_provider=scheduler_provider)
     yield Operator(kube, namespace, controllers.runtime, controllers.registry,
                    str(cluster.kubeconfig), cluster)
     await controllers.close()
@@ -80,3 +82,11 @@ async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
     await kube.close()
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
+    """The full-tier cluster with the CRD, our webhooks (confined to one namespace) and our
+    controllers running in this process."""
+    cluster: LocalCluster = clusters.get("full")
+    cluster.install_crd()
+    async with running_operator(cluster) as op:
+        yield op

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,12 +16,10 @@ import pytest
 import pytest_asyncio
 
 from conftest import REPO, Clusters
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
-from e2e.controllers.harness import Operator
+from e2e.controllers.harness import Operator, running_operator
 from e2e.controllers.test_ordinal_groups import API, KIND, P, converged, sample
-from e2e.kube import Kube, wait_for
-from e2e.operator import start_controllers
+from e2e.kube import wait_for
 
 pytestmark = pytest.mark.full
 
@@ -54,18 +51,8 @@ async def volcano_operator(clusters: Clusters) -> AsyncIterator[Operator]:
     cluster: LocalCluster = clusters.get("full")
     cluster.install_crd()
     install_volcano_crd(cluster)
-    kube = await Kube.connect(str(cluster.kubeconfig))
-    namespace = f"t-{uuid.uuid4().hex[:10]}"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    hooks = await start_webhooks(str(cluster.kubeconfig),
-                                 options_for(namespace, scheduler_provider="volcano"))
-    controllers = await start_controllers(str(cluster.kubeconfig), scheduler_provider="volcano")
-    yield Operator(kube, namespace, controllers.runtime, controllers.registry,
-                   str(cluster.kubeconfig), cluster)
-    await controllers.close()
-    await stop_webhooks(hooks)
-    await kube.delete("v1", "Namespace", namespace)
-    await kube.close()
+    async with running_operator(cluster, scheduler_provider="volcano") as op:
+        yield op
 
 
 async def volcano_groups(op: Operator, name: str, revision: str | None = None
