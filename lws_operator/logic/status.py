@@ -296,35 +296,38 @@ def compute_hash_status(
     """The desired status of a Hash-mode LeaderWorkerSet (guide, Group Identity).
 
     There are no ordinals, so no surge or partition split: every live (not terminating) leader is
-    a group, gated ones included (``status.replicas``: "a waiting replacement counts as a
-    not-ready group"); a group is ready and updated by the same rules as in Ordinal mode, with the
-    worker StatefulSet found by the leader's host name. The conditions see at most ``replicas``
-    groups, and the update is done once ``replicas`` groups are updated and ready and no group
-    of another revision is left."""
+    a group in ``status.replicas``, gated ones included ("a waiting replacement counts as a
+    not-ready group"); a group is counted, ready and updated by the same rules as in Ordinal
+    mode, with the worker StatefulSet found by the leader's host name. The conditions see at most
+    ``replicas`` groups, and the update is done once ``replicas`` groups are updated and ready
+    and no group of another revision is left."""
     spec = lws.get("spec") or {}
     replicas = spec.get("replicas")
     replicas = 1 if replicas is None else int(replicas)
     size = (spec.get("leaderWorkerTemplate") or {}).get("size")
     size = 1 if size is None else int(size)
     workers = {meta_of(sts).get("name"): sts for sts in worker_statefulsets}
-    live = ready = updated = updated_ready = 0
+    live = counted = ready = updated = updated_ready = 0
     outdated = False
     for pod in leader_pods:
         if meta_of(pod).get("deletionTimestamp") or (
                 (meta_of(pod).get("labels") or {}).get(WORKER_INDEX_LABEL) != "0"):
             continue
         live += 1
-        worker = workers.get(host_name(pod))
-        is_ready = (size == 1 or worker is not None) and group_ready(pod, worker, size)
-        is_updated = (size == 1 or worker is not None) and group_updated(
-            pod, worker, size, current_key)
         outdated |= revision_key(pod) != current_key
+        worker = workers.get(host_name(pod))
+        if size != 1 and worker is None:
+            continue  # as in Ordinal mode: a group counts once its workers are created
+        counted += 1
+        is_ready = group_ready(pod, worker, size)
+        is_updated = group_updated(pod, worker, size, current_key)
         ready += is_ready
         updated += is_updated
         updated_ready += is_ready and is_updated
+    current = min(counted, replicas)
     # A live leader of another revision keeps the update in progress, however many are updated.
-    counts = GroupCounts(ready, updated, min(ready, replicas), replicas,
-                         min(updated, replicas - 1 if outdated else replicas),
+    counts = GroupCounts(ready, updated, min(ready, replicas), current,
+                         min(updated, current - 1 if outdated else current),
                          min(updated_ready, replicas))
     update_done = not outdated and updated_ready >= replicas
     return _decide(lws, counts, live, update_done, now)
