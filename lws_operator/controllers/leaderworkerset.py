@@ -40,6 +40,7 @@ from lws_operator.api.constants import (
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import APPLY_PATCH, MERGE_PATCH, ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
+from lws_operator.kube.logcontext import bind_group
 from lws_operator.logic import gang, volcano
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of, meta_of, name_of
@@ -330,6 +331,7 @@ class LeaderWorkerSetReconciler:
         """Foreground-delete a group's leader, guarded by its UID; False if it is gone already
         or is another incarnation."""
         namespace = str(meta_of(lws).get("namespace"))
+        bind_group(recreation.group)
         log.info("deleting leader %s/%s of group %s: %s", namespace, recreation.leader,
                  recreation.group, recreation.why or recreation.note)
         try:
@@ -502,6 +504,7 @@ class LeaderWorkerSetReconciler:
         existing = {str(meta_of(s).get("name")) for s in workers}
         requeue: float | None = None
         for pod in leaders:
+            bind_group(labels_of(pod).get(GROUP_INDEX_LABEL))
             pod_name = str(meta_of(pod).get("name"))
             if meta_of(pod).get("deletionTimestamp") or pod_name in existing:
                 continue
@@ -536,6 +539,7 @@ class LeaderWorkerSetReconciler:
                 await self.events.record(lws, Event(
                     REASON_GROUPS_PROGRESSING, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE,
                     f"Created worker statefulset for leader pod {pod_name}"), related=pod)
+        bind_group(None)
         return requeue
 
     # ------------------------------------------------------------------ native gang scheduling
