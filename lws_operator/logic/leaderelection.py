@@ -122,7 +122,8 @@ def acquire_or_renew(observation: Observation, identity: str, timings: Timings,
     if record is not None and record.holder == identity:
         return LeaseRecord(identity, duration, record.acquire_time or stamp, stamp,
                            record.transitions)
-    transitions = 0 if record is None else record.transitions + (1 if record.holder else 0)
+    # As client-go counts: every change of holder, a take-over after a release included.
+    transitions = 0 if record is None else record.transitions + 1
     return LeaseRecord(identity, duration, stamp, stamp, transitions)
 
 
