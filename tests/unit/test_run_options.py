@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
 import pytest
 
 from lws_operator.__main__ import _add_run, main
