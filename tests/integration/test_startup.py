@@ -76,7 +76,8 @@ async def test_an_invalid_configuration_file_exits_2(private: LocalCluster,
 async def test_an_invalid_flag_exits_2(private: LocalCluster) -> None:
     code, err = await run_operator(private.kubeconfig, "--leader-elect-retry-period", "often")
     assert code == 2
-    assert "--leader-elect-retry-period" in err and "not a duration" in err
+    assert "--leader-elect-retry-period" in err
+    assert "not a duration" in err
     assert "Traceback" not in err
 
 
@@ -120,13 +121,14 @@ async def _service_account_kubeconfig(kube: Kube, cluster: LocalCluster, namespa
                   "spec": {"expirationSeconds": 3600}},
             auth_settings=["BearerToken"]))
     token = yaml.safe_load(await review.read())["status"]["token"]
-    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    path.write_text(yaml.safe_dump({
+    admin = yaml.safe_load(await asyncio.to_thread(Path(cluster.kubeconfig).read_text))
+    text = yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
         "users": [{"name": "operator", "user": {"token": token}}],
         "contexts": [{"name": "operator", "context": {
             "cluster": admin["clusters"][0]["name"], "user": "operator"}}],
-        "current-context": "operator"}))
+        "current-context": "operator"})
+    await asyncio.to_thread(path.write_text, text)
 
 
 async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> None:
