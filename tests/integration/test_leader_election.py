@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ async def candidates(client: KubeClient, namespace: str) -> AsyncIterator[list[C
         lost: list[float] = []
         elector = LeaderElector(client, LEASE, namespace, identity=f"{name}_{namespace}",
                                 timings=TIMINGS, registry=registry,
-                                on_lost=lambda lost=lost: lost.append(time.monotonic()))
+                                on_lost=functools.partial(_record_loss, lost))
         stop = asyncio.Event()
         out.append(Candidate(elector, registry, stop,
                              asyncio.create_task(elector.run(stop)), lost))
@@ -162,6 +163,10 @@ async def test_a_leader_that_cannot_renew_stops_leading(
     # It never wrote over the other holder.
     assert (await lease(client, namespace))["holderIdentity"] == "intruder"
     assert not await leader.elector.release()
+
+
+def _record_loss(lost: list[float]) -> None:
+    lost.append(time.monotonic())
 
 
 async def _leading(candidate: Candidate) -> bool:
