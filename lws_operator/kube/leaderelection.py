@@ -175,8 +175,11 @@ class LeaderElector:
                 break
             holder = self.observation.record.holder if self.observation.record else ""
             log.debug("lease %s/%s is held by %s", self.namespace, self.name, holder or "nobody")
-            jitter = t.retry_period * (1 + random.random() * logic.JITTER_FACTOR)
-            if await self._wait(jitter, stop):
+            delay = t.retry_period * (1 + random.random() * logic.JITTER_FACTOR)
+            expiry = logic.expires_in(self.observation, self.clock())
+            if expiry is not None and expiry < delay:
+                delay = expiry + 0.05  # look again right when the holder's lease runs out
+            if await self._wait(delay, stop):
                 return
         if stop.is_set():
             return

@@ -24,6 +24,7 @@ __all__ = [
     "Observation",
     "Timings",
     "acquire_or_renew",
+    "expires_in",
     "format_micro_time",
     "lease_body",
     "parse_micro_time",
@@ -107,6 +108,16 @@ def _expired(observation: Observation, now: float) -> bool:
     # The holder's own duration: a released lease (duration 1) frees up within a second.
     duration = record.lease_duration_seconds if record.lease_duration_seconds > 0 else 0
     return observation.observed_at + duration <= now
+
+
+def expires_in(observation: Observation, now: float) -> float | None:
+    """Seconds until another holder's lease expires as seen from here (0 if it has), or None
+    when nobody else holds it. A candidate may look again right then instead of waiting for
+    its next retry, which shortens a takeover by up to a retry period."""
+    record = observation.record
+    if record is None or not record.holder:
+        return None
+    return max(0.0, observation.observed_at + max(0, record.lease_duration_seconds) - now)
 
 
 def acquire_or_renew(observation: Observation, identity: str, timings: Timings,

@@ -12,6 +12,7 @@ from lws_operator.logic.leaderelection import (
     Observation,
     Timings,
     acquire_or_renew,
+    expires_in,
     format_micro_time,
     lease_body,
     parse_micro_time,
@@ -128,3 +129,19 @@ def test_lease_body_and_micro_time() -> None:
     assert parse_micro_time(STAMP) == WALL
     assert LeaseRecord.from_lease(body) == LeaseRecord(ME, 15, STAMP, STAMP, 2)
     assert LeaseRecord.from_lease(None) is None
+
+
+@pytest.mark.parametrize(("record", "seen_for", "expected"), [
+    (None, 0.0, None),
+    (LeaseRecord("", 1, STAMP, STAMP, 3), 0.0, None),
+    (held(OTHER), 0.0, 15.0),
+    (held(OTHER), 14.0, 1.0),
+    (held(OTHER), 20.0, 0.0),
+    (held(OTHER, duration=1), 0.5, 0.5),
+])
+def test_expires_in(record: LeaseRecord | None, seen_for: float,
+                    expected: float | None) -> None:
+    clock = ManualClock(7.0)
+    observation = Observation(None, clock()).update(record, clock())
+    clock.advance(seen_for)
+    assert expires_in(observation, clock()) == expected
