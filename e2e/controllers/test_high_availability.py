@@ -254,13 +254,17 @@ async def test_failover_and_graceful_handover(setup: Setup) -> None:
     await converged(s, "second", replicas=1)
     assert await c.controller_writes() == 0, "the standby wrote"
 
-    # SIGTERM: passes finish, the Lease is released, exit 0; the standby takes over quickly.
+    # SIGTERM while busy (a new LeaderWorkerSet just created): passes in flight finish, the
+    # Lease is released, exit 0; the standby takes over quickly and finishes the job.
     before = (await lease_spec(s))["leaseTransitions"]
+    await s.kube.create(lws("third", replicas=1), s.namespace)
     code = await b.terminate()
     stopped = time.monotonic()
     assert code == 0, b.log_tail()
     messages = [e.get("msg", "") for e in b.log_entries()]
     assert f"lease {s.operator_namespace}/{LEASE} released" in messages, b.log_tail()
+    assert messages[-1] == "stopped"
+    assert [e for e in b.log_entries() if e["level"] in ("error", "critical")] == []
     spec = await lease_spec(s)
     # Released (no holder, 1 s), or already taken by the standby.
     assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1) \
@@ -268,6 +272,5 @@ async def test_failover_and_graceful_handover(setup: Setup) -> None:
     took = await takeover(c, stopped, "takeover after SIGTERM of the leader (released)")
     # Far below the 15 s a crash costs; the bound is loose on purpose (a shared machine).
     assert took < 15, "the standby waited for expiry: the release did not work"
-    await s.kube.create(lws("third", replicas=1), s.namespace)
     await converged(s, "third", replicas=1)
     assert await c.leading()
