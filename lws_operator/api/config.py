@@ -375,10 +375,30 @@ def parse(data: Any, source: str = "configuration") -> LoadedConfiguration:
     return LoadedConfiguration(config=config, explicit=explicit, legacy=legacy)
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error (strict
+    decoding rejects duplicate fields; YAML would silently keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _DuplicateKey(f"{key}: duplicate field (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load(text: str, source: str = "configuration") -> LoadedConfiguration:
     """Parse a YAML (or JSON) ``Configuration`` document."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise ConfigError(source, [str(exc)]) from None
     except yaml.YAMLError as exc:
         raise ConfigError(source, [f"(document): not valid YAML: {exc}"]) from None
     return parse(data, source)

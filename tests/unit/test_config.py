@@ -170,6 +170,8 @@ def test_every_problem_is_reported_at_once() -> None:
     (HEAD.replace("kind: Configuration", "kind: Config"), ["kind: must be"]),
     ("[1, 2]", ["(document): must be a mapping"]),
     ("a: [", ["(document): not valid YAML"]),
+    (HEAD + "webhook: {port: 1}\nwebhook: {port: 2}\n", ["webhook: duplicate field (line 4)"]),
+    (HEAD + "webhook:\n  port: 1\n  port: 2\n", ["port: duplicate field (line 5)"]),
     ("apiVersion: lws.x-k8s.io/v1alpha1\nkind: Configuration\nspec:\n  webhook: {prot: 1}\n",
      ["spec.webhook.prot: unknown field"]),
     ("apiVersion: lws.x-k8s.io/v1alpha1\nkind: Configuration\nwebhook: {}\n",
