@@ -59,6 +59,7 @@ def needed_permissions(*, namespace: str, controllers: bool,
                 for group, resource, verbs in kinds for verb in verbs]
         out.append(Permission("patch", GROUP, PLURAL, "status"))
         out.append(Permission("create", "events.k8s.io", "events"))
+        out.append(Permission("get", "", "nodes"))  # exclusive placement reads the leader's
     if lease_namespace is not None:
         out += [Permission(verb, "coordination.k8s.io", "leases", namespace=lease_namespace)
                 for verb in ("get", "create", "update")]

@@ -146,7 +146,8 @@ async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> Non
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": f"{namespace}-partial"},
             "rules": [
-                {"apiGroups": [""], "resources": ["pods", "services", "secrets", "events"],
+                {"apiGroups": [""],
+                 "resources": ["pods", "services", "secrets", "events", "nodes"],
                  "verbs": ["*"]},
                 {"apiGroups": ["apps"], "resources": ["statefulsets", "controllerrevisions"],
                  "verbs": ["*"]},

@@ -47,6 +47,7 @@ def test_without_a_file_the_configuration_defaults_apply(tmp_path: Path) -> None
                                                      "lws-webhook-server-cert")
     assert o.scheduler_provider is None
     assert (o.liveness_path, o.readiness_path, o.serve_metrics) == ("/healthz", "/readyz", True)
+    assert o.metrics_bind == ("", 8443)
     assert o.notices == ()
 
 
