@@ -265,7 +265,7 @@ async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
             metrics=ClientMetrics.for_registry(registry))
     except Exception as exc:  # the client library raises a variety of config errors
         log.error("startup error: cannot load the cluster credentials (%s): %s",
-                  args.kubeconfig or "in-cluster", exc)
+                  args.kubeconfig or "in-cluster", " ".join(str(exc).split()))
         return 1
     try:
         problem = await _preflight(kube, args, opts, namespace, lease_namespace)

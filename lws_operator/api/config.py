@@ -400,5 +400,6 @@ def load(text: str, source: str = "configuration") -> LoadedConfiguration:
     except _DuplicateKey as exc:
         raise ConfigError(source, [str(exc)]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(source, [f"(document): not valid YAML: {exc}"]) from None
+        detail = " ".join(str(exc).split())  # one line
+        raise ConfigError(source, [f"(document): not valid YAML: {detail}"]) from None
     return parse(data, source)
