@@ -7,15 +7,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
 from e2e.cluster import LocalCluster
+from e2e.cluster.launcher import free_port
 from e2e.kube import wait_for
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.leaderelection import LeaderElector, LeadershipLost
@@ -171,3 +175,45 @@ def _record_loss(lost: list[float]) -> None:
 
 async def _leading(candidate: Candidate) -> bool:
     return candidate.elector.leading.is_set()
+
+
+async def test_the_operator_process_exits_when_it_loses_the_lease(
+        lws_crd: LocalCluster, client: KubeClient, namespace: str) -> None:
+    """``lws-operator run`` as leader; the Lease is taken from it: it stops at the renew
+    deadline with status 1 and says why (controller-runtime's behaviour), and never writes over
+    the new holder. Service mode: it registers no webhooks, so its abrupt end leaves nothing."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(lws_crd.kubeconfig),
+        "--namespace", namespace, "--bind-address", "127.0.0.1",
+        "--webhook-port", str(free_port()), "--health-port", str(free_port()),
+        "--mutating-webhook-configuration", f"unused-{namespace}",
+        "--validating-webhook-configuration", f"unused-{namespace}",
+        "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+        "--leader-elect-retry-period", "500ms", "--log-format", "json",
+        stderr=asyncio.subprocess.PIPE)
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{LEASE}"
+    try:
+        async def held() -> dict[str, Any] | None:
+            got = await client.get(path)
+            return got if got and got["spec"].get("holderIdentity") else None
+
+        current = await wait_for(held, timeout=60, what="the operator to take the Lease")
+        assert current is not None
+        current["spec"].update(holderIdentity="intruder", leaseDurationSeconds=60)
+        await client.request("PUT", path, body=current)
+        taken = time.monotonic()
+        code = await asyncio.wait_for(proc.wait(), 60)
+        took = time.monotonic() - taken
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.stderr is not None
+    lines = [json.loads(line) for line in (await proc.stderr.read()).decode().splitlines()
+             if line.startswith("{")]
+    print(f"\n[leader-election] the operator exited {took:.2f}s after losing the Lease "
+          "(renew deadline 2s)")
+    assert code == 1
+    assert lines[-1]["level"] == "critical"
+    assert lines[-1]["msg"] == "leader election lost: exiting"
+    assert (await client.request("GET", path))["spec"]["holderIdentity"] == "intruder"
