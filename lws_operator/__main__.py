@@ -127,6 +127,10 @@ def _setup_logging(level: str, fmt: str) -> None:
     handler.addFilter(ContextFilter())
     handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    if logging.getLogger().level < logging.INFO:
+        # Debug is for our own code: kopf's debug output is a line per watch event (the Go
+        # manager's deployment passes --zap-log-level=2, which lands here).
+        logging.getLogger("kopf").setLevel(logging.INFO)
 
 
 def _add_run(sub: Any) -> None:
