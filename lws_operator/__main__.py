@@ -2,12 +2,22 @@
 
 ``lws-operator run`` is the operator process: the admission webhooks with self-managed
 certificates and the health/metrics endpoint, all on one asyncio event loop, which the kopf-based
-controllers join (they take the same ``stop`` event as kopf's ``stop_flag``). SIGTERM and SIGINT
-set ``stop``: registrations made in local mode are removed, in-flight admissions finish, and the
-process exits 0.
+controllers join (they take the same ``stop`` event as kopf's ``stop_flag``). With leader election
+(the default) every replica watches and serves webhooks, and only the Lease holder reconciles.
 
-Every flag can also come from the environment: ``--webhook-port`` from ``LWS_WEBHOOK_PORT`` and
-so on; ``--kubeconfig`` from ``KUBECONFIG``; ``--namespace`` also from ``POD_NAMESPACE``.
+SIGTERM and SIGINT set ``stop``: reconcile passes in flight finish, registrations made in local
+mode are removed, in-flight admissions finish, then the Lease is released (a standby takes over
+within one retry period) and the process exits 0. A leader that cannot renew its Lease exits at
+once with status 1 (see ``_leadership_lost``).
+
+Settings come from ``--config`` (upstream's ``Configuration`` file) and flags; a flag set
+explicitly wins (``lws_operator.options``). Every flag can also come from the environment:
+``--webhook-port`` from ``LWS_WEBHOOK_PORT`` and so on; ``--kubeconfig`` from ``KUBECONFIG``;
+``--namespace`` also from ``POD_NAMESPACE``.
+
+Exit status: 0 after a graceful stop; 2 for an invalid flag or configuration file (one message
+naming the field); 1 when the cluster lacks something the operator needs (its namespace, the CRD,
+a permission: one line naming it) or the leadership was lost.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import sys
 from typing import Any
 
 from lws_operator import __version__
+from lws_operator.options import RunOptions, add_config_flags, load_config, resolve
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -51,8 +62,24 @@ def _env(name: str, default: Any = None) -> Any:
     return os.environ.get("LWS_" + name.upper().replace("-", "_"), default)
 
 
+def _env_int(name: str) -> int | None:
+    value = _env(name)
+    return None if value is None else int(value)
+
+
+def _env_float(name: str) -> float | None:
+    value = _env(name)
+    return None if value is None else float(value)
+
+
+# Record attributes that become fields of their own (set by kube.logcontext.ContextFilter for
+# reconcile passes, or passed as ``extra=``).
+_CONTEXT_FIELDS = ("lws", "group")
+
+
 class _JsonFormatter(logging.Formatter):
-    """One JSON object per line, the shape log pipelines ingest without parsing rules."""
+    """One JSON object per line, the shape log pipelines ingest without parsing rules; lines
+    from a reconcile pass carry ``lws`` (namespace/name) and, about one group, ``group``."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -61,18 +88,49 @@ class _JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        for name in _CONTEXT_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = str(value)
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
         return json.dumps(entry)
 
 
+class _TextFormatter(logging.Formatter):
+    """The human format, with the reconcile context appended as ``key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        context = " ".join(f"{name}={getattr(record, name)}" for name in _CONTEXT_FIELDS
+                           if getattr(record, name, None) is not None)
+        return f"{text} [{context}]" if context else text
+
+
+def _log_level(level: str, zap_level: str | None) -> str:
+    """``--log-level``, unless the Go manager's ``--zap-log-level`` was given."""
+    if zap_level is None:
+        return level
+    if zap_level.isdigit():
+        return "debug" if int(zap_level) > 0 else "info"
+    return {"warn": "warning", "dpanic": "error", "panic": "error", "fatal": "critical"}.get(
+        zap_level.lower(), zap_level)
+
+
 def _setup_logging(level: str, fmt: str) -> None:
+    from lws_operator.kube.logcontext import ContextFilter
+
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    if logging.getLogger().level < logging.INFO:
+        # Debug is for our own code: kopf's debug output is a line per watch event (the Go
+        # manager's deployment passes --zap-log-level=2, which lands here).
+        logging.getLogger("kopf").setLevel(logging.INFO)
 
 
 def _add_run(sub: Any) -> None:
@@ -83,18 +141,23 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--namespace", default=_env("namespace", os.environ.get("POD_NAMESPACE")),
                      help="the operator's namespace, home of the certificate Secret "
                           "(default: the pod's, else lws-system)")
-    run.add_argument("--webhook-port", type=int, default=int(_env("webhook_port", 9443)))
-    run.add_argument("--health-port", type=int, default=int(_env("health_port", 8081)),
-                     help="plain HTTP /healthz, /readyz and /metrics")
+    run.add_argument("--webhook-port", type=int, default=_env_int("webhook_port"),
+                     help="HTTPS admission port (default: webhook.port of --config, 9443)")
+    run.add_argument("--health-port", type=int, default=_env_int("health_port"),
+                     help="plain HTTP /healthz, /readyz and /metrics (default: the port of "
+                          "--health-probe-bind-address, 8081)")
     run.add_argument("--bind-address", default=_env("bind_address"),
                      help="listen address of both ports (default: the webhook host in local "
                           "mode, else all interfaces)")
     run.add_argument("--webhook-host", default=_env("webhook_host"),
                      help="local mode: register the webhooks by URL https://HOST:PORT/<path> "
                           "(e.g. 127.0.0.1) instead of through the webhook Service")
-    run.add_argument("--webhook-service", default=_env("webhook_service", "lws-webhook-service"))
-    run.add_argument("--webhook-secret",
-                     default=_env("webhook_secret", "lws-webhook-server-cert"))
+    run.add_argument("--webhook-service", default=_env("webhook_service"),
+                     help="default: internalCertManagement.webhookServiceName of --config, "
+                          "lws-webhook-service")
+    run.add_argument("--webhook-secret", default=_env("webhook_secret"),
+                     help="default: internalCertManagement.webhookSecretName of --config, "
+                          "lws-webhook-server-cert")
     run.add_argument("--mutating-webhook-configuration",
                      default=_env("mutating_webhook_configuration",
                                   "lws-mutating-webhook-configuration"))
@@ -119,10 +182,12 @@ def _add_run(sub: Any) -> None:
                           "volcano (PodGroup annotation on pods, volcano PodGroups per group)")
     run.add_argument("--workers", type=int, default=int(_env("workers", 8)),
                      help="LeaderWorkerSets reconciled concurrently")
-    run.add_argument("--kube-api-qps", type=float, default=float(_env("kube_api_qps", 50)),
-                     help="client-side limit on API requests per second (0: unlimited)")
-    run.add_argument("--kube-api-burst", type=int, default=int(_env("kube_api_burst", 100)),
-                     help="requests allowed above --kube-api-qps in a burst")
+    run.add_argument("--kube-api-qps", type=float, default=_env_float("kube_api_qps"),
+                     help="client-side limit on API requests per second (0: unlimited; "
+                          "default: clientConnection.qps of --config, 500)")
+    run.add_argument("--kube-api-burst", type=int, default=_env_int("kube_api_burst"),
+                     help="requests allowed above --kube-api-qps in a burst (default: "
+                          "clientConnection.burst of --config, 500)")
     run.add_argument("--rollout-stall-grace", type=parse_duration,
                      default=parse_duration(_env("rollout_stall_grace", "60s")),
                      help="how long new-revision pods may stay unschedulable before a rollout "
@@ -133,48 +198,121 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--log-level", default=_env("log_level", "info"))
     run.add_argument("--log-format", choices=["json", "text"], default=_env("log_format"),
                      help="default: json in a cluster, text elsewhere")
+    add_config_flags(run, parse_duration)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    from lws_operator.admission.health import HealthServer
-    from lws_operator.admission.metrics import WebhookMetrics
-    from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
+def _leadership_lost() -> None:
+    """The Lease could not be renewed in time: another replica may lead from now on. A pass in
+    flight would go on writing next to the new leader, and cancelling it midway is not cleaner
+    than ending the process, so end it at once (controller-runtime does the same): the restarted
+    process rejoins as a candidate with fresh caches. Webhooks of this replica pause meanwhile;
+    the others' keep serving."""
+    logging.getLogger("lws_operator").critical("leader election lost: exiting")
+    logging.shutdown()
+    os._exit(1)
+
+
+async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, namespace: str,
+                     lease_namespace: str | None) -> str | None:
+    """One line naming what the cluster lacks, or None."""
+    import aiohttp
+
+    from lws_operator.kube.client import ApiException, status_message
+    from lws_operator.kube.preflight import StartupError, check
+
+    try:
+        await check(kube, namespace=namespace, controllers=not args.disable_controllers,
+                    lease_namespace=lease_namespace)
+    except StartupError as exc:
+        return "; ".join(exc.problems)
+    except ApiException as exc:
+        return f"the API server answered {exc.status} {status_message(exc)}"
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        return f"cannot reach the API server at {kube.host or '?'}: {exc or type(exc).__name__}"
+    return None
+
+
+async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
+    from lws_operator.admission.runtime import WebhookOptions
     from lws_operator.kube.client import KubeClient, in_cluster_namespace
     from lws_operator.kube.metrics import ClientMetrics, new_registry
     from lws_operator.kube.ratelimit import TokenBucket
 
+    log = logging.getLogger("lws_operator")
+    for notice in opts.notices:
+        log.warning("configuration: %s", notice)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
     namespace = args.namespace or in_cluster_namespace() or "lws-system"
-    bind = args.bind_address or args.webhook_host or "0.0.0.0"  # all interfaces: in a pod
+    elect = opts.leader_elect and not args.disable_controllers
+    lease_namespace = (opts.lease_namespace or namespace) if elect else None
     options = WebhookOptions(
-        namespace=namespace, bind_address=bind, port=args.webhook_port,
-        webhook_host=args.webhook_host, service_name=args.webhook_service,
-        secret_name=args.webhook_secret,
+        namespace=namespace, bind_address=opts.webhook_bind, port=opts.webhook_port,
+        webhook_host=args.webhook_host, service_name=opts.webhook_service,
+        secret_name=opts.webhook_secret,
         mutating_configuration=args.mutating_webhook_configuration,
         validating_configuration=args.validating_webhook_configuration,
         ca_validity=args.ca_validity, cert_validity=args.cert_validity,
         sync_interval=args.cert_sync_interval.total_seconds(),
         propagation_delay=args.cert_propagation_delay,
-        scheduler_provider=args.scheduler_provider,
+        scheduler_provider=opts.scheduler_provider,
+        tls_min_version=opts.tls_min_version, tls_ciphers=opts.tls_ciphers,
     )
     registry = new_registry()
-    kube = await KubeClient.connect(
-        args.kubeconfig, args.context,
-        limiter=TokenBucket(args.kube_api_qps, args.kube_api_burst),
-        metrics=ClientMetrics.for_registry(registry))
-    webhooks = WebhookRuntime(kube, options, metrics=WebhookMetrics(registry))
-    health = HealthServer(bind, args.health_port, registry)
-    health.add_readiness_check("webhook-certificates", lambda: webhooks.ready)
     try:
-        await health.start()
-        logging.getLogger("lws_operator").info(
-            "lws-operator %s: namespace %s, %s", __version__, namespace,
+        kube = await KubeClient.connect(
+            args.kubeconfig, args.context,
+            limiter=TokenBucket(opts.qps, opts.burst),
+            metrics=ClientMetrics.for_registry(registry))
+    except Exception as exc:  # the client library raises a variety of config errors
+        log.error("startup error: cannot load the cluster credentials (%s): %s",
+                  args.kubeconfig or "in-cluster", " ".join(str(exc).split()))
+        return 1
+    try:
+        problem = await _preflight(kube, args, opts, namespace, lease_namespace)
+        if problem is not None:
+            log.error("startup error: %s", problem)
+            return 1
+        return await _serve(args, opts, kube, registry, options, stop, namespace,
+                            lease_namespace)
+    finally:
+        await kube.close()
+
+
+async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry: Any,
+                 options: Any, stop: asyncio.Event, namespace: str,
+                 lease_namespace: str | None) -> int:
+    from lws_operator.admission.health import HealthServer
+    from lws_operator.admission.metrics import WebhookMetrics
+    from lws_operator.admission.runtime import WebhookRuntime
+    from lws_operator.kube.leaderelection import LeaderElector
+
+    log = logging.getLogger("lws_operator")
+    webhooks = WebhookRuntime(kube, options, metrics=WebhookMetrics(registry))
+    health = None
+    if opts.health is not None:
+        health = HealthServer(opts.health[0], opts.health[1],
+                              registry if opts.serve_metrics else None,
+                              liveness_path=opts.liveness_path,
+                              readiness_path=opts.readiness_path)
+        health.add_readiness_check("webhook-certificates", lambda: webhooks.ready)
+    elector = None
+    if lease_namespace is not None:
+        elector = LeaderElector(kube, opts.lease_name, lease_namespace, timings=opts.timings,
+                                registry=registry, on_lost=_leadership_lost)
+    try:
+        if health is not None:
+            await health.start()
+        log.info(
+            "lws-operator %s: namespace %s, %s, %s", __version__, namespace,
             f"local mode, webhooks at {options.base_url(options.port)}" if args.webhook_host
-            else f"webhooks behind Service {args.webhook_service}")
+            else f"webhooks behind Service {options.service_name}",
+            "controllers disabled" if args.disable_controllers
+            else f"leader election on Lease {lease_namespace}/{opts.lease_name} as "
+                 f"{elector.identity}" if elector is not None else "leader election off")
         tasks = [asyncio.create_task(webhooks.run(stop), name="webhooks")]
         if not args.disable_controllers:
             from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
@@ -182,22 +320,33 @@ async def _run(args: argparse.Namespace) -> int:
             controllers = ControllerRuntime(kube, ControllerOptions(
                 workers=args.workers,
                 stall_grace_seconds=args.rollout_stall_grace.total_seconds(),
-                scheduler_provider=args.scheduler_provider), registry)
+                scheduler_provider=opts.scheduler_provider), registry,
+                gate=elector.leading if elector is not None else None)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
+        # The elector keeps renewing until every pass has finished, then releases.
+        release = asyncio.Event()
+        electing = [asyncio.create_task(elector.run(release), name="leader-election")] \
+            if elector is not None else []
         try:
-            # Either side ending (an error, or stop) ends the process: stop the other, then
+            # Any part ending (an error, or stop) ends the process: stop the others, then
             # re-raise the first error.
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait([*tasks, *electing],
+                                         return_when=asyncio.FIRST_COMPLETED)
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
+            release.set()
+            await asyncio.gather(*electing, return_exceptions=True)
+            if elector is not None:
+                await elector.release()
             for task in done:
                 task.result()
         finally:
             stop.set()
-        logging.getLogger("lws_operator").info("stopped")
+            release.set()
+        log.info("stopped")
     finally:
-        await health.stop()
-        await kube.close()
+        if health is not None:
+            await health.stop()
     return 0
 
 
@@ -215,10 +364,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lws-operator {__version__}")
         return 0
     if args.command == "run":
+        from lws_operator.api.config import ConfigError
         from lws_operator.kube.client import in_cluster
 
-        _setup_logging(args.log_level, args.log_format or ("json" if in_cluster() else "text"))
-        return asyncio.run(_run(args))
+        try:
+            opts = resolve(args, load_config(args.config))
+        except ConfigError as exc:
+            print(f"lws-operator: error: invalid configuration: {exc}", file=sys.stderr)
+            return 2
+        if not opts.internal_certs:
+            print("lws-operator: error: invalid configuration: internalCertManagement.enable: "
+                  "false (certificates provided from outside, e.g. by cert-manager) is not "
+                  "supported by this build", file=sys.stderr)
+            return 2
+        fmt = args.log_format or {"console": "text", "json": "json"}.get(
+            args.zap_encoder or "", "json" if in_cluster() else "text")
+        _setup_logging(_log_level(args.log_level, args.zap_log_level), fmt)
+        return asyncio.run(_run(args, opts))
     return 0
 
 

@@ -25,14 +25,15 @@ Check = Callable[[], bool]
 class HealthServer:
     """``/healthz`` answers while the event loop runs; ``/readyz`` once every check passes."""
 
-    def __init__(self, host: str, port: int, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, host: str, port: int, registry: CollectorRegistry | None = None, *,
+                 liveness_path: str = "/healthz", readiness_path: str = "/readyz") -> None:
         self.host = host
         self.port = port
         self.readiness: dict[str, Check] = {}
         self._runner: web.AppRunner | None = None
         app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get(liveness_path, self._healthz)
+        app.router.add_get(readiness_path, self._readyz)
         if registry is not None:
             app.router.add_get("/metrics", make_aiohttp_handler(registry))
         self.app = app

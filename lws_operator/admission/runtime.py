@@ -46,6 +46,9 @@ class WebhookOptions:
     # Confine registered webhooks to these namespaces (tests on a shared cluster).
     only_namespaces: Sequence[str] = field(default=())
     scheduler_provider: str | None = None
+    # The configuration's tls section: minimum version, OpenSSL cipher list for TLS 1.2.
+    tls_min_version: str | None = None
+    tls_ciphers: str | None = None
 
     def policy(self) -> certs.CertPolicy:
         dns = list(certs.service_dns_names(self.service_name, self.namespace))
@@ -82,7 +85,7 @@ class WebhookRuntime:
         observer: Observer | None = None,
     ) -> None:
         self.options = options
-        self.tls = ServingTLS()
+        self.tls = ServingTLS(options.tls_min_version, options.tls_ciphers)
         self.server = AdmissionServer(
             tls=self.tls, handlers=review.handlers(options.scheduler_provider),
             host=options.bind_address, port=options.port, metrics=metrics, observer=observer)

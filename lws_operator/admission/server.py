@@ -47,9 +47,14 @@ class ServingTLS:
     both run on the event loop thread, so no handshake ever sees half a swap.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, min_version: str | None = None, ciphers: str | None = None) -> None:
+        """``min_version``: ``VersionTLS12`` (the default) or ``VersionTLS13``; ``ciphers``:
+        an OpenSSL cipher list for TLS 1.2 (the configuration's ``tls`` section)."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.minimum_version = (ssl.TLSVersion.TLSv1_3 if min_version == "VersionTLS13"
+                               else ssl.TLSVersion.TLSv1_2)
+        if ciphers:
+            ctx.set_ciphers(ciphers)
         ctx.set_alpn_protocols(["http/1.1"])
         self.context = ctx
         self.cert_pem: bytes | None = None

@@ -48,6 +48,7 @@ from lws_operator.kube.client import (
     is_status,
 )
 from lws_operator.kube.events import EventRecorder
+from lws_operator.kube.logcontext import bind_group
 from lws_operator.logic import gang, hash_groups, volcano
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
@@ -471,6 +472,7 @@ class LeaderWorkerSetReconciler:
         """Foreground-delete a group's leader, guarded by its UID; False if it is gone already
         or is another incarnation."""
         namespace = str(meta_of(lws).get("namespace"))
+        bind_group(recreation.group)
         log.info("deleting leader %s/%s of group %s: %s", namespace, recreation.leader,
                  recreation.group, recreation.why or recreation.note)
         try:
@@ -643,6 +645,7 @@ class LeaderWorkerSetReconciler:
         existing = {str(meta_of(s).get("name")) for s in workers}
         requeue: float | None = None
         for pod in leaders:
+            bind_group(labels_of(pod).get(GROUP_INDEX_LABEL))
             pod_name = str(meta_of(pod).get("name"))
             if meta_of(pod).get("deletionTimestamp") or host_name(pod) in existing:
                 continue
@@ -678,6 +681,7 @@ class LeaderWorkerSetReconciler:
                 await self.events.record(lws, Event(
                     REASON_GROUPS_PROGRESSING, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE,
                     f"Created worker statefulset for leader pod {pod_name}"), related=pod)
+        bind_group(None)
         return requeue
 
     # ------------------------------------------------------------------ native gang scheduling

@@ -103,7 +103,11 @@ class ControllerRuntime:
     """Caches, queue, reconciler and the kopf registry that feeds them."""
 
     def __init__(self, kube: KubeClient, options: ControllerOptions,
-                 registry: CollectorRegistry) -> None:
+                 registry: CollectorRegistry, *, gate: asyncio.Event | None = None) -> None:
+        """``gate``: with leader election, set while this process holds the Lease; the
+        workers reconcile only then (watches and caches run either way, so a standby takes
+        over with warm caches)."""
+        self.gate = gate
         self.kube = kube
         self.options = options
         self.metrics = registry
@@ -277,6 +281,20 @@ class ControllerRuntime:
             if key[1]:
                 self.queue.add(key)
 
+    async def _resync_on_leading(self, stop: asyncio.Event) -> None:
+        """When this process becomes the leader, enqueue every LeaderWorkerSet: the keys a
+        standby gathered cover what changed, this covers what the old leader left half done."""
+        if self.gate is None:
+            return
+        await self.gate.wait()
+        if stop.is_set():
+            return
+        keys = {*self.cache["LeaderWorkerSet"].owners(), *self.cache["Pod"].owners()}
+        for key in sorted(keys):
+            if key[1]:
+                self.queue.add(key)
+        log.info("leading: %d LeaderWorkerSets queued for a pass", len(keys))
+
     async def _reconcile(self, key: Key) -> Result:
         requeue = await self.reconciler.reconcile(key)
         return Result(requeue_after=requeue)
@@ -295,7 +313,8 @@ class ControllerRuntime:
         await self.prime()
         workers = asyncio.create_task(run_workers(
             self.queue, self._reconcile, concurrency=self.options.workers,
-            controller=CONTROLLER, registry=self.metrics, stop=stop))
+            controller=CONTROLLER, registry=self.metrics, stop=stop, gate=self.gate))
+        resync = asyncio.create_task(self._resync_on_leading(stop))
         thread_stop = threading.Event()
         watching = asyncio.ensure_future(asyncio.to_thread(self._watch, thread_stop))
         stopping = asyncio.ensure_future(stop.wait())
@@ -306,6 +325,7 @@ class ControllerRuntime:
                 raise RuntimeError("the kopf watchers stopped unexpectedly")
         finally:
             stopping.cancel()
+            resync.cancel()
             thread_stop.set()
             stop.set()
             self.queue.shutdown()

@@ -181,3 +181,18 @@ class ReconcileMetrics:
             self.total.labels(controller, result)
         self.errors.labels(controller)
         self.panics.labels(controller)
+
+
+class LeaderElectionMetrics:
+    """controller-runtime's ``leader_election_master_status{name}``: 1 while this process
+    holds the Lease ``name``, else 0."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.status = Gauge(
+            "leader_election_master_status",
+            "Whether this process is the leader (1) or a standby (0) of the lease 'name'",
+            ["name"], registry=registry)
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry) -> LeaderElectionMetrics:
+        return _once(registry, cls, lambda: cls(registry))

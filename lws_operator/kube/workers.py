@@ -25,6 +25,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from lws_operator.kube.client import ApiException, status_message
+from lws_operator.kube.logcontext import reconciling
 from lws_operator.kube.metrics import ReconcileMetrics
 from lws_operator.kube.ratelimit import Clock
 from lws_operator.kube.workqueue import QueueShutDown, WorkQueue
@@ -101,6 +102,10 @@ async def run_workers(
     duration = metrics.time.labels(controller)
 
     async def one_pass(key: K) -> None:
+        with reconciling(key):  # the pass's log lines carry its key (kube.logcontext)
+            await counted_pass(key)
+
+    async def counted_pass(key: K) -> None:
         started = clock()
         active.inc()
         try:

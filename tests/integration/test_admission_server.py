@@ -237,10 +237,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_lws_operator_run_command(cluster: LocalCluster, kube: Kube, namespace: str) -> None:
-    """``lws-operator run`` in local mode as ``make run`` starts it: not ready until it has a
-    certificate, then admitting, and on SIGTERM it unregisters and exits 0."""
+async def test_lws_operator_run_command(lws_crd: LocalCluster, kube: Kube,
+                                        namespace: str) -> None:
+    """``lws-operator run`` in local mode as ``make run`` starts it (its namespace and the CRD
+    exist first, as an install creates them): ready once it has a certificate, then admitting,
+    and on SIGTERM it unregisters and exits 0."""
+    cluster = lws_crd
     operator_ns = f"{namespace}-run"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": operator_ns}})
     webhook_port, health_port = free_port(), free_port()
     names = [f"lws-mutating-{namespace}", f"lws-validating-{namespace}"]
     proc = await asyncio.create_subprocess_exec(
@@ -261,10 +266,6 @@ async def test_lws_operator_run_command(cluster: LocalCluster, kube: Kube, names
                     return None
 
             await wait_for(lambda: probe("/healthz"), what="/healthz to answer")
-            # Its namespace does not exist yet: no Secret, so no certificate, so not ready.
-            assert await probe("/readyz") == 503
-            await kube.create({"apiVersion": "v1", "kind": "Namespace",
-                               "metadata": {"name": operator_ns}})
 
             async def ready() -> bool:
                 return await probe("/readyz") == 200

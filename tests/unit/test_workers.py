@@ -395,3 +395,23 @@ async def test_concurrency_must_be_positive() -> None:
     with pytest.raises(ValueError, match="concurrency"):
         await run_workers(h.queue, reconcile, concurrency=0, controller=CONTROLLER,
                           registry=h.registry, stop=h.stop)
+
+
+async def test_a_pass_runs_with_its_key_as_log_context() -> None:
+    """kube.logcontext: every log line of a pass names the key (the JSON ``lws`` field)."""
+    from lws_operator.kube.logcontext import GROUP, LWS, bind_group
+
+    h = Harness()
+    seen: list[tuple[str | None, str | None]] = []
+
+    async def reconcile(key: str) -> None:
+        seen.append((LWS.get(), GROUP.get()))
+        bind_group(4)
+        seen.append((LWS.get(), GROUP.get()))
+
+    h.queue.add("ns/a")
+    h.queue.add("ns/b")
+    async with h.running(reconcile, concurrency=1):
+        await settle()
+    assert seen == [("ns/a", None), ("ns/a", "4"), ("ns/b", None), ("ns/b", "4")]
+    assert (LWS.get(), GROUP.get()) == (None, None)

@@ -1,0 +1,132 @@
+"""Startup checks: what the operator needs from the cluster, verified once before it starts.
+
+Without them a missing CRD, namespace or permission shows up later as an endless series of
+retried 404s and 403s with tracebacks (a crash loop in a pod). Here each missing piece becomes one
+line naming it, and the process stops. Permissions are asked with SelfSubjectAccessReviews,
+which every authenticated identity may create, so the check itself needs no extra RBAC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from lws_operator.api.constants import GROUP, PLURAL, VERSION
+from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
+
+__all__ = ["Permission", "StartupError", "check", "needed_permissions"]
+
+
+class StartupError(RuntimeError):
+    """Something the operator needs is missing; ``problems`` has one line per missing piece."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Permission:
+    verb: str
+    group: str
+    resource: str
+    subresource: str = ""
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        what = f"{self.resource}.{self.group}" if self.group else self.resource
+        if self.subresource:
+            what += f"/{self.subresource}"
+        where = f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)"
+        return f"{self.verb} {what}{where}"
+
+
+def needed_permissions(*, namespace: str, controllers: bool,
+                       lease_namespace: str | None) -> list[Permission]:
+    """What the admission side (always), the controllers and leader election (when on) do."""
+    out = [Permission(verb, "", "secrets", namespace=namespace) for verb in ("get", "update")]
+    out += [Permission(verb, "admissionregistration.k8s.io", kind)
+            for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+            for verb in ("get", "update")]
+    if controllers:
+        kinds = [(GROUP, PLURAL, ("list", "watch", "patch")),
+                 ("apps", "statefulsets", ("list", "watch", "create", "patch", "delete")),
+                 ("apps", "deployments", ("list", "watch", "patch")),  # Hash leaders
+                 ("", "pods", ("list", "watch", "patch", "delete")),
+                 ("", "services", ("list", "watch", "create")),
+                 ("apps", "controllerrevisions", ("list", "watch", "create", "delete"))]
+        out += [Permission(verb, group, resource)
+                for group, resource, verbs in kinds for verb in verbs]
+        out.append(Permission("patch", GROUP, PLURAL, "status"))
+        out.append(Permission("patch", "", "pods", "status"))  # Hash: the group-ready condition
+        out.append(Permission("create", "events.k8s.io", "events"))
+        out.append(Permission("get", "", "nodes"))  # exclusive placement reads the leader's
+    if lease_namespace is not None:
+        out += [Permission(verb, "coordination.k8s.io", "leases", namespace=lease_namespace)
+                for verb in ("get", "create", "update")]
+    return out
+
+
+async def _allowed(kube: KubeClient, permission: Permission) -> bool:
+    attributes = {"verb": permission.verb, "group": permission.group,
+                  "resource": permission.resource}
+    if permission.subresource:
+        attributes["subresource"] = permission.subresource
+    if permission.namespace:
+        attributes["namespace"] = permission.namespace
+    review = await kube.request(
+        "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        body={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": attributes}})
+    return bool((review.get("status") or {}).get("allowed"))
+
+
+async def _namespace_missing(kube: KubeClient, namespace: str) -> bool:
+    """True only if the API server says the namespace does not exist (an identity that may not
+    read namespaces, as the operator's own may not, learns nothing here and goes on)."""
+    try:
+        await kube.request("GET", f"/api/v1/namespaces/{namespace}")
+    except ApiException as exc:
+        if is_status(exc, 404):
+            return True
+        if is_status(exc, 401, 403):
+            return False
+        raise
+    return False
+
+
+async def check(kube: KubeClient, *, namespace: str, controllers: bool,
+                lease_namespace: str | None,
+                extra: Iterable[Permission] = ()) -> None:
+    """Raise ``StartupError`` listing everything missing: namespaces, the CRD, permissions."""
+    problems: list[str] = []
+    for ns in dict.fromkeys(n for n in (namespace, lease_namespace) if n):
+        if await _namespace_missing(kube, ns):
+            problems.append(f"the operator namespace {ns!r} does not exist "
+                            f"(create it, or pass --namespace)")
+    if controllers:
+        path = f"/apis/{GROUP}/{VERSION}"
+        try:
+            found = await kube.request("GET", path)
+            served = {r.get("name") for r in found.get("resources") or []}
+        except ApiException as exc:
+            if not is_status(exc, 404, 503):
+                raise
+            served = set()
+        if PLURAL not in served:
+            problems.append(f"the CustomResourceDefinition {PLURAL}.{GROUP} (version "
+                            f"{VERSION}) is not installed: apply crds/ first")
+    permissions = [*needed_permissions(namespace=namespace, controllers=controllers,
+                                       lease_namespace=lease_namespace), *extra]
+    try:
+        allowed = await asyncio.gather(*(_allowed(kube, p) for p in permissions))
+    except ApiException as exc:
+        raise StartupError([*problems, "cannot check permissions "
+                            f"(SelfSubjectAccessReview: {exc.status} {status_message(exc)})"]
+                           ) from None
+    denied = [str(p) for p, ok in zip(permissions, allowed, strict=True) if not ok]
+    if denied:
+        problems.append("missing permissions: " + ", ".join(denied))
+    if problems:
+        raise StartupError(problems)

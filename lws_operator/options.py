@@ -1,0 +1,221 @@
+"""``lws-operator run`` settings: the configuration file and the command line, merged.
+
+Precedence is upstream's (SPEC 7.2): a flag overrides the file only if it was set explicitly (on
+the command line, or through its ``LWS_*`` environment variable); otherwise the file's value, or
+the file format's default, applies. So a setting has one default, the ``Configuration``'s, whether
+or not ``--config`` is given.
+
+Settings this operator cannot honour as upstream does are never dropped silently: they end up in
+``RunOptions.notices``, logged as warnings at startup (or, where ignoring them would be unsafe,
+rejected with an error naming the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lws_operator.api import config as cfg
+from lws_operator.logic.leaderelection import Timings
+
+__all__ = ["RunOptions", "add_config_flags", "load_config", "parse_bool", "resolve"]
+
+
+def parse_bool(text: str) -> bool:
+    """Go's strconv.ParseBool spellings."""
+    value = text.strip().lower()
+    if value in ("1", "t", "true", "yes", "y", "on"):
+        return True
+    if value in ("0", "f", "false", "no", "n", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (true or false)")
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get("LWS_" + name.upper().replace("-", "_"))
+
+
+def add_config_flags(run: argparse.ArgumentParser, duration: Any) -> None:
+    """The flags that override the configuration file (upstream's names), each defaulting to
+    its environment variable or else to "not set"."""
+    run.add_argument("--config", default=_env("config"), metavar="FILE",
+                     help="a config.lws.x-k8s.io/v1alpha1 Configuration file; flags set "
+                          "explicitly override it")
+    run.add_argument("--leader-elect", nargs="?", const=True, type=parse_bool,
+                     default=None if _env("leader_elect") is None
+                     else parse_bool(str(_env("leader_elect"))),
+                     help="elect a leader with a Lease; only the leader reconciles "
+                          "(default: true; --leader-elect=false turns it off)")
+    for name, default in (("lease-duration", "15s"), ("renew-deadline", "10s"),
+                          ("retry-period", "2s")):
+        env = _env(f"leader_elect_{name}")
+        run.add_argument(f"--leader-elect-{name}", type=duration,
+                         default=None if env is None else duration(env),
+                         help=f"leader election {name.replace('-', ' ')} (default {default})")
+    run.add_argument("--leader-elect-resource-lock", default=_env("leader_elect_resource_lock"),
+                     help="the lock kind; only 'leases' (the default) is supported")
+    run.add_argument("--leader-elect-resource-name", default=_env("leader_elect_resource_name"),
+                     help=f"the Lease's name (default {cfg.DEFAULT_LEASE_NAME})")
+    run.add_argument("--leader-elect-resource-namespace",
+                     default=_env("leader_elect_resource_namespace"),
+                     help="the Lease's namespace (default: the operator namespace)")
+    run.add_argument("--metrics-bind-address", default=_env("metrics_bind_address"),
+                     help="'0' disables /metrics (default :8443; see the README for where "
+                          "metrics are served)")
+    run.add_argument("--health-probe-bind-address", default=_env("health_probe_bind_address"),
+                     help="[host]:port of the health probes (default :8081)")
+    run.add_argument("--zap-log-level", default=None,
+                     help="accepted for compatibility with the Go manager's flags: debug, info, "
+                          "error, or a number (>0 means debug)")
+    run.add_argument("--zap-encoder", choices=["json", "console"], default=None,
+                     help="accepted for compatibility: json or console (text) logs")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``run`` does, merged from the file and the flags."""
+
+    webhook_port: int
+    webhook_bind: str
+    health: tuple[str, int] | None
+    liveness_path: str
+    readiness_path: str
+    serve_metrics: bool
+    # metrics.bindAddress / --metrics-bind-address as (host, port); None: "0" (disabled). Not
+    # used yet: /metrics shares the health port (a notice says so when it is set).
+    metrics_bind: tuple[str, int] | None
+    qps: float
+    burst: int
+    webhook_service: str
+    webhook_secret: str
+    scheduler_provider: str | None
+    leader_elect: bool
+    lease_name: str
+    lease_namespace: str | None  # None: the operator namespace
+    timings: Timings
+    internal_certs: bool
+    tls_min_version: str | None
+    tls_ciphers: str | None
+    notices: tuple[str, ...] = field(default=())
+
+
+def load_config(path: str | None) -> cfg.LoadedConfiguration | None:
+    """The file at ``path`` (``ConfigError`` if unreadable or invalid), or None."""
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise cfg.ConfigError(path, [f"cannot read the file: {exc.strerror or exc}"]) from None
+    return cfg.load(text, path)
+
+
+def _seconds(value: dt.timedelta) -> float:
+    return value.total_seconds()
+
+
+def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) -> RunOptions:
+    """Merge; ``ConfigError`` (naming the flag or field) when the merge is invalid."""
+    c = loaded.config if loaded is not None else cfg.Configuration()
+    explicit = loaded.explicit if loaded is not None else frozenset()
+    source = str(getattr(args, "config", None) or "flags")
+    notices: list[str] = []
+    if loaded is not None and loaded.legacy:
+        notices.append(f"{source}: uses the stale sample format ({cfg.LEGACY_API_VERSION} with "
+                       f"spec); write apiVersion {cfg.API_VERSION} with the settings at the top "
+                       "level, as the Go manager requires")
+
+    def pick(flag: Any, value: Any) -> Any:
+        return value if flag is None else flag
+
+    # Webhook server.
+    webhook_port = pick(args.webhook_port, c.webhook.port)
+    webhook_bind = args.bind_address or c.webhook.host or args.webhook_host or "0.0.0.0"
+    if "webhook.certDir" in explicit:
+        notices.append(f"webhook.certDir ({c.webhook.certDir}) is not used: certificates are "
+                       "read from the Secret and served from memory, never written to disk")
+
+    # Health probes (and, in this build, /metrics on the same port).
+    try:
+        probe = cfg.parse_bind_address(pick(args.health_probe_bind_address,
+                                             c.health.healthProbeBindAddress))
+    except ValueError as exc:
+        raise cfg.ConfigError("--health-probe-bind-address", [str(exc)]) from None
+    health: tuple[str, int] | None = None
+    if probe is not None:
+        host, port = probe
+        health = (args.bind_address or host or args.webhook_host or "0.0.0.0",
+                  args.health_port if args.health_port is not None else port)
+    elif args.health_port is not None:
+        health = (args.bind_address or args.webhook_host or "0.0.0.0", args.health_port)
+    metrics_address = pick(args.metrics_bind_address, c.metrics.bindAddress)
+    try:
+        metrics = cfg.parse_bind_address(metrics_address)
+    except ValueError as exc:
+        raise cfg.ConfigError("--metrics-bind-address", [str(exc)]) from None
+    serve_metrics = metrics is not None
+    if serve_metrics and (args.metrics_bind_address is not None
+                          or "metrics.bindAddress" in explicit):
+        notices.append(f"metrics bind address {metrics_address!r} is not used: /metrics is "
+                       "served on the health probe port (plain HTTP)")
+    if serve_metrics and health is None:
+        notices.append("/metrics is not served: it shares the health probe port, which is "
+                       "disabled ('0')")
+
+    # Client.
+    qps = pick(args.kube_api_qps, c.clientConnection.qps)
+    burst = pick(args.kube_api_burst, c.clientConnection.burst)
+    if qps > 0 and burst < 1:
+        raise cfg.ConfigError(source, ["clientConnection.burst (--kube-api-burst): must be at "
+                                       "least 1 when qps is above 0"])
+
+    # Certificates.
+    icm = c.internalCertManagement
+    webhook_service = pick(args.webhook_service, icm.webhookServiceName or "lws-webhook-service")
+    webhook_secret = pick(args.webhook_secret, icm.webhookSecretName or "lws-webhook-server-cert")
+
+    # Gang scheduling.
+    provider = c.gangSchedulingManagement.schedulerProvider \
+        if c.gangSchedulingManagement is not None else None
+    provider = pick(args.scheduler_provider, provider)
+
+    # Leader election.
+    le = c.leaderElection
+    lock = pick(args.leader_elect_resource_lock, le.resourceLock)
+    if lock != "leases":
+        raise cfg.ConfigError("--leader-elect-resource-lock",
+                              [f"unsupported resource lock {lock!r}: only \"leases\" is "
+                               "supported"])
+    if "leaderElection.resourceNamespace" in explicit and le.resourceNamespace:
+        notices.append(f"leaderElection.resourceNamespace ({le.resourceNamespace}) is ignored, "
+                       "as by the Go manager: the Lease lives in the operator namespace "
+                       "(--leader-elect-resource-namespace overrides it)")
+    timings = Timings(
+        lease_duration=_seconds(pick(args.leader_elect_lease_duration, le.leaseDuration)),
+        renew_deadline=_seconds(pick(args.leader_elect_renew_deadline, le.renewDeadline)),
+        retry_period=_seconds(pick(args.leader_elect_retry_period, le.retryPeriod)))
+    leader_elect = bool(pick(args.leader_elect, le.leaderElect))
+    if leader_elect:
+        try:
+            timings.validate()
+        except ValueError as exc:
+            raise cfg.ConfigError(source, [
+                f"leader election timings (--leader-elect-lease-duration/-renew-deadline/"
+                f"-retry-period, leaderElection.*): {exc}"]) from None
+
+    tls = c.tls or cfg.TLSOptions()
+    return RunOptions(
+        webhook_port=webhook_port, webhook_bind=webhook_bind, health=health,
+        liveness_path=c.health.livenessEndpointName,
+        readiness_path=c.health.readinessEndpointName, serve_metrics=serve_metrics,
+        metrics_bind=metrics,
+        qps=float(qps), burst=int(burst), webhook_service=webhook_service,
+        webhook_secret=webhook_secret, scheduler_provider=provider, leader_elect=leader_elect,
+        lease_name=pick(args.leader_elect_resource_name, le.resourceName),
+        lease_namespace=args.leader_elect_resource_namespace or None, timings=timings,
+        internal_certs=icm.enable, tls_min_version=tls.minVersion,
+        tls_ciphers=tls.openssl_ciphers(), notices=tuple(notices))

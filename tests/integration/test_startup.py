@@ -1,0 +1,186 @@
+"""``lws-operator run`` stops at start, with one line naming the problem and no traceback, when its
+input is invalid (exit 2) or the cluster lacks something it needs (exit 1): its namespace, the
+CRD, a permission. Real processes against a private API server (etcd + kube-apiserver, a few
+seconds to start), so the CRD can be absent without disturbing other tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e.cluster import LocalCluster, NodeLayout
+from e2e.cluster.launcher import free_port
+from e2e.kube import Kube
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(
+    bool(os.environ.get("LWS_E2E_KUBECONFIG")),
+    reason="needs a private API server (the CRD is removed and installed here)")
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path_factory.mktemp("startup-cluster"))
+    cluster.up("api", NodeLayout(), timeout=180)
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+async def run_operator(kubeconfig: Path | str, *flags: str, timeout: float = 60.0,  # noqa: ASYNC109
+                       ) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(kubeconfig),
+        "--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
+        "--health-port", str(free_port()), "--log-format", "text", *flags,
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+def startup_errors(stderr: str) -> list[str]:
+    assert "Traceback" not in stderr, stderr
+    return [line for line in stderr.splitlines() if "startup error:" in line]
+
+
+async def test_an_invalid_configuration_file_exits_2(private: LocalCluster,
+                                                     tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: config.lws.x-k8s.io/v1alpha1\nkind: Configuration\n"
+                      "leaderElection:\n  leaseDuration: 10s\n  renewDeadline: 10s\n"
+                      "clientConnection:\n  burst: many\n")
+    code, err = await run_operator(private.kubeconfig, "--config", str(config))
+    assert code == 2
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == [
+        f"lws-operator: error: invalid configuration: {config}: leaderElection: leaseDuration "
+        "must be greater than renewDeadline; clientConnection.burst: Input should be a valid "
+        "integer (got 'many')"]
+
+
+async def test_an_invalid_flag_exits_2(private: LocalCluster) -> None:
+    code, err = await run_operator(private.kubeconfig, "--leader-elect-retry-period", "often")
+    assert code == 2
+    assert "--leader-elect-retry-period" in err
+    assert "not a duration" in err
+    assert "Traceback" not in err
+
+
+async def test_missing_namespace_and_crd(private: LocalCluster) -> None:
+    """Both missing at once: one line naming both; the process ends instead of retrying."""
+    code, err = await run_operator(private.kubeconfig, "--namespace", "no-such-namespace")
+    assert code == 1, err
+    [line] = startup_errors(err)
+    assert "the operator namespace 'no-such-namespace' does not exist" in line
+    assert ("the CustomResourceDefinition leaderworkersets.leaderworkerset.x-k8s.io "
+            "(version v1) is not installed") in line
+
+
+async def test_missing_crd_alone(private: LocalCluster) -> None:
+    kube = await Kube.connect(str(private.kubeconfig))
+    try:
+        namespace = f"op-{uuid.uuid4().hex[:8]}"
+        await kube.create({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": namespace}})
+        code, err = await run_operator(private.kubeconfig, "--namespace", namespace)
+    finally:
+        await kube.close()
+    assert code == 1, err
+    [line] = startup_errors(err)
+    assert line.endswith("startup error: the CustomResourceDefinition "
+                         "leaderworkersets.leaderworkerset.x-k8s.io (version v1) is not "
+                         "installed: apply crds/ first")
+
+
+async def _service_account_kubeconfig(kube: Kube, cluster: LocalCluster, namespace: str,
+                                      path: Path) -> None:
+    """A kubeconfig for a new service account of ``namespace`` (a TokenRequest token)."""
+    await kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "operator"}}, namespace)
+    review = await kube.api.call_api(
+        *await kube.api.param_serialize(
+            method="POST",
+            resource_path=f"/api/v1/namespaces/{namespace}/serviceaccounts/operator/token",
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                  "spec": {"expirationSeconds": 3600}},
+            auth_settings=["BearerToken"]))
+    token = yaml.safe_load(await review.read())["status"]["token"]
+    admin = yaml.safe_load(await asyncio.to_thread(Path(cluster.kubeconfig).read_text))
+    text = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {
+            "cluster": admin["clusters"][0]["name"], "user": "operator"}}],
+        "current-context": "operator"})
+    await asyncio.to_thread(path.write_text, text)
+
+
+async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> None:
+    """An identity allowed only part of what the operator does: one line listing the rest."""
+    await asyncio.to_thread(private.install_crd)
+    kube = await Kube.connect(str(private.kubeconfig))
+    try:
+        namespace = f"op-{uuid.uuid4().hex[:8]}"
+        await kube.create({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": namespace}})
+        kubeconfig = tmp_path / "operator.kubeconfig"
+        await _service_account_kubeconfig(kube, private, namespace, kubeconfig)
+        # Everything but the LeaderWorkerSets and the Lease.
+        await kube.create({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": f"{namespace}-partial"},
+            "rules": [
+                {"apiGroups": [""],
+                 "resources": ["pods", "services", "secrets", "events", "nodes"],
+                 "verbs": ["*"]},
+                {"apiGroups": ["apps"], "resources": ["statefulsets", "controllerrevisions"],
+                 "verbs": ["*"]},
+                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+                {"apiGroups": ["admissionregistration.k8s.io"],
+                 "resources": ["mutatingwebhookconfigurations",
+                               "validatingwebhookconfigurations"], "verbs": ["*"]},
+            ]})
+        await kube.create({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{namespace}-partial"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": f"{namespace}-partial"},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator",
+                          "namespace": namespace}]})
+        code, err = await run_operator(kubeconfig, "--namespace", namespace)
+        assert code == 1, err
+        [line] = startup_errors(err)
+        missing = line.split("startup error: missing permissions: ", 1)[1].split(", ")
+        assert missing == [
+            "list leaderworkersets.leaderworkerset.x-k8s.io (cluster-wide)",
+            "watch leaderworkersets.leaderworkerset.x-k8s.io (cluster-wide)",
+            "patch leaderworkersets.leaderworkerset.x-k8s.io (cluster-wide)",
+            "patch leaderworkersets.leaderworkerset.x-k8s.io/status (cluster-wide)",
+            f"get leases.coordination.k8s.io in namespace {namespace}",
+            f"create leases.coordination.k8s.io in namespace {namespace}",
+            f"update leases.coordination.k8s.io in namespace {namespace}",
+        ]
+        # Without leader election the Lease is not needed.
+        code, err = await run_operator(kubeconfig, "--namespace", namespace,
+                                       "--leader-elect=false")
+        assert code == 1, err
+        [line] = startup_errors(err)
+        assert "leases" not in line
+    finally:
+        await kube.close()

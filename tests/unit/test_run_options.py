@@ -1,0 +1,166 @@
+"""``lws-operator run`` settings (lws_operator.options): the configuration file, and flags that
+override it only when set explicitly (SPEC 7.2); invalid input exits 2 naming the field."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from lws_operator.__main__ import _add_run, main
+from lws_operator.api.config import ConfigError
+from lws_operator.logic.leaderelection import Timings
+from lws_operator.options import RunOptions, load_config, resolve
+
+HEAD = "apiVersion: config.lws.x-k8s.io/v1alpha1\nkind: Configuration\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("LWS_"):
+            monkeypatch.delenv(name)
+
+
+def options(tmp_path: Path, *flags: str, config: str | None = None) -> RunOptions:
+    parser = argparse.ArgumentParser()
+    _add_run(parser.add_subparsers(dest="command"))
+    argv = ["run", *flags]
+    if config is not None:
+        path = tmp_path / "config.yaml"
+        path.write_text(HEAD + config)
+        argv += ["--config", str(path)]
+    args = parser.parse_args(argv)
+    return resolve(args, load_config(args.config))
+
+
+def test_without_a_file_the_configuration_defaults_apply(tmp_path: Path) -> None:
+    o = options(tmp_path)
+    assert (o.webhook_port, o.webhook_bind, o.health) == (9443, "0.0.0.0", ("0.0.0.0", 8081))
+    assert (o.qps, o.burst) == (500.0, 500)
+    assert (o.leader_elect, o.lease_name, o.lease_namespace) == (True, "b8b2488c.x-k8s.io", None)
+    assert o.timings == Timings(15.0, 10.0, 2.0)
+    assert (o.webhook_service, o.webhook_secret) == ("lws-webhook-service",
+                                                     "lws-webhook-server-cert")
+    assert o.scheduler_provider is None
+    assert (o.liveness_path, o.readiness_path, o.serve_metrics) == ("/healthz", "/readyz", True)
+    assert o.metrics_bind == ("", 8443)
+    assert o.notices == ()
+
+
+def test_the_file_applies_where_no_flag_is_set(tmp_path: Path) -> None:
+    o = options(tmp_path, config="""
+webhook: {port: 9444}
+leaderElection: {leaderElect: false, leaseDuration: 30s, renewDeadline: 20s, retryPeriod: 4s,
+                 resourceName: my-lease}
+health: {healthProbeBindAddress: "127.0.0.1:9081", livenessEndpointName: /live}
+clientConnection: {qps: 20, burst: 30}
+internalCertManagement: {webhookServiceName: my-svc, webhookSecretName: my-secret}
+gangSchedulingManagement: {schedulerProvider: volcano}
+tls: {minVersion: VersionTLS13}
+""")
+    assert (o.webhook_port, o.health, o.liveness_path) == (9444, ("127.0.0.1", 9081), "/live")
+    assert (o.qps, o.burst) == (20.0, 30)
+    assert (o.leader_elect, o.lease_name) == (False, "my-lease")
+    assert o.timings == Timings(30.0, 20.0, 4.0)
+    assert (o.webhook_service, o.webhook_secret) == ("my-svc", "my-secret")
+    assert o.scheduler_provider == "volcano"
+    assert (o.tls_min_version, o.tls_ciphers) == ("VersionTLS13", None)
+
+
+def test_explicit_flags_override_the_file(tmp_path: Path) -> None:
+    o = options(tmp_path, "--webhook-port", "9555", "--kube-api-qps", "5",
+                "--leader-elect=true", "--leader-elect-lease-duration", "20s",
+                "--leader-elect-resource-name", "flag-lease",
+                "--leader-elect-resource-namespace", "elsewhere",
+                "--health-probe-bind-address", ":9999", "--webhook-secret", "flag-secret",
+                config="webhook: {port: 9444}\nclientConnection: {qps: 20, burst: 30}\n"
+                       "leaderElection: {leaderElect: false, resourceName: file-lease}\n"
+                       "internalCertManagement: {webhookSecretName: file-secret}\n")
+    assert (o.webhook_port, o.qps, o.burst) == (9555, 5.0, 30)
+    assert (o.leader_elect, o.lease_name, o.lease_namespace) == (True, "flag-lease",
+                                                                 "elsewhere")
+    assert o.timings == Timings(20.0, 10.0, 2.0)
+    assert o.health == ("0.0.0.0", 9999)
+    assert o.webhook_secret == "flag-secret"
+
+
+def test_environment_variables_count_as_explicit(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LWS_WEBHOOK_PORT", "9666")
+    monkeypatch.setenv("LWS_LEADER_ELECT", "false")
+    o = options(tmp_path, config="webhook: {port: 9444}\n")
+    assert (o.webhook_port, o.leader_elect) == (9666, False)
+
+
+def test_the_health_port_flag_and_local_mode(tmp_path: Path) -> None:
+    o = options(tmp_path, "--webhook-host", "127.0.0.1", "--health-port", "18081")
+    assert (o.webhook_bind, o.health) == ("127.0.0.1", ("127.0.0.1", 18081))
+
+
+def test_unhonoured_settings_are_reported(tmp_path: Path) -> None:
+    o = options(tmp_path, config="webhook: {certDir: /certs}\nmetrics: {bindAddress: ':8443'}\n"
+                                 "leaderElection: {resourceNamespace: other}\n")
+    text = "\n".join(o.notices)
+    assert "webhook.certDir (/certs) is not used" in text
+    assert "metrics bind address ':8443' is not used" in text
+    assert "leaderElection.resourceNamespace (other) is ignored" in text
+    assert o.lease_namespace is None  # ignored, as upstream ignores it
+
+
+def test_metrics_can_be_disabled(tmp_path: Path) -> None:
+    assert not options(tmp_path, "--metrics-bind-address", "0").serve_metrics
+    assert not options(tmp_path, config="metrics: {bindAddress: '0'}\n").serve_metrics
+
+
+@pytest.mark.parametrize(("flags", "config", "message"), [
+    ((), "leaderElection: {leaseDurationx: 15s}\n", "leaderElection.leaseDurationx: unknown "
+                                                    "field"),
+    (("--leader-elect-renew-deadline", "20s"), None, "leaseDuration must be greater than "
+                                                     "renewDeadline"),
+    (("--leader-elect-resource-lock", "configmaps"), None, "--leader-elect-resource-lock: "
+                                                           "unsupported resource lock"),
+    (("--health-probe-bind-address", "nowhere"), None, "--health-probe-bind-address: invalid "
+                                                       "bind address"),
+    (("--kube-api-burst", "0"), None, "clientConnection.burst (--kube-api-burst)"),
+])
+def test_invalid_merges(tmp_path: Path, flags: tuple[str, ...], config: str | None,
+                        message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        options(tmp_path, *flags, config=config)
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(["run", *argv])
+    return code, capsys.readouterr().err
+
+
+def test_main_exits_2_naming_the_field(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(HEAD + "clientConnection: {qps: fast}\n")
+    code, err = run_main(capsys, "--config", str(bad))
+    assert code == 2
+    assert err.strip() == (f"lws-operator: error: invalid configuration: {bad}: "
+                           "clientConnection.qps: Input should be a valid number (got 'fast')")
+    assert "Traceback" not in err
+    code, err = run_main(capsys, "--config", str(tmp_path / "missing.yaml"))
+    assert code == 2
+    assert "missing.yaml: cannot read the file" in err
+    off = tmp_path / "external.yaml"
+    off.write_text(HEAD + "internalCertManagement: {enable: false}\n")
+    code, err = run_main(capsys, "--config", str(off))
+    assert code == 2
+    assert "internalCertManagement.enable: false" in err
+
+
+@pytest.mark.parametrize("flags", [("--leader-elect=maybe",),
+                                   ("--leader-elect-retry-period", "soon")])
+def test_bad_flags_exit_2(flags: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["run", *flags])
+    assert exc.value.code == 2
+    assert flags[0].split("=")[0] in capsys.readouterr().err
