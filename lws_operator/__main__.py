@@ -75,6 +75,18 @@ def _setup_logging(level: str, fmt: str) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
+def _flag(text: str | bool) -> bool:
+    """``true``/``false`` (and 1/0, yes/no) for ``--flag=false`` style booleans."""
+    if isinstance(text, bool):
+        return text
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (true or false)")
+
+
 def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="run the operator: controllers, webhooks and metrics")
     run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
@@ -85,7 +97,7 @@ def _add_run(sub: Any) -> None:
                           "(default: the pod's, else lws-system)")
     run.add_argument("--webhook-port", type=int, default=int(_env("webhook_port", 9443)))
     run.add_argument("--health-port", type=int, default=int(_env("health_port", 8081)),
-                     help="plain HTTP /healthz, /readyz and /metrics")
+                     help="plain HTTP /healthz and /readyz")
     run.add_argument("--bind-address", default=_env("bind_address"),
                      help="listen address of both ports (default: the webhook host in local "
                           "mode, else all interfaces)")
@@ -130,6 +142,20 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--disable-controllers", action="store_true",
                      default=_env("disable_controllers", "") in ("1", "true"),
                      help="serve admission only (no reconciliation)")
+    # --- metrics server (upstream's flag names; SPEC 7.2, 7.4) ---
+    run.add_argument("--metrics-bind-address", default=_env("metrics_bind_address", ":8443"),
+                     help="listen address of /metrics: HOST:PORT, :PORT for all interfaces, "
+                          "0 to serve no metrics (default :8443)")
+    run.add_argument("--metrics-secure", type=_flag, nargs="?", const=True,
+                     default=_flag(_env("metrics_secure", "true")),
+                     help="HTTPS, each scrape checked with TokenReview and SubjectAccessReview "
+                          "(get on /metrics); --metrics-secure=false: plain HTTP, no checks")
+    run.add_argument("--metrics-cert-path", default=_env("metrics_cert_path"),
+                     help="directory with the metrics serving certificate (default: a "
+                          "self-signed one generated at start)")
+    run.add_argument("--metrics-cert-name", default=_env("metrics_cert_name", "tls.crt"))
+    run.add_argument("--metrics-cert-key", default=_env("metrics_cert_key", "tls.key"))
+    # --- end of metrics server flags ---
     run.add_argument("--log-level", default=_env("log_level", "info"))
     run.add_argument("--log-format", choices=["json", "text"], default=_env("log_format"),
                      help="default: json in a cluster, text elsewhere")
@@ -138,6 +164,7 @@ def _add_run(sub: Any) -> None:
 async def _run(args: argparse.Namespace) -> int:
     from lws_operator.admission.health import HealthServer
     from lws_operator.admission.metrics import WebhookMetrics
+    from lws_operator.admission.metrics_server import metrics_server
     from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
     from lws_operator.kube.client import KubeClient, in_cluster_namespace
     from lws_operator.kube.metrics import ClientMetrics, new_registry
@@ -167,10 +194,15 @@ async def _run(args: argparse.Namespace) -> int:
         limiter=TokenBucket(args.kube_api_qps, args.kube_api_burst),
         metrics=ClientMetrics.for_registry(registry))
     webhooks = WebhookRuntime(kube, options, metrics=WebhookMetrics(registry))
-    health = HealthServer(bind, args.health_port, registry)
+    health = HealthServer(bind, args.health_port)
+    metrics = metrics_server(registry, kube, args.metrics_bind_address, args.metrics_secure,
+                             args.metrics_cert_path, args.metrics_cert_name,
+                             args.metrics_cert_key)
     health.add_readiness_check("webhook-certificates", lambda: webhooks.ready)
     try:
         await health.start()
+        if metrics is not None:
+            await metrics.start()
         logging.getLogger("lws_operator").info(
             "lws-operator %s: namespace %s, %s", __version__, namespace,
             f"local mode, webhooks at {options.base_url(options.port)}" if args.webhook_host
@@ -196,6 +228,8 @@ async def _run(args: argparse.Namespace) -> int:
             stop.set()
         logging.getLogger("lws_operator").info("stopped")
     finally:
+        if metrics is not None:
+            await metrics.stop()
         await health.stop()
         await kube.close()
     return 0
