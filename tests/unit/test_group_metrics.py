@@ -105,7 +105,10 @@ def test_state_counts_cover_every_state_and_missing_groups() -> None:
     counts = state_counts(lws(replicas=3), views)
     assert counts["ready"] == 1
     assert counts["missing"] == 2
-    assert counts["failed"] == 0 and "gated" in counts and sum(counts.values()) == 3
+    assert counts["failed"] == 0
+    assert set(counts) == {"ready", "progressing", "failed", "gated", "unschedulable",
+                           "terminating", "exhausted", "missing"}
+    assert sum(counts.values()) == 3
 
 
 @pytest.mark.parametrize(("budget", "counts", "exhausted", "expected"), [
@@ -215,3 +218,41 @@ def test_rollout_view(status: dict[str, Any], sts_spec: dict[str, Any] | None,
                       expected: RolloutView) -> None:
     leader = None if sts_spec is None else {"spec": sts_spec}
     assert rollout_view({"status": status}, leader) == expected
+
+
+def _series(registry: Any, prefix: str = "lws_") -> dict[tuple[str, tuple[tuple[str, str], ...]],
+                                                        float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in registry.collect() for s in family.samples
+            if s.name.startswith(prefix)}
+
+
+def test_exporter_reports_groups_and_forgets_a_deleted_leaderworkerset() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lws_operator.kube.cache import ClusterCache
+    from lws_operator.kube.group_metrics import GroupMetrics
+
+    registry = CollectorRegistry()
+    clock = iter([T0 + 10, T0 + 20, T0 + 30, T0 + 40])
+    metrics = GroupMetrics(registry, clock=lambda: next(clock))
+    cache = ClusterCache()
+    for store in cache.stores.values():
+        store.synced = True
+    cache["LeaderWorkerSet"].upsert(lws(replicas=2, size=1, budget=2))
+    cache["Pod"].upsert(pod(0, ready=False))
+    metrics.observe(("ns", "demo"), cache)
+    cache["Pod"].upsert(pod(0))
+    metrics.observe(("ns", "demo"), cache)
+    series = _series(registry)
+    labels = (("name", "demo"), ("namespace", "ns"))
+    assert series[("lws_groups", (*labels, ("state", "ready")))] == 1
+    assert series[("lws_groups", (*labels, ("state", "missing")))] == 1
+    assert series[("lws_group_ready_seconds_count", labels)] == 1
+    assert series[("lws_group_ready_seconds_sum", labels)] == 20.0
+    assert series[("lws_group_restart_budget_remaining",
+                   (("group", "0"), *labels))] == 2
+    assert series[("lws_group_recreations_total", (*labels, ("reason", "pod-deleted")))] == 0
+    cache["LeaderWorkerSet"].delete(lws())
+    metrics.observe(("ns", "demo"), cache)
+    assert _series(registry) == {}
