@@ -58,6 +58,10 @@ crd-check: build-cluster ## fail if crds/ differs from what the generator produc
 test: build-cluster lint ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+.PHONY: e2e-metrics
+e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), upgrade safety
+	$(BIN)/pytest e2e/metrics e2e/upgrade $(PYTEST_ARGS)
+
 BENCH_ARGS ?=
 bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --py-spy")
 	$(BIN)/python -m e2e.bench $(BENCH_ARGS)
