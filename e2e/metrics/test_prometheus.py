@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import Clusters
 from e2e import prometheus
@@ -169,6 +170,15 @@ def get_status(url: str, token: str | None) -> int:
         return 0  # no HTTP answer at all (e.g. plain HTTP to the TLS port)
 
 
+def get_text(url: str, token: str) -> str:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        return str(answer.read().decode())
+
+
 async def grant_metrics_reader(setup: Setup, account: str) -> str:
     """A ServiceAccount bound to a ClusterRole with ``get`` on ``/metrics``, as the chart's
     ``metrics-reader`` role grants it; returns the role's name."""
@@ -218,6 +228,15 @@ async def test_prometheus_scrapes_authenticated_https_metrics(
                 "authorization": {"credentials_file": str(tmp_path / "token")},
                 "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}) as prom:
             await scrape_and_check(setup, prom)
+            scrapes = await value_of(prom, 'count_over_time(up{job="lws-operator"}[10m])')
+        # Review results are cached per token: far fewer TokenReviews than scrapes.
+        text = await asyncio.to_thread(get_text, url, token)
+        reviews = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                      if s.name == "lws_operator_api_requests_total"
+                      and s.labels["resource"] == "tokenreviews")
+        assert scrapes is not None
+        assert scrapes >= 10
+        assert 1 <= reviews <= 6  # one per distinct token here, maybe a renewal
     finally:
         await setup.kube.delete(RBAC, "ClusterRoleBinding", role)
         await setup.kube.delete(RBAC, "ClusterRole", role)

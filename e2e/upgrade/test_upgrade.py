@@ -186,12 +186,14 @@ async def test_upgrade_from_previous_release_leaves_workloads_alone(
             done = reconciles(await asyncio.to_thread(scrape, metrics_port))
             return done if done >= count else 0.0
 
-        # The start enqueues every LeaderWorkerSet once; metadata edits (what a user or a
-        # GitOps tool does all day) wake each one again.
+        # The start enqueues every LeaderWorkerSet once; an annotation on each leader pod
+        # (what monitoring agents and users add all the time) wakes each one again. Not on the
+        # LeaderWorkerSet: its annotations are copied to the leader StatefulSet, a real change.
         first = await wait_for(lambda: passes_at_least(len(bodies)), timeout=60,
                                what="a pass over every LeaderWorkerSet")
-        for body in bodies:
-            await kube.patch(API, KIND, body["metadata"]["name"],
+        leaders = await kube.list("v1", "Pod", namespace, label_selector=f"{P}worker-index=0")
+        for leader in leaders:
+            await kube.patch("v1", "Pod", leader["metadata"]["name"],
                              {"metadata": {"annotations": {"example.com/touched": run_id}}},
                              namespace, content_type=MERGE_PATCH)
         await wait_for(lambda: passes_at_least(int(first) + len(bodies)), timeout=60,
