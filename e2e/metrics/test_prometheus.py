@@ -228,7 +228,13 @@ async def test_prometheus_scrapes_authenticated_https_metrics(
                 "authorization": {"credentials_file": str(tmp_path / "token")},
                 "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}) as prom:
             await scrape_and_check(setup, prom)
-            scrapes = await value_of(prom, 'count_over_time(up{job="lws-operator"}[10m])')
+
+            async def scraped_often() -> float | None:
+                count = await value_of(prom, 'count_over_time(up{job="lws-operator"}[10m])')
+                return count if count is not None and count >= 10 else None
+
+            scrapes = await wait_for(scraped_often, timeout=60, interval=1.0,
+                                     what="ten authenticated scrapes")
         # Review results are cached per token: far fewer TokenReviews than scrapes.
         text = await asyncio.to_thread(get_text, url, token)
         reviews = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
