@@ -142,6 +142,48 @@ async def scrape_and_check(setup: Setup, prom: prometheus.Prometheus) -> None:
     await wait_for(gone, timeout=60, interval=1.0, what="the deleted LWS's series to go")
 
 
+async def group_lifecycle(setup: Setup, prom: prometheus.Prometheus) -> None:
+    """A group recreated after its worker was deleted, then a rolling update: the recreation
+    counters by reason, the restart budget and the rollout histograms move in Prometheus."""
+    name = f"life-{uuid.uuid4().hex[:6]}"
+    body = lws(name, replicas=2, size=2)
+    body["spec"]["leaderWorkerTemplate"]["maxGroupRestarts"] = 3
+    await setup.kube.create(body, setup.namespace)
+    labels = f'namespace="{setup.namespace}",name="{name}"'
+
+    async def value_is(expr: str, expected: float) -> bool:
+        return await value_of(prom, expr) == expected
+
+    ready = f'lws_groups{{{labels},state="ready"}}'
+    await wait_for(lambda: value_is(ready, 2), timeout=120, interval=1.0,
+                   what="both groups Ready")
+    assert await value_of(prom, f'lws_group_restart_budget_remaining{{{labels},group="0"}}') == 3
+
+    await setup.kube.delete("v1", "Pod", f"{name}-0-1", setup.namespace)
+    await wait_for(lambda: value_is(
+        f'lws_group_recreations_total{{{labels},reason="pod-deleted"}}', 1), timeout=120,
+        interval=1.0, what="the recreation of group 0 counted")
+    await wait_for(lambda: value_is(
+        f'lws_group_restart_budget_remaining{{{labels},group="0"}}', 2), timeout=60,
+        interval=1.0, what="group 0's budget to go down by one")
+    assert await value_of(prom, f'lws_group_restart_budget_remaining{{{labels},group="1"}}') == 3
+
+    await wait_for(lambda: value_is(ready, 2), timeout=120, interval=1.0,
+                   what="both groups Ready again")
+    await setup.kube.patch(API, "LeaderWorkerSet", name, {"spec": {"leaderWorkerTemplate": {
+        "workerTemplate": {"spec": {"containers": [{"name": "main", "image": "serve:2"}]}}}}},
+        setup.namespace)
+    await wait_for(lambda: value_is(f"lws_rollout_duration_seconds_count{{{labels}}}", 1),
+                   timeout=120, interval=1.0, what="the rollout's duration observed")
+    steps = await value_of(prom, f"lws_rollout_step_duration_seconds_count{{{labels}}}")
+    assert steps is not None
+    assert steps >= 1
+    assert await value_of(prom, f'lws_group_recreations_total{{{labels},reason="rollout"}}') == 2
+    await wait_for(lambda: value_is(ready, 2), timeout=60, interval=1.0,
+                   what="both groups Ready after the rollout")
+    await setup.kube.delete(API, "LeaderWorkerSet", name, setup.namespace)
+
+
 async def test_prometheus_scrapes_plain_http_metrics(setup: Setup, operator_factory: Any,
                                                      tmp_path: Path) -> None:
     port = free_port()
@@ -150,6 +192,7 @@ async def test_prometheus_scrapes_plain_http_metrics(setup: Setup, operator_fact
     with prometheus.running(tmp_path / "prometheus", {
             "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}) as prom:
         await scrape_and_check(setup, prom)
+        await group_lifecycle(setup, prom)
 
 
 def get_status(url: str, token: str | None) -> int:
