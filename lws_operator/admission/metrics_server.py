@@ -14,9 +14,10 @@ be noise in the API server's audit log. Denials are cached for less time than gr
 granted role works soon.
 
 The serving certificate is either given (a directory holding ``tls.crt`` and ``tls.key``, e.g. a
-mounted cert-manager Secret) or generated at start: a throwaway self-signed CA and a certificate
-for ``localhost``, the host name and 127.0.0.1, which scrapers accept with
-``insecure_skip_verify`` as they do controller-runtime's self-signed one. HTTP/2 is not offered.
+mounted cert-manager Secret, reloaded when its files change) or generated at start: a throwaway
+self-signed CA and a certificate for ``localhost``, the host name and 127.0.0.1, which scrapers
+accept with ``insecure_skip_verify`` as they do controller-runtime's self-signed one. HTTP/2 is
+not offered.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ class MetricsServerOptions:
     # How long a granted / a denied review result is reused for the same token.
     allow_ttl: float = 60.0
     deny_ttl: float = 10.0
+    # How often a given certificate's files are checked for a renewal (cert-manager rewrites
+    # the mounted Secret): new connections then get the new certificate, no restart needed.
+    cert_reload_interval: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ class MetricsServer:
                            if options.secure and kube is not None else None)
         self._handler = make_aiohttp_handler(registry)
         self._runner: web.AppRunner | None = None
+        self._reloader: asyncio.Task[None] | None = None
         app = web.Application()
         app.router.add_get(METRICS_PATH, self._metrics)
         self.app = app
@@ -183,13 +188,41 @@ class MetricsServer:
     def scheme(self) -> str:
         return "https" if self.options.secure else "http"
 
+    def _cert_files(self) -> tuple[str, str] | None:
+        if not self.options.cert_dir:
+            return None
+        return (os.path.join(self.options.cert_dir, self.options.cert_name),
+                os.path.join(self.options.cert_dir, self.options.key_name))
+
     def _ssl_context(self) -> ssl.SSLContext | None:
         if not self.options.secure:
             return None
-        if self.options.cert_dir:
-            return _context(os.path.join(self.options.cert_dir, self.options.cert_name),
-                            os.path.join(self.options.cert_dir, self.options.key_name))
-        return self_signed_context()
+        files = self._cert_files()
+        return _context(*files) if files else self_signed_context()
+
+    @staticmethod
+    def _stamp(files: tuple[str, str]) -> tuple[float, ...]:
+        try:
+            return tuple(os.stat(f).st_mtime_ns for f in files)
+        except OSError:
+            return ()
+
+    async def _reload_certs(self, context: ssl.SSLContext, files: tuple[str, str]) -> None:
+        """Load the certificate again into the live context whenever its files change (a
+        half-written pair fails to load and is retried at the next check)."""
+        seen = self._stamp(files)
+        while True:
+            await asyncio.sleep(self.options.cert_reload_interval)
+            stamp = self._stamp(files)
+            if not stamp or stamp == seen:
+                continue
+            try:
+                await asyncio.to_thread(context.load_cert_chain, *files)
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("metrics certificate not reloaded yet: %s", exc)
+                continue
+            seen = stamp
+            log.info("metrics serving certificate reloaded from %s", files[0])
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         if self.authorizer is not None:
@@ -209,12 +242,20 @@ class MetricsServer:
         context = await asyncio.to_thread(self._ssl_context)
         self._runner, self.port = await listen(self.app, self.options.host, self.options.port,
                                                ssl_context=context)
+        files = self._cert_files()
+        if context is not None and files is not None:
+            self._reloader = asyncio.create_task(self._reload_certs(context, files),
+                                                 name="metrics-cert-reload")
         log.info("Serving metrics server on %s://%s:%d%s%s", self.scheme, self.options.host,
                  self.port, METRICS_PATH,
                  " (authenticated and authorized through the API server)"
                  if self.options.secure else "")
 
     async def stop(self) -> None:
+        if self._reloader is not None:
+            self._reloader.cancel()
+            await asyncio.gather(self._reloader, return_exceptions=True)
+            self._reloader = None
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()

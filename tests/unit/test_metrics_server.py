@@ -88,3 +88,54 @@ async def test_https_with_a_self_signed_certificate_refuses_scrapes_without_a_to
                     assert "demo_events_total" not in await resp.text()
     finally:
         await server.stop()
+
+
+def write_pair(directory: Any, common_name: str) -> None:
+    import datetime as dt
+
+    from lws_operator.logic import certs
+
+    now = dt.datetime.now(dt.UTC)
+    ca, ca_key = certs.new_ca(now, dt.timedelta(days=1))
+    cert, key = certs.new_serving_cert(ca, ca_key, now, dt.timedelta(days=1),
+                                       dns_names=[common_name], ip_addresses=["127.0.0.1"])
+    data = certs.encode(certs.CertState(cas=(ca,), ca_key=ca_key, cert=cert, key=key))
+    (directory / "tls.key").write_bytes(data[certs.TLS_KEY_KEY])
+    (directory / "tls.crt").write_bytes(data[certs.TLS_CERT_KEY])
+
+
+async def served_name(port: int) -> str:
+    import asyncio
+
+    from cryptography import x509
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    await writer.wait_closed()
+    cert = x509.load_der_x509_certificate(der)
+    return str(cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value)
+
+
+async def test_a_given_certificate_is_served_and_reloaded_when_renewed(tmp_path: Any) -> None:
+    import asyncio
+
+    write_pair(tmp_path, "first.example")
+    server = MetricsServer(registry_with_a_counter(), MetricsServerOptions(
+        "127.0.0.1", 0, secure=True, cert_dir=str(tmp_path), cert_reload_interval=0.05),
+        kube=_NoApi())  # type: ignore[arg-type]
+    await server.start()
+    try:
+        assert await served_name(server.port) == "first.example"
+        write_pair(tmp_path, "second.example")
+
+        for _ in range(200):  # new connections get the new certificate within moments
+            if await served_name(server.port) == "second.example":
+                break
+            await asyncio.sleep(0.05)
+        assert await served_name(server.port) == "second.example"
+    finally:
+        await server.stop()
