@@ -38,7 +38,8 @@ pytestmark = pytest.mark.full
 API = "leaderworkerset.x-k8s.io/v1"
 RBAC = "rbac.authorization.k8s.io/v1"
 
-# controller-runtime's names (SPEC 7.5), each with a label set that must be present.
+# controller-runtime's names (SPEC 7.5; the webhook series as upstream's e2e checks them), each
+# with a label set that must be present.
 CONTROLLER_SERIES = (
     'controller_runtime_reconcile_total{controller="leaderworkerset",result="success"}',
     'controller_runtime_reconcile_errors_total{controller="leaderworkerset"}',
@@ -49,6 +50,10 @@ CONTROLLER_SERIES = (
     'workqueue_work_duration_seconds_count{name="leaderworkerset"}',
     'rest_client_requests_total{code="200",method="GET"}',
     'rest_client_requests_total{code="201",method="POST"}',
+    'controller_runtime_webhook_requests_total{webhook="/mutate--v1-pod",code="200"}',
+    'controller_runtime_webhook_latency_seconds_count{'
+    'webhook="/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"}',
+    'process_resident_memory_bytes',
 )
 
 
