@@ -139,3 +139,12 @@ async def test_a_given_certificate_is_served_and_reloaded_when_renewed(tmp_path:
         assert await served_name(server.port) == "second.example"
     finally:
         await server.stop()
+
+
+def test_run_rejects_a_bad_metrics_secure_value(capsys: pytest.CaptureFixture[str]) -> None:
+    from lws_operator.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--metrics-secure=maybe"])
+    assert exc.value.code == 2
+    assert "not a boolean" in capsys.readouterr().err
