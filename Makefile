@@ -58,6 +58,10 @@ crd-check: build-cluster ## fail if crds/ differs from what the generator produc
 test: build-cluster lint ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+.PHONY: e2e-metrics
+e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), upgrade safety
+	$(BIN)/pytest e2e/metrics e2e/upgrade $(PYTEST_ARGS)
+
 BENCH_ARGS ?=
 bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --py-spy")
 	$(BIN)/python -m e2e.bench $(BENCH_ARGS)
@@ -71,6 +75,7 @@ clean: cluster-down
 RUN_NAMESPACE ?= lws-system
 WEBHOOK_PORT ?= 9443
 HEALTH_PORT ?= 8081
+METRICS_PORT ?= 8080
 RUN_ARGS ?=
 CRD_FILE := crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml
 KUBECTL := $(CLUSTER_DIR)/bin/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig
@@ -84,4 +89,5 @@ run: venv ## run the operator locally against $(CLUSTER_DIR) (webhooks on 127.0.
 	$(KUBECTL) create namespace $(RUN_NAMESPACE) --dry-run=client -o yaml | $(KUBECTL) apply -f -
 	exec $(BIN)/lws-operator run --kubeconfig $(CLUSTER_DIR)/kubeconfig \
 		--namespace $(RUN_NAMESPACE) --webhook-host 127.0.0.1 --webhook-port $(WEBHOOK_PORT) \
-		--health-port $(HEALTH_PORT) $(RUN_ARGS)
+		--health-port $(HEALTH_PORT) --metrics-bind-address 127.0.0.1:$(METRICS_PORT) \
+		--metrics-secure=false $(RUN_ARGS)

@@ -50,6 +50,7 @@ def start_operator(cluster: LocalCluster) -> None:
         [str(Path(sys.executable).parent / "lws-operator"), "run",
          "--kubeconfig", str(cluster.kubeconfig), "--namespace", "lws-system",
          "--webhook-host", "127.0.0.1", "--webhook-port", "9443", "--health-port", "8081",
+         "--metrics-bind-address", "127.0.0.1:8080", "--metrics-secure=false",
          "--log-format", "text"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()

@@ -133,6 +133,18 @@ def _setup_logging(level: str, fmt: str) -> None:
         logging.getLogger("kopf").setLevel(logging.INFO)
 
 
+def _flag(text: str | bool) -> bool:
+    """``true``/``false`` (and 1/0, yes/no) for ``--flag=false`` style booleans."""
+    if isinstance(text, bool):
+        return text
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (true or false)")
+
+
 def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="run the operator: controllers, webhooks and metrics")
     run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
@@ -144,7 +156,7 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--webhook-port", type=int, default=_env_int("webhook_port"),
                      help="HTTPS admission port (default: webhook.port of --config, 9443)")
     run.add_argument("--health-port", type=int, default=_env_int("health_port"),
-                     help="plain HTTP /healthz, /readyz and /metrics (default: the port of "
+                     help="plain HTTP /healthz and /readyz (default: the port of "
                           "--health-probe-bind-address, 8081)")
     run.add_argument("--bind-address", default=_env("bind_address"),
                      help="listen address of both ports (default: the webhook host in local "
@@ -195,6 +207,18 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--disable-controllers", action="store_true",
                      default=_env("disable_controllers", "") in ("1", "true"),
                      help="serve admission only (no reconciliation)")
+    # --- metrics server (upstream's flag names; SPEC 7.2, 7.4); --metrics-bind-address is
+    # with the configuration flags ---
+    run.add_argument("--metrics-secure", type=_flag, nargs="?", const=True,
+                     default=_flag(_env("metrics_secure", "true")),
+                     help="HTTPS, each scrape checked with TokenReview and SubjectAccessReview "
+                          "(get on /metrics); --metrics-secure=false: plain HTTP, no checks")
+    run.add_argument("--metrics-cert-path", default=_env("metrics_cert_path"),
+                     help="directory with the metrics serving certificate (default: a "
+                          "self-signed one generated at start)")
+    run.add_argument("--metrics-cert-name", default=_env("metrics_cert_name", "tls.crt"))
+    run.add_argument("--metrics-cert-key", default=_env("metrics_cert_key", "tls.key"))
+    # --- end of metrics server flags ---
     run.add_argument("--log-level", default=_env("log_level", "info"))
     run.add_argument("--log-format", choices=["json", "text"], default=_env("log_format"),
                      help="default: json in a cluster, text elsewhere")
@@ -287,6 +311,7 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                  lease_namespace: str | None) -> int:
     from lws_operator.admission.health import HealthServer
     from lws_operator.admission.metrics import WebhookMetrics
+    from lws_operator.admission.metrics_server import metrics_server
     from lws_operator.admission.runtime import WebhookRuntime
     from lws_operator.kube.leaderelection import LeaderElector
 
@@ -295,7 +320,6 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
     health = None
     if opts.health is not None:
         health = HealthServer(opts.health[0], opts.health[1],
-                              registry if opts.serve_metrics else None,
                               liveness_path=opts.liveness_path,
                               readiness_path=opts.readiness_path)
         health.add_readiness_check("webhook-certificates", lambda: webhooks.ready)
@@ -303,9 +327,14 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
     if lease_namespace is not None:
         elector = LeaderElector(kube, opts.lease_name, lease_namespace, timings=opts.timings,
                                 registry=registry, on_lost=_leadership_lost)
+    metrics = metrics_server(registry, kube, opts.metrics_bind, args.metrics_secure,
+                             args.metrics_cert_path, args.metrics_cert_name,
+                             args.metrics_cert_key)
     try:
         if health is not None:
             await health.start()
+        if metrics is not None:
+            await metrics.start()
         log.info(
             "lws-operator %s: namespace %s, %s, %s", __version__, namespace,
             f"local mode, webhooks at {options.base_url(options.port)}" if args.webhook_host
@@ -345,6 +374,8 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
             release.set()
         log.info("stopped")
     finally:
+        if metrics is not None:
+            await metrics.stop()
         if health is not None:
             await health.stop()
     return 0

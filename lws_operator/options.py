@@ -64,8 +64,9 @@ def add_config_flags(run: argparse.ArgumentParser, duration: Any) -> None:
                      default=_env("leader_elect_resource_namespace"),
                      help="the Lease's namespace (default: the operator namespace)")
     run.add_argument("--metrics-bind-address", default=_env("metrics_bind_address"),
-                     help="'0' disables /metrics (default :8443; see the README for where "
-                          "metrics are served)")
+                     help="listen address of /metrics: HOST:PORT, :PORT for all interfaces, "
+                          "0 to serve no metrics (default: metrics.bindAddress of --config, "
+                          ":8443)")
     run.add_argument("--health-probe-bind-address", default=_env("health_probe_bind_address"),
                      help="[host]:port of the health probes (default :8081)")
     run.add_argument("--zap-log-level", default=None,
@@ -85,8 +86,8 @@ class RunOptions:
     liveness_path: str
     readiness_path: str
     serve_metrics: bool
-    # metrics.bindAddress / --metrics-bind-address as (host, port); None: "0" (disabled). Not
-    # used yet: /metrics shares the health port (a notice says so when it is set).
+    # metrics.bindAddress / --metrics-bind-address as (host, port), the host "" for every
+    # interface; None: "0" (disabled).
     metrics_bind: tuple[str, int] | None
     qps: float
     burst: int
@@ -139,7 +140,7 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
         notices.append(f"webhook.certDir ({c.webhook.certDir}) is not used: certificates are "
                        "read from the Secret and served from memory, never written to disk")
 
-    # Health probes (and, in this build, /metrics on the same port).
+    # Health probes (/metrics has a server of its own: admission.metrics_server).
     try:
         probe = cfg.parse_bind_address(pick(args.health_probe_bind_address,
                                              c.health.healthProbeBindAddress))
@@ -158,13 +159,6 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
     except ValueError as exc:
         raise cfg.ConfigError("--metrics-bind-address", [str(exc)]) from None
     serve_metrics = metrics is not None
-    if serve_metrics and (args.metrics_bind_address is not None
-                          or "metrics.bindAddress" in explicit):
-        notices.append(f"metrics bind address {metrics_address!r} is not used: /metrics is "
-                       "served on the health probe port (plain HTTP)")
-    if serve_metrics and health is None:
-        notices.append("/metrics is not served: it shares the health probe port, which is "
-                       "disabled ('0')")
 
     # Client.
     qps = pick(args.kube_api_qps, c.clientConnection.qps)

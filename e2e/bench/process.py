@@ -49,6 +49,7 @@ class OperatorProcess:
     workers: int = 8
     health_port: int = field(default_factory=free_port)
     webhook_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
     process: asyncio.subprocess.Process | None = None
     profiler: asyncio.subprocess.Process | None = None
     rss_samples: list[tuple[float, float]] = field(default_factory=list)
@@ -74,6 +75,8 @@ class OperatorProcess:
         argv = [sys.executable, "-m", "lws_operator", "run", "--kubeconfig", self.kubeconfig,
                 "--namespace", self.namespace, "--webhook-host", "127.0.0.1",
                 "--webhook-port", str(self.webhook_port), "--health-port", str(self.health_port),
+                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+                "--metrics-secure=false",
                 "--webhook-secret", f"lws-bench-cert-{self.run_id}",
                 "--mutating-webhook-configuration", mutating,
                 "--validating-webhook-configuration", validating,
@@ -128,7 +131,7 @@ class OperatorProcess:
 
     async def metrics(self) -> str:
         def get() -> str:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/metrics",
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
                                         timeout=10) as answer:
                 return str(answer.read().decode())
         return await asyncio.to_thread(get)

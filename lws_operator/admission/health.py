@@ -1,4 +1,9 @@
-"""Plain-HTTP probes (``/healthz``, ``/readyz``) and ``/metrics``, upstream's health port 8081.
+"""Plain-HTTP probes (``/healthz``, ``/readyz``), upstream's health port 8081.
+
+The operator serves ``/metrics`` from ``metrics_server`` on a port of its own (upstream's
+``:8443``, authenticated), never here: whoever can reach the probes (the kubelet, anything in
+the pod network) should not thereby read the metrics. A registry handed in still adds an
+unauthenticated ``/metrics`` here, for tests and embedders that want one port.
 
 Readiness is what keeps a replica out of the webhook Service until it can answer admissions: with
 ``failurePolicy: Fail`` a replica that receives reviews before its certificate is loaded fails

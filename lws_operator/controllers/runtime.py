@@ -35,6 +35,7 @@ from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
+from lws_operator.kube.group_metrics import GroupMetrics
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
 
@@ -116,6 +117,7 @@ class ControllerRuntime:
         self.reconciler = LeaderWorkerSetReconciler(
             kube, self.cache, EventRecorder(kube), stall_grace=options.stall_grace_seconds,
             scheduler_provider=options.scheduler_provider)
+        self.group_metrics = GroupMetrics.for_registry(registry)
         self.watched: list[Watch] = list(WATCHED)
         self.kopf_registry = self._build_registry()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -296,7 +298,10 @@ class ControllerRuntime:
         log.info("leading: %d LeaderWorkerSets queued for a pass", len(keys))
 
     async def _reconcile(self, key: Key) -> Result:
-        requeue = await self.reconciler.reconcile(key)
+        try:
+            requeue = await self.reconciler.reconcile(key)
+        finally:
+            self.group_metrics.observe(key, self.cache)  # what the pass left, even on error
         return Result(requeue_after=requeue)
 
     def _watch(self, stop: threading.Event) -> None:

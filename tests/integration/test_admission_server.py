@@ -252,6 +252,7 @@ async def test_lws_operator_run_command(lws_crd: LocalCluster, kube: Kube,
         sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(cluster.kubeconfig),
         "--namespace", operator_ns, "--webhook-host", "127.0.0.1",
         "--webhook-port", str(webhook_port), "--health-port", str(health_port),
+        "--metrics-bind-address", "0",
         "--mutating-webhook-configuration", names[0],
         "--validating-webhook-configuration", names[1], "--cert-sync-interval", "0.5s",
         stderr=asyncio.subprocess.PIPE)

@@ -106,7 +106,7 @@ def test_unhonoured_settings_are_reported(tmp_path: Path) -> None:
                                  "leaderElection: {resourceNamespace: other}\n")
     text = "\n".join(o.notices)
     assert "webhook.certDir (/certs) is not used" in text
-    assert "metrics bind address ':8443' is not used" in text
+    assert "metrics" not in text  # metrics.bindAddress is honoured (the metrics server)
     assert "leaderElection.resourceNamespace (other) is ignored" in text
     assert o.lease_namespace is None  # ignored, as upstream ignores it
 
@@ -114,6 +114,14 @@ def test_unhonoured_settings_are_reported(tmp_path: Path) -> None:
 def test_metrics_can_be_disabled(tmp_path: Path) -> None:
     assert not options(tmp_path, "--metrics-bind-address", "0").serve_metrics
     assert not options(tmp_path, config="metrics: {bindAddress: '0'}\n").serve_metrics
+
+
+def test_the_metrics_address_comes_from_the_flag_over_the_file(tmp_path: Path) -> None:
+    assert options(tmp_path).metrics_bind == ("", 8443)
+    assert options(tmp_path, config="metrics: {bindAddress: '127.0.0.1:9090'}\n"
+                   ).metrics_bind == ("127.0.0.1", 9090)
+    assert options(tmp_path, "--metrics-bind-address", "127.0.0.1:8080",
+                   config="metrics: {bindAddress: ':9090'}\n").metrics_bind == ("127.0.0.1", 8080)
 
 
 @pytest.mark.parametrize(("flags", "config", "message"), [

@@ -1,0 +1,142 @@
+"""The ``lws_*`` group metrics: exported from the watch caches after every reconcile pass.
+
+The derivations are ``logic.group_metrics``; this module owns the metric families, the memory
+kept between passes per LeaderWorkerSet, and the removal of every series of a LeaderWorkerSet
+that is gone (a deleted one must not keep reporting groups forever).
+
+Families (labels ``namespace`` and ``name`` are the LeaderWorkerSet's):
+
+* ``lws_groups{namespace,name,state}`` gauge: groups per state (see the logic module).
+* ``lws_group_recreations_total{namespace,name,reason}`` counter: leader incarnations replaced.
+* ``lws_group_ready_seconds{namespace,name}`` histogram: leader creation to group Ready.
+* ``lws_rollout_step_duration_seconds{namespace,name}`` histogram: one partition step of a
+  rolling update (the leader StatefulSet's partition or replicas held one value).
+* ``lws_rollout_duration_seconds{namespace,name}`` histogram: UpdateInProgress True to False.
+* ``lws_group_restart_budget_remaining{namespace,name,group}`` gauge, with maxGroupRestarts only.
+
+Group metrics are per LeaderWorkerSet and group index, never per pod name: bounded by what the
+user asked for, not by how many pods have ever existed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from lws_operator.kube.cache import ClusterCache, Key
+from lws_operator.kube.metrics import _once
+from lws_operator.logic import group_metrics as derive
+from lws_operator.logic.objects import meta_of
+
+log = logging.getLogger(__name__)
+
+# Seconds: a group takes from seconds (images cached) to many minutes (large images, gang
+# scheduling, TPU slices).
+GROUP_READY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0,
+                       1800.0, 3600.0)
+ROLLOUT_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+                   7200.0, 14400.0)
+
+
+class GroupMetrics:
+    """Families created once per registry; ``observe`` after each pass of a key."""
+
+    def __init__(self, registry: CollectorRegistry,
+                 clock: Callable[[], float] = time.time) -> None:
+        lws = ["namespace", "name"]
+        self.groups = Gauge(
+            "lws_groups", "Groups of a LeaderWorkerSet by state", [*lws, "state"],
+            registry=registry)
+        self.recreations = Counter(
+            "lws_group_recreations_total",
+            "Groups whose leader was replaced by a new incarnation, by reason",
+            [*lws, "reason"], registry=registry)
+        self.ready_seconds = Histogram(
+            "lws_group_ready_seconds",
+            "Seconds from a group's leader pod creation to the group being Ready",
+            lws, buckets=GROUP_READY_BUCKETS, registry=registry)
+        self.step_seconds = Histogram(
+            "lws_rollout_step_duration_seconds",
+            "Seconds one step of a rolling update (one leader partition value) took",
+            lws, buckets=ROLLOUT_BUCKETS, registry=registry)
+        self.rollout_seconds = Histogram(
+            "lws_rollout_duration_seconds",
+            "Seconds from UpdateInProgress turning True to it turning False",
+            lws, buckets=ROLLOUT_BUCKETS, registry=registry)
+        self.budget = Gauge(
+            "lws_group_restart_budget_remaining",
+            "Recreations a group may still have under maxGroupRestarts",
+            [*lws, "group"], registry=registry)
+        self.clock = clock
+        self._memory: dict[Key, derive.Memory] = {}
+        self._budget_groups: dict[Key, set[str]] = {}
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry) -> GroupMetrics:
+        return _once(registry, cls, lambda: cls(registry))
+
+    def observe(self, key: Key, cache: ClusterCache) -> None:
+        """Export what the caches show of ``key`` now; never raises (metrics must not fail a
+        pass)."""
+        try:
+            self._observe(key, cache)
+        except Exception:
+            log.exception("group metrics of %s/%s", *key)
+
+    def _observe(self, key: Key, cache: ClusterCache) -> None:
+        if not cache.synced:
+            return
+        namespace, name = key
+        lws = cache["LeaderWorkerSet"].get(namespace, name)
+        if lws is None or meta_of(lws).get("deletionTimestamp"):
+            self.forget(key)
+            return
+        pods = cache["Pod"].owned_by(key)
+        statefulsets = cache["StatefulSet"].owned_by(key)
+        views = derive.group_views(lws, pods, statefulsets)
+        leader_sts = next((s for s in statefulsets if meta_of(s).get("name") == name), None)
+        previous = self._memory.get(key)
+        memory, seen = derive.observe(previous, lws, views,
+                                      derive.rollout_view(lws, leader_sts), self.clock())
+        if previous is None:  # every reason's series from the start, so rates work
+            for reason in derive.RECREATION_REASONS:
+                self.recreations.labels(namespace, name, reason)
+        self._memory[key] = memory
+        for state, count in derive.state_counts(lws, views).items():
+            self.groups.labels(namespace, name, state).set(count)
+        for reason in seen.recreations:
+            self.recreations.labels(namespace, name, reason).inc()
+        for seconds in seen.ready_seconds:
+            self.ready_seconds.labels(namespace, name).observe(seconds)
+        for seconds in seen.step_seconds:
+            self.step_seconds.labels(namespace, name).observe(seconds)
+        for seconds in seen.rollout_seconds:
+            self.rollout_seconds.labels(namespace, name).observe(seconds)
+        remaining = derive.budget_remaining(lws, views)
+        for group in self._budget_groups.get(key, set()) - set(remaining):
+            self.budget.remove(namespace, name, group)
+        for group, value in remaining.items():
+            self.budget.labels(namespace, name, group).set(value)
+        self._budget_groups[key] = set(remaining)
+
+    def forget(self, key: Key) -> None:
+        """Remove every series of ``key`` (the LeaderWorkerSet is gone or being deleted)."""
+        if self._memory.pop(key, None) is None and key not in self._budget_groups:
+            return
+        namespace, name = key
+        for family in (self.groups, self.recreations, self.ready_seconds, self.step_seconds,
+                       self.rollout_seconds, self.budget):
+            for labels in _label_sets(family, namespace, name):
+                family.remove(*labels)
+        self._budget_groups.pop(key, None)
+
+
+def _label_sets(family: Gauge | Counter | Histogram, namespace: str,
+                name: str) -> list[tuple[str, ...]]:
+    """The label values of ``family``'s children that belong to one LeaderWorkerSet."""
+    children = family._metrics  # prometheus_client keeps them here; there is no public list
+    with family._lock:
+        return [tuple(labels) for labels in children if tuple(labels[:2]) == (namespace, name)]

@@ -1,0 +1,252 @@
+"""What the ``lws_*`` group metrics say, derived from the objects a pass observes.
+
+controller-runtime's metrics tell how the controller works; these tell how the *groups* fare,
+which is what a user of LeaderWorkerSet pages on: how many groups are ready, stuck behind a gate
+or unschedulable, failed, being recreated or stopped for good; why groups were recreated; how
+long a group takes from creation to Ready; how long each rollout step and each rollout takes;
+and how much restart budget each group has left.
+
+Everything here is a pure function of snapshots. Counters and histograms need transitions, so
+the caller keeps a ``Memory`` per LeaderWorkerSet between passes and hands it back; the first
+snapshot after the operator starts only seeds it (a group found Ready, or a rollout found under
+way, has no start time this process saw, so nothing is observed for it: no made-up durations
+after a restart or upgrade).
+
+Group states (one per group, first match wins): ``exhausted`` (its restart budget ran out: the
+leader carries the exhausted mark), ``terminating`` (the leader is being deleted: a recreation or
+scale-down in flight), ``ready``, ``failed`` (a member pod failed or restarted and the group is
+not ready), ``gated`` (a member waits behind a scheduling gate), ``unschedulable`` (the scheduler
+tried and could not place a member), ``progressing`` (anything else on the way to Ready), and
+``missing`` (a group index below ``spec.replicas`` without a leader pod yet).
+
+Recreation reasons, judged from the incarnation that went away: ``recovered`` (it was exhausted
+and the user recovered it), ``rollout`` (the new leader carries another template revision),
+``pod-failure`` (a member of the old incarnation was seen failed or restarted) and
+``pod-deleted`` (anything else: a member deleted or evicted, a node lost).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from lws_operator.api.constants import (
+    CONDITION_UPDATE_IN_PROGRESS,
+    GROUP_INDEX_LABEL,
+    WORKER_INDEX_LABEL,
+)
+from lws_operator.logic.gang import gated
+from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.logic.readiness import group_ready, revision_key
+from lws_operator.logic.restart import pending_state, restarted
+from lws_operator.logic.restart_budget import count_key, exhausted, limits_of, read_counts
+
+STATES: Final = ("ready", "progressing", "failed", "gated", "unschedulable", "terminating",
+                 "exhausted", "missing")
+RECREATION_REASONS: Final = ("rollout", "pod-failure", "pod-deleted", "recovered")
+
+
+def _timestamp(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _failed(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Failed" or restarted(pod)
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """One group as observed now: its leader incarnation and state."""
+
+    group: str
+    leader_uid: str
+    created: float | None  # the leader's creationTimestamp (epoch seconds)
+    revision: str
+    state: str
+    failure_seen: bool  # a member failed or restarted (sticky over the incarnation's life)
+
+
+def group_views(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+                statefulsets: Iterable[Mapping[str, Any]]) -> list[GroupView]:
+    """Every group with a leader pod, in group order."""
+    size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size") or 1)
+    workers = {str(meta_of(s).get("name")): s for s in statefulsets}
+    members: dict[str, list[Mapping[str, Any]]] = {}
+    leaders: dict[str, Mapping[str, Any]] = {}
+    for pod in pods:
+        labels = labels_of(pod)
+        group = labels.get(GROUP_INDEX_LABEL)
+        if not isinstance(group, str):
+            continue
+        members.setdefault(group, []).append(pod)
+        if labels.get(WORKER_INDEX_LABEL) == "0":
+            current = leaders.get(group)
+            # Two incarnations at once (the old one terminating): the live one speaks.
+            if current is None or meta_of(current).get("deletionTimestamp"):
+                leaders[group] = pod
+    out = []
+    for group in sorted(leaders, key=lambda g: (len(g), g)):
+        leader = leaders[group]
+        meta = meta_of(leader)
+        uid = str(meta.get("uid") or "")
+        # Pods of this incarnation: the leader, and workers not left over from a previous one.
+        own = [p for p in members[group]
+               if p is leader or not meta_of(p).get("deletionTimestamp")]
+        failure = any(_failed(p) for p in own)
+        worker_sts = workers.get(str(meta.get("name")))
+        if exhausted(leader):
+            state = "exhausted"
+        elif meta.get("deletionTimestamp"):
+            state = "terminating"
+        elif group_ready(leader, worker_sts, size):
+            state = "ready"
+        elif failure:
+            state = "failed"
+        elif gated(leader) or any(pending_state(p) == "gated" for p in own):
+            state = "gated"
+        elif any(pending_state(p) == "unschedulable" for p in own):
+            state = "unschedulable"
+        else:
+            state = "progressing"
+        out.append(GroupView(group, uid, _timestamp(meta.get("creationTimestamp")),
+                             revision_key(leader), state, failure))
+    return out
+
+
+def state_counts(lws: Mapping[str, Any], views: Iterable[GroupView]) -> dict[str, int]:
+    """Groups per state, every state present (zero included) so each series exists."""
+    counts = dict.fromkeys(STATES, 0)
+    present = set()
+    for view in views:
+        counts[view.state] += 1
+        present.add(view.group)
+    replicas = int((lws.get("spec") or {}).get("replicas") or 0)
+    counts["missing"] = sum(1 for i in range(replicas) if str(i) not in present)
+    return counts
+
+
+def budget_remaining(lws: Mapping[str, Any], views: Iterable[GroupView]) -> dict[str, int]:
+    """Recreations each group may still have (``maxGroupRestarts`` minus its count for its
+    revision); empty without a budget. An exhausted group has 0."""
+    budget = limits_of(lws).max_restarts
+    if budget is None:
+        return {}
+    counts = read_counts(lws)
+    out = {}
+    for view in views:
+        used = counts.get(count_key(view.revision, view.group), 0)
+        out[view.group] = 0 if view.state == "exhausted" else max(budget - used, 0)
+    return out
+
+
+@dataclass(frozen=True)
+class RolloutView:
+    """The rollout facts that delimit steps: whether one is under way, and the leader
+    StatefulSet's partition and replicas (a step ends when either moves)."""
+
+    in_progress: bool
+    partition: int | None = None
+    replicas: int | None = None
+
+
+def rollout_view(lws: Mapping[str, Any], leader_sts: Mapping[str, Any] | None) -> RolloutView:
+    conditions = (lws.get("status") or {}).get("conditions") or []
+    in_progress = any(c.get("type") == CONDITION_UPDATE_IN_PROGRESS and c.get("status") == "True"
+                      for c in conditions if isinstance(c, Mapping))
+    if not in_progress or leader_sts is None:
+        return RolloutView(in_progress)
+    spec = leader_sts.get("spec") or {}
+    partition = ((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition")
+    replicas = spec.get("replicas")
+    return RolloutView(True, partition if isinstance(partition, int) else None,
+                       replicas if isinstance(replicas, int) else None)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the previous snapshot showed, per LeaderWorkerSet."""
+
+    groups: Mapping[str, GroupView] = field(default_factory=dict)
+    # Leader UIDs whose time to Ready was observed, or that were Ready when first seen.
+    ready_done: frozenset[str] = frozenset()
+    rollout: RolloutView = RolloutView(False)
+    step_started: float | None = None  # None: not under way, or began before we watched
+    rollout_started: float | None = None
+
+
+@dataclass(frozen=True)
+class Observations:
+    ready_seconds: tuple[float, ...] = ()
+    recreations: tuple[str, ...] = ()  # one reason per recreated group
+    step_seconds: tuple[float, ...] = ()
+    rollout_seconds: tuple[float, ...] = ()
+
+
+def _recreation_reason(old: GroupView, new: GroupView) -> str:
+    if old.state == "exhausted":
+        return "recovered"
+    if old.revision != new.revision:
+        return "rollout"
+    if old.failure_seen:
+        return "pod-failure"
+    return "pod-deleted"
+
+
+def observe(memory: Memory | None, lws: Mapping[str, Any], views: list[GroupView],
+            rollout: RolloutView, now: float) -> tuple[Memory, Observations]:
+    """The transitions between ``memory`` (None: the first snapshot, which only seeds) and now."""
+    first = memory is None
+    previous = memory or Memory()
+    replicas = int((lws.get("spec") or {}).get("replicas") or 0)
+    ready_seconds: list[float] = []
+    recreations: list[str] = []
+    groups: dict[str, GroupView] = {}
+    ready_done = set()
+    for view in views:
+        old = previous.groups.get(view.group)
+        if old is not None and old.leader_uid == view.leader_uid:
+            view = replace(view, failure_seen=view.failure_seen or old.failure_seen)
+        elif old is not None and not first:
+            recreations.append(_recreation_reason(old, view))
+        groups[view.group] = view
+        done = view.leader_uid in previous.ready_done
+        if view.state == "ready" and not done:
+            if not first and view.created is not None:
+                ready_seconds.append(max(now - view.created, 0.0))
+            done = True
+        if done:
+            ready_done.add(view.leader_uid)
+    # A group without a leader pod right now (between incarnations) keeps its last view, so the
+    # next incarnation is compared with it; groups scaled away are forgotten.
+    for group, old in previous.groups.items():
+        if group not in groups and group.isdigit() and int(group) < replicas:
+            groups[group] = old
+            if old.leader_uid in previous.ready_done:
+                ready_done.add(old.leader_uid)
+
+    step_seconds: list[float] = []
+    rollout_seconds: list[float] = []
+    step_started, rollout_started = previous.step_started, previous.rollout_started
+    if first:
+        step_started = rollout_started = None
+    elif rollout != previous.rollout:
+        if previous.rollout.in_progress and step_started is not None:
+            step_seconds.append(max(now - step_started, 0.0))
+        if previous.rollout.in_progress and not rollout.in_progress \
+                and rollout_started is not None:
+            rollout_seconds.append(max(now - rollout_started, 0.0))
+        step_started = now if rollout.in_progress else None
+        if rollout.in_progress and not previous.rollout.in_progress:
+            rollout_started = now
+        elif not rollout.in_progress:
+            rollout_started = None
+    return (Memory(groups, frozenset(ready_done), rollout, step_started, rollout_started),
+            Observations(tuple(ready_seconds), tuple(recreations), tuple(step_seconds),
+                         tuple(rollout_seconds)))
