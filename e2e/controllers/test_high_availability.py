@@ -56,6 +56,7 @@ class OperatorProcess:
     log_path: Path
     health_port: int = field(default_factory=free_port)
     webhook_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
     process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -66,15 +67,17 @@ class OperatorProcess:
                 # Service mode: no configuration of these names exists, none is registered.
                 "--mutating-webhook-configuration", f"unused-{self.namespace}",
                 "--validating-webhook-configuration", f"unused-{self.namespace}",
+                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+                "--metrics-secure=false",
                 "--leader-elect", "--workers", "4", "--log-format", "json"]
         with self.log_path.open("ab") as log:
             self.process = await asyncio.create_subprocess_exec(
                 *argv, cwd=REPO, stdout=log, stderr=log, start_new_session=True)
         await wait_for(self._ready, timeout=90, what=f"operator {self.name} ready")
 
-    def _get(self, path: str) -> str | None:
+    def _get(self, path: str, port: int | None = None) -> str | None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}",
+            with urllib.request.urlopen(f"http://127.0.0.1:{port or self.health_port}{path}",
                                         timeout=5) as answer:
                 return str(answer.read().decode())
         except OSError:
@@ -88,7 +91,7 @@ class OperatorProcess:
         return await asyncio.to_thread(self._get, "/readyz") == "ok"
 
     async def samples(self, family: str) -> list[tuple[dict[str, str], float]]:
-        text = await asyncio.to_thread(self._get, "/metrics")
+        text = await asyncio.to_thread(self._get, "/metrics", self.metrics_port)
         assert text is not None, f"operator {self.name} does not answer /metrics"
         return [(s.labels, s.value) for f in text_string_to_metric_families(text)
                 if f.name == family for s in f.samples]

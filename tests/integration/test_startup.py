@@ -147,9 +147,10 @@ async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> Non
             "metadata": {"name": f"{namespace}-partial"},
             "rules": [
                 {"apiGroups": [""],
-                 "resources": ["pods", "services", "secrets", "events", "nodes"],
+                 "resources": ["pods", "pods/status", "services", "secrets", "events", "nodes"],
                  "verbs": ["*"]},
-                {"apiGroups": ["apps"], "resources": ["statefulsets", "controllerrevisions"],
+                {"apiGroups": ["apps"],
+                 "resources": ["statefulsets", "deployments", "controllerrevisions"],
                  "verbs": ["*"]},
                 {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
                 {"apiGroups": ["admissionregistration.k8s.io"],
