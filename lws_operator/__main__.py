@@ -113,6 +113,15 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--cert-propagation-delay", type=parse_duration,
                      default=parse_duration(_env("cert_propagation_delay", "30s")),
                      help="time API servers get to pick up a new caBundle before it is relied on")
+    run.add_argument("--cert-management", choices=["self", "external"],
+                     default=_env("cert_management", "self"),
+                     help="self: issue and rotate the webhook certificates in --webhook-secret "
+                          "and inject the caBundles; external: serve what another tool "
+                          "(cert-manager) keeps in that Secret, and write nothing")
+    run.add_argument("--no-register-webhooks", dest="register_webhooks", action="store_false",
+                     default=_env("register_webhooks", "true") not in ("0", "false"),
+                     help="local mode: only inject the caBundle into configurations that "
+                          "exist, instead of registering them")
     run.add_argument("--scheduler-provider", default=_env("scheduler_provider"),
                      choices=["volcano"],
                      help="gang-scheduling provider for LeaderWorkerSets without spec.scheduling: "
@@ -160,6 +169,8 @@ async def _run(args: argparse.Namespace) -> int:
         sync_interval=args.cert_sync_interval.total_seconds(),
         propagation_delay=args.cert_propagation_delay,
         scheduler_provider=args.scheduler_provider,
+        cert_management=args.cert_management,
+        register_webhooks=args.register_webhooks,
     )
     registry = new_registry()
     kube = await KubeClient.connect(
