@@ -26,7 +26,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -245,11 +245,16 @@ def sample(name: str, replicas: int, size: int, gpus: str | None = None,
                 "size": size, "workerTemplate": {"spec": {"containers": [container]}}}, **spec}}
 
 
-async def converged(kube: Kube, ns: str, name: str, replicas: int, size: int,
+Guard = Callable[[], None]
+
+
+async def converged(kube: Kube, ns: str, name: str, replicas: int, size: int, guard: Guard,
                     ) -> list[dict[str, Any]]:
-    """Every group ready and updated, exactly its pods, all Ready."""
+    """Every group ready and updated, exactly its pods, all Ready. ``guard`` runs on every poll
+    (it fails at once if the operator was refused anything, rather than at the timeout)."""
 
     async def probe() -> list[dict[str, Any]] | None:
+        guard()
         lws = await kube.get(API, KIND, name, ns)
         status = (lws or {}).get("status") or {}
         pods = [p for p in await kube.list("v1", "Pod", ns, label_selector=f"{P}name={name}")
@@ -269,10 +274,10 @@ def revision(pods: list[dict[str, Any]]) -> set[str]:
     return {p["metadata"]["labels"][P + "template-revision-hash"] for p in pods}
 
 
-async def drive_scenarios(kube: Kube, ns: str) -> None:
+async def drive_scenarios(kube: Kube, ns: str, guard: Guard) -> None:
     """What users do, each step waited for as a user would see it."""
     await kube.create(sample("rbac", replicas=2, size=2), ns)
-    pods = await converged(kube, ns, "rbac", 2, 2)
+    pods = await converged(kube, ns, "rbac", 2, 2, guard)
     first = revision(pods)
 
     # Rolling update.
@@ -280,14 +285,14 @@ async def drive_scenarios(kube: Kube, ns: str) -> None:
         "spec": {"containers": [{"name": "main", "image": "engine:2"}]}}}}}, ns)
 
     async def rolled() -> list[dict[str, Any]] | None:
-        now = await converged(kube, ns, "rbac", 2, 2)
+        now = await converged(kube, ns, "rbac", 2, 2, guard)
         return now if revision(now).isdisjoint(first) else None
 
     await wait_for(rolled, timeout=180, what="the rollout")
 
     # Scale through the scale subresource, as kubectl scale and the HPA do.
     await kube.patch(API, KIND, "rbac", {"spec": {"replicas": 3}}, ns, subresource="scale")
-    pods = await converged(kube, ns, "rbac", 3, 2)
+    pods = await converged(kube, ns, "rbac", 3, 2, guard)
 
     # A failed worker recreates its group (RecreateGroupOnPodRestart, the default).
     leader = next(p for p in pods if p["metadata"]["name"] == "rbac-1")
@@ -298,11 +303,11 @@ async def drive_scenarios(kube: Kube, ns: str) -> None:
         return now is not None and now["metadata"]["uid"] != leader["metadata"]["uid"]
 
     await wait_for(recreated, timeout=90, what="the group's leader to be recreated")
-    await converged(kube, ns, "rbac", 3, 2)
+    await converged(kube, ns, "rbac", 3, 2, guard)
 
     # Native gang scheduling: a Workload and one PodGroup per group.
     await kube.create(sample("gang", replicas=1, size=2, gpus="1", scheduling={}), ns)
-    await converged(kube, ns, "gang", 1, 2)
+    await converged(kube, ns, "gang", 1, 2, guard)
     groups = await kube.list("scheduling.k8s.io/v1beta1", "PodGroup", ns,
                              label_selector=f"{P}name=gang")
     assert len(groups) == 1
@@ -314,6 +319,12 @@ async def drive_scenarios(kube: Kube, ns: str) -> None:
         return not await kube.list("v1", "Pod", ns, label_selector=P + "name")
 
     await wait_for(gone, timeout=90, what="every pod to be gone")
+
+
+def refusals(log_text: str) -> str:
+    """The log lines that report a refused request (ours say "403 ...", kopf's "Forbidden")."""
+    return "\n".join(line for line in log_text.splitlines()
+                     if "forbidden" in line.lower() or " 403" in line)
 
 
 def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -360,8 +371,16 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
                     return False
             return True
 
+        def guard() -> None:
+            assert proc.poll() is None, "the operator exited:\n" + log_path.read_text()
+            _, refused = forbidden_requests(
+                http_get(f"http://127.0.0.1:{health_port}/metrics")[1])
+            offending = refusals(log_path.read_text())
+            assert not refused, f"{refused:.0f} requests were refused (403):\n{offending}"
+            assert not offending, offending
+
         await wait_for(injected, timeout=30, what="the caBundle in both configurations")
-        await drive_scenarios(release.kube, release.workloads)
+        await drive_scenarios(release.kube, release.workloads, guard)
         status, metrics = http_get(f"http://127.0.0.1:{health_port}/metrics")
         assert status == 200
     finally:
@@ -375,9 +394,7 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
     total, refused = forbidden_requests(metrics)
     assert total > 0, "no API request was counted: the check below would prove nothing"
     assert refused == 0, f"{refused:.0f} requests were refused (403):\n{log_text}"
-    offending = [line for line in log_text.splitlines()
-                 if "forbidden" in line.lower() or " 403" in line]
-    assert not offending, "\n".join(offending)
+    assert not refusals(log_text), refusals(log_text)
     assert code == 0, log_text
     # The events the operator recorded went through (events.k8s.io create).
     events = await release.kube.list("events.k8s.io/v1", "Event", release.workloads)
