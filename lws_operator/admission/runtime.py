@@ -99,19 +99,20 @@ class WebhookRuntime:
             validating_configuration=options.validating_configuration,
             sync_interval=options.sync_interval,
         )
-        register = self._render if options.webhook_host and options.register_webhooks else None
-        self.certs: WebhookCertManager | ExternalCertificates
-        if options.cert_management == "external":
-            self.certs = ExternalCertificates(kube, settings, self._serve_certificate)
-        else:
-            self.certs = WebhookCertManager(kube, settings, self._serve_certificate, register)
+        external = options.cert_management == "external"
+        register = (self._render if options.webhook_host and options.register_webhooks
+                    and not external else None)
+        self.certs = WebhookCertManager(kube, settings, self._serve_certificate, register)
+        # Certificates from elsewhere (cert-manager): read and served, the Secret never written.
+        self.external = (ExternalCertificates(kube, settings, self._serve_certificate)
+                         if external else None)
         # Set once the listener serves a certificate from the Secret (never cleared).
         self.serving = asyncio.Event()
 
     @property
     def ready(self) -> bool:
         """Listening with a certificate from the Secret."""
-        return self.server.listening and self.certs.ready
+        return self.server.listening and (self.external or self.certs).ready
 
     def _render(self, ca_bundle: bytes) -> list[dict[str, Any]]:
         o = self.options
@@ -131,7 +132,7 @@ class WebhookRuntime:
         """Until ``stop``: keep certificates rotated and served. Then, in registration mode,
         unregister first (so the API server stops calling), and drain the listener."""
         try:
-            await self.certs.run(stop)
+            await (self.external or self.certs).run(stop)
         finally:
             try:
                 await self.certs.unregister()
@@ -181,5 +182,3 @@ class ExternalCertificates:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.settings.sync_interval)
 
-    async def unregister(self) -> None:
-        """Nothing was registered."""
