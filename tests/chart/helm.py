@@ -74,8 +74,10 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     scratch = Path(tempfile.gettempdir()) / "lws-operator-helm"
     env = {**os.environ, "HELM_CACHE_HOME": str(scratch / "cache"),
            "HELM_CONFIG_HOME": str(scratch / "config"), "HELM_DATA_HOME": str(scratch / "data")}
-    return subprocess.run([str(helm_binary()), *args], capture_output=True, text=True,
-                          check=check, env=env)
+    done = subprocess.run([str(helm_binary()), *args], capture_output=True, text=True, env=env)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"helm {' '.join(args)} failed:\n{done.stderr}")
+    return done
 
 
 def render(release: str = "lws-operator", namespace: str = "lws-system",

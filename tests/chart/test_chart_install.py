@@ -1,7 +1,7 @@
 """The chart on a real cluster (full tier), and its RBAC proven sufficient by the operator itself.
 
-``helm template`` output is applied with kubectl, CRD first, as ``helm install`` would (helm needs
-no in-cluster component, so this exercises what helm sends). kwok pods run no container image,
+The chart is installed with the pinned ``helm`` (it needs nothing in the cluster), upgraded and
+uninstalled at the end. kwok pods run no container image,
 so the operator is then started as a local process with the Deployment's own arguments and
 environment, authenticated as the chart's ServiceAccount (a TokenRequest token in a kubeconfig
 of its own). It drives create, rollout, scale, group recreation, native gang scheduling and
@@ -19,6 +19,8 @@ the existing configurations exactly as in a pod (get and update, nothing more).
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import os
 import signal
@@ -40,7 +42,9 @@ from conftest import Clusters
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
 from e2e.kube import Kube, condition, is_ready, wait_for
-from tests.chart.helm import CHART, objects, render
+from lws_operator.admission.runtime import WebhookOptions
+from lws_operator.logic import certs
+from tests.chart.helm import CHART, helm, objects
 from tests.chart.test_chart_render import PENDING_FLAGS, run_parser
 
 pytestmark = pytest.mark.full
@@ -83,6 +87,8 @@ def _api_version(obj: dict[str, Any]) -> tuple[str, str]:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def release(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory,
                   ) -> AsyncIterator[Release]:
+    """``helm install`` into a fresh namespace; uninstalled (if a test has not done it) after
+    the module."""
     cluster: LocalCluster = clusters.get("full")
     suffix = uuid.uuid4().hex[:8]
     name, namespace, workloads = f"chart-{suffix}", f"lws-chart-{suffix}", f"t-chart-{suffix}"
@@ -95,17 +101,18 @@ async def release(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory,
                 {"key": NAMESPACE_LABEL, "operator": "In", "values": [workloads]}],
         },
     }
-    text = render(name, namespace, values)
-    manifest = tmp_path_factory.mktemp("chart") / "release.yaml"
-    manifest.write_text(text)
+    values_file = tmp_path_factory.mktemp("chart") / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
     kube = await Kube.connect(str(cluster.kubeconfig))
-    cluster.install_crd(CRD)  # helm installs crds/ first, and never deletes them
-    for ns in (namespace, workloads):
-        await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    cluster.kubectl("apply", "--server-side", "--field-manager=helm", "-f", str(manifest))
-    yield Release(cluster, kube, name, namespace, workloads, objects(text))
-    cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", str(manifest),
-                    check=False)
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": workloads}})
+    helm("install", name, str(CHART), "--kubeconfig", str(cluster.kubeconfig),
+         "--namespace", namespace, "--create-namespace", "-f", str(values_file))
+    cluster.install_crd(CRD)  # a no-op but for waiting until it is Established
+    manifest = helm("get", "manifest", name, "--kubeconfig", str(cluster.kubeconfig),
+                    "--namespace", namespace).stdout
+    yield Release(cluster, kube, name, namespace, workloads, objects(manifest))
+    helm("uninstall", name, "--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace,
+         "--ignore-not-found", check=False)
     for ns in (workloads, namespace):
         await kube.delete("v1", "Namespace", ns)
     await kube.close()
@@ -410,3 +417,69 @@ def test_deployment_arguments_reach_the_test_operator(release: Release) -> None:
         if arg.split("=", 1)[0] in PENDING_FLAGS and arg not in argv:
             continue  # a flag of another branch, not in this operator yet
         assert arg in argv
+
+
+# ----------------------------------------------------------------------- upgrade and uninstall
+
+
+async def test_upgrade_keeps_what_the_operator_wrote(release: Release) -> None:
+    """Helm's three-way merge leaves the certificates the operator put into the chart's empty
+    Secret, and the caBundles it injected, alone: an upgrade must not break admission."""
+    kube, cluster = release.kube, release.cluster
+    secret_name = release.rendered("Secret")[0]["metadata"]["name"]
+    secret = await kube.get("v1", "Secret", secret_name, release.namespace)
+    assert secret is not None
+    if not secret.get("data"):  # run alone: write what the operator would have
+        secret = await kube.patch("v1", "Secret", secret_name, {"data": {
+            "tls.crt": base64.b64encode(b"operator's").decode()}}, release.namespace)
+    configs: dict[str, Any] = {}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        name = release.rendered(kind)[0]["metadata"]["name"]
+        live = await kube.get("admissionregistration.k8s.io/v1", kind, name)
+        assert live is not None
+        # As in a cluster: the chart's Service client config (the RBAC run pointed it at a
+        # local URL) with the caBundle the operator injected (or one like it, run alone).
+        bundle = live["webhooks"][0]["clientConfig"].get("caBundle") or base64.b64encode(
+            certs.bundle_pem(certs.plan(None, now=dt.datetime.now(dt.UTC),
+                                        policy=WebhookOptions().policy(),
+                                        bundle_injected=False).data or {})).decode()
+        ops = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig",
+                "value": {**hook["clientConfig"], "caBundle": bundle}}
+               for i, hook in enumerate(release.rendered(kind)[0]["webhooks"])]
+        cluster.kubectl("patch", kind.lower(), name, "--type=json", "-p", json.dumps(ops))
+        live = await kube.get("admissionregistration.k8s.io/v1", kind, name)
+        assert live is not None
+        configs[kind] = live
+
+    helm("upgrade", release.name, str(CHART), "--kubeconfig", str(cluster.kubeconfig),
+         "--namespace", release.namespace, "--reuse-values", "--set", "logLevel=debug")
+
+    deployment = await kube.get("apps/v1", "Deployment", release.rendered("Deployment")[0][
+        "metadata"]["name"], release.namespace)
+    assert deployment is not None
+    assert "--log-level=debug" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    after = await kube.get("v1", "Secret", secret_name, release.namespace)
+    assert after is not None
+    assert after.get("data") == secret.get("data")
+    for kind, before in configs.items():
+        now = await kube.get("admissionregistration.k8s.io/v1", kind,
+                             before["metadata"]["name"])
+        assert now is not None
+        assert [h["clientConfig"] for h in now["webhooks"]] == [
+            h["clientConfig"] for h in before["webhooks"]]
+
+
+async def test_uninstall_removes_the_release_but_never_the_crd(release: Release) -> None:
+    """Last in this module: it takes the release away."""
+    kube = release.kube
+    helm("uninstall", release.name, "--kubeconfig", str(release.cluster.kubeconfig),
+         "--namespace", release.namespace, "--wait")
+    for obj in release.objects:
+        meta = obj["metadata"]
+        live = await kube.get(*_api_version(obj), meta["name"], meta.get("namespace"))
+        assert live is None or live["metadata"].get("deletionTimestamp"), (
+            f"{obj['kind']} {meta['name']} survived helm uninstall")
+    crd = await kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                         "leaderworkersets.leaderworkerset.x-k8s.io")
+    assert crd is not None
+    assert not crd["metadata"].get("deletionTimestamp")
