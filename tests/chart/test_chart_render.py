@@ -30,6 +30,13 @@ def one(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def manager_role(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The operator's ClusterRole (the others are for people)."""
+    found = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"].endswith("-manager")]
+    assert len(found) == 1
+    return found[0]
+
+
 def run_parser() -> tuple[argparse.ArgumentParser, set[str]]:
     """``lws-operator``'s parser with its ``run`` command, and the flags ``run`` knows."""
     parser = argparse.ArgumentParser(prog="lws-operator")
@@ -158,13 +165,26 @@ def test_cert_manager_mode() -> None:
     role = one(objs, "Role")
     assert {"apiGroups": [""], "resources": ["secrets"],
             "resourceNames": ["lws-webhook-server-cert"], "verbs": ["get"]} in role["rules"]
-    cluster_role = one(objs, "ClusterRole")
+    cluster_role = manager_role(objs)
     assert not any("admissionregistration.k8s.io" in r["apiGroups"]
                    for r in cluster_role["rules"])
 
 
-def test_invalid_certificate_mode_is_refused() -> None:
-    done = helm("template", "x", str(CHART), "--set", "webhook.certificates=vault", check=False)
+@pytest.mark.parametrize(("setting", "message"), [
+    ("webhook.certificates=vault", "value must be one of 'self', 'cert-manager'"),
+    ("replicaCont=3", "additional properties 'replicaCont' not allowed"),
+    ("webhook.failurePolicy=fail", "value must be one of 'Fail', 'Ignore'"),
+    ("gangSchedulingManagement.schedulerProvider=kueue", "value must be 'volcano'"),
+])
+def test_values_schema_refuses_mistakes(setting: str, message: str) -> None:
+    done = helm("template", "x", str(CHART), "--set", setting, check=False)
+    assert done.returncode != 0
+    assert message in done.stderr
+
+
+def test_template_refuses_an_unknown_certificate_mode_without_the_schema() -> None:
+    done = helm("template", "x", str(CHART), "--set", "webhook.certificates=vault",
+                "--skip-schema-validation", check=False)
     assert done.returncode != 0
     assert "webhook.certificates must be self or cert-manager" in done.stderr
 
@@ -187,9 +207,26 @@ def test_rbac_has_no_wildcards(case: str) -> None:
                 assert set(rule["verbs"]) <= {"get", "update"}
 
 
+def test_people_get_leaderworkersets_through_the_default_roles() -> None:
+    objs = objects(render())
+    roles = {r["metadata"]["name"]: r for r in by_kind(objs, "ClusterRole")}
+    editor = roles["lws-operator-leaderworkerset-editor"]
+    viewer = roles["lws-operator-leaderworkerset-viewer"]
+    assert editor["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert viewer["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert {"get", "update", "patch"} <= set(editor["rules"][1]["verbs"])  # scale
+    assert set(viewer["rules"][0]["verbs"]) == {"get", "list", "watch"}
+    # Bound to nobody by the chart: the operator's ServiceAccount gains nothing from them.
+    bound = {b["roleRef"]["name"] for b in by_kind(objs, "ClusterRoleBinding")}
+    assert bound == {"lws-operator-manager"}
+    off = objects(render(values={"rbac": {"aggregateToDefaultRoles": False}}))
+    assert [r["metadata"]["name"] for r in by_kind(off, "ClusterRole")] == [
+        "lws-operator-manager"]
+
+
 def test_optional_rbac_follows_values() -> None:
     def groups(values: dict[str, Any]) -> set[str]:
-        role = one(objects(render(values=values)), "ClusterRole")
+        role = manager_role(objects(render(values=values)))
         return {g for r in role["rules"] for g in r["apiGroups"]}
 
     assert "scheduling.volcano.sh" not in groups({})

@@ -19,8 +19,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,20 +51,25 @@ def dockerfile_install_step() -> str:
 
 
 @pytest.fixture(scope="module")
-def image_venv() -> Iterator[Path]:
+def image_venv() -> Path:
     root = cache_root() / "image-venv"
     root.mkdir(parents=True, exist_ok=True)
     venv = root / image_inputs_digest()
     with (root / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time across sessions
         if not (venv / ".complete").exists():
-            for old in root.iterdir():  # earlier inputs' venvs: never used again
-                if old.is_dir():
-                    shutil.rmtree(old)
+            shutil.rmtree(venv, ignore_errors=True)  # an interrupted build
             subprocess.run(["sh", str(SCRIPT), str(venv), str(REPO)], check=True,
                            env={**os.environ, "PYTHON": sys.executable})
-            (venv / ".complete").write_text("")
-        yield venv
+        (venv / ".complete").write_text("")  # also marks it as recently used
+        # Other inputs' venvs (older commits, other work trees sharing the cache) once unused
+        # for a week.
+        for old in root.iterdir():
+            marker = old / ".complete"
+            if old != venv and old.is_dir() and (
+                    not marker.exists() or time.time() - marker.stat().st_mtime > 7 * 86400):
+                shutil.rmtree(old, ignore_errors=True)
+    return venv
 
 
 def test_the_dockerfile_uses_the_script_and_the_lock() -> None:
