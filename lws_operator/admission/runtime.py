@@ -152,6 +152,7 @@ class ExternalCertificates:
         self.settings = settings
         self.on_certificate = on_certificate
         self.served: bytes | None = None
+        self._waiting = False  # logged once until the Secret holds a certificate
 
     @property
     def ready(self) -> bool:
@@ -164,9 +165,12 @@ class ExternalCertificates:
         data = {k: base64.b64decode(v) for k, v in ((secret or {}).get("data") or {}).items()}
         cert, key = data.get(certs.TLS_CERT_KEY), data.get(certs.TLS_KEY_KEY)
         if not cert or not key:
-            log.info("waiting for Secret %s/%s to hold tls.crt and tls.key",
-                     self.settings.namespace, self.settings.secret_name)
+            if not self._waiting:
+                log.info("waiting for Secret %s/%s to hold tls.crt and tls.key",
+                         self.settings.namespace, self.settings.secret_name)
+            self._waiting = True
             return
+        self._waiting = False
         if cert != self.served:
             await self.on_certificate(cert, key)
             self.served = cert
