@@ -390,6 +390,7 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
         await drive_scenarios(release.kube, release.workloads, guard)
         status, metrics = http_get(f"http://127.0.0.1:{health_port}/metrics")
         assert status == 200
+        (tmp_path / "metrics.txt").write_text(metrics)  # kept by pytest for a post-mortem
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
