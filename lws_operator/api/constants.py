@@ -43,6 +43,11 @@ RECREATE_GROUP_AFTER_START_ANNOTATION: Final = _P + "experimental-recreate-group
 GROUP_RESTART_COUNTS_ANNOTATION: Final = _P + "group-restart-counts"
 GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION: Final = _P + "group-restart-budget-exhausted"
 RECOVER_ANNOTATION: Final = _P + "recover"
+# Ours (the guide names no key): on the pod templates of a Hash-mode LeaderWorkerSet, so the pod
+# webhook, which sees no LeaderWorkerSet, knows to draw a random group key for a leader and to
+# derive a worker's subgroup key from its leader's host name.
+GROUP_IDENTITY_ANNOTATION: Final = _P + "group-identity"
+GROUP_IDENTITY_HASH: Final = "Hash"
 
 # Pod scheduling and readiness gates (guide: Hash identity and native gang scheduling).
 GROUP_REPLACEMENT_GATE: Final = _P + "group-replacement"
@@ -90,6 +95,8 @@ MAX_REPLICAS: Final = 1_000_000
 MAX_INT32: Final = 2_147_483_647
 HASH_MODE_NAME_LIMIT: Final = 43
 HASH_MODE_NAME_LIMIT_SIZE_ONE: Final = 54
+# A Hash-mode group is named by this many leading characters of its key (guide).
+HASH_KEY_PREFIX: Final = 8
 
 # Admission webhook paths (SPEC 1.10, 1.11, 2.1): kept identical to upstream's so registrations
 # written for the Go controller can point at us unchanged.

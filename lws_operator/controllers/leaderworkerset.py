@@ -28,6 +28,7 @@ from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
     GROUP_RESTART_COUNTS_ANNOTATION,
+    MAX_INT32,
     REASON_FAILED_CREATE,
     REASON_FAILED_UPDATE,
     REASON_GROUPS_PROGRESSING,
@@ -38,12 +39,19 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.kube.cache import ClusterCache, Key
-from lws_operator.kube.client import APPLY_PATCH, MERGE_PATCH, ApiException, KubeClient, is_status
+from lws_operator.kube.client import (
+    APPLY_PATCH,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    ApiException,
+    KubeClient,
+    is_status,
+)
 from lws_operator.kube.events import EventRecorder
-from lws_operator.logic import gang, volcano
+from lws_operator.logic import gang, hash_groups, volcano
 from lws_operator.logic.events import Event
-from lws_operator.logic.objects import labels_of, meta_of, name_of
-from lws_operator.logic.readiness import pod_ready
+from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
+from lws_operator.logic.readiness import containers_ready, pod_ready
 from lws_operator.logic.reconcile import (
     decide_revision,
     first_difference,
@@ -83,10 +91,11 @@ from lws_operator.logic.services import (
 from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS, apply_stall, find_stall, unstall_view
 from lws_operator.logic.statefulsets import (
     exclusive_topology_key,
+    hashed,
     leader_statefulset,
     worker_statefulset,
 )
-from lws_operator.logic.status import compute_status
+from lws_operator.logic.status import StatusDecision, compute_hash_status, compute_status
 from lws_operator.logic.termination import worker_sets_to_stop
 
 log = logging.getLogger(__name__)
@@ -149,6 +158,8 @@ class LeaderWorkerSetReconciler:
         if not self.cache.synced:
             return 1.0
         lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **lws}
+        if hashed(lws):
+            return await self._reconcile_hash(key, lws)
         statefulsets = self.cache["StatefulSet"].owned_by(key)
         leader_sts = next((s for s in statefulsets if meta_of(s).get("name") == name
                            and owned_by(s, lws)), None)
@@ -229,6 +240,18 @@ class LeaderWorkerSetReconciler:
         observed = lws.get("status") or {}
         status = compute_status({**lws, "status": unstall_view(observed)}, key_now, leader_sts,
                                 leaders, workers, now)
+        return await self._finish(lws, key_now, status, pods, scheduling, revisions,
+                                  _earliest(requeue, restart_requeue), now)
+
+    async def _finish(self, lws: dict[str, Any], key_now: str, status: StatusDecision,
+                      pods: list[dict[str, Any]], scheduling: dict[str, Any] | None,
+                      revisions: list[Mapping[str, Any]], requeue: float | None,
+                      now: str) -> float | None:
+        """The end of a pass in both identity modes: the stall, unschedulable, Degraded and
+        scheduling conditions over the computed status, one status write if it differs, its
+        Events, and revision pruning once the update is done."""
+        namespace, name = str(meta_of(lws).get("namespace")), str(meta_of(lws).get("name"))
+        observed = lws.get("status") or {}
         stall = find_stall(pods, key_now, self.clock(), self.stall_grace)
         desired_status, stall_events = apply_stall(
             apply_unschedulable(status.status, lws, pods), observed, stall, now)
@@ -238,7 +261,7 @@ class LeaderWorkerSetReconciler:
             desired_status = gang.apply_condition(desired_status, gang.scheduling_condition(
                 observed.get("conditions") or [], now=now,
                 generation=int(meta_of(lws).get("generation") or 0), **scheduling))
-        requeue = _earliest(requeue, stall.recheck_after, restart_requeue)
+        requeue = _earliest(requeue, stall.recheck_after)
         if desired_status != observed:
             body = {"metadata": {"resourceVersion": meta_of(lws).get("resourceVersion")},
                     "status": desired_status}
@@ -251,6 +274,124 @@ class LeaderWorkerSetReconciler:
         if status.update_done:
             await self._prune_revisions(namespace, key_now, revisions)
         return requeue
+
+    # ------------------------------------------------------------------ Hash group identity
+
+    async def _reconcile_hash(self, key: Key, lws: dict[str, Any]) -> float | None:
+        """A pass over a Hash-mode LeaderWorkerSet (``logic.hash_groups``): failures as in
+        Ordinal mode, then the revision, the leader Deployment, retained groups, Services,
+        admission of gated leaders, worker StatefulSets, group-ready conditions and status."""
+        namespace, name = key
+        statefulsets = self.cache["StatefulSet"].owned_by(key)
+        handled, restart_requeue = await self._handle_failures(
+            key, lws, self.cache["Pod"].owned_by(key), statefulsets,
+            self.cache.take_tombstones(key))
+        if handled:
+            return restart_requeue
+        await self._stop_workers(lws, self.cache["Pod"].owned_by(key), statefulsets)
+        deployment = next((d for d in self.cache["Deployment"].owned_by(key)
+                           if name_of(d) == name and owned_by(d, lws)), None)
+        revisions: list[Mapping[str, Any]] = [
+            r for r in self.cache["ControllerRevision"].owned_by(key) if owned_by(r, lws)]
+        decision = decide_revision(lws, deployment, revisions)
+        if decision.create is not None:
+            created = await self._create(f"{APPS}/controllerrevisions", namespace, decision.create)
+            if created is not None:
+                self.cache["ControllerRevision"].upsert(created)
+            revisions.append(created or decision.create)
+        for event in decision.events:
+            await self.events.record(lws, event)
+        key_now = decision.current_key
+
+        pods = self.cache["Pod"].owned_by(key)
+        admission = hash_groups.plan_admission(lws, pods, read_counts(lws))
+        scheduling: dict[str, Any] | None = None
+        if gang.level_of(lws) is not None:
+            admitted = {str(meta_of(p).get("uid")) for p in admission.ungate}
+            scheduling, ready = await self._ensure_scheduling(
+                lws, pods, may_ungate=lambda p: str(meta_of(p).get("uid")) in admitted)
+            if not ready:
+                await self._write_scheduling_condition(lws, scheduling)
+                return SCHEDULING_RETRY
+        elif self.scheduler_provider == SCHEDULER_PROVIDER_VOLCANO:
+            await self._ensure_volcano_pod_groups(
+                lws, [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"])
+        await self._apply_leader_deployment(lws, key_now, deployment)
+
+        release = plan_release(pods, replicas=None, current_key=key_now, partition=MAX_INT32,
+                               groups=hash_groups.release_scaled_down(lws, pods, key_now))
+        if release.pods:
+            return await self._release(lws, release)
+        if admission.counts is not None:
+            try:
+                lws = await self._write_counts(lws, admission.counts)
+            except ApiException as exc:
+                if is_status(exc, 409):
+                    return CONFLICT_REQUEUE
+                raise
+        if gang.level_of(lws) is None:
+            for leader in admission.ungate:
+                await self._ungate(dict(leader))
+
+        pods = self.cache["Pod"].owned_by(key)
+        leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
+        workers = self.cache["StatefulSet"].owned_by(key)
+        await self._ensure_services(lws, leaders)
+        requeue = await self._ensure_worker_statefulsets(lws, leaders, workers, revisions)
+        workers = self.cache["StatefulSet"].owned_by(key)
+        for change in hash_groups.readiness_updates(leaders, workers):
+            await self._set_group_ready(change)
+        pods = self.cache["Pod"].owned_by(key)
+        leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
+        now = self.now()
+        observed = lws.get("status") or {}
+        status = compute_hash_status({**lws, "status": unstall_view(observed)}, key_now,
+                                     leaders, workers, now)
+        return await self._finish(lws, key_now, status, pods, scheduling, revisions,
+                                  _earliest(requeue, restart_requeue), now)
+
+    async def _apply_leader_deployment(self, lws: dict[str, Any], key_now: str,
+                                       live: dict[str, Any] | None) -> None:
+        """Server-side apply the leader Deployment when the cached one differs."""
+        namespace, name = str(meta_of(lws).get("namespace")), str(meta_of(lws).get("name"))
+        desired = hash_groups.leader_deployment(lws, key_now)
+        difference = "." if live is None else first_difference(desired, live)
+        if difference is None:
+            return
+        if live is not None:
+            log.info("applying leader deployment %s/%s: %s differs", namespace, name, difference)
+        try:
+            written = await self.kube.request(
+                "PATCH", f"{APPS.format(ns=namespace)}/deployments/{name}", body=desired,
+                query={"fieldManager": FIELD_MANAGER, "force": "true"},
+                content_type=APPLY_PATCH)
+        except ApiException as exc:
+            first = live is None
+            await self.events.record(lws, Event(
+                REASON_FAILED_CREATE if first else REASON_FAILED_UPDATE, EVENT_TYPE_WARNING,
+                EVENT_ACTION_CREATE if first else EVENT_ACTION_UPDATE,
+                f"Failed to {'create' if first else 'update'} leader deployment {name}: "
+                f"{exc.reason}"))
+            raise
+        self.cache["Deployment"].upsert(written)
+
+    async def _set_group_ready(self, change: hash_groups.GroupReadiness) -> None:
+        """Write a leader's ``group-ready`` condition (strategic merge: the other conditions
+        are the kubelet's), guarded by the resourceVersion it was decided from."""
+        meta = meta_of(change.leader)
+        condition = hash_groups.group_ready_condition(change.ready, dt.datetime.now(dt.UTC))
+        try:
+            written = await self.kube.request(
+                "PATCH", f"{CORE.format(ns=meta.get('namespace'))}/pods/{meta.get('name')}"
+                         "/status",
+                body={"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                      "status": {"conditions": [condition]}},
+                content_type=STRATEGIC_MERGE_PATCH)
+        except ApiException as exc:
+            if is_status(exc, 404, 409):
+                return  # gone, or changed since: the watch event brings the next pass
+            raise
+        self.cache["Pod"].upsert(written)
 
     async def _handle_failures(
         self, key: Key, lws: dict[str, Any], pods: list[dict[str, Any]],
@@ -484,8 +625,8 @@ class LeaderWorkerSetReconciler:
         if not wants_replica_service(lws):
             return
         for pod in leaders:
-            pod_name = str(meta_of(pod).get("name"))
-            if meta_of(pod).get("deletionTimestamp") or services.get(str(namespace), pod_name):
+            if (meta_of(pod).get("deletionTimestamp") or gang.gated(pod)
+                    or services.get(str(namespace), host_name(pod))):
                 continue
             await self._create(f"{CORE}/services", str(namespace), replica_service(lws, pod))
 
@@ -503,12 +644,13 @@ class LeaderWorkerSetReconciler:
         requeue: float | None = None
         for pod in leaders:
             pod_name = str(meta_of(pod).get("name"))
-            if meta_of(pod).get("deletionTimestamp") or pod_name in existing:
+            if meta_of(pod).get("deletionTimestamp") or host_name(pod) in existing:
                 continue
             if gang.gated(pod):
                 continue  # its PodGroups first: the gate is lifted once they exist
-            if spec.get("startupPolicy") == "LeaderReady" and not pod_ready(pod):
-                continue
+            if spec.get("startupPolicy") == "LeaderReady" and not (
+                    containers_ready(pod) if hashed(lws) else pod_ready(pod)):
+                continue  # a Hash leader's group-ready gate waits for its workers
             revision = revision_for_key(revisions,
                                         str(labels_of(pod).get(TEMPLATE_REVISION_HASH_LABEL) or ""))
             if revision is None:
@@ -540,8 +682,10 @@ class LeaderWorkerSetReconciler:
 
     # ------------------------------------------------------------------ native gang scheduling
 
-    async def _ensure_scheduling(self, lws: dict[str, Any], pods: list[dict[str, Any]]
-                                 ) -> tuple[dict[str, Any], bool]:
+    async def _ensure_scheduling(
+        self, lws: dict[str, Any], pods: list[dict[str, Any]],
+        may_ungate: Callable[[Mapping[str, Any]], bool] = lambda _: True,
+    ) -> tuple[dict[str, Any], bool]:
         """Workload, then PodGroups, then the gates of the leaders whose PodGroups exist; stale
         PodGroups go. Returns the WorkloadSchedulingCreated facts (``ok``, ``reason``,
         ``message``) and whether member pods may be created (the Workload, and the whole-LWS
@@ -607,6 +751,7 @@ class LeaderWorkerSetReconciler:
                     "message": "; ".join(failed)}, False
         for leader in leaders:
             if (gang.gated(leader) and not meta_of(leader).get("deletionTimestamp")
+                    and may_ungate(leader)
                     and set(gang.names_for_leader(lws, gang.workload_name(lws), leader))
                     <= ready):
                 await self._ungate(leader)

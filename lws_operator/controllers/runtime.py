@@ -48,6 +48,7 @@ Watch = tuple[str, str, str, str, str, str | None]
 WATCHED: tuple[Watch, ...] = (
     ("LeaderWorkerSet", GROUP, VERSION, PLURAL, f"/apis/{GROUP}/{VERSION}/{PLURAL}", None),
     ("StatefulSet", "apps", "v1", "statefulsets", "/apis/apps/v1/statefulsets", NAME_LABEL),
+    ("Deployment", "apps", "v1", "deployments", "/apis/apps/v1/deployments", NAME_LABEL),
     ("Pod", "", "v1", "pods", "/api/v1/pods", NAME_LABEL),
     ("Service", "", "v1", "services", "/api/v1/services", NAME_LABEL),
     ("ControllerRevision", "apps", "v1", "controllerrevisions", "/apis/apps/v1/controllerrevisions",

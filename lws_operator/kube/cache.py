@@ -150,8 +150,8 @@ class KindStore:
 class ClusterCache:
     """One store per kind the controller reads."""
 
-    KINDS = ("LeaderWorkerSet", "StatefulSet", "Pod", "Service", "ControllerRevision",
-             "PodGroup", "Workload", "VolcanoPodGroup")
+    KINDS = ("LeaderWorkerSet", "StatefulSet", "Deployment", "Pod", "Service",
+             "ControllerRevision", "PodGroup", "Workload", "VolcanoPodGroup")
 
     def __init__(self) -> None:
         self.stores = {kind: KindStore(kind) for kind in self.KINDS}

@@ -32,6 +32,7 @@ from lws_operator.kube.ratelimit import TokenBucket
 __all__ = [
     "APPLY_PATCH",
     "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
     "ApiException",
     "KubeClient",
     "in_cluster",
@@ -43,6 +44,7 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 

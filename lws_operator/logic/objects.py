@@ -26,3 +26,13 @@ def name_of(obj: Mapping[str, Any] | None) -> str:
     """``obj.metadata.name``, or ``""``."""
     name = meta_of(obj).get("name")
     return name if isinstance(name, str) else ""
+
+
+def host_name(leader_pod: Mapping[str, Any]) -> str:
+    """A leader's host name, which names its worker StatefulSet (so its workers), its
+    per-replica Service and its DNS record. A StatefulSet pod's host name is its pod name; a
+    Hash-mode leader's is ``<lws>-<first 8 characters of its group key>``, set by the pod webhook
+    because a Deployment's pod names are random."""
+    spec = leader_pod.get("spec")
+    hostname = spec.get("hostname") if isinstance(spec, Mapping) else None
+    return hostname if isinstance(hostname, str) and hostname else name_of(leader_pod)

@@ -14,13 +14,19 @@ with a clear message instead.
 from __future__ import annotations
 
 import copy
+import secrets
 from collections.abc import Callable
 from typing import Any
 
 from lws_operator.api.constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GROUP_IDENTITY_ANNOTATION,
+    GROUP_IDENTITY_HASH,
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
+    GROUP_READY_CONDITION,
+    GROUP_REPLACEMENT_GATE,
+    HASH_KEY_PREFIX,
     LEADER_NAME_ANNOTATION,
     NAME_LABEL,
     SCHEDULER_PROVIDER_VOLCANO,
@@ -48,6 +54,7 @@ from lws_operator.logic.keys import (
     subgroup_index,
     subgroup_key,
 )
+from lws_operator.logic.objects import host_name
 from lws_operator.logic.tpu import add_tpu_env, pod_requests_tpus
 
 SUPPORTED_SCHEDULER_PROVIDERS = frozenset({SCHEDULER_PROVIDER_VOLCANO})
@@ -61,8 +68,14 @@ class PodRejected(ValueError):
         self.message = message
 
 
+def new_group_key() -> str:
+    """A Hash-mode group key: 40 random hex characters, the shape of an Ordinal key (SHA-1)."""
+    return secrets.token_hex(20)
+
+
 def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None,
-               incarnation: Callable[[], str] = new_incarnation) -> dict[str, Any]:
+               incarnation: Callable[[], str] = new_incarnation,
+               random_key: Callable[[], str] = new_group_key) -> dict[str, Any]:
     """Return the admitted form of `pod` (a deep copy; the input is never modified).
 
     A pod without the `leaderworkerset.sigs.k8s.io/name` label comes back unchanged. Mutating an
@@ -74,7 +87,8 @@ def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None,
     other value is a configuration error (ValueError, not PodRejected). A LeaderWorkerSet with
     native gang scheduling (``spec.scheduling``) uses the Kubernetes PodGroups instead, whatever
     the provider: its pods get ``spec.schedulingGroup`` and no volcano annotation.
-    `incarnation` draws a leader's group incarnation (random; tests pass their own).
+    `incarnation` draws a leader's group incarnation and `random_key` a Hash-mode leader's
+    group key (both random; tests pass their own).
 
     Raises PodRejected, with upstream's message where it has one, when the pod cannot be
     interpreted.
@@ -88,7 +102,7 @@ def mutate_pod(pod: dict[str, Any], *, scheduler_provider: str | None = None,
     if NAME_LABEL not in ((result.get("metadata") or {}).get("labels") or {}):
         return result
     try:
-        _mutate(result, scheduler_provider, incarnation)
+        _mutate(result, scheduler_provider, incarnation, random_key)
     except PodRejected:
         raise
     except ValueError as err:
@@ -119,7 +133,7 @@ def _parse_annotation_int(value: str, key: str, pod_name: str) -> int:
 
 
 def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
-            incarnation: Callable[[], str]) -> None:
+            incarnation: Callable[[], str], random_key: Callable[[], str]) -> None:
     """SPEC 2.2 steps 2 to 8, in place, on the copy."""
     metadata = _child(pod, "metadata")
     name = str(metadata.get("name") or "")
@@ -134,6 +148,9 @@ def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
     # A pod is a leader only with worker-index "0"; a pod without the label is a worker.
     leader = labels.get(WORKER_INDEX_LABEL) == "0"
     if leader:
+        if annotations.get(GROUP_IDENTITY_ANNOTATION) == GROUP_IDENTITY_HASH:
+            _identify_hash_leader(pod, size, labels, annotations, random_key)
+            name = host_name(pod)
         _mutate_leader(pod, name, labels, annotations)
     else:
         _mutate_worker(pod, name, size, labels, annotations)
@@ -188,6 +205,37 @@ def _mutate_leader(
             set_exclusive_affinities(pod, sub_key, topology, SUBGROUP_KEY_LABEL)
 
 
+def _identify_hash_leader(pod: dict[str, Any], size: int, labels: dict[str, Any],
+                          annotations: dict[str, Any], random_key: Callable[[], str]) -> None:
+    """Guide, Group Identity (Hash): a leader created by the Deployment has no name yet, so it
+    gets a random group key; the first 8 characters are its group index and name its host
+    (``<lws>-<prefix>``), which is the name of its worker StatefulSet and its DNS record under
+    the headless Service. Every Hash leader is admitted behind the ``group-replacement``
+    scheduling gate (the controller lifts it, pacing replacements), and a multi-pod group's
+    leader carries the ``group-ready`` readiness gate, so the Deployment counts it available only
+    once its whole group is. Presence checks keep a second pass a no-op."""
+    if GROUP_KEY_LABEL not in labels:
+        labels[GROUP_KEY_LABEL] = random_key()
+    if GROUP_INDEX_LABEL not in labels:
+        labels[GROUP_INDEX_LABEL] = str(labels[GROUP_KEY_LABEL])[:HASH_KEY_PREFIX]
+    lws_name = str(labels.get(NAME_LABEL, ""))
+    host = f"{lws_name}-{labels[GROUP_INDEX_LABEL]}"
+    spec = _child(pod, "spec")
+    spec.setdefault("hostname", host)
+    if annotations.get(SUBDOMAIN_POLICY_ANNOTATION) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA:
+        spec["subdomain"] = spec["hostname"]
+    elif not spec.get("subdomain"):
+        spec["subdomain"] = lws_name
+    gates = spec.get("schedulingGates") or []
+    if not any(isinstance(g, dict) and g.get("name") == GROUP_REPLACEMENT_GATE for g in gates):
+        spec["schedulingGates"] = [*gates, {"name": GROUP_REPLACEMENT_GATE}]
+    if size > 1:
+        readiness = spec.get("readinessGates") or []
+        if not any(isinstance(g, dict) and g.get("conditionType") == GROUP_READY_CONDITION
+                   for g in readiness):
+            spec["readinessGates"] = [*readiness, {"conditionType": GROUP_READY_CONDITION}]
+
+
 def _mutate_worker(
     pod: dict[str, Any],
     name: str,
@@ -208,7 +256,12 @@ def _mutate_worker(
             raise PodRejected(f"annotation {SUBGROUP_SIZE_ANNOTATION} must not be 0 for pod {name}")
         index = subgroup_index(size, sub_size, worker)
         labels[SUBGROUP_INDEX_LABEL] = str(index)
-        sub_key = subgroup_key(str(annotations.get(LEADER_NAME_ANNOTATION, "")), index)
+        # The leader's subgroup-0 key derives from its name, which in Hash mode is known at its
+        # admission only as its host name: the worker's own name minus the ordinal.
+        leader_name = (name.rsplit("-", 1)[0]
+                       if annotations.get(GROUP_IDENTITY_ANNOTATION) == GROUP_IDENTITY_HASH
+                       else str(annotations.get(LEADER_NAME_ANNOTATION, "")))
+        sub_key = subgroup_key(leader_name, index)
         labels[SUBGROUP_KEY_LABEL] = sub_key
         if SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION in annotations:
             topology = str(annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION])

@@ -38,6 +38,12 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
     return _condition_true(pod, "Ready")
 
 
+def containers_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's `ContainersReady` condition is True: ready but for readiness gates (what
+    `LeaderReady` waits for on a Hash-mode leader, whose `group-ready` gate needs its workers)."""
+    return _condition_true(pod, "ContainersReady")
+
+
 def pod_running_and_ready(pod: Mapping[str, Any]) -> bool:
     """Phase `Running` and `Ready=True` (what status and rollout count)."""
     return (pod.get("status") or {}).get("phase") == "Running" and pod_ready(pod)

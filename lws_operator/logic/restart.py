@@ -39,7 +39,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.logic.keys import split_ordinal
-from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.logic.objects import host_name, labels_of, meta_of
 
 RECREATING_POLICIES = ("RecreateGroupOnPodRestart", "RecreateGroupAfterStart")
 
@@ -198,6 +198,9 @@ def scan_failures(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
     size = int(template.get("size") or 1)
     live = list(pods)
     by_name = {str(meta_of(p).get("name")): p for p in live}
+    # A worker names its leader by host name (the pod name in Ordinal mode, `<lws>-<key prefix>`
+    # in Hash mode).
+    by_host = {host_name(p): p for p in live if labels_of(p).get(WORKER_INDEX_LABEL) == "0"}
     sts_by_name = {str(meta_of(s).get("name")): s for s in statefulsets}
     triggers = [p for p in live if restarted(p) or meta_of(p).get("deletionTimestamp")]
     triggers += list(deleted)
@@ -220,7 +223,7 @@ def scan_failures(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
                 continue  # this leader is gone already: its group is being recreated
         else:
             parsed = split_ordinal(name)
-            leader = by_name.get(parsed[0]) if parsed else None
+            leader = by_host.get(parsed[0]) if parsed else None
             if leader is None:
                 continue
             if (labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL)

@@ -258,7 +258,7 @@ def _group_of(pod: Mapping[str, Any]) -> str:
 
 
 def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, current_key: str,
-                 partition: int, deleting: bool = False) -> Release:
+                 partition: int, deleting: bool = False, groups: Iterable[str] = ()) -> Release:
     """Which retained groups to release this pass.
 
     * The LeaderWorkerSet is being deleted (or is gone: ``deleting``): every retained pod.
@@ -267,6 +267,8 @@ def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, cur
       ``replicas`` (the StatefulSet would delete it, but it is already terminating).
     * Rollout: a retained group of another revision at or above the partition (the
       StatefulSet would replace it, but it is already terminating).
+    * ``groups``: the groups the caller decided to release (Hash mode, whose groups have no
+      ordinal: ``hash_groups.release_scaled_down``).
     """
     pods = list(pods)
     retained = [p for p in pods if CLEANUP_FINALIZER in (meta_of(p).get("finalizers") or [])]
@@ -274,7 +276,7 @@ def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, cur
         return Release()
     if deleting:
         return Release(retained)
-    release_groups: set[str] = set()
+    release_groups: set[str] = set(groups)
     clear: list[str] = []
     recovered: list[str] = []
     for leader in pods:

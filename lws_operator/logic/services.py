@@ -31,6 +31,7 @@ from lws_operator.api.constants import (
     SUBDOMAIN_POLICY_SHARED,
     SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA,
 )
+from lws_operator.logic.objects import host_name
 
 
 def controller_reference(owner: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
@@ -113,8 +114,9 @@ def shared_service(lws: dict[str, Any]) -> dict[str, Any]:
 
 
 def replica_service(lws: dict[str, Any], leader_pod: dict[str, Any]) -> dict[str, Any]:
-    """The Service `<leader pod name>` selecting one group by its `group-index`, owned by the
-    leader pod. It carries only the `name` label, like upstream's (no `group-index` label).
+    """The Service `<leader host name>` (the pod name in Ordinal mode) selecting one group by its
+    `group-index`, owned by the leader pod. It carries only the `name` label, like upstream's
+    (no `group-index` label).
 
     Raises ValueError when the leader has no `group-index` label (the pod webhook sets it on
     every leader; without it the Service would select the whole set)."""
@@ -126,7 +128,7 @@ def replica_service(lws: dict[str, Any], leader_pod: dict[str, Any]) -> dict[str
     if group_index is None:
         raise ValueError(f"leader pod {leader_name} has no {GROUP_INDEX_LABEL} label")
     return _headless_service(
-        leader_name,
+        host_name(leader_pod),
         str(metadata.get("namespace") or ""),
         lws_name,
         {NAME_LABEL: lws_name, GROUP_INDEX_LABEL: str(group_index)},

@@ -44,6 +44,8 @@ from typing import Any
 
 from lws_operator.api.constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    GROUP_IDENTITY_ANNOTATION,
+    GROUP_IDENTITY_HASH,
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
     LEADER_NAME_ANNOTATION,
@@ -62,6 +64,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.validation import scaled_value
 from lws_operator.logic.gang import template_annotations, worker_template_annotations
+from lws_operator.logic.objects import host_name
 from lws_operator.logic.services import lws_reference, pod_reference, subdomain_policy
 from lws_operator.logic.tpu import pod_requests_tpus
 
@@ -201,22 +204,12 @@ def _subgroup_annotations(
     return annotations
 
 
-def leader_statefulset(
-    lws: dict[str, Any], key: str, partition: int, replicas: int
-) -> dict[str, Any]:
-    """The server-side-apply body of the leader StatefulSet `<lws>` (SPEC 3.4).
-
-    `lws` is the live LeaderWorkerSet, `key` its current revision key, `partition` and
-    `replicas` the rollout decision of this pass (surge included). The full object is returned
-    on every pass so that server-side apply with force owns every field it sets.
-    """
-    if partition < 0 or replicas < 0:
-        raise ValueError(f"partition {partition} and replicas {replicas} must not be negative")
-    metadata = _metadata(lws)
-    name = str(metadata.get("name") or "")
-    spec = lws.get("spec") or {}
+def leader_pod_template(lws: dict[str, Any], key: str) -> dict[str, Any]:
+    """The leader pod template of revision `key`: the user's leader template (or the worker
+    template), with the LWS identity labels and the annotations the pod webhook reads. Shared
+    by the leader StatefulSet (Ordinal) and the leader Deployment (Hash)."""
+    name = str(_metadata(lws).get("name") or "")
     lwt = _template_spec(lws)
-
     source = lwt.get("leaderTemplate")
     if source is None:
         source = lwt.get("workerTemplate")
@@ -231,11 +224,28 @@ def leader_statefulset(
     if subdomain_policy(lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA:
         annotations[SUBDOMAIN_POLICY_ANNOTATION] = SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
     annotations.update(template_annotations(lws))
-    template = _overlay_template(
+    return _overlay_template(
         copy.deepcopy(source or {}),
         {WORKER_INDEX_LABEL: "0", NAME_LABEL: name, TEMPLATE_REVISION_HASH_LABEL: key},
         annotations,
     )
+
+
+def leader_statefulset(
+    lws: dict[str, Any], key: str, partition: int, replicas: int
+) -> dict[str, Any]:
+    """The server-side-apply body of the leader StatefulSet `<lws>` (SPEC 3.4).
+
+    `lws` is the live LeaderWorkerSet, `key` its current revision key, `partition` and
+    `replicas` the rollout decision of this pass (surge included). The full object is returned
+    on every pass so that server-side apply with force owns every field it sets.
+    """
+    if partition < 0 or replicas < 0:
+        raise ValueError(f"partition {partition} and replicas {replicas} must not be negative")
+    metadata = _metadata(lws)
+    name = str(metadata.get("name") or "")
+    spec = lws.get("spec") or {}
+    template = leader_pod_template(lws, key)
 
     rollout_type = (spec.get("rolloutStrategy") or {}).get("type") or "RollingUpdate"
     sts_spec: dict[str, Any] = {
@@ -274,6 +284,11 @@ def leader_statefulset(
     }
 
 
+def hashed(lws: dict[str, Any]) -> bool:
+    """Whether the LeaderWorkerSet uses Hash group identity (a leader Deployment)."""
+    return (lws.get("spec") or {}).get("groupIdentity") == GROUP_IDENTITY_HASH
+
+
 def _leader_label(leader_pod: dict[str, Any], label: str) -> str:
     value = (_metadata(leader_pod).get("labels") or {}).get(label)
     if value is None:
@@ -288,7 +303,8 @@ def worker_statefulset(
     leader_pod: dict[str, Any],
     leader_node_labels: dict[str, str] | None,
 ) -> dict[str, Any]:
-    """The worker StatefulSet `<leader pod name>` of one group (SPEC 4.3), for a plain create.
+    """The worker StatefulSet `<leader host name>` of one group (SPEC 4.3), for a plain create
+    (the host name is the leader pod name in Ordinal mode, `<lws>-<key prefix>` in Hash mode).
 
     `revision_lws` is `apply_revision(live_lws, <patch of the leader's revision>)`: the template,
     size, subgroup policy, network config and storage come from it. Metadata, the exclusive
@@ -306,6 +322,7 @@ def worker_statefulset(
     live_metadata = _metadata(live_lws)
     lws_name = str(live_metadata.get("name") or "")
     leader_name = str(_metadata(leader_pod).get("name") or "")
+    host = host_name(leader_pod)
     group_index = _leader_label(leader_pod, GROUP_INDEX_LABEL)
     group_key = _leader_label(leader_pod, GROUP_KEY_LABEL)
     revision_key = _leader_label(leader_pod, TEMPLATE_REVISION_HASH_LABEL)
@@ -328,6 +345,8 @@ def worker_statefulset(
         ))
     if pod_requests_tpus(leader_pod):
         annotations[LEADER_REQUESTS_TPUS_ANNOTATION] = "true"
+    if hashed(live_lws):
+        annotations[GROUP_IDENTITY_ANNOTATION] = GROUP_IDENTITY_HASH
     annotations.update(worker_template_annotations(live_lws, leader_pod))
     template = _overlay_template(
         copy.deepcopy(lwt.get("workerTemplate") or {}), identity, annotations
@@ -348,7 +367,7 @@ def worker_statefulset(
         template["spec"] = pod_spec
 
     service_name = (
-        leader_name
+        host
         if subdomain_policy(revision_lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
         else lws_name
     )
@@ -365,7 +384,7 @@ def worker_statefulset(
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": {
-            "name": leader_name,
+            "name": host,
             "namespace": live_metadata.get("namespace"),
             "labels": {**(live_metadata.get("labels") or {}), **identity},
             "annotations": dict(live_metadata.get("annotations") or {}),

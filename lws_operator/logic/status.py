@@ -55,8 +55,8 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.events import Event
 from lws_operator.logic.keys import parse_int
-from lws_operator.logic.objects import meta_of
-from lws_operator.logic.readiness import group_ready, group_updated
+from lws_operator.logic.objects import host_name, meta_of
+from lws_operator.logic.readiness import group_ready, group_updated, revision_key
 
 # The reason and message each condition type is written with (SPEC 1.7).
 CONDITION_TEXT: Final[Mapping[str, tuple[str, str]]] = {
@@ -237,9 +237,7 @@ def compute_status(
 
     `leader_sts` is the freshly read leader StatefulSet (its status.replicas is copied); `now`
     is the RFC 3339 timestamp stamped on conditions that change."""
-    meta = meta_of(lws)
-    name = str(meta.get("name") or "")
-    generation = int(meta.get("generation") or 0)
+    name = str(meta_of(lws).get("name") or "")
     spec = lws.get("spec") or {}
     replicas = spec.get("replicas")
     replicas = 1 if replicas is None else int(replicas)
@@ -248,18 +246,31 @@ def compute_status(
     config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
     lws_partition = int(config.get("partition") or 0)
 
-    observed = lws.get("status")
-    observed = observed if isinstance(observed, Mapping) else {}
     counts = count_groups(
         name, replicas, size, lws_partition, current_key, leader_pods, worker_statefulsets
     )
+    update_done = lws_partition == 0 and counts.partitioned_updated_and_ready == replicas
+    return _decide(lws, counts, int((leader_sts.get("status") or {}).get("replicas") or 0),
+                   update_done, now)
+
+
+def _decide(lws: Mapping[str, Any], counts: GroupCounts, observed_replicas: int,
+            update_done: bool, now: str) -> StatusDecision:
+    """The status from the group counters, shared by both group identity modes."""
+    meta = meta_of(lws)
+    name = str(meta.get("name") or "")
+    generation = int(meta.get("generation") or 0)
+    replicas = (lws.get("spec") or {}).get("replicas")
+    replicas = 1 if replicas is None else int(replicas)
+    observed = lws.get("status")
+    observed = observed if isinstance(observed, Mapping) else {}
     chosen = select_conditions(counts, replicas)
     conditions, conditions_changed = merge_conditions(
         observed.get("conditions") or (), chosen, generation, now
     )
 
     status = copy.deepcopy(dict(observed))
-    status["replicas"] = int((leader_sts.get("status") or {}).get("replicas") or 0)
+    status["replicas"] = observed_replicas
     status["readyReplicas"] = counts.ready
     status["updatedReplicas"] = counts.updated
     if not status.get("hpaPodSelector"):
@@ -272,5 +283,51 @@ def compute_status(
         reason, message = CONDITION_TEXT[chosen[0]]
         note = f"{message}, with {counts.ready} groups ready of total {replicas} groups"
         events = (Event(reason, EVENT_TYPE_NORMAL, EVENT_ACTION_UPDATE, note),)
-    update_done = lws_partition == 0 and counts.partitioned_updated_and_ready == replicas
     return StatusDecision(status, status != observed, events, update_done)
+
+
+def compute_hash_status(
+    lws: Mapping[str, Any],
+    current_key: str,
+    leader_pods: Iterable[Mapping[str, Any]],
+    worker_statefulsets: Iterable[Mapping[str, Any]],
+    now: str,
+) -> StatusDecision:
+    """The desired status of a Hash-mode LeaderWorkerSet (guide, Group Identity).
+
+    There are no ordinals, so no surge or partition split: every live (not terminating) leader is
+    a group in ``status.replicas``, gated ones included ("a waiting replacement counts as a
+    not-ready group"); a group is counted, ready and updated by the same rules as in Ordinal
+    mode, with the worker StatefulSet found by the leader's host name. The conditions see at most
+    ``replicas`` groups, and the update is done once ``replicas`` groups are updated and ready
+    and no group of another revision is left."""
+    spec = lws.get("spec") or {}
+    replicas = spec.get("replicas")
+    replicas = 1 if replicas is None else int(replicas)
+    size = (spec.get("leaderWorkerTemplate") or {}).get("size")
+    size = 1 if size is None else int(size)
+    workers = {meta_of(sts).get("name"): sts for sts in worker_statefulsets}
+    live = counted = ready = updated = updated_ready = 0
+    outdated = False
+    for pod in leader_pods:
+        if meta_of(pod).get("deletionTimestamp") or (
+                (meta_of(pod).get("labels") or {}).get(WORKER_INDEX_LABEL) != "0"):
+            continue
+        live += 1
+        outdated |= revision_key(pod) != current_key
+        worker = workers.get(host_name(pod))
+        if size != 1 and worker is None:
+            continue  # as in Ordinal mode: a group counts once its workers are created
+        counted += 1
+        is_ready = group_ready(pod, worker, size)
+        is_updated = group_updated(pod, worker, size, current_key)
+        ready += is_ready
+        updated += is_updated
+        updated_ready += is_ready and is_updated
+    current = min(counted, replicas)
+    # A live leader of another revision keeps the update in progress, however many are updated.
+    counts = GroupCounts(ready, updated, min(ready, replicas), current,
+                         min(updated, current - 1 if outdated else current),
+                         min(updated_ready, replicas))
+    update_done = not outdated and updated_ready >= replicas
+    return _decide(lws, counts, live, update_done, now)

@@ -1,0 +1,305 @@
+"""Hash group identity (guide "Group Identity", "Group Replacement", Hash-mode rollout; SPEC 6.1,
+6.2): the leader Deployment, replacement pacing, the group-ready readiness gate, and the restart
+budget across replacements.
+
+In Hash mode a Deployment named after the LeaderWorkerSet owns the leader pods, so rollout and
+scale-down are the Deployment controller's: it moves ``maxSurge``/``maxUnavailable`` groups at a
+time and its ReplicaSet picks unscheduled and not-ready leaders as scale-down victims first. Two
+things make that group-aware:
+
+* **group-ready**: a multi-pod group's leader is Ready (so available to the Deployment) only once
+  the controller sets this readiness-gate condition, which it does while the group's worker
+  StatefulSet is ready.
+* **group-replacement**: every Hash leader is admitted behind this scheduling gate. While gated
+  nothing is built for it. Each pass admits, oldest first, ``G - T`` of the ``G`` gated leaders,
+  where ``T`` counts the groups tearing down (some pod still exists but the leader is terminating
+  or gone), so a replacement schedules only onto capacity its predecessor freed
+  (``PostTermination``). ``Immediate`` admits at once. Under both, a group retained after
+  exhausting its restart budget holds back one gated leader, and at most ``replicas`` groups of
+  one revision are ungated at a time (surplus surge leaders stay gated, and as unscheduled pods
+  they are the first a scale-down removes).
+
+Decisions:
+
+* A group is identified by its ``group-key`` label (leaders and workers carry it), not by pod
+  names: a tearing-down group may have lost its leader object already while its workers still
+  hold their nodes, and that must keep counting (the guide: the count keys off pods).
+* Restart counts (``"<revision>/<group>"``) of groups with no live leader are *pending
+  transfer*: admitting a gated leader of that revision moves one of them (oldest group name
+  first, for determinism) onto the new group, so a recreated group keeps its budget. Counts
+  left over once nothing of their revision is gated or tearing down (a group that was scaled
+  away, not replaced) are dropped, so a later scale-up starts fresh.
+* A retained (exhausted) group is released when recovered, when the rollout moved on to another
+  revision, and on scale-down: when the Deployment no longer keeps a gated leader for it to hold
+  back (fewer gated leaders of its revision than retained groups while the Deployment has all
+  the leaders it wants), since the ReplicaSet removes the gated replacement first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lws_operator.api.constants import (
+    GROUP_IDENTITY_ANNOTATION,
+    GROUP_IDENTITY_HASH,
+    GROUP_INDEX_LABEL,
+    GROUP_KEY_LABEL,
+    GROUP_READY_CONDITION,
+    NAME_LABEL,
+    REPLICAS_ANNOTATION,
+    TEMPLATE_REVISION_HASH_LABEL,
+    WORKER_INDEX_LABEL,
+)
+from lws_operator.logic.gang import gated
+from lws_operator.logic.objects import host_name, labels_of, meta_of
+from lws_operator.logic.readiness import statefulset_ready
+from lws_operator.logic.restart_budget import count_key, exhausted
+from lws_operator.logic.services import lws_reference
+from lws_operator.logic.statefulsets import hashed, leader_pod_template
+
+__all__ = [
+    "Admission",
+    "GroupReadiness",
+    "hashed",
+    "leader_deployment",
+    "plan_admission",
+    "readiness_updates",
+    "release_scaled_down",
+]
+
+
+def _replicas(lws: Mapping[str, Any]) -> int:
+    replicas = (lws.get("spec") or {}).get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def _size(lws: Mapping[str, Any]) -> int:
+    size = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size")
+    return 1 if size is None else int(size)
+
+
+def immediate(lws: Mapping[str, Any]) -> bool:
+    return (lws.get("spec") or {}).get("groupReplacementPolicy") == "Immediate"
+
+
+def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
+    """The server-side-apply body of the leader Deployment ``<lws>`` on revision ``key``.
+
+    ``maxSurge`` and ``maxUnavailable`` are handed to the Deployment unchanged (integers or
+    percentages; the Deployment scales them against ``replicas`` itself). The pod template is the
+    leader StatefulSet's plus the Hash marker the pod webhook reads and the headless Service as
+    subdomain; ``revisionHistoryLimit`` is 0 because the LeaderWorkerSet keeps its own history in
+    ControllerRevisions."""
+    meta = meta_of(lws)
+    name = str(meta.get("name") or "")
+    spec = lws.get("spec") or {}
+    config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+    max_unavailable = config.get("maxUnavailable")
+    max_surge = config.get("maxSurge")
+    template = leader_pod_template(lws, key)
+    template["metadata"]["annotations"][GROUP_IDENTITY_ANNOTATION] = GROUP_IDENTITY_HASH
+    pod_spec = dict(template.get("spec") or {})
+    pod_spec.setdefault("subdomain", name)
+    template["spec"] = pod_spec
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": meta.get("namespace"),
+            "labels": {**(meta.get("labels") or {}), NAME_LABEL: name,
+                       TEMPLATE_REVISION_HASH_LABEL: key},
+            "annotations": {**(meta.get("annotations") or {}),
+                            REPLICAS_ANNOTATION: str(_replicas(lws))},
+            "ownerReferences": [lws_reference(lws)],
+        },
+        "spec": {
+            "replicas": _replicas(lws),
+            "revisionHistoryLimit": 0,
+            "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                "maxUnavailable": 1 if max_unavailable is None else max_unavailable,
+                "maxSurge": 0 if max_surge is None else max_surge}},
+            "template": template,
+        },
+    }
+
+
+# ------------------------------------------------------------------------------ group facts
+
+
+def _leader(pod: Mapping[str, Any]) -> bool:
+    return labels_of(pod).get(WORKER_INDEX_LABEL) == "0"
+
+
+def _terminating(pod: Mapping[str, Any]) -> bool:
+    return bool(meta_of(pod).get("deletionTimestamp"))
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    return str(labels_of(pod).get(GROUP_KEY_LABEL) or "")
+
+
+def _revision(pod: Mapping[str, Any]) -> str:
+    return str(labels_of(pod).get(TEMPLATE_REVISION_HASH_LABEL) or "")
+
+
+def _group(pod: Mapping[str, Any]) -> str:
+    return str(labels_of(pod).get(GROUP_INDEX_LABEL) or "")
+
+
+def _age_order(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = meta_of(pod)
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+
+def tearing_down(pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The groups tearing down, by group key, with their revision: some pod of the group still
+    exists, and its leader is terminating or gone."""
+    pods = list(pods)
+    live_leaders = {_key(p) for p in pods if _leader(p) and not _terminating(p)}
+    out: dict[str, str] = {}
+    for pod in pods:
+        key = _key(pod)
+        if key and key not in live_leaders:
+            out.setdefault(key, _revision(pod))
+    return out
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The gated leaders to ungate this pass, oldest first, and the restart counts to write
+    first (None: leave the annotation alone)."""
+
+    ungate: list[Mapping[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] | None = None
+    waiting: int = 0  # gated leaders held back
+
+
+def plan_admission(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+                   counts: Mapping[str, int]) -> Admission:
+    """Which gated Hash leaders may schedule now (module docstring), and how restart counts
+    move to them."""
+    pods = list(pods)
+    leaders = [p for p in pods if _leader(p) and not _terminating(p)]
+    waiting = sorted((p for p in leaders if gated(p)), key=_age_order)
+    down = tearing_down(pods)
+    retained = sum(1 for p in pods if _leader(p) and exhausted(p))
+    held = retained if immediate(lws) else max(len(down), retained)
+    admissible = waiting[:max(0, len(waiting) - held)]
+    replicas = _replicas(lws)
+    ungated: dict[str, int] = {}
+    for pod in leaders:
+        if not gated(pod):
+            ungated[_revision(pod)] = ungated.get(_revision(pod), 0) + 1
+    admit: list[Mapping[str, Any]] = []
+    for pod in admissible:
+        revision = _revision(pod)
+        if ungated.get(revision, 0) >= replicas:
+            continue  # a surplus surge leader: stays gated, removed first on scale-down
+        ungated[revision] = ungated.get(revision, 0) + 1
+        admit.append(pod)
+    return Admission(admit, _moved_counts(counts, leaders, admit, down, waiting),
+                     len(waiting) - len(admit))
+
+
+def _moved_counts(counts: Mapping[str, int], leaders: list[Mapping[str, Any]],
+                  admit: list[Mapping[str, Any]], down: Mapping[str, str],
+                  waiting: list[Mapping[str, Any]]) -> dict[str, int] | None:
+    """The counts after transferring orphaned ones to admitted leaders and dropping those that
+    no replacement can claim any more; None when nothing changes."""
+    if not counts:
+        return None
+    live_groups = {(_revision(p), _group(p)) for p in leaders}
+    orphans: dict[str, list[str]] = {}
+    for entry in sorted(counts):
+        revision, _, group = entry.partition("/")
+        if (revision, group) not in live_groups:
+            orphans.setdefault(revision, []).append(entry)
+    if not orphans:
+        return None
+    moved = dict(counts)
+    for pod in admit:
+        pending = orphans.get(_revision(pod))
+        if pending:
+            entry = pending.pop(0)
+            moved[count_key(_revision(pod), _group(pod))] = moved.pop(entry)
+    still_waiting = {_revision(p) for p in waiting if p not in admit}
+    tearing = set(down.values())
+    for revision, entries in orphans.items():
+        if revision not in still_waiting and revision not in tearing:
+            for entry in entries:
+                moved.pop(entry, None)
+    return moved if moved != dict(counts) else None
+
+
+# ------------------------------------------------------------------------------ group-ready
+
+
+@dataclass(frozen=True)
+class GroupReadiness:
+    """A leader whose ``group-ready`` condition must change to ``ready``."""
+
+    leader: Mapping[str, Any]
+    ready: bool
+
+
+def _condition(pod: Mapping[str, Any]) -> str | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == GROUP_READY_CONDITION:
+            return str(condition.get("status"))
+    return None
+
+
+def _has_gate(pod: Mapping[str, Any]) -> bool:
+    return any(isinstance(g, Mapping) and g.get("conditionType") == GROUP_READY_CONDITION
+               for g in (pod.get("spec") or {}).get("readinessGates") or [])
+
+
+def readiness_updates(leaders: Iterable[Mapping[str, Any]],
+                      workers: Iterable[Mapping[str, Any]]) -> list[GroupReadiness]:
+    """The leaders whose ``group-ready`` condition differs from their worker StatefulSet's
+    readiness (True while it is ready, False otherwise; only leaders with the gate)."""
+    by_name = {str(meta_of(s).get("name")): s for s in workers}
+    out: list[GroupReadiness] = []
+    for leader in leaders:
+        if _terminating(leader) or not _has_gate(leader):
+            continue
+        sts = by_name.get(host_name(leader))
+        ready = sts is not None and not _terminating(sts) and statefulset_ready(sts)
+        if _condition(leader) != ("True" if ready else "False"):
+            if not ready and _condition(leader) is None:
+                continue  # absent counts as not ready: nothing to write yet
+            out.append(GroupReadiness(leader, ready))
+    return out
+
+
+def group_ready_condition(ready: bool, now: dt.datetime) -> dict[str, Any]:
+    return {"type": GROUP_READY_CONDITION, "status": "True" if ready else "False",
+            "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "reason": "WorkersReady" if ready else "WorkersNotReady"}
+
+
+# ------------------------------------------------------------------------------ retained groups
+
+
+def release_scaled_down(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+                        current_key: str) -> set[str]:
+    """The group indices of retained (exhausted) groups to release: those of another revision
+    than the current one (the rollout replaced them), and on scale-down the surplus of retained
+    groups over the gated leaders of their revision left to hold back, oldest first, once the
+    Deployment has all the live leaders it wants."""
+    pods = list(pods)
+    retained = sorted((p for p in pods if _leader(p) and exhausted(p)), key=_age_order)
+    if not retained:
+        return set()
+    leaders = [p for p in pods if _leader(p) and not _terminating(p)]
+    out = {_group(p) for p in retained if _revision(p) != current_key}
+    current = [p for p in retained if _revision(p) == current_key]
+    gated_now = sum(1 for p in leaders if gated(p) and _revision(p) == current_key)
+    if len(leaders) >= _replicas(lws) and len(current) > gated_now:
+        out |= {_group(p) for p in current[:len(current) - gated_now]}
+    return out
