@@ -4,10 +4,10 @@ The chart is installed with the pinned ``helm`` (it needs nothing in the cluster
 uninstalled at the end. kwok pods run no container image,
 so the operator is then started as a local process with the Deployment's own arguments and
 environment, authenticated as the chart's ServiceAccount (a TokenRequest token in a kubeconfig
-of its own). It drives create, rollout, scale, group recreation, native gang scheduling and
-delete, and must never have been refused: no 403 in its ``rest_client_requests_total``, no
-Forbidden in its log. The other half of least privilege is asked of the API server directly
-(``kubectl auth can-i`` as the ServiceAccount).
+of its own). It drives create, rollout, scale, group recreation, native gang scheduling, Hash
+group identity (a leader Deployment) and delete, and must never have been refused: no 403 in
+its ``rest_client_requests_total``, no Forbidden in its log. The other half of least privilege
+is asked of the API server directly (``kubectl auth can-i`` as the ServiceAccount).
 
 The release's webhook configurations are confined to the test's workload namespace
 (``webhook.namespaceSelectorExpressions``) and carry names of their own, so the shared cluster's
@@ -319,7 +319,23 @@ async def drive_scenarios(kube: Kube, ns: str, guard: Guard) -> None:
                              label_selector=f"{P}name=gang")
     assert len(groups) == 1
 
-    for name in ("rbac", "gang"):
+    # Hash group identity: the leaders come from a Deployment; a failed group is replaced by
+    # one with a new key (and so new pod names).
+    await kube.create(sample("hashed", replicas=2, size=2, groupIdentity="Hash"), ns)
+    pods = await converged(kube, ns, "hashed", 2, 2, guard)
+    before = {p["metadata"]["name"] for p in pods}
+    worker = next(p for p in pods if p["metadata"]["labels"][P + "worker-index"] != "0")
+    await kube.delete("v1", "Pod", worker["metadata"]["name"], ns)
+
+    async def replaced() -> list[dict[str, Any]] | None:
+        now = await converged(kube, ns, "hashed", 2, 2, guard)
+        return now if {p["metadata"]["name"] for p in now} != before else None
+
+    await wait_for(replaced, timeout=180, what="the failed Hash group to be replaced")
+    deployment = await kube.get("apps/v1", "Deployment", "hashed", ns)
+    assert deployment is not None
+
+    for name in ("rbac", "gang", "hashed"):
         await kube.delete(API, KIND, name, ns)
 
     async def gone() -> bool:
@@ -328,10 +344,27 @@ async def drive_scenarios(kube: Kube, ns: str, guard: Guard) -> None:
     await wait_for(gone, timeout=90, what="every pod to be gone")
 
 
-def refusals(log_text: str) -> str:
+# A 403 that is not about RBAC: writing into a namespace that is being deleted. The operator
+# watches the whole shared cluster, and another test's namespace may still be terminating (its
+# retained pods wait for an operator to release them).
+TERMINATING = "because it is being terminated"
+
+
+def refusals(log_text: str) -> list[str]:
     """The log lines that report a refused request (ours say "403 ...", kopf's "Forbidden")."""
-    return "\n".join(line for line in log_text.splitlines()
-                     if "forbidden" in line.lower() or " 403" in line)
+    return [line for line in log_text.splitlines()
+            if "forbidden" in line.lower() or " 403" in line]
+
+
+def check_refusals(metrics: str, log_text: str) -> None:
+    """No request was refused for want of a permission: every 403 the client counted is one
+    logged as a write into a terminating namespace, and no other refusal was logged."""
+    _, refused = forbidden_requests(metrics)
+    lines = refusals(log_text)
+    rbac = [line for line in lines if TERMINATING not in line]
+    assert not rbac, "requests were refused:\n" + "\n".join(rbac)
+    assert refused <= len(lines), (
+        f"{refused:.0f} requests were refused (403), {len(lines)} logged:\n" + "\n".join(lines))
 
 
 def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -380,11 +413,8 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
 
         def guard() -> None:
             assert proc.poll() is None, "the operator exited:\n" + log_path.read_text()
-            _, refused = forbidden_requests(
-                http_get(f"http://127.0.0.1:{health_port}/metrics")[1])
-            offending = refusals(log_path.read_text())
-            assert not refused, f"{refused:.0f} requests were refused (403):\n{offending}"
-            assert not offending, offending
+            check_refusals(http_get(f"http://127.0.0.1:{health_port}/metrics")[1],
+                           log_path.read_text())
 
         await wait_for(injected, timeout=30, what="the caBundle in both configurations")
         await drive_scenarios(release.kube, release.workloads, guard)
@@ -399,10 +429,9 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
             proc.kill()
             code = proc.wait()
     log_text = log_path.read_text()
-    total, refused = forbidden_requests(metrics)
+    total, _ = forbidden_requests(metrics)
     assert total > 0, "no API request was counted: the check below would prove nothing"
-    assert refused == 0, f"{refused:.0f} requests were refused (403):\n{log_text}"
-    assert not refusals(log_text), refusals(log_text)
+    check_refusals(metrics, log_text)
     assert code == 0, log_text
     # The events the operator recorded went through (events.k8s.io create).
     events = await release.kube.list("events.k8s.io/v1", "Event", release.workloads)
