@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -145,8 +146,12 @@ async def ready_groups(op: Operator, name: str, replicas: int, size: int,
 async def settle(op: Operator, name: str, replicas: int, size: int,
                  revision: str | None = None, timeout: float = 120,  # noqa: ASYNC109
                  ) -> Groups:
-    return await wait_for(lambda: ready_groups(op, name, replicas, size, revision),
-                          timeout=timeout, what=f"{name}: {replicas} Hash groups Ready")
+    async def probe() -> Groups | None:
+        return await ready_groups(op, name, replicas, size, revision)
+
+    out = await wait_for(probe, timeout=timeout, what=f"{name}: {replicas} Hash groups Ready")
+    assert out is not None
+    return out
 
 
 @contextlib.asynccontextmanager
@@ -281,6 +286,7 @@ async def test_the_guides_hash_rollout_trace(operator: Operator) -> None:
                 return groups if groups and not set(groups.leaders) & old_keys else None
 
             after = await wait_for(rolled, timeout=180, what="rollout to two new groups")
+            assert after is not None
         new_revision = revision_of(next(iter(after.leaders.values())))
         assert new_revision != old_revision
         assert not set(after.leaders) & old_keys  # identities are never reused
@@ -412,6 +418,20 @@ async def test_immediate_schedules_the_replacement_at_once(operator: Operator) -
         await remove(op, name)
 
 
+async def count_moved(op: Operator, name: str, old: str, revision: str,
+                      count: int) -> dict[str, int] | None:
+    """The restart counts once group ``old`` is replaced by a Ready group that carries
+    ``count`` on ``revision``, and nothing else does."""
+    now = await ready_groups(op, name, 1, 2)
+    if not now or old in now.leaders:
+        return None
+    got = await get_lws(op, name)
+    raw = (got["metadata"].get("annotations") or {}).get(P + "group-restart-counts")
+    found = json.loads(raw) if raw else {}
+    (new,) = now.leaders
+    return found if found == {f"{revision}/{new[:8]}": count} else None
+
+
 async def test_the_restart_budget_follows_the_replacement(operator: Operator) -> None:
     op = operator
     name = "hash-budget"
@@ -427,20 +447,10 @@ async def test_the_restart_budget_follows_the_replacement(operator: Operator) ->
             await asyncio.sleep(1.5)  # past the backoff, measured from the leader's creation
             await fail_pod(op.kube, op.namespace, f"{name}-{key[:8]}-1")
 
-            async def moved(old: str = key, revision: str = revision,
-                            round_: int = round_) -> dict[str, int] | None:
-                now = await ready_groups(op, name, 1, 2)
-                if not now or old in now.leaders:
-                    return None
-                got = await get_lws(op, name)
-                raw = (got["metadata"].get("annotations") or {}).get(
-                    P + "group-restart-counts")
-                found = json.loads(raw) if raw else {}
-                (new,) = now.leaders
-                return found if found == {f"{revision}/{new[:8]}": round_} else None
-
-            counts = await wait_for(moved, timeout=90,
-                                    what=f"count {round_} moved to the replacement")
+            found = await wait_for(functools.partial(count_moved, op, name, key, revision, round_),
+                                   timeout=90, what=f"count {round_} moved to the replacement")
+            assert found is not None
+            counts = found
         assert list(counts.values()) == [2]
     finally:
         await remove(op, name)
