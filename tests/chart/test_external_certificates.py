@@ -8,8 +8,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import os
+import signal
 import ssl
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +22,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from conftest import Clusters
+from e2e.cluster.launcher import free_port
 from e2e.kube import Kube, wait_for
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.client import KubeClient
 from lws_operator.logic import certs
+from tests.chart.test_chart_install import http_get, start
 
 pytestmark = pytest.mark.full
 
@@ -98,3 +105,51 @@ async def test_serves_the_secret_and_writes_nothing(clusters: Clusters) -> None:
         await client.close()
         await kube.delete("v1", "Namespace", namespace)
         await kube.close()
+
+
+async def test_the_flag_reaches_the_process(clusters: Clusters, tmp_path: Path) -> None:
+    """``lws-operator run --cert-management=external`` (what the chart renders for
+    cert-manager): not ready and writing nothing until the Secret holds a certificate."""
+    cluster = clusters.get("full")
+    kube = await Kube.connect(str(cluster.kubeconfig))
+    namespace = f"certs-{uuid.uuid4().hex[:8]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    health, log_path = free_port(), tmp_path / "operator.log"
+    proc = start([str(Path(sys.executable).parent / "lws-operator"), "run",
+                  f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
+                  "--webhook-host=127.0.0.1", "--disable-controllers",
+                  "--cert-management=external", "--cert-sync-interval=0.5s",
+                  f"--webhook-port={free_port()}", f"--health-port={health}"],
+                 {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, log_path)
+    try:
+        async def alive() -> bool:
+            assert proc.poll() is None, log_path.read_text()
+            return http_get(f"http://127.0.0.1:{health}/healthz")[0] == 200
+
+        await wait_for(alive, timeout=30, what="/healthz")
+        await asyncio.sleep(2)  # several certificate passes
+        assert http_get(f"http://127.0.0.1:{health}/readyz")[0] == 503
+        assert await kube.get("v1", "Secret", "lws-webhook-server-cert", namespace) is None
+        options = WebhookOptions(namespace=namespace, webhook_host="127.0.0.1")
+        await kube.create(cert_manager_secret("lws-webhook-server-cert", options), namespace)
+
+        async def ready() -> bool:
+            assert proc.poll() is None, log_path.read_text()
+            return http_get(f"http://127.0.0.1:{health}/readyz")[0] == 200
+
+        await wait_for(ready, timeout=30, what="/readyz once the Secret holds a certificate")
+        # Local mode without the flag would have registered the configurations.
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            default = f"lws-{kind[:-len('WebhookConfiguration')].lower()}-webhook-configuration"
+            live = await kube.get("admissionregistration.k8s.io/v1", kind, default)
+            assert live is None or "url" not in live["webhooks"][0]["clientConfig"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        await kube.delete("v1", "Namespace", namespace)
+        await kube.close()
+    assert code == 0, log_path.read_text()
