@@ -91,3 +91,28 @@ run: venv ## run the operator locally against $(CLUSTER_DIR) (webhooks on 127.0.
 		--namespace $(RUN_NAMESPACE) --webhook-host 127.0.0.1 --webhook-port $(WEBHOOK_PORT) \
 		--health-port $(HEALTH_PORT) --metrics-bind-address 127.0.0.1:$(METRICS_PORT) \
 		--metrics-secure=false $(RUN_ARGS)
+
+# The Helm chart, the image's lock files (see README "Install with Helm").
+HELM_VERSION := $(shell sed -n 's/^HELM_VERSION=//p' e2e/cluster/versions.env)
+HELM := $(or $(LWS_CACHE),$(HOME)/.cache/lws-operator)/helm/v$(HELM_VERSION)/bin/helm
+CHART := charts/lws-operator
+
+.PHONY: helm chart-lint chart-golden lock
+helm: ## build the pinned helm into ~/.cache/lws-operator/helm (once per machine)
+	bash e2e/cluster/build.sh helm
+
+chart-lint: helm ## helm lint the chart; fail if its CRD differs from crds/
+	$(HELM) lint --strict $(CHART)
+	cmp $(CRD_FILE) $(CHART)/$(CRD_FILE)
+
+chart-golden: helm venv ## rewrite tests/chart/golden/ from the chart (review the diff)
+	$(BIN)/python -m tests.chart.helm
+
+lock: ## regenerate requirements.lock and build-requirements.lock (pip-tools in a throwaway venv)
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && $(PYTHON) -m venv $$tmp && \
+	$$tmp/bin/pip install --quiet pip-tools && \
+	for out in "requirements.lock" "build-requirements.lock --only-build-deps --build-deps-for wheel"; do \
+		CUSTOM_COMPILE_COMMAND="make lock" $$tmp/bin/pip-compile --quiet --generate-hashes \
+			--allow-unsafe --strip-extras --no-emit-index-url --no-emit-trusted-host \
+			--no-emit-find-links --output-file $$out pyproject.toml || exit 1; \
+	done

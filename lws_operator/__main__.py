@@ -188,6 +188,15 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--cert-propagation-delay", type=parse_duration,
                      default=parse_duration(_env("cert_propagation_delay", "30s")),
                      help="time API servers get to pick up a new caBundle before it is relied on")
+    run.add_argument("--cert-management", choices=["self", "external"],
+                     default=_env("cert_management", "self"),
+                     help="self: issue and rotate the webhook certificates in --webhook-secret "
+                          "and inject the caBundles; external: serve what another tool "
+                          "(cert-manager) keeps in that Secret, and write nothing")
+    run.add_argument("--no-register-webhooks", dest="register_webhooks", action="store_false",
+                     default=_env("register_webhooks", "true") not in ("0", "false"),
+                     help="local mode: only inject the caBundle into configurations that "
+                          "exist, instead of registering them")
     run.add_argument("--scheduler-provider", default=_env("scheduler_provider"),
                      choices=["volcano"],
                      help="gang-scheduling provider for LeaderWorkerSets without spec.scheduling: "
@@ -284,6 +293,10 @@ async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
         propagation_delay=args.cert_propagation_delay,
         scheduler_provider=opts.scheduler_provider,
         tls_min_version=opts.tls_min_version, tls_ciphers=opts.tls_ciphers,
+        # internalCertManagement.enable: false in the configuration file means the same as
+        # --cert-management=external (upstream: certificates come from cert-manager).
+        cert_management="external" if not opts.internal_certs else args.cert_management,
+        register_webhooks=args.register_webhooks,
     )
     registry = new_registry()
     try:
@@ -402,11 +415,6 @@ def main(argv: list[str] | None = None) -> int:
             opts = resolve(args, load_config(args.config))
         except ConfigError as exc:
             print(f"lws-operator: error: invalid configuration: {exc}", file=sys.stderr)
-            return 2
-        if not opts.internal_certs:
-            print("lws-operator: error: invalid configuration: internalCertManagement.enable: "
-                  "false (certificates provided from outside, e.g. by cert-manager) is not "
-                  "supported by this build", file=sys.stderr)
             return 2
         fmt = args.log_format or {"console": "text", "json": "json"}.get(
             args.zap_encoder or "", "json" if in_cluster() else "text")

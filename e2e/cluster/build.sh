@@ -113,11 +113,35 @@ PATCH
   rm -rf "$work"
 }
 
+# helm, for the chart's tests and `make chart-lint`. Not part of `all`: the cluster needs none of
+# it. A `go install` build carries none of the release ldflags, so the version is stamped in, and
+# so is the default Kubernetes version (that of helm's client-go, as helm's own Makefile derives
+# it): without it `helm template` assumes v1.20 and refuses charts that need a newer one.
+build_helm() {
+  local out=$CACHE/helm/v$HELM_VERSION
+  [ -x "$out/bin/helm" ] && return 0
+  log "building helm v$HELM_VERSION into $out"
+  mkdir -p "$out"
+  rm -rf "$out/bin.tmp"
+  local kube ld="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
+  kube=$(go mod download -json "helm.sh/helm/v3@v$HELM_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])' \
+    | xargs awk '$1 == "k8s.io/client-go" {print $2}')
+  kube=${kube#v0.}
+  for p in pkg/chartutil pkg/lint/rules; do
+    ld+=" -X helm.sh/helm/v3/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$p.k8sVersionMinor=${kube%%.*}"
+  done
+  GOBIN=$out/bin.tmp go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  "$out/bin/helm" version --short >&2
+}
+
 what=${1:-all}
 case "$what" in
   etcd) build_etcd ;;
   kwok) build_kwok ;;
   kubernetes) build_kubernetes ;;
+  helm) build_helm ;;
   all) build_etcd; build_kwok; build_kubernetes ;;
-  *) echo "usage: $0 [all|etcd|kwok|kubernetes]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|etcd|kwok|kubernetes|helm]" >&2; exit 2 ;;
 esac

@@ -7,10 +7,12 @@ it in-process against a real API server with the same code path.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import datetime as dt
 import ipaddress
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,7 @@ from lws_operator.admission import registration, review
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
-from lws_operator.kube.client import KubeClient
+from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.logic import certs
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,10 @@ class WebhookOptions:
     # The configuration's tls section: minimum version, OpenSSL cipher list for TLS 1.2.
     tls_min_version: str | None = None
     tls_ciphers: str | None = None
+    # "self": we issue and rotate the certificates in the Secret and inject the caBundles.
+    # "external": another tool (cert-manager) writes the Secret and the caBundles; we only
+    # read the Secret's tls.crt/tls.key and serve them, and write nothing.
+    cert_management: str = "self"
 
     def policy(self) -> certs.CertPolicy:
         dns = list(certs.service_dns_names(self.service_name, self.namespace))
@@ -96,15 +102,20 @@ class WebhookRuntime:
             validating_configuration=options.validating_configuration,
             sync_interval=options.sync_interval,
         )
-        register = self._render if options.webhook_host and options.register_webhooks else None
+        external = options.cert_management == "external"
+        register = (self._render if options.webhook_host and options.register_webhooks
+                    and not external else None)
         self.certs = WebhookCertManager(kube, settings, self._serve_certificate, register)
+        # Certificates from elsewhere (cert-manager): read and served, the Secret never written.
+        self.external = (ExternalCertificates(kube, settings, self._serve_certificate)
+                         if external else None)
         # Set once the listener serves a certificate from the Secret (never cleared).
         self.serving = asyncio.Event()
 
     @property
     def ready(self) -> bool:
         """Listening with a certificate from the Secret."""
-        return self.server.listening and self.certs.ready
+        return self.server.listening and (self.external or self.certs).ready
 
     def _render(self, ca_bundle: bytes) -> list[dict[str, Any]]:
         o = self.options
@@ -124,9 +135,57 @@ class WebhookRuntime:
         """Until ``stop``: keep certificates rotated and served. Then, in registration mode,
         unregister first (so the API server stops calling), and drain the listener."""
         try:
-            await self.certs.run(stop)
+            await (self.external or self.certs).run(stop)
         finally:
             try:
                 await self.certs.unregister()
             finally:
                 await self.server.stop()
+
+
+class ExternalCertificates:
+    """Certificates that someone else manages (cert-manager's Certificate writes the Secret and
+    its cainjector the caBundles): re-read the Secret every sync interval and serve its
+    ``tls.crt``/``tls.key`` once they change. Nothing is written, so the operator needs only
+    ``get`` on that one Secret and nothing on the webhook configurations."""
+
+    def __init__(self, kube: KubeClient, settings: CertSettings,
+                 on_certificate: Callable[[bytes, bytes], Awaitable[None]]) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.on_certificate = on_certificate
+        self.served: bytes | None = None
+        self._waiting = False  # logged once until the Secret holds a certificate
+
+    @property
+    def ready(self) -> bool:
+        return self.served is not None
+
+    async def sync(self) -> None:
+        path = (f"/api/v1/namespaces/{self.settings.namespace}/secrets/"
+                f"{self.settings.secret_name}")
+        secret = await self.kube.get(path)
+        data = {k: base64.b64decode(v) for k, v in ((secret or {}).get("data") or {}).items()}
+        cert, key = data.get(certs.TLS_CERT_KEY), data.get(certs.TLS_KEY_KEY)
+        if not cert or not key:
+            if not self._waiting:
+                log.info("waiting for Secret %s/%s to hold tls.crt and tls.key",
+                         self.settings.namespace, self.settings.secret_name)
+            self._waiting = True
+            return
+        self._waiting = False
+        if cert != self.served:
+            await self.on_certificate(cert, key)
+            self.served = cert
+            log.info("serving the webhook certificate of Secret %s/%s (managed externally)",
+                     self.settings.namespace, self.settings.secret_name)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.sync()
+            except (ApiException, ValueError, OSError) as exc:  # OSError: ssl.SSLError
+                log.warning("reading the webhook certificate Secret failed: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.sync_interval)
+

@@ -158,11 +158,6 @@ def test_main_exits_2_naming_the_field(tmp_path: Path,
     code, err = run_main(capsys, "--config", str(tmp_path / "missing.yaml"))
     assert code == 2
     assert "missing.yaml: cannot read the file" in err
-    off = tmp_path / "external.yaml"
-    off.write_text(HEAD + "internalCertManagement: {enable: false}\n")
-    code, err = run_main(capsys, "--config", str(off))
-    assert code == 2
-    assert "internalCertManagement.enable: false" in err
 
 
 @pytest.mark.parametrize("flags", [("--leader-elect=maybe",),

@@ -1,0 +1,26 @@
+# The lws-operator image: Python 3.11 slim, dependencies from the hash-locked requirements.lock,
+# non-root, entrypoint `lws-operator run` (the Helm chart passes only flags).
+#
+#   docker build -t lws-operator:0.1.0 .
+#
+# The virtualenv is built by hack/image-venv.sh, which tests/chart/test_image_venv.py runs too.
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY requirements.lock build-requirements.lock pyproject.toml README.md ./
+COPY hack/image-venv.sh ./hack/
+COPY lws_operator ./lws_operator
+RUN PYTHON=python sh hack/image-venv.sh /venv . && /venv/bin/python -m compileall -q /venv
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="lws-operator" \
+      org.opencontainers.image.description="LeaderWorkerSet operator (leaderworkerset.x-k8s.io/v1)" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /venv /venv
+ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# Non-root, numeric so that runAsNonRoot can verify it; owns nothing in the image.
+USER 65532:65532
+EXPOSE 9443 8081
+ENTRYPOINT ["lws-operator", "run"]
