@@ -246,16 +246,21 @@ def _leadership_lost() -> None:
 
 
 async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, namespace: str,
-                     lease_namespace: str | None) -> str | None:
+                     lease_namespace: str | None, webhooks: Any) -> str | None:
     """One line naming what the cluster lacks, or None."""
     import aiohttp
 
     from lws_operator.kube.client import ApiException, status_message
-    from lws_operator.kube.preflight import StartupError, check
+    from lws_operator.kube.preflight import AdmissionNeeds, StartupError, check
 
+    needs = AdmissionNeeds(
+        secret=webhooks.secret_name, mutating=webhooks.mutating_configuration,
+        validating=webhooks.validating_configuration,
+        manage_certificates=webhooks.cert_management == "self",
+        review_metrics=opts.metrics_bind is not None and args.metrics_secure)
     try:
         await check(kube, namespace=namespace, controllers=not args.disable_controllers,
-                    lease_namespace=lease_namespace)
+                    lease_namespace=lease_namespace, admission=needs)
     except StartupError as exc:
         return "; ".join(exc.problems)
     except ApiException as exc:
@@ -309,7 +314,7 @@ async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
                   args.kubeconfig or "in-cluster", " ".join(str(exc).split()))
         return 1
     try:
-        problem = await _preflight(kube, args, opts, namespace, lease_namespace)
+        problem = await _preflight(kube, args, opts, namespace, lease_namespace, options)
         if problem is not None:
             log.error("startup error: %s", problem)
             return 1

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from lws_operator.api.constants import GROUP, PLURAL, VERSION
 from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
 
-__all__ = ["Permission", "StartupError", "check", "needed_permissions"]
+__all__ = ["AdmissionNeeds", "Permission", "StartupError", "check", "needed_permissions"]
 
 
 class StartupError(RuntimeError):
@@ -33,22 +33,48 @@ class Permission:
     resource: str
     subresource: str = ""
     namespace: str = ""
+    name: str = ""  # one object (RBAC may grant by resourceNames)
 
     def __str__(self) -> str:
         what = f"{self.resource}.{self.group}" if self.group else self.resource
         if self.subresource:
             what += f"/{self.subresource}"
+        if self.name:
+            what += f" {self.name}"
         where = f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)"
         return f"{self.verb} {what}{where}"
 
 
-def needed_permissions(*, namespace: str, controllers: bool,
-                       lease_namespace: str | None) -> list[Permission]:
-    """What the admission side (always), the controllers and leader election (when on) do."""
-    out = [Permission(verb, "", "secrets", namespace=namespace) for verb in ("get", "update")]
-    out += [Permission(verb, "admissionregistration.k8s.io", kind)
-            for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
-            for verb in ("get", "update")]
+@dataclass(frozen=True)
+class AdmissionNeeds:
+    """The objects the admission side touches: the certificate Secret (read, and written when
+    we manage the certificates) and the two webhook configurations (their caBundles, when we
+    manage the certificates); and whether /metrics reviews tokens and access."""
+
+    secret: str = ""
+    mutating: str = ""
+    validating: str = ""
+    manage_certificates: bool = True
+    review_metrics: bool = False
+
+
+def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: str | None,
+                       admission: AdmissionNeeds | None = None) -> list[Permission]:
+    """What the admission side (always), the controllers and leader election (when on) do.
+    Objects are named where the operator only ever touches one, so RBAC granting just that
+    object (``resourceNames``) passes."""
+    needs = admission or AdmissionNeeds()
+    verbs = ("get", "update") if needs.manage_certificates else ("get",)
+    out = [Permission(verb, "", "secrets", namespace=namespace, name=needs.secret)
+           for verb in verbs]
+    if needs.manage_certificates:
+        out += [Permission(verb, "admissionregistration.k8s.io", kind, name=name)
+                for kind, name in (("mutatingwebhookconfigurations", needs.mutating),
+                                   ("validatingwebhookconfigurations", needs.validating))
+                for verb in ("get", "update")]
+    if needs.review_metrics:
+        out += [Permission("create", "authentication.k8s.io", "tokenreviews"),
+                Permission("create", "authorization.k8s.io", "subjectaccessreviews")]
     if controllers:
         kinds = [(GROUP, PLURAL, ("list", "watch", "patch")),
                  ("apps", "statefulsets", ("list", "watch", "create", "patch", "delete")),
@@ -75,6 +101,8 @@ async def _allowed(kube: KubeClient, permission: Permission) -> bool:
         attributes["subresource"] = permission.subresource
     if permission.namespace:
         attributes["namespace"] = permission.namespace
+    if permission.name:
+        attributes["name"] = permission.name
     review = await kube.request(
         "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
         body={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
@@ -97,7 +125,7 @@ async def _namespace_missing(kube: KubeClient, namespace: str) -> bool:
 
 
 async def check(kube: KubeClient, *, namespace: str, controllers: bool,
-                lease_namespace: str | None,
+                lease_namespace: str | None, admission: AdmissionNeeds | None = None,
                 extra: Iterable[Permission] = ()) -> None:
     """Raise ``StartupError`` listing everything missing: namespaces, the CRD, permissions."""
     problems: list[str] = []
@@ -118,7 +146,8 @@ async def check(kube: KubeClient, *, namespace: str, controllers: bool,
             problems.append(f"the CustomResourceDefinition {PLURAL}.{GROUP} (version "
                             f"{VERSION}) is not installed: apply crds/ first")
     permissions = [*needed_permissions(namespace=namespace, controllers=controllers,
-                                       lease_namespace=lease_namespace), *extra]
+                                       lease_namespace=lease_namespace, admission=admission),
+                   *extra]
     try:
         allowed = await asyncio.gather(*(_allowed(kube, p) for p in permissions))
     except ApiException as exc:
