@@ -19,6 +19,7 @@ from lws_operator.logic.hash_groups import (
 from lws_operator.logic.pod_mutation import mutate_pod
 from lws_operator.logic.restart import scan_failures
 from lws_operator.logic.restart_budget import CLEANUP_FINALIZER
+from lws_operator.logic.revision import revision_key
 from lws_operator.logic.statefulsets import worker_statefulset
 from lws_operator.logic.status import compute_hash_status
 
@@ -299,3 +300,9 @@ def test_a_failed_hash_worker_finds_its_leader_by_host_name() -> None:
 
 def test_now_is_a_valid_timestamp() -> None:
     assert dt.datetime.strptime(NOW, "%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_the_replacement_policy_is_live_not_part_of_the_revision() -> None:
+    assert revision_key(lws(policy="PostTermination")) == revision_key(lws(policy="Immediate"))
+    assert leader_deployment(lws(policy="PostTermination"), "r1") == leader_deployment(
+        lws(policy="Immediate"), "r1")
