@@ -41,7 +41,8 @@ async def run_operator(kubeconfig: Path | str, *flags: str, timeout: float = 60.
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(kubeconfig),
         "--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
-        "--health-port", str(free_port()), "--log-format", "text", *flags,
+        "--health-port", str(free_port()), "--metrics-bind-address", f"127.0.0.1:{free_port()}",
+        "--log-format", "text", *flags,
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         _, err = await asyncio.wait_for(proc.communicate(), timeout)
@@ -164,7 +165,8 @@ async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> Non
                         "name": f"{namespace}-partial"},
             "subjects": [{"kind": "ServiceAccount", "name": "operator",
                           "namespace": namespace}]})
-        code, err = await run_operator(kubeconfig, "--namespace", namespace)
+        code, err = await run_operator(kubeconfig, "--namespace", namespace,
+                                       "--metrics-secure=false")
         assert code == 1, err
         [line] = startup_errors(err)
         missing = line.split("startup error: missing permissions: ", 1)[1].split(", ")
