@@ -22,5 +22,6 @@ COPY --from=build /venv /venv
 ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 # Non-root, numeric so that runAsNonRoot can verify it; owns nothing in the image.
 USER 65532:65532
-EXPOSE 9443 8081
+# Webhooks, health probes, metrics (HTTPS).
+EXPOSE 9443 8081 8443
 ENTRYPOINT ["lws-operator", "run"]

@@ -31,14 +31,16 @@ GOLDEN_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "imagePullSecrets": [{"name": "pull"}],
         "logLevel": "debug",
         "kubeAPI": {"qps": 200, "burst": 400},
-        "featureGates": {"Example": True},
         "gangSchedulingManagement": {"schedulerProvider": "volcano"},
         "leaderElection": {"enabled": False},
         "webhook": {"certificates": "cert-manager", "failurePolicy": "Ignore",
                     "namespaceSelectorExpressions": [
                         {"key": "lws-operator.dev/enabled", "operator": "In",
                          "values": ["true"]}]},
-        "metrics": {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prom"}}},
+        "metrics": {"certSecretName": "lws-metrics-cert", "serviceMonitor": {
+            "enabled": True, "additionalLabels": {"release": "prom"},
+            "tlsConfig": {"ca": {"secret": {"name": "lws-metrics-cert", "key": "ca.crt"}},
+                          "serverName": "lws-lws-operator-metrics.ml-platform.svc"}}},
         "rbac": {"nativeGangScheduling": False},
         "podAnnotations": {"example.com/team": "ml"},
         "podLabels": {"team": "ml"},
@@ -48,6 +50,11 @@ GOLDEN_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "priorityClassName": "system-cluster-critical",
         "extraArgs": ["--rollout-stall-grace=120s"],
         "extraEnv": [{"name": "PYTHONASYNCIODEBUG", "value": "0"}],
+    }),
+    "plain-metrics": ("lws-operator", "lws-system", {
+        "replicaCount": 1,
+        "metrics": {"secure": False, "port": 8080, "servicePort": 8080,
+                    "serviceMonitor": {"enabled": True}},
     }),
     "external-issuer": ("lws-operator", "lws-system", {
         "serviceAccount": {"name": "lws-controller"},

@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -45,7 +46,6 @@ from e2e.kube import Kube, condition, is_ready, wait_for
 from lws_operator.admission.runtime import WebhookOptions
 from lws_operator.logic import certs
 from tests.chart.helm import CHART, helm, objects
-from tests.chart.test_chart_render import pending
 
 pytestmark = pytest.mark.full
 
@@ -221,20 +221,30 @@ def point_webhooks_at(release: Release, port: int) -> None:
                                 "--type=json", "-p", json.dumps(ops))
 
 
-def operator_argv(release: Release, kubeconfig: Path, webhook_port: int,
-                  health_port: int) -> list[str]:
-    """The Deployment's arguments (less those for flags this operator does not have yet), then
-    what a local process needs instead of a pod's network identity."""
-    left_out = pending(release.args)
-    chart_args = [a for a in release.args if a not in left_out]
-    return [str(Path(sys.executable).parent / "lws-operator"), "run", *chart_args,
+# The flags whose values the RBAC run replaces with local ports (the later flag wins).
+LOCAL_OVERRIDES = {"--webhook-port", "--health-port", "--metrics-bind-address"}
+
+
+def operator_argv(release: Release, kubeconfig: Path, webhook_port: int, health_port: int,
+                  metrics_port: int) -> list[str]:
+    """The Deployment's arguments, then what a local process needs instead of a pod's network
+    identity."""
+    return [str(Path(sys.executable).parent / "lws-operator"), "run", *release.args,
             f"--kubeconfig={kubeconfig}", "--webhook-host=127.0.0.1", "--no-register-webhooks",
-            f"--webhook-port={webhook_port}", f"--health-port={health_port}"]
+            f"--webhook-port={webhook_port}", f"--health-port={health_port}",
+            f"--metrics-bind-address=127.0.0.1:{metrics_port}"]
 
 
-def http_get(url: str) -> tuple[int, str]:
+def http_get(url: str, token: str | None = None) -> tuple[int, str]:
+    """GET ``url``; HTTPS without verifying the certificate (the operator's self-signed
+    metrics certificate), with ``token`` as the bearer token if given."""
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
+        with urllib.request.urlopen(request, timeout=5, context=context) as answer:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -374,27 +384,56 @@ def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Po
 
 
 def forbidden_requests(metrics: str) -> tuple[float, float]:
-    """(all requests, requests answered 403) in ``rest_client_requests_total``."""
-    total = refused = 0.0
+    """(all requests, requests answered 403) in ``rest_client_requests_total``, less the one
+    403 the startup check expects: it asks whether its namespace exists with a GET that an
+    identity without access to namespaces, as the chart's, is refused, and goes on
+    (``kube.preflight``)."""
+    total = refused = probes = 0.0
     for family in text_string_to_metric_families(metrics):
         for sample_ in family.samples:
             if sample_.name == "rest_client_requests_total":
                 total += sample_.value
                 if sample_.labels.get("code") == "403":
                     refused += sample_.value
-    return total, refused
+            elif (sample_.name == "lws_operator_api_requests_total"
+                  and sample_.labels == {"verb": "get", "resource": "namespaces",
+                                         "code": "403"}):
+                probes += sample_.value
+    assert probes <= 1, f"{probes:.0f} namespace reads refused; the startup check makes one"
+    return total, refused - probes
+
+
+def metrics_scraper_token(release: Release) -> str:
+    """A token of a ServiceAccount bound to the chart's metrics-reader ClusterRole, as a
+    Prometheus would be. The binding is cluster-scoped: the caller deletes it."""
+    reader = next(r for r in release.rendered("ClusterRole")
+                  if r["metadata"]["name"].endswith("-metrics-reader"))
+    cluster = release.cluster
+    cluster.kubectl("create", "serviceaccount", "scraper", "-n", release.namespace)
+    cluster.kubectl("create", "clusterrolebinding", f"{release.name}-scraper",
+                    f"--clusterrole={reader['metadata']['name']}",
+                    f"--serviceaccount={release.namespace}:scraper")
+    return cluster.kubectl("create", "token", "scraper", "-n", release.namespace,
+                           "--duration=1h").strip()
 
 
 async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
                                                                tmp_path: Path) -> None:
     kubeconfig = service_account_kubeconfig(release, tmp_path / "kubeconfig")
-    webhook_port, health_port = free_port(), free_port()
+    webhook_port, health_port, metrics_port = free_port(), free_port(), free_port()
     point_webhooks_at(release, webhook_port)
+    # The chart serves /metrics over HTTPS to scrapers holding the metrics-reader role: the
+    # operator's TokenReviews and SubjectAccessReviews run under the chart's RBAC too.
+    assert "--metrics-secure=true" in release.args
+    token = metrics_scraper_token(release)
+    metrics_url = f"https://127.0.0.1:{metrics_port}/metrics"
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     # The Deployment's environment: the namespace and name from the downward API.
     env.update(POD_NAMESPACE=release.namespace, POD_NAME=f"{release.name}-0")
     log_path = tmp_path / "operator.log"
-    proc = start(operator_argv(release, kubeconfig, webhook_port, health_port), env, log_path)
+    proc = start(operator_argv(release, kubeconfig, webhook_port, health_port, metrics_port),
+                 env, log_path)
+    metrics = ""
     try:
         async def ready() -> bool:
             assert proc.poll() is None, "the operator exited:\n" + log_path.read_text()
@@ -413,15 +452,24 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
 
         def guard() -> None:
             assert proc.poll() is None, "the operator exited:\n" + log_path.read_text()
-            check_refusals(http_get(f"http://127.0.0.1:{health_port}/metrics")[1],
-                           log_path.read_text())
+            status, text = http_get(metrics_url, token)
+            assert status == 200, f"/metrics answered {status}: {text}"
+            check_refusals(text, log_path.read_text())
 
         await wait_for(injected, timeout=30, what="the caBundle in both configurations")
+        # Scrapers without a token, or without the role, are turned away.
+        assert http_get(metrics_url)[0] == 401
+        operator_token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+        assert http_get(metrics_url, operator_token)[0] == 403
+        assert http_get(f"http://127.0.0.1:{health_port}/metrics")[0] == 404
         await drive_scenarios(release.kube, release.workloads, guard)
-        status, metrics = http_get(f"http://127.0.0.1:{health_port}/metrics")
+        status, metrics = http_get(metrics_url, token)
         assert status == 200
         (tmp_path / "metrics.txt").write_text(metrics)  # kept by pytest for a post-mortem
+        assert "leader_election_master_status" in metrics
     finally:
+        release.cluster.kubectl("delete", "clusterrolebinding", f"{release.name}-scraper",
+                                "--ignore-not-found", check=False)
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(timeout=30)
@@ -440,12 +488,13 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
 
 def test_deployment_arguments_reach_the_test_operator(release: Release) -> None:
     """The RBAC run used the chart's flags: everything but the local-network overrides."""
-    argv = operator_argv(release, Path("k"), 1, 2)
-    left_out = pending(release.args)  # flags of other branches, not in this operator yet
+    argv = operator_argv(release, Path("k"), 1, 2, 3)
     for arg in release.args:
-        if arg.split("=", 1)[0] in {"--webhook-port", "--health-port"} or arg in left_out:
-            continue
         assert arg in argv
+    # Only the ports are replaced, by flags given after the chart's.
+    overridden = [a for a in argv[2 + len(release.args):] if a.split("=", 1)[0] in
+                  LOCAL_OVERRIDES]
+    assert {a.split("=", 1)[0] for a in overridden} == LOCAL_OVERRIDES
 
 
 # ----------------------------------------------------------------------- upgrade and uninstall

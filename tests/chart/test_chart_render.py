@@ -14,11 +14,6 @@ from lws_operator.admission import registration
 from tests.chart.helm import CHART, GOLDEN_CASES, REPO, golden_path, helm, objects, render
 
 CRD_NAME = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
-# Families of flags the chart renders for features other branches add to the operator (leader
-# election, feature gates). While the operator knows no flag of a family, the family's flags are
-# left out of the checks below (and of the RBAC run's command line); once it knows one, every
-# flag of the family that the chart renders must be one it knows.
-PENDING_FAMILIES = ("--leader-elect", "--feature-gates")
 
 
 def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -44,13 +39,6 @@ def run_parser() -> tuple[argparse.ArgumentParser, set[str]]:
     sub = parser.add_subparsers(dest="command")
     _add_run(sub)
     return parser, set(sub.choices["run"]._option_string_actions)
-
-
-def pending(args: list[str]) -> list[str]:
-    """The arguments of a family the operator does not have yet (``PENDING_FAMILIES``)."""
-    _, known = run_parser()
-    absent = [f for f in PENDING_FAMILIES if not any(k.startswith(f) for k in known)]
-    return [a for a in args if a.split("=", 1)[0].startswith(tuple(absent))] if absent else []
 
 
 def container(objs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -122,14 +110,18 @@ def test_webhook_names_and_selectors_follow_values() -> None:
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
 def test_every_rendered_flag_is_the_operators(case: str) -> None:
-    """``lws-operator run`` accepts the Deployment's arguments (a renamed flag would crash the
-    pod at start)."""
+    """``lws-operator run`` accepts every one of the Deployment's arguments (a renamed flag
+    would crash the pod at start), and resolves them into valid options."""
+    from lws_operator.options import resolve
+
     release, namespace, values = GOLDEN_CASES[case]
     args = container(objects(render(release, namespace, values)))["args"]
-    parser, _ = run_parser()
-    left_out = pending(args)
-    parsed = parser.parse_args(["run", *(a for a in args if a not in left_out)])
+    parser, known = run_parser()
+    for arg in args:
+        assert arg.split("=", 1)[0] in known, f"lws-operator run has no flag {arg}"
+    parsed = parser.parse_args(["run", *args])
     assert parsed.command == "run"
+    resolve(parsed, None)  # ConfigError on e.g. bad leader-election timings
 
 
 def test_defaults_people_expect() -> None:
@@ -143,7 +135,10 @@ def test_defaults_people_expect() -> None:
     assert main["securityContext"]["allowPrivilegeEscalation"] is False
     assert main["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert {"--cert-management=self", "--leader-elect", "--kube-api-qps=50",
-            "--kube-api-burst=100", "--log-level=info"} <= set(main["args"])
+            "--kube-api-burst=100", "--log-level=info", "--metrics-bind-address=:8443",
+            "--metrics-secure=true"} <= set(main["args"])
+    assert {p["name"]: p["containerPort"] for p in main["ports"]} == {
+        "webhook-server": 9443, "health": 8081, "metrics": 8443}
     assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
     # Self-managed certificates: an empty Secret the operator fills, no cert-manager objects.
@@ -207,9 +202,12 @@ def test_rbac_has_no_wildcards(case: str) -> None:
         for rule in role["rules"]:
             for key in ("apiGroups", "resources", "verbs", "resourceNames"):
                 assert "*" not in rule.get(key, []), (role["metadata"]["name"], rule)
-            assert not rule.get("nonResourceURLs")
+            # Non-resource URLs: only reading /metrics, in the role for scrapers.
+            if rule.get("nonResourceURLs"):
+                assert role["metadata"]["name"].endswith("-metrics-reader")
+                assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
             # Secrets only by name, in the release namespace.
-            if "secrets" in rule["resources"]:
+            if "secrets" in rule.get("resources", []):
                 assert role["kind"] == "Role"
                 assert rule["resourceNames"]
                 assert set(rule["verbs"]) <= {"get", "update"}
@@ -228,8 +226,8 @@ def test_people_get_leaderworkersets_through_the_default_roles() -> None:
     bound = {b["roleRef"]["name"] for b in by_kind(objs, "ClusterRoleBinding")}
     assert bound == {"lws-operator-manager"}
     off = objects(render(values={"rbac": {"aggregateToDefaultRoles": False}}))
-    assert [r["metadata"]["name"] for r in by_kind(off, "ClusterRole")] == [
-        "lws-operator-manager"]
+    assert sorted(r["metadata"]["name"] for r in by_kind(off, "ClusterRole")) == [
+        "lws-operator-manager", "lws-operator-metrics-reader"]
 
 
 def test_optional_rbac_follows_values() -> None:
@@ -244,8 +242,9 @@ def test_optional_rbac_follows_values() -> None:
     assert "scheduling.k8s.io" not in groups({"rbac": {"nativeGangScheduling": False}})
     role = one(objects(render(values={"leaderElection": {"enabled": False}})), "Role")
     assert not any("coordination.k8s.io" in r["apiGroups"] for r in role["rules"])
+    # The operator elects by default: off must be said.
     args = container(objects(render(values={"leaderElection": {"enabled": False}})))["args"]
-    assert not any(a.startswith("--leader-elect") for a in args)
+    assert [a for a in args if a.startswith("--leader-elect")] == ["--leader-elect=false"]
     bare = objects(render(values={"rbac": {"create": False}}))
     assert not [o for o in bare if o["kind"] in {"ClusterRole", "Role", "ClusterRoleBinding",
                                                  "RoleBinding"}]
@@ -259,3 +258,97 @@ def test_chart_and_package_versions_agree() -> None:
     app_version = re.search(r'^appVersion: "?([^"\n]+)"?$', chart, re.M)
     assert app_version
     assert app_version.group(1) == __version__
+
+
+def test_metrics_follow_values() -> None:
+    """Secure by default: HTTPS on its own port, the reviews granted to the operator, a role for
+    scrapers; plain HTTP without either; nothing at all when disabled."""
+    objs = objects(render(values={"metrics": {"serviceMonitor": {"enabled": True}}}))
+    service = next(s for s in by_kind(objs, "Service")
+                   if s["metadata"]["name"] == "lws-operator-metrics")
+    assert service["spec"]["ports"] == [{"name": "https", "port": 8443, "targetPort": "metrics",
+                                         "protocol": "TCP"}]
+    endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    reviews = [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+                "verbs": ["create"]},
+               {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+                "verbs": ["create"]}]
+    rules = manager_role(objs)["rules"]
+    assert all(r in rules for r in reviews)
+    reader = next(r for r in by_kind(objs, "ClusterRole")
+                  if r["metadata"]["name"] == "lws-operator-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    health = container(objs)["livenessProbe"]["httpGet"]["port"]
+    assert health == "health"
+
+    plain = objects(render(values={"metrics": {"secure": False, "port": 8080,
+                                               "serviceMonitor": {"enabled": True}}}))
+    args = container(plain)["args"]
+    assert {"--metrics-bind-address=:8080", "--metrics-secure=false"} <= set(args)
+    assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in container(plain)[
+        "ports"]
+    endpoint = one(plain, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert (endpoint["port"], endpoint["scheme"]) == ("http", "http")
+    assert "tlsConfig" not in endpoint
+    assert "bearerTokenFile" not in endpoint
+    assert not any(r in manager_role(plain)["rules"] for r in reviews)
+    assert "lws-operator-metrics-reader" not in {
+        r["metadata"]["name"] for r in by_kind(plain, "ClusterRole")}
+
+    off = objects(render(values={"metrics": {"enabled": False}}))
+    assert "--metrics-bind-address=0" in container(off)["args"]
+    assert not any(a.startswith("--metrics-secure") for a in container(off)["args"])
+    assert "metrics" not in {p["name"] for p in container(off)["ports"]}
+    assert not any(s["metadata"]["name"].endswith("-metrics") for s in by_kind(off, "Service"))
+    assert not any(r in manager_role(off)["rules"] for r in reviews)
+
+    # A serving certificate from a Secret: mounted, and passed as --metrics-cert-path.
+    own = objects(render(values={"metrics": {"certSecretName": "mc"}}))
+    pod = one(own, "Deployment")["spec"]["template"]["spec"]
+    mount = next(m for m in container(own)["volumeMounts"] if m["name"] == "metrics-certs")
+    assert f"--metrics-cert-path={mount['mountPath']}" in container(own)["args"]
+    assert {"name": "metrics-certs", "secret": {"secretName": "mc"}} in pod["volumes"]
+
+
+def granted(rules: list[dict[str, Any]], verb: str, group: str, resource: str,
+            name: str = "") -> bool:
+    return any(group in r.get("apiGroups", []) and resource in r.get("resources", [])
+               and verb in r["verbs"]
+               and (not r.get("resourceNames") or (name and name in r["resourceNames"]))
+               for r in rules)
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
+def test_rbac_covers_the_startup_check(case: str) -> None:
+    """Every permission ``lws-operator run`` with the Deployment's arguments asks for at start
+    (``kube.preflight``; it refuses to start without one) is granted by the rendered roles,
+    where the check asks for it: cluster-wide, or in the release namespace."""
+    from lws_operator.kube.preflight import AdmissionNeeds, needed_permissions
+    from lws_operator.options import resolve
+
+    release, namespace, values = GOLDEN_CASES[case]
+    objs = objects(render(release, namespace, values))
+    parser, _ = run_parser()
+    args = parser.parse_args(["run", *container(objs)["args"]])
+    opts = resolve(args, None)
+    needs = AdmissionNeeds(
+        secret=opts.webhook_secret, mutating=args.mutating_webhook_configuration,
+        validating=args.validating_webhook_configuration,
+        manage_certificates=args.cert_management == "self",
+        review_metrics=opts.metrics_bind is not None and args.metrics_secure)
+    needed = needed_permissions(namespace=namespace, controllers=True,
+                                lease_namespace=namespace if opts.leader_elect else None,
+                                admission=needs)
+    cluster_rules = manager_role(objs)["rules"]
+    role = one(objs, "Role")
+    assert role["metadata"]["namespace"] == namespace
+    missing = [str(p) for p in needed
+               if not granted(cluster_rules, p.verb, p.group,
+                              f"{p.resource}/{p.subresource}" if p.subresource else p.resource,
+                              p.name)
+               and not (p.namespace == namespace and granted(
+                   role["rules"], p.verb, p.group, p.resource, p.name))]
+    assert not missing, f"the chart does not grant: {missing}"

@@ -119,7 +119,8 @@ async def test_the_flag_reaches_the_process(clusters: Clusters, tmp_path: Path) 
                   f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
                   "--webhook-host=127.0.0.1", "--disable-controllers",
                   "--cert-management=external", "--cert-sync-interval=0.5s",
-                  f"--webhook-port={free_port()}", f"--health-port={health}"],
+                  f"--webhook-port={free_port()}", f"--health-port={health}",
+                  "--metrics-bind-address=0"],
                  {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, log_path)
     try:
         async def alive() -> bool:

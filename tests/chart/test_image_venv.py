@@ -114,12 +114,15 @@ async def test_run_serves_health_against_the_cluster(image_venv: Path, clusters:
     cluster = clusters.get("full")
     namespace = f"image-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", namespace)
-    health = free_port()
+    health, metrics_port = free_port(), free_port()
     log_path = tmp_path / "operator.log"
+    # /metrics on a port of its own, plain HTTP here (the RBAC run of test_chart_install
+    # scrapes the authenticated HTTPS one).
     proc = start([str(image_venv / "bin" / "lws-operator"), "run",
                   f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
                   "--webhook-host=127.0.0.1", "--no-register-webhooks", "--disable-controllers",
-                  f"--webhook-port={free_port()}", f"--health-port={health}"],
+                  f"--webhook-port={free_port()}", f"--health-port={health}",
+                  f"--metrics-bind-address=127.0.0.1:{metrics_port}", "--metrics-secure=false"],
                  {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, log_path)
     try:
         async def ready() -> bool:
@@ -128,7 +131,7 @@ async def test_run_serves_health_against_the_cluster(image_venv: Path, clusters:
 
         await wait_for(ready, timeout=60, what="/readyz")
         assert http_get(f"http://127.0.0.1:{health}/healthz") == (200, "ok")
-        status, metrics = http_get(f"http://127.0.0.1:{health}/metrics")
+        status, metrics = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
         assert status == 200
         assert "rest_client_requests_total" in metrics
     finally:

@@ -53,3 +53,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "lws-operator.certManager" -}}
 {{- if eq .Values.webhook.certificates "cert-manager" }}true{{ else if eq .Values.webhook.certificates "self" }}{{ else }}{{ fail "webhook.certificates must be self or cert-manager" }}{{ end }}
 {{- end }}
+
+{{/* The metrics Service's port name (the ServiceMonitor scrapes it by name). */}}
+{{- define "lws-operator.metricsPortName" -}}
+{{- if .Values.metrics.secure }}https{{ else }}http{{ end }}
+{{- end }}
