@@ -38,10 +38,11 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.logic.gang import gated
-from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.logic.objects import host_name, labels_of, meta_of
 from lws_operator.logic.readiness import group_ready, revision_key
 from lws_operator.logic.restart import pending_state, restarted
 from lws_operator.logic.restart_budget import count_key, exhausted, limits_of, read_counts
+from lws_operator.logic.statefulsets import hashed
 
 STATES: Final = ("ready", "progressing", "failed", "gated", "unschedulable", "terminating",
                  "exhausted", "missing")
@@ -100,7 +101,7 @@ def group_views(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
         own = [p for p in members[group]
                if p is leader or not meta_of(p).get("deletionTimestamp")]
         failure = any(_failed(p) for p in own)
-        worker_sts = workers.get(str(meta.get("name")))
+        worker_sts = workers.get(host_name(leader))
         if exhausted(leader):
             state = "exhausted"
         elif meta.get("deletionTimestamp"):
@@ -128,7 +129,11 @@ def state_counts(lws: Mapping[str, Any], views: Iterable[GroupView]) -> dict[str
         counts[view.state] += 1
         present.add(view.group)
     replicas = int((lws.get("spec") or {}).get("replicas") or 0)
-    counts["missing"] = sum(1 for i in range(replicas) if str(i) not in present)
+    if hashed(dict(lws)):  # groups have keys, not ordinals: count the shortfall
+        live = sum(n for state, n in counts.items() if state not in ("terminating", "exhausted"))
+        counts["missing"] = max(0, replicas - live)
+    else:
+        counts["missing"] = sum(1 for i in range(replicas) if str(i) not in present)
     return counts
 
 

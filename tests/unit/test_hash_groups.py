@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lws_operator.logic.group_metrics import group_views, state_counts
 from lws_operator.logic.hash_groups import (
     leader_deployment,
     plan_admission,
@@ -306,3 +307,11 @@ def test_the_replacement_policy_is_live_not_part_of_the_revision() -> None:
     assert revision_key(lws(policy="PostTermination")) == revision_key(lws(policy="Immediate"))
     assert leader_deployment(lws(policy="PostTermination"), "r1") == leader_deployment(
         lws(policy="Immediate"), "r1")
+
+
+def test_group_metrics_find_hash_workers_by_host_and_count_the_shortfall() -> None:
+    pods = [leader("a", ready=True), leader("b", gated=True)]
+    views = group_views(lws(replicas=3), pods, [sts("a")])
+    assert {v.group: v.state for v in views} == {"aaaaaaaa": "ready", "bbbbbbbb": "gated"}
+    counts = state_counts(lws(replicas=3), views)
+    assert (counts["ready"], counts["gated"], counts["missing"]) == (1, 1, 1)
