@@ -23,6 +23,7 @@ from e2e.cluster.faults import fail_pod
 from e2e.cluster.stages import STOP_AFTER_GRACE_ANNOTATION
 from e2e.controllers.harness import Operator
 from e2e.kube import condition, is_ready, wait_for
+from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.full
 
@@ -243,6 +244,43 @@ async def test_hash_groups_get_random_keys_host_names_and_a_group_ready_gate(
                            and status.get("replicas") == 2) else None
 
         await wait_for(available, timeout=30, what="LWS Available with 2 ready groups")
+    finally:
+        await remove(op, name)
+
+
+async def test_a_hash_set_at_rest_and_a_restarted_operator_write_nothing(
+        operator: Operator) -> None:
+    """Passes over a settled Hash set (woken by a pod label change) write nothing, and a second
+    operator instance priming its caches against it (a restart, an upgrade) writes nothing and
+    replaces no pod."""
+    op = operator
+    name = "hash-rest"
+    await op.kube.create(hash_lws(name, replicas=2, size=2), op.namespace)
+    try:
+        groups = await settle(op, name, replicas=2, size=2)
+        await asyncio.sleep(2)  # the last status write lands
+        before = op.writes()
+        for pod in groups.pods:  # wakes a pass per pod event
+            await op.kube.patch("v1", "Pod", pod["metadata"]["name"],
+                                {"metadata": {"labels": {"poke": "1"}}}, op.namespace)
+        await asyncio.sleep(3)
+        assert op.writes() == before
+        second = await start_controllers(op.kubeconfig, workers=2)
+
+        async def settled() -> bool:
+            runtime = second.runtime
+            return (runtime.cache.synced and len(runtime.queue) == 0
+                    and not runtime.queue.processing())
+
+        await wait_for(settled, timeout=60, what="the second instance's passes")
+        await asyncio.sleep(2)
+        await second.close()
+        restarted = Operator(op.kube, op.namespace, second.runtime, second.registry,
+                             op.kubeconfig, op.cluster)
+        assert restarted.writes() == {}
+        after = await snapshot(op, name)
+        assert {p["metadata"]["uid"] for p in after.pods} == {
+            p["metadata"]["uid"] for p in groups.pods}
     finally:
         await remove(op, name)
 
