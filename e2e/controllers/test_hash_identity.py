@@ -484,3 +484,27 @@ async def test_the_restart_budget_follows_the_replacement(operator: Operator) ->
         assert list(counts.values()) == [2]
     finally:
         await remove(op, name)
+
+
+async def test_hash_groups_with_native_gang_scheduling(operator: Operator) -> None:
+    """Replica-level gangs in Hash mode: one PodGroup per group, named with the group key's
+    prefix; a leader leaves the gate only once admitted and its PodGroup exists."""
+    op = operator
+    name = "hash-gang"
+    body = hash_lws(name, replicas=2, size=2)
+    body["spec"]["scheduling"] = {}
+    await op.kube.create(body, op.namespace)
+    try:
+        groups = await settle(op, name, replicas=2, size=2)
+        pod_groups = [g for g in await op.kube.list(
+            "scheduling.k8s.io/v1beta1", "PodGroup", op.namespace,
+            label_selector=f"{P}name={name}") if not g["metadata"].get("deletionTimestamp")]
+        names = {g["metadata"]["name"] for g in pod_groups}
+        assert len(names) == 2
+        for key in groups.leaders:
+            members = [p for p in groups.pods if key_of(p) == key]
+            (group_name,) = {p["spec"]["schedulingGroup"]["podGroupName"] for p in members}
+            assert group_name in names
+            assert f"-{key[:8]}-" in group_name
+    finally:
+        await remove(op, name)
