@@ -214,10 +214,22 @@ def observe(memory: Memory | None, lws: Mapping[str, Any], views: list[GroupView
     recreations: list[str] = []
     groups: dict[str, GroupView] = {}
     ready_done = set()
+    hash_mode = hashed(dict(lws))
+    newest = max((v for v in views if v.state != "terminating" and v.created is not None),
+                 key=lambda v: v.created or 0.0, default=None)
     for view in views:
         old = previous.groups.get(view.group)
         if old is not None and old.leader_uid == view.leader_uid:
             view = replace(view, failure_seen=view.failure_seen or old.failure_seen)
+            if (hash_mode and not first and view.state == "terminating"
+                    and old.state not in ("terminating", "exhausted")):
+                # Hash mode: a replacement comes under a new key, so a recreation shows as a
+                # live group starting to terminate: after a failure, or on another revision
+                # than the newest leader's (a rollout). Scale-down is neither.
+                if view.failure_seen:
+                    recreations.append("pod-failure")
+                elif newest is not None and view.revision != newest.revision:
+                    recreations.append("rollout")
         elif old is not None and not first:
             recreations.append(_recreation_reason(old, view))
         groups[view.group] = view

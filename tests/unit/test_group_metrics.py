@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -153,6 +154,22 @@ def test_a_failure_seen_earlier_in_an_incarnation_is_its_reason() -> None:
     memory, _ = observe(memory, lws(), [], RolloutView(False), T0 + 3)  # between incarnations
     _, seen = observe(memory, lws(), [view(uid="u2")], RolloutView(False), T0 + 4)
     assert seen.recreations == ("pod-failure",)
+
+
+@pytest.mark.parametrize(("failure", "revision", "reasons"), [
+    (True, "r1", ("pod-failure",)),
+    (False, "r0", ("rollout",)),   # an older revision than the newest leader's
+    (False, "r1", ()),             # scale-down: not a recreation
+])
+def test_hash_recreations_show_as_a_group_starting_to_terminate(
+        failure: bool, revision: str, reasons: tuple[str, ...]) -> None:
+    spec = {**lws(), "spec": {**lws()["spec"], "groupIdentity": "Hash"}}
+    newest = view(group="bbbbbbbb", uid="ub", revision="r1", created=T0 + 1)
+    before = view(group="aaaaaaaa", revision=revision, state="ready", failure=failure)
+    memory, _ = observe(None, spec, [before, newest], RolloutView(False), T0 + 2)
+    _, seen = observe(memory, spec, [replace(before, state="terminating"), newest],
+                      RolloutView(False), T0 + 3)
+    assert seen.recreations == reasons
 
 
 def test_time_to_ready_is_observed_once_per_incarnation() -> None:
