@@ -37,6 +37,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.logic.keys import parse_int, split_ordinal, trunc_div, trunc_mod
+from lws_operator.logic.objects import host_name
 
 # A Kubernetes quantity: a signed decimal and an optional SI, binary or exponent suffix.
 _QUANTITY: Final = re.compile(
@@ -181,7 +182,7 @@ def _add_group_env(pod: dict[str, Any], size: int) -> None:
     leader_has_tpus = annotations.get(LEADER_REQUESTS_TPUS_ANNOTATION) == "true"
 
     if _is_leader(labels):
-        leader_name, rank = pod_name, 0
+        leader_name, rank = host_name(pod), 0  # a Hash leader has no name yet, only a host
     else:
         leader_name, rank = _split_worker_name(pod_name)
         if not leader_has_tpus:
@@ -260,7 +261,7 @@ def _add_subgroup_env(pod: dict[str, Any]) -> None:
 
     start, end = size * index + 1, size * (index + 1)
     if leader:
-        leader_name, with_leader, end = pod_name, True, end - 1
+        leader_name, with_leader, end = host_name(pod), True, end - 1
     else:
         leader_name, _ = _split_worker_name(pod_name)
         with_leader = leader_has_tpus and index == 0

@@ -315,3 +315,17 @@ def test_group_metrics_find_hash_workers_by_host_and_count_the_shortfall() -> No
     assert {v.group: v.state for v in views} == {"aaaaaaaa": "ready", "bbbbbbbb": "gated"}
     counts = state_counts(lws(replicas=3), views)
     assert (counts["ready"], counts["gated"], counts["missing"]) == (1, 1, 1)
+
+
+def test_tpu_hosts_of_a_hash_group_use_the_leader_host_name() -> None:
+    spec = lws(size=3)
+    container = spec["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"google.com/tpu": "4"}}
+    template = leader_deployment(spec, "r1")["spec"]["template"]
+    pod = mutate_pod({"metadata": {"generateName": "s-7d9f-", "namespace": "ns",
+                                   **template["metadata"]}, "spec": template["spec"]},
+                     random_key=lambda: "89abcdef" * 5)
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["TPU_WORKER_HOSTNAMES"] == "s-89abcdef.s,s-89abcdef-1.s,s-89abcdef-2.s"
+    assert env["TPU_NAME"] == "s-89abcdef"
+    assert env["TPU_WORKER_ID"] == "0"
