@@ -76,6 +76,11 @@ async def running_operator(cluster: LocalCluster,
                                           scheduler_provider=scheduler_provider)
     yield Operator(kube, namespace, controllers.runtime, controllers.registry,
                    str(cluster.kubeconfig), cluster)
+    # LeaderWorkerSets a test left behind go first: deleted by the namespace later, they could
+    # outlive this operator and keep the next module's one busy with a terminating namespace.
+    for lws in await kube.list("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", namespace):
+        await kube.delete("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",
+                          lws["metadata"]["name"], namespace)
     await controllers.close()
     await stop_webhooks(hooks)
     await kube.delete("v1", "Namespace", namespace)
