@@ -54,6 +54,7 @@ from lws_operator.logic.events import Event
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.readiness import containers_ready, pod_ready
 from lws_operator.logic.reconcile import (
+    RevisionDecision,
     decide_revision,
     first_difference,
     owned_by,
@@ -176,17 +177,7 @@ class LeaderWorkerSetReconciler:
         workers = [s for s in statefulsets if s is not leader_sts]
         pods = self.cache["Pod"].owned_by(key)
         leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
-        revisions: list[Mapping[str, Any]] = [
-            r for r in self.cache["ControllerRevision"].owned_by(key) if owned_by(r, lws)]
-
-        decision = decide_revision(lws, leader_sts, revisions)
-        if decision.create is not None:
-            created = await self._create(f"{APPS}/controllerrevisions", namespace, decision.create)
-            if created is not None:
-                self.cache["ControllerRevision"].upsert(created)
-            revisions.append(created or decision.create)
-        for event in decision.events:
-            await self.events.record(lws, event)
+        decision, revisions = await self._ensure_revision(key, lws, leader_sts)
         key_now = decision.current_key
 
         rollout = plan_rollout(rollout_snapshot(lws, leader_sts, leaders, workers, key_now,
@@ -282,7 +273,7 @@ class LeaderWorkerSetReconciler:
         """A pass over a Hash-mode LeaderWorkerSet (``logic.hash_groups``): failures as in
         Ordinal mode, then the revision, the leader Deployment, retained groups, Services,
         admission of gated leaders, worker StatefulSets, group-ready conditions and status."""
-        namespace, name = key
+        name = key[1]
         statefulsets = self.cache["StatefulSet"].owned_by(key)
         handled, restart_requeue = await self._handle_failures(
             key, lws, self.cache["Pod"].owned_by(key), statefulsets,
@@ -292,16 +283,7 @@ class LeaderWorkerSetReconciler:
         await self._stop_workers(lws, self.cache["Pod"].owned_by(key), statefulsets)
         deployment = next((d for d in self.cache["Deployment"].owned_by(key)
                            if name_of(d) == name and owned_by(d, lws)), None)
-        revisions: list[Mapping[str, Any]] = [
-            r for r in self.cache["ControllerRevision"].owned_by(key) if owned_by(r, lws)]
-        decision = decide_revision(lws, deployment, revisions)
-        if decision.create is not None:
-            created = await self._create(f"{APPS}/controllerrevisions", namespace, decision.create)
-            if created is not None:
-                self.cache["ControllerRevision"].upsert(created)
-            revisions.append(created or decision.create)
-        for event in decision.events:
-            await self.events.record(lws, event)
+        decision, revisions = await self._ensure_revision(key, lws, deployment)
         key_now = decision.current_key
 
         pods = self.cache["Pod"].owned_by(key)
@@ -350,6 +332,24 @@ class LeaderWorkerSetReconciler:
                                      leaders, workers, now)
         return await self._finish(lws, key_now, status, pods, scheduling, revisions,
                                   _earliest(requeue, restart_requeue), now)
+
+    async def _ensure_revision(self, key: Key, lws: dict[str, Any],
+                               leader_owner: Mapping[str, Any] | None
+                               ) -> tuple[RevisionDecision, list[Mapping[str, Any]]]:
+        """SPEC 3.2 steps 3-4 in both identity modes: the revision the leader StatefulSet or
+        Deployment (``leader_owner``) carries, created when missing, with its Events; returns
+        the decision and the LeaderWorkerSet's revisions, the new one included."""
+        revisions: list[Mapping[str, Any]] = [
+            r for r in self.cache["ControllerRevision"].owned_by(key) if owned_by(r, lws)]
+        decision = decide_revision(lws, leader_owner, revisions)
+        if decision.create is not None:
+            created = await self._create(f"{APPS}/controllerrevisions", key[0], decision.create)
+            if created is not None:
+                self.cache["ControllerRevision"].upsert(created)
+            revisions.append(created or decision.create)
+        for event in decision.events:
+            await self.events.record(lws, event)
+        return decision, revisions
 
     async def _apply_leader_deployment(self, lws: dict[str, Any], key_now: str,
                                        live: dict[str, Any] | None) -> None:
