@@ -27,7 +27,6 @@ and the user recovered it), ``rollout`` (the new leader carries another template
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -38,7 +37,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.logic.gang import gated
-from lws_operator.logic.objects import host_name, labels_of, meta_of
+from lws_operator.logic.objects import epoch_seconds, host_name, labels_of, meta_of
 from lws_operator.logic.readiness import group_ready, revision_key
 from lws_operator.logic.restart import pending_state, restarted
 from lws_operator.logic.restart_budget import count_key, exhausted, limits_of, read_counts
@@ -47,15 +46,6 @@ from lws_operator.logic.statefulsets import hashed
 STATES: Final = ("ready", "progressing", "failed", "gated", "unschedulable", "terminating",
                  "exhausted", "missing")
 RECREATION_REASONS: Final = ("rollout", "pod-failure", "pod-deleted", "recovered")
-
-
-def _timestamp(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _failed(pod: Mapping[str, Any]) -> bool:
@@ -116,7 +106,7 @@ def group_views(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
             state = "unschedulable"
         else:
             state = "progressing"
-        out.append(GroupView(group, uid, _timestamp(meta.get("creationTimestamp")),
+        out.append(GroupView(group, uid, epoch_seconds(meta.get("creationTimestamp")),
                              revision_key(leader), state, failure))
     return out
 

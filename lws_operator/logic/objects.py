@@ -6,6 +6,7 @@ raise on a missing or malformed ``metadata``, which every layer relies on.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,3 +37,14 @@ def host_name(leader_pod: Mapping[str, Any]) -> str:
     spec = leader_pod.get("spec")
     hostname = spec.get("hostname") if isinstance(spec, Mapping) else None
     return hostname if isinstance(hostname, str) and hostname else name_of(leader_pod)
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """An RFC 3339 timestamp as the API writes it (``creationTimestamp``, a condition's
+    ``lastTransitionTime``) in seconds since the epoch; None when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

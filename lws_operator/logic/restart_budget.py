@@ -29,7 +29,6 @@ behaviour, and no write at all).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.logic.events import Event
-from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.logic.objects import epoch_seconds, labels_of, meta_of
 from lws_operator.logic.restart import Recreation
 
 # The finalizer that keeps an exhausted group's pods as API objects after they stopped.
@@ -68,13 +67,6 @@ def _int(value: Any) -> int | None:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return None
-
-
-def _timestamp(value: str) -> float | None:
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def count_key(revision: str, group: str) -> str:
@@ -181,7 +173,7 @@ def plan_restarts(lws: Mapping[str, Any], candidates: Iterable[Recreation],
         if limits.max_restarts is not None and count >= limits.max_restarts:
             plan.exhaust.append(recreation)
             continue
-        created = _timestamp(recreation.created) if recreation.created else None
+        created = epoch_seconds(recreation.created) if recreation.created else None
         remaining = limits.delay(count) - (now - created) if created is not None else 0.0
         if remaining > 0:
             plan.deferred.append(Deferral(recreation, remaining, count))

@@ -17,7 +17,6 @@ The stall is an overlay on the status SPEC 3.7 computes: :func:`unstall_view` hi
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,25 +31,17 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
 )
 from lws_operator.logic.events import Event
+from lws_operator.logic.objects import epoch_seconds
 
 REASON_ROLLOUT_STALLED = "RolloutStalled"
 DEFAULT_GRACE_SECONDS = 60.0
-
-
-def _time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _unschedulable_since(pod: Mapping[str, Any]) -> tuple[float, str] | None:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if (cond.get("type") == "PodScheduled" and cond.get("status") == "False"
                 and cond.get("reason") == "Unschedulable"):
-            since = _time(cond.get("lastTransitionTime"))
+            since = epoch_seconds(cond.get("lastTransitionTime"))
             if since is not None:
                 return since, str(cond.get("message") or "")
     return None
