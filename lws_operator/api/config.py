@@ -23,6 +23,7 @@ from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -158,26 +159,22 @@ class LeaderElection(_Strict):
         return self
 
 
-class ControllerMetrics(_Strict):
-    bindAddress: str = ":8443"
+def _bind_address(value: str) -> str:
+    parse_bind_address(value)  # raises ValueError naming the value
+    return value
 
-    @field_validator("bindAddress")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        parse_bind_address(value)
-        return value
+
+BindAddress = Annotated[str, AfterValidator(_bind_address)]
+
+
+class ControllerMetrics(_Strict):
+    bindAddress: BindAddress = ":8443"
 
 
 class ControllerHealth(_Strict):
-    healthProbeBindAddress: str = ":8081"
+    healthProbeBindAddress: BindAddress = ":8081"
     readinessEndpointName: str = "/readyz"
     livenessEndpointName: str = "/healthz"
-
-    @field_validator("healthProbeBindAddress")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        parse_bind_address(value)
-        return value
 
     @field_validator("readinessEndpointName", "livenessEndpointName")
     @classmethod
