@@ -22,6 +22,16 @@ from e2e.cluster.launcher import free_port
 CURRENT = Path(sys.executable).with_name("lws-operator")  # this checkout (editable install)
 
 
+def answers_ready(health_port: int) -> bool:
+    """Whether an operator process's ``/readyz`` on 127.0.0.1 answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz",
+                                    timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
 @dataclass
 class OperatorProcess:
     kubeconfig: str
@@ -66,12 +76,7 @@ class OperatorProcess:
             await asyncio.sleep(0.25)
 
     def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz",
-                                        timeout=2) as answer:
-                return bool(answer.status == 200)
-        except OSError:
-            return False
+        return answers_ready(self.health_port)
 
     def log_tail(self, chars: int = 4000) -> str:
         try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.cluster.launcher import free_port
+from e2e.operator_process import answers_ready
 
 REPO = Path(__file__).resolve().parents[2]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -101,12 +102,7 @@ class OperatorProcess:
         self._sampler = asyncio.create_task(self._sample_memory())
 
     def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz",
-                                        timeout=2) as answer:
-                return bool(answer.status == 200)
-        except OSError:
-            return False
+        return answers_ready(self.health_port)
 
     async def start_profiler(self, rate: int = 50) -> None:
         """Sample every thread of the operator with py-spy until ``stop``."""

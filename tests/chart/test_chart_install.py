@@ -383,6 +383,16 @@ def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Po
                                 stdin=subprocess.DEVNULL, env=env)
 
 
+def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> int:
+    """SIGTERM, SIGKILL after ``grace`` seconds; the exit code."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 def forbidden_requests(metrics: str) -> tuple[float, float]:
     """(all requests, requests answered 403) in ``rest_client_requests_total``, less the one
     403 the startup check expects: it asks whether its namespace exists with a GET that an
@@ -470,12 +480,7 @@ async def test_operator_needs_nothing_beyond_the_charts_rbac(release: Release,
     finally:
         release.cluster.kubectl("delete", "clusterrolebinding", f"{release.name}-scraper",
                                 "--ignore-not-found", check=False)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
+        code = stop(proc)
     log_text = log_path.read_text()
     total, _ = forbidden_requests(metrics)
     assert total > 0, "no API request was counted: the check below would prove nothing"

@@ -9,9 +9,7 @@ import asyncio
 import base64
 import datetime as dt
 import os
-import signal
 import ssl
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -27,7 +25,7 @@ from e2e.kube import Kube, wait_for
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.client import KubeClient
 from lws_operator.logic import certs
-from tests.chart.test_chart_install import http_get, start
+from tests.chart.test_chart_install import http_get, start, stop
 
 pytestmark = pytest.mark.full
 
@@ -145,12 +143,7 @@ async def test_the_flag_reaches_the_process(clusters: Clusters, tmp_path: Path) 
             live = await kube.get("admissionregistration.k8s.io/v1", kind, default)
             assert live is None or "url" not in live["webhooks"][0]["clientConfig"]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
+        code = stop(proc)
         await kube.delete("v1", "Namespace", namespace)
         await kube.close()
     assert code == 0, log_path.read_text()

@@ -16,7 +16,6 @@ import fcntl
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from conftest import Clusters
 from e2e.cluster.launcher import cache_root, free_port
 from e2e.kube import wait_for
 from tests.chart.helm import REPO
-from tests.chart.test_chart_install import http_get, start
+from tests.chart.test_chart_install import http_get, start, stop
 
 SCRIPT = REPO / "hack" / "image-venv.sh"
 LOCK = REPO / "requirements.lock"
@@ -135,11 +134,6 @@ async def test_run_serves_health_against_the_cluster(image_venv: Path, clusters:
         assert status == 200
         assert "rest_client_requests_total" in metrics
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
+        code = stop(proc)
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     assert code == 0, log_path.read_text()
