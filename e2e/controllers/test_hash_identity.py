@@ -22,6 +22,7 @@ import pytest
 from e2e.cluster.faults import fail_pod
 from e2e.cluster.stages import STOP_AFTER_GRACE_ANNOTATION
 from e2e.controllers.harness import Operator
+from e2e.controllers.test_failure_handling import get_lws, pods_of, remove
 from e2e.kube import condition, is_ready, wait_for
 from e2e.operator import start_controllers
 
@@ -55,10 +56,6 @@ def hash_lws(name: str, replicas: int = 2, size: int = 3, *, image: str = "engin
     return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
             "spec": {"replicas": replicas, "groupIdentity": "Hash",
                      "leaderWorkerTemplate": lwt, **spec}}
-
-
-async def pods_of(op: Operator, name: str) -> list[dict[str, Any]]:
-    return await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
 
 
 def labels(pod: dict[str, Any]) -> dict[str, str]:
@@ -172,21 +169,6 @@ async def recording(op: Operator, name: str) -> AsyncIterator[list[Groups]]:
     finally:
         done.set()
         await task
-
-
-async def get_lws(op: Operator, name: str) -> dict[str, Any]:
-    got = await op.kube.get(API, KIND, name, op.namespace)
-    assert got is not None
-    return got
-
-
-async def remove(op: Operator, name: str) -> None:
-    await op.kube.delete(API, KIND, name, op.namespace)
-
-    async def gone() -> bool:
-        return not await pods_of(op, name)
-
-    await wait_for(gone, timeout=120, what=f"{name}'s pods gone")
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, str]:
