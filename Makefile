@@ -58,6 +58,10 @@ crd-check: build-cluster ## fail if crds/ differs from what the generator produc
 test: build-cluster lint ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+.PHONY: chaos
+chaos: build-cluster ## reliability runs at full size (operator kills, API and webhook faults, fuzzing, load)
+	LWS_CHAOS=full $(BIN)/pytest e2e/chaos -s --timeout 7200 $(PYTEST_ARGS)
+
 .PHONY: e2e-metrics
 e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), upgrade safety
 	$(BIN)/pytest e2e/metrics e2e/upgrade $(PYTEST_ARGS)
