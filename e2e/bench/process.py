@@ -48,6 +48,7 @@ class OperatorProcess:
     log_path: Path
     profile_path: Path | None = None
     workers: int = 8
+    extra_args: list[str] = field(default_factory=list)  # further `lws-operator run` flags
     health_port: int = field(default_factory=free_port)
     webhook_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
@@ -81,7 +82,8 @@ class OperatorProcess:
                 "--webhook-secret", f"lws-bench-cert-{self.run_id}",
                 "--mutating-webhook-configuration", mutating,
                 "--validating-webhook-configuration", validating,
-                "--workers", str(self.workers), "--log-format", "text", "--log-level", "info"]
+                "--workers", str(self.workers), "--log-format", "text", "--log-level", "info",
+                *self.extra_args]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         try:
