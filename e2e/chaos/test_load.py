@@ -12,10 +12,12 @@ there without writes.
 
 Judged from the operator's own ``/metrics`` (sampled every two seconds) and ``/proc``:
 
-- **Request rate.** The token bucket allows ``QPS * t + BURST`` requests in any ``t`` seconds;
-  every pair of samples at least ten seconds apart is checked against that bound, and the
-  limiter must have made callers wait (else the load never reached the budget and the check
-  proved nothing).
+- **Request rate.** The token bucket allows ``QPS * t + BURST`` request starts in any ``t``
+  seconds; every pair of samples at least ten seconds apart is checked against that bound, every
+  request the operator made must have passed the bucket (once at rest, the started and the
+  answered requests are the same number), and the limiter must have made callers wait (else the
+  load never reached the budget and the check proved nothing). kopf's own list and watch
+  requests do not go through our client and are not counted; they are a handful per kind.
 - **No backoff storm.** Reconcile errors (each one a backoff retry) stay a small share of the
   passes; during the final quiet period there are none for these sets' objects.
 - **Flat memory.** After the first round (caches filled, code paths warmed), the median RSS of
@@ -94,7 +96,8 @@ def round_patch(round_: int) -> dict[str, Any]:
 @dataclass
 class Sample:
     at: float
-    requests: float
+    requests: float  # completed (counted when the answer arrives)
+    started: float  # let through by the token bucket (counted when the request starts)
     limiter_waits: float
     reconciles: float
     errors: float
@@ -164,6 +167,7 @@ async def sample(operator: OperatorProcess, run: Run, stop: asyncio.Event) -> No
         run.samples.append(Sample(
             at=time.monotonic(),
             requests=figures.total(scrape, "rest_client_requests_total"),
+            started=figures.total(scrape, "rest_client_rate_limiter_duration_seconds_count"),
             limiter_waits=figures.total(scrape, "rest_client_rate_limiter_duration_seconds_sum"),
             reconciles=figures.total(scrape, "controller_runtime_reconcile_total"),
             errors=figures.total(scrape, "controller_runtime_reconcile_errors_total"),
@@ -232,15 +236,19 @@ async def wait_until(kube: Kube, namespace: str, done: Any, round_: int,
 
 
 def max_window_excess(samples: list[Sample]) -> tuple[float, float]:
-    """The largest ``requests - (QPS * t + BURST)`` over sample pairs at least ``RATE_WINDOW``
-    apart (<= 0 when the bucket's bound held), and the highest rate seen over such a window."""
+    """The largest ``started - (QPS * t + BURST)`` over sample pairs at least ``RATE_WINDOW``
+    apart (<= 0 when the bucket's bound held), and the highest start rate over such a window.
+
+    Starts, not completions: answers delayed by a busy API server arrive bunched together, so a
+    window can see more completions than the bucket let through in it (a first run of the full
+    size saw 38/s of completions over ten seconds against 25/s of starts)."""
     excess, peak = float("-inf"), 0.0
     for i, a in enumerate(samples):
         for b in samples[i + 1:]:
             span = b.at - a.at
             if span < RATE_WINDOW:
                 continue
-            done = b.requests - a.requests
+            done = b.started - a.started
             excess = max(excess, done - (QPS * span + BURST))
             peak = max(peak, done / span)
             break  # the first pair far enough apart: the tightest window from ``a``
@@ -311,13 +319,17 @@ async def test_many_sets_rolled_at_once_while_pods_churn(
     print(f"[load] {round_} rounds (mean {statistics.mean(run.rounds):.1f}s, "
           f"max {max(run.rounds):.1f}s), {run.faults} faults injected "
           f"({run.fault_misses} picks missed), {last.requests - first.requests:.0f} requests, "
-          f"peak {peak:.1f} req/s over {RATE_WINDOW:.0f}s windows (bound {QPS}/s + {BURST}), "
+          f"peak {peak:.1f} starts/s over {RATE_WINDOW:.0f}s windows (bound {QPS}/s + {BURST}), "
           f"limiter wait {last.limiter_waits - first.limiter_waits:.1f}s in total, "
           f"{reconciles:.0f} passes, {errors:.0f} errors, RSS {early:.1f} -> {late:.1f} MiB "
           f"(peak {max(s.rss for s in samples):.1f}), errors during the quiet period "
           f"{last.errors - errors_before:.0f}", file=sys.stderr)
 
     assert excess <= 0, f"the request rate exceeded the budget by {excess:.0f} requests"
+    # A request in flight at the last scrape has started but not been answered: only more
+    # answers than starts means a request that went around the bucket.
+    assert last.requests <= last.started, \
+        f"{last.requests - last.started:.0f} requests did not wait for the token bucket"
     assert last.limiter_waits > first.limiter_waits, \
         "the load never reached the request budget: the rate check proved nothing"
     assert errors <= 0.05 * reconciles, \
