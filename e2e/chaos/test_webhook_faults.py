@@ -12,11 +12,15 @@ looks like to the API server:
 
 While it is down: a deleted worker pod cannot be recreated (the StatefulSet reports FailedCreate
 naming our webhook), a direct create of a pod with the LeaderWorkerSet labels fails with the same
-error, creating or updating a LeaderWorkerSet fails naming its webhook; a plain pod and a
-Deployment's pods, in the same namespace and in another one, are created and become Ready (the
-pod webhooks select only pods carrying the LeaderWorkerSet name label). When it is back, the
-missing pod is created, every group is whole and Ready, and no pod of the other groups was
-replaced (same UIDs).
+error, creating or updating a LeaderWorkerSet fails naming its webhook, and so does a label
+change on an LWS pod (``vpod.kb.io`` checks updates); deleting pods is never blocked (no webhook
+has a DELETE rule). A plain pod and a Deployment's pods, in the same namespace and in another
+one, are created and become Ready (the pod webhooks select only pods carrying the LeaderWorkerSet
+name label). When it is back, the missing pod is created, every group is whole and Ready, and
+no pod of the other groups was replaced (same UIDs). The touched group itself may be recreated:
+after SIGCONT the operator sees the worker's deletion and applies RecreateGroupOnPodRestart;
+after SIGKILL the deletion happened while nobody watched, so only the StatefulSet replaces the
+pod, as with upstream.
 
 Short (CI): one cycle of each fault. Full: five of each.
 """
@@ -236,27 +240,36 @@ async def one_fault(s: Setup, fault: str, cycle: int, before: dict[str, str]) ->
     assert event is not None
     assert_names_webhook(event, "mpod.kb.io", fault)
 
-    # 2. A direct create of a pod with the LeaderWorkerSet labels fails, naming our webhook.
+    # 2-5 at once (a hung webhook makes each blocked request wait for its timeout):
+    # 2. a direct create of a pod with the LeaderWorkerSet labels fails, naming our webhook;
+    # 3. LeaderWorkerSets cannot be created or changed (the mutating webhook is called first);
+    # 4. a change to an LWS pod fails too (vpod.kb.io also checks pod updates);
+    # 5. pods that are not LeaderWorkerSet pods do not notice.
     direct = f"direct-{tag}"
-    code, message = await create_error(s.kube.create(lws_pod(direct, group=NAME), s.namespace))
+    leader = f"{NAME}-0"
+    errors = asyncio.gather(
+        create_error(s.kube.create(lws_pod(direct, group=NAME), s.namespace)),
+        create_error(s.raw.request(
+            "POST", f"/apis/{API}/namespaces/{s.namespace}/leaderworkersets",
+            body=lws_body(f"new-{tag}", valid=True))),
+        create_error(s.kube.patch(
+            API, KIND, NAME, {"metadata": {"annotations": {"example.com/touched": tag}}},
+            s.namespace, content_type=MERGE_PATCH)),
+        create_error(s.kube.patch(
+            "v1", "Pod", leader, {"metadata": {"labels": {"example.com/touched": tag}}},
+            s.namespace, content_type=MERGE_PATCH)))
+    made, answers = await asyncio.gather(non_lws_pods_run(s, tag), errors)
+    (code, message), (lws_code, lws_create), (update_code, lws_update), \
+        (pod_code, pod_update) = answers
     assert code == 500, (code, message)
     assert_names_webhook(message, "mpod.kb.io", fault)
     assert await s.kube.get("v1", "Pod", direct, s.namespace) is None
-
-    # 3. LeaderWorkerSets cannot be created or changed (the mutating webhook is called first).
-    code, lws_create = await create_error(s.raw.request(
-        "POST", f"/apis/{API}/namespaces/{s.namespace}/leaderworkersets",
-        body=lws_body(f"new-{tag}", valid=True)))
-    assert code == 500, (code, lws_create)
+    assert lws_code == 500, (lws_code, lws_create)
     assert_names_webhook(lws_create, "mleaderworkerset.kb.io", fault)
-    code, lws_update = await create_error(s.kube.patch(
-        API, KIND, NAME, {"metadata": {"annotations": {"example.com/touched": tag}}},
-        s.namespace, content_type=MERGE_PATCH))
-    assert code == 500, (code, lws_update)
+    assert update_code == 500, (update_code, lws_update)
     assert_names_webhook(lws_update, "mleaderworkerset.kb.io", fault)
-
-    # 4. Pods that are not LeaderWorkerSet pods do not notice.
-    made = await non_lws_pods_run(s, tag)
+    assert pod_code == 500, (pod_code, pod_update)
+    assert_names_webhook(pod_update, "vpod.kb.io", fault)
 
     # Still down, still closed: the deleted worker was not recreated behind our back.
     assert await s.kube.get("v1", "Pod", worker, s.namespace) is None
@@ -279,6 +292,7 @@ async def one_fault(s: Setup, fault: str, cycle: int, before: dict[str, str]) ->
         "fault": fault, "cycle": cycle, "down_s": round(down_for, 1),
         "recovered_s": round(recovered_in, 1), "statefulset_event": event,
         "direct_pod_create": message, "lws_create": lws_create, "lws_update": lws_update,
+        "lws_pod_update": pod_update,
         "non_lws_pods_ready": made,
         "group_1_pods_replaced": sorted(n for n in after
                                         if group(n) == "1" and before.get(n) != after[n]),
