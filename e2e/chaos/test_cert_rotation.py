@@ -222,6 +222,15 @@ async def test_rotation_under_200_admissions_per_second_fails_none(
     assert history.completed_ca_rotations >= WANT_CA_ROTATIONS, summary
     # The CA overlap happened: a bundle of the new and the old CA was in the Secret.
     assert 2 in summary["bundles_seen"], summary
+    # Before and after: the first CA has left the trust bundle, and the serving certificate
+    # now is another one, signed by a CA of the bundle.
+    final = await secret_data(r.kube, r.operator_namespace, SECRET)
+    assert final is not None
+    bundle = x509.load_pem_x509_certificates(final[certs.CA_CERT_KEY])
+    cert = x509.load_pem_x509_certificate(final[certs.TLS_CERT_KEY])
+    assert history.cas[0] not in bundle
+    assert cert != history.serving[0]
+    assert any(certs.signed_by(cert, ca) for ca in bundle)
     # Both replicas took connections and answered admissions through the rotation.
     assert all(n > 0 for n in per_replica), summary
     assert not any(r.proxy.refused.values()), r.proxy.refused
