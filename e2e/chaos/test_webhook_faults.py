@@ -8,7 +8,9 @@ looks like to the API server:
 * ``SIGKILL``: the process is gone but its registrations stay (only SIGTERM removes them), so the
   API server keeps calling a closed port (connection refused); a new process takes over.
 * ``SIGSTOP``: the process hangs; every call waits for the webhook timeout (10 s); ``SIGCONT``
-  brings it back.
+  brings it back. (Leader election is on, the default: a process resumed after more than the
+  renew deadline exits with status 1 as designed, and a new one is started, as a Deployment's
+  restart would.)
 
 While it is down: a deleted worker pod cannot be recreated (the StatefulSet reports FailedCreate
 naming our webhook), a direct create of a pod with the LeaderWorkerSet labels fails with the same
@@ -82,11 +84,16 @@ class Setup:
     async def start_operator(self) -> OperatorProcess:
         op = OperatorProcess(self.kubeconfig, self.run_id,
                              self.logs / f"operator-{len(self.started)}.log",
-                             extra_args=["--leader-elect=false", "--metrics-bind-address", "0"])
+                             extra_args=["--metrics-bind-address", "0"])
         self.started.append(op)
         await op.start()
         self.operator = op
         return op
+
+
+def leading(op: OperatorProcess) -> bool:
+    """Whether the process has taken the Lease (it logs that once; it exits when it loses it)."""
+    return ": leading" in op.log_tail(1_000_000)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -281,16 +288,33 @@ async def one_fault(s: Setup, fault: str, cycle: int, before: dict[str, str]) ->
         await s.start_operator()
     else:
         op.process.send_signal(signal.SIGCONT)
-    after = await wait_for(lambda: whole_and_ready(s), timeout=180, interval=0.5,
+    exits: list[int] = []
+
+    async def recovered() -> dict[str, str] | None:
+        # A process resumed after more than the renew deadline finds its Lease lapsed and
+        # exits (status 1, as controller-runtime's manager does); a Deployment's pod would be
+        # restarted, so a new process is started here.
+        current = s.operator
+        if current is not None and current.process is not None \
+                and current.process.returncode is not None:
+            exits.append(current.process.returncode)
+            current = await s.start_operator()
+        if current is None or not leading(current):
+            return None  # recovered means reconciling again too, not only admitting
+        return await whole_and_ready(s)
+
+    after = await wait_for(recovered, timeout=180, interval=0.5,
                            what=f"every group whole and Ready after {fault}")
     assert after is not None
     recovered_in = time.monotonic() - t1
+    assert all(code == 1 for code in exits), exits  # only the lapsed Lease, never a crash
     untouched = {n: u for n, u in before.items() if group(n) != "1"}
     assert {n: after.get(n) for n in untouched} == untouched, (
         "a pod of a group the fault did not touch was replaced", before, after)
     s.log.append(json.dumps({
         "fault": fault, "cycle": cycle, "down_s": round(down_for, 1),
-        "recovered_s": round(recovered_in, 1), "statefulset_event": event,
+        "recovered_s": round(recovered_in, 1), "exit_codes_after_resume": exits,
+        "statefulset_event": event,
         "direct_pod_create": message, "lws_create": lws_create, "lws_update": lws_update,
         "lws_pod_update": pod_update,
         "non_lws_pods_ready": made,
@@ -306,6 +330,8 @@ async def test_lws_pods_fail_closed_while_others_run_and_recover(setup: Setup) -
     await s.kube.create(victim(), s.namespace)
     pods = await wait_for(lambda: whole_and_ready(s), timeout=120, interval=0.5,
                           what="the LeaderWorkerSet whole and Ready")
+    assert s.operator is not None
+    assert leading(s.operator)
     assert pods is not None
     try:
         for cycle in range(CYCLES):
