@@ -80,6 +80,7 @@ class Setup:
     run_id: str
     logs: Path
     operator: OperatorProcess | None = None
+    stopped: OperatorProcess | None = None  # SIGSTOPped, not resumed yet
     started: list[OperatorProcess] = field(default_factory=list)
     log: list[str] = field(default_factory=list)  # what happened, printed at the end
 
@@ -116,14 +117,12 @@ async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Setup]:
     try:
         yield s
     finally:
-        resumed = False
-        for op in s.started:  # a stopped process cannot even be terminated
-            if op.process is not None and op.process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    op.process.send_signal(signal.SIGCONT)
-                    resumed = True
-        if resumed:
-            await asyncio.sleep(3)  # a lapsed Lease makes it exit within a retry period
+        if s.stopped is not None and s.stopped.process is not None:
+            # A stopped process cannot even be terminated. Resumed, a lapsed Lease makes it
+            # exit within a retry period.
+            with contextlib.suppress(ProcessLookupError):
+                s.stopped.process.send_signal(signal.SIGCONT)
+            await asyncio.sleep(3)
         if s.operator is not None:
             # The finalizer needs the operator: remove the LeaderWorkerSet while one runs (a
             # new one if the last exited, e.g. after a failed assertion).
@@ -243,6 +242,7 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
         assert await registered_url(s.raw, f"lws-mutating-{s.run_id}") == dead_url
     else:
         op.process.send_signal(signal.SIGSTOP)
+        s.stopped = op
 
     # 1. A worker pod deleted: its StatefulSet must recreate it and cannot.
     statefulset = f"{NAME}-{touched}"
@@ -256,12 +256,11 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
                 return message
         return None
 
-    event = await wait_for(failed_create, timeout=90, interval=0.5,
-                           what=f"FailedCreate of {worker} with the webhook down ({fault})")
-    assert event is not None
-    assert_names_webhook(event, "mpod.kb.io", fault)
+    failed_create_event = wait_for(
+        failed_create, timeout=90, interval=0.5,
+        what=f"FailedCreate of {worker} with the webhook down ({fault})")
 
-    # 2-5 at once (a hung webhook makes each blocked request wait for its timeout):
+    # 1-5 at once (a hung webhook makes each blocked request wait for its timeout):
     # 2. a direct create of a pod with the LeaderWorkerSet labels fails, naming our webhook;
     # 3. LeaderWorkerSets cannot be created or changed (the mutating webhook is called first);
     # 4. a change to an LWS pod fails too (vpod.kb.io also checks pod updates);
@@ -279,7 +278,10 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
         create_error(s.kube.patch(
             "v1", "Pod", leader, {"metadata": {"labels": {"example.com/touched": tag}}},
             s.namespace, content_type=MERGE_PATCH)))
-    made, answers = await asyncio.gather(non_lws_pods_run(s, tag), errors)
+    event, made, answers = await asyncio.gather(failed_create_event, non_lws_pods_run(s, tag),
+                                                errors)
+    assert event is not None
+    assert_names_webhook(event, "mpod.kb.io", fault)
     (code, message), (lws_code, lws_create), (update_code, lws_update), \
         (pod_code, pod_update) = answers
     assert code == 500, (code, message)
@@ -302,6 +304,7 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
         await s.start_operator()
     else:
         op.process.send_signal(signal.SIGCONT)
+        s.stopped = None
     exits: list[int] = []
 
     async def recovered() -> dict[str, str] | None:
