@@ -263,8 +263,11 @@ class WebhookCertManager:
                 delay = self._delay(await self.sync())
                 backoff = 0.5
             except Exception as exc:
+                # An API error or an OSError (the API server unreachable, the webhook port
+                # taken) is an outage to report in one line, retried; only anything else is a
+                # bug worth its traceback.
                 log.warning("webhook certificate pass failed: %s", exc,
-                            exc_info=not isinstance(exc, ApiException))
+                            exc_info=not isinstance(exc, (ApiException, OSError)))
                 delay = min(backoff, self.settings.sync_interval)
                 backoff = min(backoff * 2, 30.0)
             with contextlib.suppress(TimeoutError):
