@@ -270,7 +270,8 @@ async def converged_now(kube: Kube, namespace: str, name: str, replicas: int, si
                 status.get("updatedReplicas"))
     if counters != (replicas, replicas, replicas):
         return f"status replicas/ready/updated {counters}"
-    available = next((c for c in status.get("conditions") or [] if c["type"] == "Available"), {})
+    available: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c["type"] == "Available"), {})
     if condition(obj, "Available") != "True" or available.get("observedGeneration") != generation:
         return f"Available {available} at generation {generation}"
     if condition(obj, "UpdateInProgress") == "True" or condition(obj, "Progressing") == "True":

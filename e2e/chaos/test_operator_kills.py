@@ -25,6 +25,7 @@ ones rarely hit: after a pass wrote a group's restart count and before it delete
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import AsyncIterator
@@ -179,7 +180,7 @@ async def test_random_kills_converge(env: Env) -> None:
             await restart_container(kube, ns, f"work-{group}-1")
             await run.kill_soon("work", run.replicas, image)
 
-            async def replaced(image: str = image, before: Converged = work) -> Converged | None:
+            async def replaced(image: str, before: Converged) -> Converged | None:
                 """Converged with some pod replaced (converged alone may be the state before
                 the failure was acted on)."""
                 got = await converged_now(kube, ns, "work", run.replicas, SIZE, image)
@@ -187,8 +188,10 @@ async def test_random_kills_converge(env: Env) -> None:
                     return None
                 return got if any(got.pods[n] != before.pods.get(n) for n in got.pods) else None
 
-            after = await wait_for(replaced, timeout=180, what=f"group {group} recreated")
-            assert after is not None
+            recreated = await wait_for(functools.partial(replaced, image, work), timeout=180,
+                                       what=f"group {group} recreated")
+            assert recreated is not None
+            after = recreated
             changed = {n for n in after.pods if after.pods[n] != work.pods.get(n)}
             assert changed == group_pods("work", group, SIZE), \
                 f"iteration {i}: failing group {group} replaced {sorted(changed)}"
