@@ -215,3 +215,91 @@ async def test_random_kills_converge(env: Env) -> None:
           f"each counted once, 0 pods of unaffected groups replaced, {len(failures)} error "
           f"log lines, {time.monotonic() - started:.0f}s", flush=True)
     assert failures == [], "\n".join(failures[:20])
+
+
+def hold_deletes(namespace: str, pod: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (and its binding) that denies every DELETE of ``pod`` in
+    ``namespace``: the operator's deletion of a leader fails, as if it died just before it."""
+    name = f"hold-{namespace}"
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1",
+              "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+              "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
+                  {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"],
+                   "resources": ["pods"]}]},
+                  "validations": [{"expression": f"oldObject.metadata.name != '{pod}'",
+                                   "message": f"chaos test: {pod} is held"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1",
+               "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+               "spec": {"policyName": name, "validationActions": ["Deny"],
+                        "matchResources": {"namespaceSelector": {"matchLabels": {
+                            "kubernetes.io/metadata.name": namespace}}}}}
+    return policy, binding
+
+
+async def deletable(env: Env, pod: str) -> bool:
+    """Whether a server-side dry-run DELETE of ``pod`` is admitted."""
+    out = await asyncio.to_thread(env.cluster.kubectl, "-n", env.namespace, "delete", "pod",
+                                  pod, "--dry-run=server", check=False)
+    return "deleted" in out
+
+
+async def test_kill_between_counting_and_recreating(env: Env) -> None:
+    """maxGroupRestarts 1 and a failed group: the pass writes the count (1) and then fails to
+    delete the leader (an admission policy holds it); the operator is killed there. The next
+    operator must recreate the group, with the count still 1: the budget was spent on this
+    failure already, and spending it again would exhaust the group instead of restarting it."""
+    kube, ns = env.kube, env.namespace
+    op = env.operator("held", "--leader-elect=false")
+    await op.start()
+    await kube.create(lws("held", replicas=2, size=SIZE, maxGroupRestarts=1), ns)
+    before = await wait_converged(kube, ns, "held", 2, SIZE, "engine:v1")
+    policy, binding = hold_deletes(ns, "held-1")
+    await kube.create(policy)
+    await kube.create(binding)
+    try:
+        async def held() -> bool:
+            return not await deletable(env, "held-1")
+
+        await wait_for(held, timeout=60, what="the policy in effect")
+        await restart_container(kube, ns, "held-1-1")
+        key = f"{before.revision}/1"
+
+        async def counted() -> bool:
+            got = await kube.get(API, KIND, "held", ns)
+            return got is not None and restart_counts(got) == {key: 1}
+
+        await wait_for(counted, timeout=60, what="the restart counted")
+        await asyncio.sleep(3)  # the operator retries the deletion meanwhile, counting nothing
+        got = await kube.get(API, KIND, "held", ns)
+        assert got is not None
+        assert restart_counts(got) == {key: 1}
+        leader = await kube.get("v1", "Pod", "held-1", ns)
+        assert leader is not None
+        assert leader["metadata"]["uid"] == before.pods["held-1"]
+        await op.kill()
+    finally:
+        await kube.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
+                          binding["metadata"]["name"])
+        await kube.delete("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
+                          policy["metadata"]["name"])
+
+    async def released() -> bool:
+        return await deletable(env, "held-1")
+
+    await wait_for(released, timeout=60, what="the policy gone")
+    await env.operator("after-held", "--leader-elect=false").start()
+
+    async def recreated() -> Converged | None:
+        got = await converged_now(kube, ns, "held", 2, SIZE, "engine:v1")
+        if isinstance(got, str) or got.pods["held-1"] == before.pods["held-1"]:
+            return None
+        return got
+
+    after = await wait_for(recreated, timeout=120, what="group 1 recreated")
+    assert after is not None
+    changed = {n for n in after.pods if after.pods[n] != before.pods[n]}
+    assert changed == group_pods("held", 1, SIZE)
+    assert restart_counts(after.lws) == {key: 1}
+    failures = [line for p in env.processes for line in p.failures()]
+    print(f"\n[operator kills] kill between counting and recreating: group recreated once, "
+          f"count {restart_counts(after.lws)}; error log lines: {len(failures)}", flush=True)
