@@ -97,19 +97,28 @@ class OperatorProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` without waiting for the process to exit."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(sig)
+
     async def kill(self) -> None:
         """SIGKILL, and reap it."""
         assert self.process is not None
-        with contextlib.suppress(ProcessLookupError):
-            self.process.send_signal(signal.SIGKILL)
+        self.signal(signal.SIGKILL)
         await self.process.wait()
 
     async def terminate(self) -> None:
         """SIGTERM (passes in flight finish, the Lease is released); SIGKILL after 60 s."""
         if not self.alive:
             return
+        self.signal(signal.SIGTERM)
+        await self.exited()
+
+    async def exited(self) -> None:
+        """Wait for the process to exit after a signal; SIGKILL it after 60 s."""
         assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(self.process.wait(), 60)
         except TimeoutError:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -135,8 +136,9 @@ async def result(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def pods_seen(kube: Kube, namespace: str, name: str) -> AsyncIterator[set[str]]:
-    """The UIDs of every pod of ``name`` seen while the block runs (polled every 0.2 s; a
-    pod lives at least its 2 s ready delay): how many pods a rollout created, surge included."""
+    """The UIDs of every pod of ``name`` seen while the block runs, starting with those there
+    on entry (polled every 0.2 s; a pod lives at least its 2 s ready delay): how many pods a
+    rollout created, surge included."""
     seen: set[str] = set()
     done = asyncio.Event()
 
@@ -147,6 +149,7 @@ async def pods_seen(kube: Kube, namespace: str, name: str) -> AsyncIterator[set[
                 return
             await asyncio.sleep(0.2)
 
+    seen.update(p["metadata"]["uid"] for p in await pods_of(kube, namespace, name))
     task = asyncio.create_task(poll())
     try:
         yield seen
@@ -219,13 +222,11 @@ async def test_standby_finishes_the_rollout_as_an_undisturbed_one(env: Env) -> N
 
             await wait_for(partly, timeout=120, interval=0.1,
                            what=f"stormy: {after_groups} groups updated")
-            if graceful:
-                await leader.terminate()
-            else:
-                await leader.kill()
+            leader.signal(signal.SIGTERM if graceful else signal.SIGKILL)
             stopped = time.monotonic()
             mid = await converged_now(kube, ns, "stormy", REPLICAS, SIZE, image)
-            assert isinstance(mid, str), "the rollout was over before the leader stopped"
+            assert isinstance(mid, str), "the rollout was over before the leader was stopped"
+            await leader.exited()  # SIGTERM: after finishing its passes, releasing the Lease
             ops.remove(leader)
             standby = await leader_of(ops)
             takeovers.append(time.monotonic() - stopped)
