@@ -42,6 +42,9 @@ LEADER_REQUESTS_TPUS_ANNOTATION: Final = _P + "leader-requests-tpus"
 RECREATE_GROUP_AFTER_START_ANNOTATION: Final = _P + "experimental-recreate-group-after-start"
 GROUP_RESTART_COUNTS_ANNOTATION: Final = _P + "group-restart-counts"
 GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION: Final = _P + "group-restart-budget-exhausted"
+# Ours (the guide names no key): beside the counts, the leader UID each count was last spent on,
+# so a pass that died between counting and deleting that leader is not counted twice.
+GROUP_RESTART_COUNTED_ANNOTATION: Final = _P + "group-restart-counted-leaders"
 RECOVER_ANNOTATION: Final = _P + "recover"
 # Ours (the guide names no key): on the pod templates of a Hash-mode LeaderWorkerSet, so the pod
 # webhook, which sees no LeaderWorkerSet, knows to draw a random group key for a leader and to

@@ -27,6 +27,7 @@ from lws_operator.api.constants import (
     FIELD_MANAGER,
     GROUP_INDEX_LABEL,
     GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
+    GROUP_RESTART_COUNTED_ANNOTATION,
     GROUP_RESTART_COUNTS_ANNOTATION,
     MAX_INT32,
     REASON_FAILED_CREATE,
@@ -73,9 +74,11 @@ from lws_operator.logic.restart_budget import (
     Release,
     apply_degraded,
     backoff_event,
+    counted_for,
     exhaustion_events,
     plan_release,
     plan_restarts,
+    read_counted,
     read_counts,
     render_counts,
     still_pending,
@@ -421,7 +424,12 @@ class LeaderWorkerSetReconciler:
             return False, plan.requeue_after
         if plan.counts is not None:
             try:
-                lws = await self._write_counts(lws, plan.counts)
+                # Hash mode records no counted leaders (its counts move to replacement groups,
+                # hash_groups._moved_counts): with the record, e2e test_the_restart_budget_
+                # follows_the_replacement stalled now and then on the second replacement, cause
+                # not found yet. Hash mode keeps the old behaviour, kill window included.
+                counted = {} if hashed(lws) else plan.counted
+                lws = await self._write_counts(lws, plan.counts, counted)
             except ApiException as exc:
                 if is_status(exc, 409):
                     return True, CONFLICT_REQUEUE  # someone else wrote it: decide again
@@ -456,14 +464,23 @@ class LeaderWorkerSetReconciler:
         if not reported:
             del self._unschedulable_reported[key]
 
-    async def _write_counts(self, lws: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
-        """Write the restart counts annotation (guarded by resourceVersion); the LWS as written."""
+    async def _write_counts(self, lws: dict[str, Any], counts: dict[str, int],
+                            counted: dict[str, str] | None = None) -> dict[str, Any]:
+        """Write the restart counts annotation and, in the same write, the counted leaders
+        (``counted``, else the recorded ones of the keys ``counts`` keeps), guarded by
+        resourceVersion; the LWS as written."""
         meta = meta_of(lws)
         value = render_counts(counts) if counts else None
+        leaders = counted_for(counts, read_counted(lws) if counted is None else counted)
+        had_leaders = GROUP_RESTART_COUNTED_ANNOTATION in (meta.get("annotations") or {})
+        annotations: dict[str, Any] = {GROUP_RESTART_COUNTS_ANNOTATION: value}
+        if leaders or had_leaders:
+            annotations[GROUP_RESTART_COUNTED_ANNOTATION] = render_counts(leaders) if leaders \
+                else None
         written = await self.kube.request(
             "PATCH", LWS_PATH.format(ns=meta.get("namespace"), name=meta.get("name")),
             body={"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                               "annotations": {GROUP_RESTART_COUNTS_ANNOTATION: value}}},
+                               "annotations": annotations}},
             content_type=MERGE_PATCH)
         self.cache["LeaderWorkerSet"].upsert(written)
         return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **written}

@@ -6,8 +6,12 @@ Both features read one counter per group and template revision, kept in the Lead
 ``{"<revision>/<group>": count}``. It lives on the LeaderWorkerSet, not on a pod, because the pods
 of a recreated group are new objects; it is keyed by revision because a new template deserves a
 fresh budget. The counter moves only when we recreate a group, and it is written *before* the
-leader is deleted: if the operator dies in between, a recreation may be lost, but never repeated
-beyond the budget (no restart storm).
+leader is deleted, so a recreation is never repeated beyond the budget (no restart storm). The
+same write records, in ``leaderworkerset.sigs.k8s.io/group-restart-counted-leaders``
+(``{"<revision>/<group>": "<leader uid>"}``), which leader incarnation the count was spent on: if
+the operator dies before the deletion, the next pass sees the same failure of the same leader,
+recreates the group without counting it again (a second count could exhaust a group that had
+budget left), and a failure of any later incarnation counts as usual.
 
 * ``maxGroupRestarts``: once a group's count reaches it, the next qualifying failure exhausts the
   group instead of recreating it: its pods are deleted (releasing their nodes) but kept as API
@@ -41,6 +45,7 @@ from lws_operator.api.constants import (
     EVENT_TYPE_WARNING,
     GROUP_INDEX_LABEL,
     GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
+    GROUP_RESTART_COUNTED_ANNOTATION,
     GROUP_RESTART_COUNTS_ANNOTATION,
     RECOVER_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
@@ -91,9 +96,29 @@ def read_counts(lws: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def render_counts(counts: Mapping[str, int]) -> str:
+def render_counts(counts: Mapping[str, int] | Mapping[str, str]) -> str:
     """The annotation value: compact, keys sorted, as the guide shows it (``{"abc123/0":3}``)."""
     return json.dumps(dict(sorted(counts.items())), separators=(",", ":"))
+
+
+def read_counted(lws: Mapping[str, Any]) -> dict[str, str]:
+    """The counted-leaders annotation (count key -> leader UID); unreadable counts as empty."""
+    raw = (meta_of(lws).get("annotations") or {}).get(GROUP_RESTART_COUNTED_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    return {str(k): v for k, v in decoded.items() if isinstance(v, str) and v}
+
+
+def counted_for(counts: Mapping[str, int], counted: Mapping[str, str]) -> dict[str, str]:
+    """The counted leaders of the keys ``counts`` still holds (a cleared or moved count takes
+    its record with it)."""
+    return {k: v for k, v in counted.items() if k in counts}
 
 
 @dataclass(frozen=True)
@@ -145,15 +170,16 @@ class Deferral:
 
 @dataclass(frozen=True)
 class RestartPlan:
-    """What to do with this pass's recreations, in order: write ``counts`` (when not None),
-    then exhaust and recreate; keep ``deferred`` for later and look again after
-    ``requeue_after``."""
+    """What to do with this pass's recreations, in order: write ``counts`` and ``counted``
+    (when not None, in one write), then exhaust and recreate; keep ``deferred`` for later and
+    look again after ``requeue_after``."""
 
     recreate: list[Recreation] = field(default_factory=list)
     exhaust: list[Recreation] = field(default_factory=list)
     deferred: list[Deferral] = field(default_factory=list)
     counts: dict[str, int] | None = None
     requeue_after: float | None = None
+    counted: dict[str, str] | None = None  # with ``counts``: the leaders they were spent on
 
 
 def plan_restarts(lws: Mapping[str, Any], candidates: Iterable[Recreation],
@@ -164,11 +190,17 @@ def plan_restarts(lws: Mapping[str, Any], candidates: Iterable[Recreation],
     if not limits.counting:
         return RestartPlan(recreate=candidates)
     counts = read_counts(lws)
+    counted = read_counted(lws)
     new_counts = dict(counts)
+    new_counted = dict(counted)
     plan = RestartPlan(counts=None)
     requeue: float | None = None
     for recreation in candidates:
         key = count_key(recreation.revision, recreation.group)
+        if key in counts and counted.get(key) == recreation.leader_uid:
+            # Counted by a pass that did not get to delete this leader: finish it, uncounted.
+            plan.recreate.append(recreation)
+            continue
         count = counts.get(key, 0)
         if limits.max_restarts is not None and count >= limits.max_restarts:
             plan.exhaust.append(recreation)
@@ -181,8 +213,11 @@ def plan_restarts(lws: Mapping[str, Any], candidates: Iterable[Recreation],
             continue
         plan.recreate.append(recreation)
         new_counts[key] = count + 1
+        new_counted[key] = recreation.leader_uid
+    changed = new_counts != counts
     return RestartPlan(plan.recreate, plan.exhaust, plan.deferred,
-                       new_counts if new_counts != counts else None, requeue)
+                       new_counts if changed else None, requeue,
+                       counted_for(new_counts, new_counted) if changed else None)
 
 
 def still_pending(deferred: Iterable[Recreation], pods: Iterable[Mapping[str, Any]],

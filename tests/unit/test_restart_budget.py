@@ -16,6 +16,7 @@ from lws_operator.logic.restart_budget import (
     limits_of,
     plan_release,
     plan_restarts,
+    read_counted,
     read_counts,
     render_counts,
     still_pending,
@@ -229,3 +230,43 @@ def test_apply_degraded_keeps_the_order_and_leaves_others_alone() -> None:
     assert out["conditions"][0]["status"] == "False"
     untouched = {"conditions": [{"type": "Available"}]}
     assert apply_degraded(untouched, [pod("s-1")], 1, "T") is untouched
+
+
+def counted_lws(counts: str, counted: str, **template: Any) -> dict[str, Any]:
+    out = lws(counts, **template)
+    out["metadata"]["annotations"][P + "group-restart-counted-leaders"] = counted
+    return out
+
+
+def test_a_recreation_is_counted_with_its_leader() -> None:
+    plan = plan_restarts(lws('{"rev/0":1}', **BUDGET_2), [recreation("0", uid="u1")], NOW)
+    assert plan.counts == {"rev/0": 2}
+    assert plan.counted == {"rev/0": "u1"}
+
+
+def test_a_recreation_counted_by_a_pass_that_died_is_not_counted_again() -> None:
+    """The count was written, the leader not deleted (the operator died in between): the same
+    leader's failure is recreated, not counted again and not taken for an exhausted budget."""
+    r = recreation("1", uid="u1")
+    plan = plan_restarts(counted_lws('{"rev/1":2}', '{"rev/1":"u1"}', **BUDGET_2), [r], NOW)
+    assert (plan.recreate, plan.exhaust, plan.counts, plan.counted) == ([r], [], None, None)
+
+
+def test_a_later_incarnation_counts_again() -> None:
+    r = recreation("1", uid="u2")
+    plan = plan_restarts(counted_lws('{"rev/1":1}', '{"rev/1":"u1","gone/1":"u0"}', **BUDGET_2),
+                         [r], NOW)
+    assert plan.recreate == [r]
+    assert plan.counts == {"rev/1": 2}
+    assert plan.counted == {"rev/1": "u2"}  # the record of a count no longer kept goes too
+    exhausted = plan_restarts(counted_lws('{"rev/1":2}', '{"rev/1":"u1"}', **BUDGET_2), [r], NOW)
+    assert exhausted.exhaust == [r]
+
+
+@pytest.mark.parametrize("raw", [None, "", "not json", "[1]", '{"rev/1":3}'])
+def test_unreadable_counted_leaders_count_as_none(raw: str | None) -> None:
+    obj = lws('{"rev/1":1}', **BUDGET_2)
+    if raw is not None:
+        obj["metadata"]["annotations"][P + "group-restart-counted-leaders"] = raw
+    assert read_counted(obj) == {}
+    assert plan_restarts(obj, [recreation("1")], NOW).counts == {"rev/1": 2}
