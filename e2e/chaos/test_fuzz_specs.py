@@ -105,19 +105,22 @@ SEED = run_seed()
 
 
 def draw_examples(strategy: st.SearchStrategy[T], count: int, salt: int) -> list[T]:
-    """``count`` examples of ``strategy``, drawn by hypothesis (derandomized without a seed)."""
-    found: list[T] = []
+    """Up to ``count`` distinct examples of ``strategy``, drawn by hypothesis (derandomized
+    without a seed). Hypothesis repeats some examples; repeats are dropped so that the counts
+    reported are of distinct cases."""
+    found: dict[str, T] = {}
 
-    @settings(max_examples=count, deadline=None, database=None, derandomize=SEED is None,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(max_examples=count * 3 // 2, deadline=None, database=None,
+              derandomize=SEED is None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
     @given(strategy)
     def collect(example: T) -> None:
-        found.append(example)
+        found.setdefault(repr(example), example)
 
     if SEED is not None:
         collect = seed(SEED + salt)(collect)
     collect()
-    return found
+    return list(found.values())[:count]
 
 
 def describe(body: dict[str, Any]) -> str:
@@ -521,9 +524,10 @@ async def test_valid_specs_converge_and_go_quiet(fuzz: Fuzz) -> None:
                                           "patch": case.update.patch, "path": case.update.path}
                 failures.append(f"{type(result).__name__}: {result}\n  body: "
                                 f"{describe(case.body)}\n  update: {json.dumps(update)}")
+                print(f"[fuzz] FAILED (seed {SEED}): {failures[-1]}", flush=True)
         fuzz.check_operator()
         print(f"[fuzz] valid cases {first + len(batch)}/{len(cases)} "
-              f"({time.monotonic() - started:.0f}s, {len(failures)} failures)")
+              f"({time.monotonic() - started:.0f}s, {len(failures)} failures)", flush=True)
     fuzz.stats["cases"]["valid"] += len(cases)
     fuzz.stats["cases"]["updates"] += sum(1 for c in cases if c.update is not None)
     fuzz.check_operator()
