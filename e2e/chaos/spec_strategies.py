@@ -346,7 +346,10 @@ def valid_cases(draw: st.DrawFn, with_update: bool = True,
                 "whenScaled": draw(st.sampled_from(["Retain", "Delete"]))}
         features.append("volumeClaimTemplates")
 
-    limit = 63
+    # Ordinal pod host names are <name>-<group>-<worker> (groups and workers below 10 here) and
+    # must be DNS labels: a longer name is accepted (upstream checks only <= 63) but no pod can
+    # ever be created, so it cannot be held to "converges" (see the closing note, issue 11).
+    limit = 63 - len("-9-9")
     if hashed:
         limit = HASH_MODE_NAME_LIMIT_SIZE_ONE if size == 1 else HASH_MODE_NAME_LIMIT
     name = draw(dns_label(1, draw(st.sampled_from([8, 20, limit]))))
