@@ -346,10 +346,12 @@ def valid_cases(draw: st.DrawFn, with_update: bool = True,
                 "whenScaled": draw(st.sampled_from(["Retain", "Delete"]))}
         features.append("volumeClaimTemplates")
 
-    # Ordinal pod host names are <name>-<group>-<worker> (groups and workers below 10 here) and
-    # must be DNS labels: a longer name is accepted (upstream checks only <= 63) but no pod can
-    # ever be created, so it cannot be held to "converges" (see the closing note, issue 11).
-    limit = 63 - len("-9-9")
+    # Ordinal: the StatefulSets are <name> and <name>-<group> (groups below 10 here), and the
+    # StatefulSet controller creates no pod for a StatefulSet name over 52 characters (its
+    # controller-revision-hash label value would pass 63). Validation accepts up to 63
+    # (upstream's DNS-1035 rule), so such a set is accepted but never runs: reported in the
+    # closing note of issue 11, kept out of the cases that must converge.
+    limit = 52 - len("-9")
     if hashed:
         limit = HASH_MODE_NAME_LIMIT_SIZE_ONE if size == 1 else HASH_MODE_NAME_LIMIT
     name = draw(dns_label(1, draw(st.sampled_from([8, 20, limit]))))
