@@ -33,12 +33,19 @@ _LEVEL_FIELDS = ("schedulingPolicy", "schedulingConstraints", "disruptionMode", 
 
 
 def _child(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    """``parent[key]`` as a dict, created (or replacing a null) when missing."""
+    """``parent[key]`` as a dict, created when missing or null.
+
+    A value of another type (``rolloutStrategy: "x"``) is left alone, and the defaults go into
+    a detached dict: this webhook runs before the CRD schema is checked, and replacing the
+    value would turn a request the schema must reject into an accepted, defaulted object
+    (``scheduling: "x"`` would even switch gang scheduling on)."""
     value = parent.get(key)
-    if not isinstance(value, dict):
-        value = {}
-        parent[key] = value
-    return value
+    if isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    if value is None:
+        parent[key] = out
+    return out
 
 
 def _set_default(obj: dict[str, Any], key: str, value: Any) -> None:
@@ -88,15 +95,16 @@ def apply_defaults(lws: dict[str, Any]) -> dict[str, Any]:
     rollout = _child(spec, "rolloutStrategy")
     _set_default(rollout, "type", "RollingUpdate")
     if rollout["type"] == "RollingUpdate":
-        if not isinstance(rollout.get("rollingUpdateConfiguration"), dict):
+        config = rollout.get("rollingUpdateConfiguration")
+        if config is None:
             rollout["rollingUpdateConfiguration"] = dict(DEFAULT_ROLLING_UPDATE)
-        else:
+        elif isinstance(config, dict):  # another type is the schema's to reject (see _child)
             for key, value in DEFAULT_ROLLING_UPDATE.items():
-                _set_default(rollout["rollingUpdateConfiguration"], key, value)
+                _set_default(config, key, value)
 
     network = _child(spec, "networkConfig")
     _set_default(network, "subdomainPolicy", "Shared")
 
-    if "scheduling" in spec and spec["scheduling"] is not None:
-        _default_scheduling(_child(spec, "scheduling"))
+    if isinstance(spec.get("scheduling"), dict):
+        _default_scheduling(spec["scheduling"])
     return out

@@ -7,6 +7,8 @@ them (SPEC 1.11, 1.12), so they are reproduced exactly, with these deliberate di
   (lowercase, as the guide documents) instead of upstream's ``SubGroupPolicy``.
 * Upstream dereferences a null ``subGroupSize`` and divides by a zero one; both are rejected here
   with the ``subGroupSize must be equal or greater than 1`` message instead.
+* ``persistentVolumeClaimRetentionPolicy`` values are checked against the StatefulSet API's
+  (``Retain``, ``Delete``): upstream accepts any string and then fails every StatefulSet write.
 * The guide's rules that the upstream snapshot lacks (group identity, replacement policy, restart
   budget and backoff, termination policy, native gang scheduling, Hash name limits) are enforced
   with messages of our own that name the field.
@@ -64,6 +66,14 @@ _ENUMS: dict[str, tuple[str, ...]] = {
         "RecreateGroupOnPodRestart", "RecreateGroupAfterStart", "None", "Default"),
     "spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType": (
         "LeaderWorker", "LeaderExcluded"),
+    # Free strings in the CRD (upstream's StatefulSet type has no enum marker), but copied into
+    # the StatefulSets, whose API accepts only these: an unknown value was accepted here and
+    # then failed every StatefulSet write, the set never starting (found by the bad-input
+    # fuzzing, issue 11 item 5).
+    "spec.leaderWorkerTemplate.persistentVolumeClaimRetentionPolicy.whenDeleted": (
+        "Retain", "Delete"),
+    "spec.leaderWorkerTemplate.persistentVolumeClaimRetentionPolicy.whenScaled": (
+        "Retain", "Delete"),
 }
 _GANG_FIELDS = ("schedulingPolicy", "schedulingConstraints", "disruptionMode", "resourceClaims")
 

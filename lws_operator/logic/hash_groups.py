@@ -85,6 +85,12 @@ def immediate(lws: Mapping[str, Any]) -> bool:
     return (lws.get("spec") or {}).get("groupReplacementPolicy") == "Immediate"
 
 
+def _is_zero(value: Any) -> bool:
+    """Zero as the Deployment API reads an int-or-percent: ``0`` or ``"0%"``."""
+    return value == 0 or (isinstance(value, str) and value.rstrip("%").strip("0") == ""
+                          and value.endswith("%"))
+
+
 def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
     """The server-side-apply body of the leader Deployment ``<lws>`` on revision ``key``.
 
@@ -97,8 +103,14 @@ def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
     name = str(meta.get("name") or "")
     spec = lws.get("spec") or {}
     config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-    max_unavailable = config.get("maxUnavailable")
-    max_surge = config.get("maxSurge")
+    max_unavailable = 1 if config.get("maxUnavailable") is None else config["maxUnavailable"]
+    max_surge = 0 if config.get("maxSurge") is None else config["maxSurge"]
+    if _is_zero(max_unavailable) and _is_zero(max_surge):
+        # The LeaderWorkerSet allows both at zero while replicas is 0 (SPEC 1.11 rule 14); a
+        # Deployment never does, so the apply failed until the set was deleted. With no group
+        # to keep available, one unavailable group is the same rollout (found by the
+        # bad-input fuzzing, issue 11 item 5).
+        max_unavailable = 1
     template = leader_pod_template(lws, key)
     template["metadata"]["annotations"][GROUP_IDENTITY_ANNOTATION] = GROUP_IDENTITY_HASH
     pod_spec = dict(template.get("spec") or {})
@@ -121,8 +133,7 @@ def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
             "revisionHistoryLimit": 0,
             "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {
-                "maxUnavailable": 1 if max_unavailable is None else max_unavailable,
-                "maxSurge": 0 if max_surge is None else max_surge}},
+                "maxUnavailable": max_unavailable, "maxSurge": max_surge}},
             "template": template,
         },
     }

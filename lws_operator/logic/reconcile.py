@@ -52,6 +52,8 @@ def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
             if value is None:
                 continue
             if key not in live:
+                if _omitted_when_empty(value):
+                    continue
                 return f"{path}.{key}"
             found = first_difference(value, live[key], f"{path}.{key}")
             if found is not None:
@@ -66,6 +68,15 @@ def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
                 return found
         return None
     return None if desired == live else path or "."
+
+
+def _omitted_when_empty(value: Any) -> bool:
+    """Whether the API server may drop ``value`` from what it stores: an empty string, list or
+    map, or false, in an ``omitempty`` field (a container's ``args: []``, an env var's
+    ``value: ""``). Comparing it with the missing key as a difference made every pass re-apply
+    the leader StatefulSet or Deployment of a set whose template held one (found by the
+    bad-input fuzzing, issue 11 item 5)."""
+    return value is False or (isinstance(value, (str, list, Mapping)) and len(value) == 0)
 
 
 def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:

@@ -154,3 +154,34 @@ def test_explicit_values_win() -> None:
     assert spec["podTerminationPolicy"] == "Parallel"
     assert spec["groupReplacementPolicy"] == "Immediate"
     assert spec["leaderWorkerTemplate"]["size"] == 8
+
+
+@pytest.mark.parametrize("key", ["rolloutStrategy", "networkConfig", "scheduling"])
+@pytest.mark.parametrize("value", ["x", 5, [1, 2], True])
+def test_a_value_of_the_wrong_type_is_left_for_the_schema_to_reject(key: str, value: Any) -> None:
+    """Defaulting runs before the CRD schema check: replacing ``scheduling: "x"`` with a
+    defaulted block would accept (and switch on gang scheduling for) an invalid request.
+    Found by the bad-input fuzzing (e2e/chaos/test_fuzz_specs.py)."""
+    out = apply_defaults(lws(**{key: value}))
+    assert out["spec"][key] == value
+
+
+@pytest.mark.parametrize("value", ["x", 5, [1], False])
+def test_a_rolling_update_configuration_of_the_wrong_type_is_left_alone(value: Any) -> None:
+    out = apply_defaults(lws(rolloutStrategy={"type": "RollingUpdate",
+                                              "rollingUpdateConfiguration": value}))
+    assert out["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] == value
+
+
+@pytest.mark.parametrize("key", ["spec", "leaderWorkerTemplate"])
+def test_a_spec_or_template_of_the_wrong_type_is_left_alone(key: str) -> None:
+    body = lws()
+    if key == "spec":
+        body["spec"] = "x"
+    else:
+        body["spec"]["leaderWorkerTemplate"] = ["x"]
+    out = apply_defaults(body)
+    if key == "spec":
+        assert out == body
+    else:
+        assert out["spec"]["leaderWorkerTemplate"] == ["x"]

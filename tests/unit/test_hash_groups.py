@@ -118,6 +118,23 @@ def test_leader_deployment_defaults_the_rollout_like_the_api() -> None:
     assert strategy == {"maxUnavailable": 1, "maxSurge": 0}
 
 
+@pytest.mark.parametrize(("unavailable", "surge", "expected"), [
+    (0, 0, {"maxUnavailable": 1, "maxSurge": 0}),
+    ("0%", 0, {"maxUnavailable": 1, "maxSurge": 0}),
+    (0, "00%", {"maxUnavailable": 1, "maxSurge": "00%"}),
+    (0, 1, {"maxUnavailable": 0, "maxSurge": 1}),
+    ("10%", "0%", {"maxUnavailable": "10%", "maxSurge": "0%"}),
+])
+def test_leader_deployment_never_gets_both_zero(unavailable: Any, surge: Any,
+                                                expected: dict[str, Any]) -> None:
+    """A set of 0 replicas may have maxUnavailable and maxSurge both 0 (SPEC 1.11 rule 14), a
+    Deployment may not: the apply failed forever (found by the bad-input fuzzing)."""
+    body = leader_deployment(lws(replicas=0, rolloutStrategy={
+        "type": "RollingUpdate", "rollingUpdateConfiguration": {
+            "maxUnavailable": unavailable, "maxSurge": surge}}), "r1")
+    assert body["spec"]["strategy"]["rollingUpdate"] == expected
+
+
 # ------------------------------------------------------------------------------ admission
 
 

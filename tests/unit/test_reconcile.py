@@ -44,6 +44,16 @@ def sts(key: str) -> dict[str, Any]:
         ({"a": None}, {}, True),
         ({"a": "1"}, {"a": 1}, False),
         ({"a": {"b": 1}}, {"a": "x"}, False),
+        # Empty values the API server drops from omitempty fields (found by the bad-input
+        # fuzzing: a template with `args: []` or an env var `value: ""` was re-applied on
+        # every pass).
+        ({"env": [{"name": "M", "value": ""}]}, {"env": [{"name": "M"}]}, True),
+        ({"args": []}, {}, True),
+        ({"a": {}}, {}, True),
+        ({"hostNetwork": False}, {}, True),
+        ({"a": ""}, {"a": "x"}, False),
+        ({"args": []}, {"args": ["x"]}, False),
+        ({"a": 0}, {}, False),
     ],
 )
 def test_contains(desired: Any, live: Any, expected: bool) -> None:

@@ -135,6 +135,16 @@ def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
            "(replica) or role (replica.leader, replica.worker)")]),
         (lws(startupPolicy="Eventually"),
          [("spec.startupPolicy", 'supported values: "LeaderCreated", "LeaderReady"')]),
+        # Copied into the StatefulSets, whose API accepts only Retain and Delete.
+        (lws(t_persistentVolumeClaimRetentionPolicy={"whenDeleted": "Bogus"}),
+         [("spec.leaderWorkerTemplate.persistentVolumeClaimRetentionPolicy.whenDeleted",
+           'supported values: "Retain", "Delete"')]),
+        (lws(t_persistentVolumeClaimRetentionPolicy={"whenDeleted": "Delete",
+                                                     "whenScaled": "retain"}),
+         [("spec.leaderWorkerTemplate.persistentVolumeClaimRetentionPolicy.whenScaled",
+           'supported values: "Retain", "Delete"')]),
+        (lws(t_persistentVolumeClaimRetentionPolicy={"whenDeleted": "Retain",
+                                                     "whenScaled": "Delete"}), []),
     ],
 )
 def test_create_rules(obj: dict[str, Any], expected: list[tuple[str, str]]) -> None:
