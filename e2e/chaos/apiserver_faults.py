@@ -114,7 +114,7 @@ async def mismatches(kube: Kube, namespace: str, want: Desired) -> list[str]:
 
 
 async def converge(kube: Kube, namespace: str, want: Desired, timeout: float,  # noqa: ASYNC109
-                   what: str, alive: Callable[[str], None] | None = None) -> float:
+                   what: str, alive: Callable[[str], Awaitable[None]] | None = None) -> float:
     """Wait until the namespace matches ``want``; returns the seconds it took. ``alive`` is
     called on every round (it raises once the operator has exited: no use waiting)."""
     loop = asyncio.get_running_loop()
@@ -122,7 +122,7 @@ async def converge(kube: Kube, namespace: str, want: Desired, timeout: float,  #
     last: list[str] | None = None
     while loop.time() - start < timeout:
         if alive is not None:
-            alive(what)
+            await alive(what)
         last = await tolerant(lambda: mismatches(kube, namespace, want))
         if last == []:
             return loop.time() - start
@@ -177,4 +177,25 @@ async def counter(port: int, family: str) -> dict[str, float]:
     for labels, value in samples.get(family, []):
         key = next(iter(labels.values()), "")
         out[key] = out.get(key, 0.0) + value
+    return out
+
+
+async def orphans(kube: Kube, namespace: str) -> list[str]:
+    """Objects of the namespace whose controlling owner is gone (no object of that kind and
+    name, or one with another UID): what kube-controller-manager's garbage collector should
+    delete within a second."""
+    out = []
+    kinds = {"StatefulSet": "apps/v1", "Pod": "v1", "LeaderWorkerSet": API}
+    for api_version, kind in WATCHED_KINDS[1:]:
+        for obj in await kube.list(api_version, kind, namespace):
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            for ref in meta.get("ownerReferences") or []:
+                if not ref.get("controller") or ref["kind"] not in kinds:
+                    continue
+                owner = await kube.get(kinds[ref["kind"]], ref["kind"], ref["name"], namespace)
+                if owner is None or owner["metadata"]["uid"] != ref["uid"]:
+                    out.append(f"{kind} {meta['name']} (owner {ref['kind']} {ref['name']} "
+                               f"{ref['uid'][:8]} gone)")
     return out

@@ -330,6 +330,22 @@ class LocalCluster:
         self.start_apiserver(timeout=timeout)
         return True
 
+    def restart_component(self, name: str, timeout: float = 120.0) -> None:
+        """Stop (if still running) and start kube-controller-manager, kube-scheduler or kwok
+        again, as a kubelet restarts a static pod: their informers (and the garbage
+        collector's graph, the scheduler's cache) are built afresh."""
+        state = self.state()
+        if state is None or state.tier != "full":
+            raise RuntimeError(f"no full-tier cluster in {self.dir}")
+        starts = {"kube-controller-manager": self._start_controller_manager,
+                  "kube-scheduler": self._start_scheduler, "kwok": self._start_kwok}
+        pid = self._live_pid(name)
+        if pid is not None:
+            _terminate(pid)
+        starts[name](state)
+        if name != "kwok":
+            self._wait_healthz(state, name, time.monotonic() + timeout)
+
     def _etcd(self, call: str, body: dict[str, object]) -> dict[str, object]:
         """One call to etcd's v3 JSON gateway (plain HTTP on 127.0.0.1, as the API server
         reaches it)."""
