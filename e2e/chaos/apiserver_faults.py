@@ -71,7 +71,8 @@ async def _owned(kube: Kube, namespace: str, api_version: str, kind: str,
 async def mismatches(kube: Kube, namespace: str, want: Desired) -> list[str]:
     """Everything that differs from ``want``; empty once converged. Checks every group's pods
     (count, Ready, image), one leader and one worker StatefulSet per group, one headless
-    Service, the LeaderWorkerSet's status; and that removed ones left nothing behind."""
+    Service, the LeaderWorkerSet's status; that removed ones left nothing behind; and that no
+    object is still terminating (its removal would change the namespace at rest)."""
     out: list[str] = []
     for name, (replicas, image) in sorted(want.present.items()):
         got = await kube.get(API, KIND, name, namespace)
@@ -103,6 +104,10 @@ async def mismatches(kube: Kube, namespace: str, want: Desired) -> list[str]:
                     for s in await _owned(kube, namespace, "v1", "Service", name)]
         if services != [name]:
             out.append(f"{name}: services {services}")
+    for api_version, kind in WATCHED_KINDS:  # at rest means nothing is still going away
+        for obj in await kube.list(api_version, kind, namespace):
+            if obj["metadata"].get("deletionTimestamp"):
+                out.append(f"{kind} {obj['metadata']['name']} terminating")
     for name in sorted(want.gone):
         if await kube.get(API, KIND, name, namespace) is not None:
             out.append(f"{name}: still exists")

@@ -547,7 +547,10 @@ class LocalCluster:
             "--kube-api-qps=500", "--kube-api-burst=1000",
             "--concurrent-statefulset-syncs=10", "--concurrent-deployment-syncs=10",
             "--concurrent-replicaset-syncs=10", "--concurrent-gc-syncs=40",
-            "--node-monitor-grace-period=20s",
+            # Shorter than upstream's 50 s for quick node-failure scenarios, yet longer than an
+            # API server restart plus a lease renewal interval (10 s): kwok's Running pods are
+            # never made Ready again once marked not ready for a missed heartbeat.
+            "--node-monitor-grace-period=40s",
             "--v=1",
         ])
 
