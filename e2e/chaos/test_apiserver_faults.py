@@ -59,7 +59,7 @@ RESTARTS = size(2, 20)
 EXPIRIES = size(2, 20)
 QUIET = float(size(5, 15))  # seconds every object must keep its resourceVersion
 CONVERGE = 180.0  # a liveness deadline, not a measurement
-STALL = 60.0  # convergence stalled: time to look for objects the garbage collector missed
+STALL = float(size(30, 60))  # stalled: time to look for objects the garbage collector missed
 SEED = int(time.time())
 # Leader election stays on, as deployed, with a renew deadline longer than any outage here: a
 # leader that cannot renew its Lease within the deadline exits by design (controller-runtime's
