@@ -27,6 +27,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -207,7 +208,7 @@ class LocalCluster:
         if not self.pids.exists():
             return
         order = ["lws-operator", "kwok", "kube-scheduler", "kube-controller-manager",
-                 "kube-apiserver", "etcd"]
+                 "kube-apiserver-side", "kube-apiserver", "etcd"]
         for name in order:
             pid_file = self.pids / f"{name}.pid"
             pid = self._live_pid(name)
@@ -246,6 +247,139 @@ class LocalCluster:
                 raise TimeoutError(f"{CRD_NAME} not Established after {timeout}s")
             time.sleep(0.2)
 
+    # ------------------------------------------------------------------ API server faults
+
+    def stop_apiserver(self, kill: bool = False, grace: float = 10.0) -> None:
+        """Stop kube-apiserver, leaving etcd and every other component running; its clients
+        see refused connections until :meth:`start_apiserver`.
+
+        SIGTERM starts its graceful shutdown, SIGKILL follows after ``grace`` seconds (at once
+        with ``kill``). The pinned version stops listening at once but does not wait for its
+        watch streams to drain and then never exits on its own: watchers keep an open, silent
+        connection until the SIGKILL, which is what a client must survive anyway."""
+        pid = self._live_pid("kube-apiserver")
+        if pid is not None:
+            if kill:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            _terminate(pid, grace=grace)
+        (self.pids / "kube-apiserver.pid").unlink(missing_ok=True)
+
+    def start_apiserver(self, timeout: float = 120.0) -> None:
+        """Start kube-apiserver again, on the same port with the same flags and certificates,
+        and wait for ``/readyz``. Go's listeners set SO_REUSEADDR, so the port is free at once.
+        """
+        state = self.state()
+        if state is None:
+            raise RuntimeError(f"no cluster in {self.dir}")
+        if self.running("kube-apiserver"):
+            raise RuntimeError("kube-apiserver is already running")
+        self._start_apiserver(state, time.monotonic() + timeout)
+
+    @contextlib.contextmanager
+    def side_apiserver(self, timeout: float = 120.0) -> Iterator[Path]:
+        """A second kube-apiserver on another port, against the same etcd, for as long as the
+        context lasts; yields a kubeconfig that reaches it. With the regular one stopped, this
+        is a door through which a test changes the cluster while its regular clients (the
+        operator, kube-controller-manager, kwok) cannot reach any API server. It runs as
+        ``kube-apiserver-side`` (a link to the binary), so pid files and ``down`` tell the two
+        apart."""
+        state = self.state()
+        if state is None:
+            raise RuntimeError(f"no cluster in {self.dir}")
+        name = "kube-apiserver-side"
+        link = self.bin / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(self.binaries.k8s / "kube-apiserver")
+        port = free_port()
+        kubeconfig = self.dir / f"kubeconfig-{name}"
+        self._write_kubeconfig(Pki(self.dir / "pki"), port, path=kubeconfig)
+        try:
+            self._start_apiserver(state, time.monotonic() + timeout, port=port, name=name)
+            yield kubeconfig
+        finally:
+            pid = self._live_pid(name)
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                _terminate(pid)
+            (self.pids / f"{name}.pid").unlink(missing_ok=True)
+            kubeconfig.unlink(missing_ok=True)
+
+    def restart_apiserver(self, kill: bool = False, grace: float = 10.0,
+                          timeout: float = 120.0) -> float:
+        """Stop and start kube-apiserver on its own port; returns the seconds it was down."""
+        start = time.monotonic()
+        self.stop_apiserver(kill=kill, grace=grace)
+        self.start_apiserver(timeout=timeout)
+        return time.monotonic() - start
+
+    def ensure_apiserver(self, timeout: float = 120.0) -> bool:
+        """After a fault: make kube-apiserver serve on its own port again (stopping one left on
+        another port, starting one if none runs). Returns whether it had to act."""
+        state = self.state()
+        if state is None:
+            raise RuntimeError(f"no cluster in {self.dir}")
+        if self.running("kube-apiserver"):
+            try:
+                self._get(f"https://127.0.0.1:{state.ports['apiserver']}/readyz",
+                          client_auth=True)
+                return False
+            except OSError:
+                self.stop_apiserver(kill=True)
+        self.start_apiserver(timeout=timeout)
+        return True
+
+    def restart_component(self, name: str, timeout: float = 120.0) -> None:
+        """Stop (if still running) and start kube-controller-manager, kube-scheduler or kwok
+        again, as a kubelet restarts a static pod: their informers (and the garbage
+        collector's graph, the scheduler's cache) are built afresh."""
+        state = self.state()
+        if state is None or state.tier != "full":
+            raise RuntimeError(f"no full-tier cluster in {self.dir}")
+        starts = {"kube-controller-manager": self._start_controller_manager,
+                  "kube-scheduler": self._start_scheduler, "kwok": self._start_kwok}
+        pid = self._live_pid(name)
+        if pid is not None:
+            _terminate(pid)
+        starts[name](state)
+        if name != "kwok":
+            self._wait_healthz(state, name, time.monotonic() + timeout)
+
+    def _etcd(self, call: str, body: dict[str, object]) -> dict[str, object]:
+        """One call to etcd's v3 JSON gateway (plain HTTP on 127.0.0.1, as the API server
+        reaches it)."""
+        state = self.state()
+        if state is None:
+            raise RuntimeError(f"no cluster in {self.dir}")
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{state.ports['etcd-client']}/v3/{call}",
+            data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            decoded: dict[str, object] = json.loads(answer.read() or b"{}")
+        return decoded
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision (what the API server hands out as resourceVersions)."""
+        header = self._etcd("maintenance/status", {}).get("header") or {}
+        assert isinstance(header, dict)
+        return int(header["revision"])
+
+    def compact_etcd(self, revision: int | None = None) -> int:
+        """Compact etcd's history up to ``revision`` (default: the current one) and return it:
+        a watch or list from an older resourceVersion is then answered 410 Gone by etcd. The
+        API server's watch cache still serves its recent window from memory, so a watch it
+        serves only expires once the cache itself restarts (:meth:`restart_apiserver`).
+        An already compacted revision is not an error."""
+        revision = revision or self.etcd_revision()
+        try:
+            self._etcd("kv/compaction", {"revision": str(revision), "physical": True})
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            if "compacted" not in detail:
+                raise RuntimeError(f"etcd compaction to {revision} failed: {detail}") from exc
+        return revision
+
     @property
     def server(self) -> str:
         state = self.state()
@@ -278,7 +412,7 @@ class LocalCluster:
     def _save(self, state: State) -> None:
         (self.dir / "state.json").write_text(json.dumps(asdict(state), indent=2) + "\n")
 
-    def _write_kubeconfig(self, pki: Pki, port: int) -> None:
+    def _write_kubeconfig(self, pki: Pki, port: int, path: Path | None = None) -> None:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -294,8 +428,9 @@ class LocalCluster:
                                                           "user": "admin"}}],
             "current-context": "lws-local",
         }
-        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.kubeconfig.chmod(0o600)
+        path = path or self.kubeconfig
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.logs / f"{name}.log").open("ab")
@@ -348,15 +483,18 @@ class LocalCluster:
             "--log-level=warn",
         ])
 
-    def _start_apiserver(self, state: State, deadline: float) -> None:
+    def _start_apiserver(self, state: State, deadline: float, port: int | None = None,
+                         name: str = "kube-apiserver") -> None:
         pki = Pki(self.dir / "pki")
+        port = port or state.ports["apiserver"]
+        binary = self.binaries.k8s / name if name == "kube-apiserver" else self.bin / name
         argv = [
-            str(self.binaries.k8s / "kube-apiserver"),
+            str(binary),
             f"--etcd-servers=http://127.0.0.1:{state.ports['etcd-client']}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
             # The endpoint reconciler refuses loopback addresses; nothing in-cluster dials it.
             "--endpoint-reconciler-type=none",
-            f"--secure-port={state.ports['apiserver']}",
+            f"--secure-port={port}",
             f"--tls-cert-file={pki.serving_crt}", f"--tls-private-key-file={pki.serving_key}",
             f"--client-ca-file={pki.ca_crt}",
             "--authorization-mode=Node,RBAC",
@@ -379,9 +517,8 @@ class LocalCluster:
         if state.tier == "api":
             # Without kube-controller-manager nobody creates the `default` service account.
             argv.append("--disable-admission-plugins=ServiceAccount")
-        self._spawn("kube-apiserver", argv)
-        self._wait_url(f"https://127.0.0.1:{state.ports['apiserver']}/readyz", deadline,
-                       "kube-apiserver", client_auth=True)
+        self._spawn(name, argv)
+        self._wait_url(f"https://127.0.0.1:{port}/readyz", deadline, name, client_auth=True)
 
     def _component_auth(self) -> list[str]:
         kc = str(self.kubeconfig)
@@ -410,7 +547,10 @@ class LocalCluster:
             "--kube-api-qps=500", "--kube-api-burst=1000",
             "--concurrent-statefulset-syncs=10", "--concurrent-deployment-syncs=10",
             "--concurrent-replicaset-syncs=10", "--concurrent-gc-syncs=40",
-            "--node-monitor-grace-period=20s",
+            # Shorter than upstream's 50 s for quick node-failure scenarios, yet longer than an
+            # API server restart plus a lease renewal interval (10 s): kwok's Running pods are
+            # never made Ready again once marked not ready for a missed heartbeat.
+            "--node-monitor-grace-period=40s",
             "--v=1",
         ])
 

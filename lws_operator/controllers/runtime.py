@@ -10,6 +10,14 @@ Before the watches start, one chunked LIST per kind fills the caches and marks t
 kopf gives no "initial listing done" signal, and a pass must not act on a half-filled cache.
 Every LeaderWorkerSet is then enqueued once; after that only events wake a pass.
 
+A watch event stream has gaps: kopf lists again when a watch expires (410 Gone: after an API
+server restart, or when etcd has compacted past the watch's resourceVersion) and its own first
+listing comes a moment after ours. A listing only says what exists, never what was deleted in
+the gap, so after each one (seen as events without a type, or kopf's log of the expiry) the
+kind is listed once more and every cached object the listing no longer holds is dropped as if
+its DELETED event had come (``_resync``). Without that, an object deleted while the watch was
+down stayed in the cache for good, and the passes trusted it (a Service never recreated).
+
 kopf runs in a thread of its own, with its own event loop (kopf's documented embedding): when it
 exits it cancels every task of its loop that it did not see start, which in a shared loop would
 include the webhooks' request handlers and whoever is waiting for it to stop. Its handlers hand
@@ -23,7 +31,7 @@ import contextlib
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,16 +40,34 @@ from prometheus_client import CollectorRegistry
 
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
-from lws_operator.kube.cache import ClusterCache, Key
+from lws_operator.kube.cache import ClusterCache, Key, cached_key, cached_uid
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.group_metrics import GroupMetrics
+from lws_operator.kube.metrics import WatchMetrics
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 CONTROLLER = "leaderworkerset"
+
+# kopf's watcher logs this, at debug level, when a watch answers 410 Gone and it lists again;
+# it is the only trace kopf leaves of an expiry (the ERROR event never reaches a handler).
+KOPF_WATCH_LOGGER = "kopf._cogs.clients.watching"
+KOPF_EXPIRED = "Restarting the watch-stream for "
+
+# kopf's watch timeouts (its defaults are none but the 70 s inactivity one): a watch request
+# the server ends every few minutes, a client-side cap on one request in case the server never
+# does (a half-open connection), and a bound on connecting to an API server that is down.
+# Whole seconds: kopf sends the server timeout as str(value), and the API server rejects
+# "300.0" (400 Bad Request, which stops every watch).
+WATCH_SERVER_TIMEOUT = 300
+WATCH_CLIENT_TIMEOUT = WATCH_SERVER_TIMEOUT + 60
+WATCH_CONNECT_TIMEOUT = 10
+# How long a kind's events without a type must pause before it is listed again: one LIST
+# per relisting rather than one per chunk of it.
+RESYNC_SETTLE = 1.0
 
 Watch = tuple[str, str, str, str, str, str | None]
 
@@ -100,6 +126,44 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+class WatchExpiries(logging.Filter):
+    """Spots kopf's log record of a watch that expired (410 Gone) and reports the resource
+    (``pods.v1``, ``statefulsets.v1.apps``). kopf logs it at debug level, so the logger is
+    lowered to debug while this filter keeps every record below the level the logger had
+    before out of the handlers: nothing else changes in the operator's log."""
+
+    def __init__(self, on_expired: Callable[[str], None], level: int) -> None:
+        super().__init__()
+        self.on_expired = on_expired
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.DEBUG:
+            message = record.getMessage()
+            if message.startswith(KOPF_EXPIRED):
+                self.on_expired(message[len(KOPF_EXPIRED):].split(" ", 1)[0])
+        return record.levelno >= self.level
+
+    @classmethod
+    def install(cls, on_expired: Callable[[str], None]) -> WatchExpiries:
+        logger = logging.getLogger(KOPF_WATCH_LOGGER)
+        spotter = cls(on_expired, logger.getEffectiveLevel())
+        logger.addFilter(spotter)
+        logger.setLevel(logging.DEBUG)
+        return spotter
+
+    def uninstall(self) -> None:
+        logger = logging.getLogger(KOPF_WATCH_LOGGER)
+        logger.removeFilter(self)
+        if not any(isinstance(f, WatchExpiries) for f in logger.filters):
+            logger.setLevel(logging.NOTSET)
+
+
+def kopf_resource_name(group: str, version: str, plural: str) -> str:
+    """How kopf names a resource in its log (``plural.version[.group]``)."""
+    return ".".join(p for p in (plural, version, group) if p)
+
+
 class ControllerRuntime:
     """Caches, queue, reconciler and the kopf registry that feeds them."""
 
@@ -126,6 +190,11 @@ class ControllerRuntime:
         # diffbase copies. deque appends and pops are atomic, so no lock is needed.
         self._inbox: deque[tuple[str, str | None, dict[str, Any]]] = deque()
         self._drain_pending = False
+        # Kinds that kopf has listed again since their last resync, and the task per kind
+        # that lists them once more to find what the listing no longer holds.
+        self._relisted: set[str] = set()
+        self._resyncs: dict[str, asyncio.Task[None]] = {}
+        self.watch_metrics = WatchMetrics.for_registry(registry)
 
     # ----------------------------------------------------------------------------- watching
 
@@ -138,7 +207,10 @@ class ControllerRuntime:
             self._observe(*self._inbox.popleft())
 
     def _observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """Runs on the main loop: update the cache, wake the owning LeaderWorkerSet."""
+        """Runs on the main loop: update the cache, wake the owning LeaderWorkerSet. An event
+        without a type comes from a listing: the kind is resynced after it."""
+        if event_type is None:
+            self._relisted_kind(kind)
         store = self.cache[kind]
         owner = store.delete(body) if event_type == "DELETED" else store.upsert(body)
         if kind == "Pod" and event_type == "DELETED" and owner is not None:
@@ -147,6 +219,78 @@ class ControllerRuntime:
             self.cache.depart(owner, body)
         if owner is not None and owner[1]:
             self.queue.add(owner)
+
+    # ------------------------------------------------------------------------ resyncing
+
+    def _expired(self, resource: str) -> None:
+        """kopf's thread: a watch of ``resource`` expired and is being listed again."""
+        for kind, group, version, plural, _path, _selector in self.watched:
+            if kopf_resource_name(group, version, plural) == resource:
+                self.watch_metrics.expired.labels(resource).inc()
+                log.info("the watch of %s expired (410 Gone); listing again", resource)
+                loop = self._loop
+                if loop is not None and not loop.is_closed():
+                    loop.call_soon_threadsafe(self._relisted_kind, kind)
+                return
+
+    def _relisted_kind(self, kind: str) -> None:
+        """Main loop: ``kind`` is being listed again; resync it once the listing settles."""
+        self._relisted.add(kind)
+        task = self._resyncs.get(kind)
+        if task is None or task.done():
+            self._resyncs[kind] = asyncio.create_task(self._resync_when_settled(kind),
+                                                      name=f"resync {kind}")
+
+    async def _resync_when_settled(self, kind: str) -> None:
+        while kind in self._relisted:
+            self._relisted.discard(kind)
+            await asyncio.sleep(RESYNC_SETTLE)
+            if kind in self._relisted:
+                continue  # still listing: wait for the end of it
+            try:
+                await self._resync(kind)
+            except Exception:  # the next relisting retries; the watches go on meanwhile
+                log.exception("resyncing the %s cache failed", kind)
+
+    async def _resync(self, kind: str) -> None:
+        """List ``kind`` and drop every cached object the listing does not hold and that is
+        not newer than it: it was deleted while the watch was down. Objects created after the
+        listing carry a newer resourceVersion and stay; the listed ones reach the cache through
+        kopf's own listing and events."""
+        watch = next(w for w in self.watched if w[0] == kind)
+        listed, version = await self._list_all(watch)
+        if version is None:
+            return
+        self.watch_metrics.resyncs.labels(kind).inc()
+        for obj in self.cache[kind].missing_from(listed, version):
+            log.info("%s %s/%s was deleted while the watch was down; forgetting it",
+                     kind, *cached_key(obj))
+            self.watch_metrics.dropped.labels(kind).inc()
+            self._observe(kind, "DELETED", obj)
+
+    async def _list_all(self, watch: Watch) -> tuple[set[tuple[Key, str]], int | None]:
+        """Every (key, uid) of a watched kind, and the listing's resourceVersion (None when
+        it is not an integer: then nothing can be told apart)."""
+        _kind, _group, _version, _plural, path, selector = watch
+        listed: set[tuple[Key, str]] = set()
+        version: int | None = None
+        token: str | None = None
+        while True:
+            query = {"limit": str(self.options.list_chunk_size)}
+            if selector:
+                query["labelSelector"] = selector
+            if token:
+                query["continue"] = token
+            page = await self._list(path, query)
+            for item in page.get("items") or []:
+                listed.add((cached_key(item), cached_uid(item)))
+            meta = page.get("metadata") or {}
+            if version is None:
+                text = str(meta.get("resourceVersion") or "")
+                version = int(text) if text.isdigit() else None
+            token = meta.get("continue") or None
+            if not token:
+                return listed, version
 
     def _build_registry(self) -> kopf.OperatorRegistry:
         registry = kopf.OperatorRegistry()
@@ -181,6 +325,10 @@ class ControllerRuntime:
         settings.peering.standalone = True
         settings.watching.chunk_size = self.options.list_chunk_size
         settings.networking.request_timeout = 60
+        settings.networking.connect_timeout = WATCH_CONNECT_TIMEOUT
+        settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
+        settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
+        settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
         settings.scanning.disabled = True
         for _kind, group, version, plural, _path, selector in self.watched:
             if selector:
@@ -306,8 +454,12 @@ class ControllerRuntime:
 
     def _watch(self, stop: threading.Event) -> None:
         """kopf's thread: its own event loop, until ``stop``."""
-        asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
-                                  clusterwide=True, standalone=True, stop_flag=stop))
+        spotter = WatchExpiries.install(self._expired)
+        try:
+            asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
+                                      clusterwide=True, standalone=True, stop_flag=stop))
+        finally:
+            spotter.uninstall()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, then run kopf's watches and the workers until ``stop``."""
@@ -336,6 +488,9 @@ class ControllerRuntime:
             self.queue.shutdown()
             await workers
             await asyncio.gather(watching, return_exceptions=True)
+            for task in self._resyncs.values():
+                task.cancel()
+            await asyncio.gather(*self._resyncs.values(), return_exceptions=True)
 
 
 def connection_info(kube: KubeClient) -> kopf.ConnectionInfo:

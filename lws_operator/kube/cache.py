@@ -64,20 +64,27 @@ def lean(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _uid(obj: Mapping[str, Any]) -> str:
+def cached_key(obj: Mapping[str, Any]) -> Key:
+    """An object's (namespace, name)."""
+    meta = meta_of(obj)
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def cached_uid(obj: Mapping[str, Any]) -> str:
     return str(meta_of(obj).get("uid") or "")
 
 
-def _version(obj: Mapping[str, Any]) -> int | None:
+def cached_version(obj: Mapping[str, Any]) -> int | None:
+    """An object's resourceVersion as an integer; None when it is not one."""
     text = str(meta_of(obj).get("resourceVersion") or "")
     return int(text) if text.isdigit() else None
 
 
 def _newer_incarnation(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
     """Whether ``stored`` is another incarnation of the name than ``incoming`` and newer."""
-    if not _uid(incoming) or _uid(stored) == _uid(incoming):
+    if not cached_uid(incoming) or cached_uid(stored) == cached_uid(incoming):
         return False
-    mine, theirs = _version(stored), _version(incoming)
+    mine, theirs = cached_version(stored), cached_version(incoming)
     return mine is not None and theirs is not None and mine > theirs
 
 
@@ -115,7 +122,7 @@ class KindStore:
         meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         stored = self._objects.get(key)
-        if stored is not None and _uid(stored) != _uid(obj) and _uid(obj):
+        if stored is not None and cached_uid(stored) != cached_uid(obj) and cached_uid(obj):
             return owner_key(self.kind, obj)  # a late event of a replaced incarnation
         owner = self._owner_of.get(key) or owner_key(self.kind, obj)
         self._unindex(key)
@@ -145,6 +152,17 @@ class KindStore:
 
     def owners(self) -> Iterable[Key]:
         return list(self._by_owner)
+
+    def missing_from(self, listed: Iterable[tuple[Key, str]], version: int
+                     ) -> list[dict[str, Any]]:
+        """The stored objects that a complete listing at resourceVersion ``version`` (its
+        (key, uid) pairs) does not hold and that are not newer than it: deleted while no
+        watch event could say so. A newer object was created after the listing; one whose
+        resourceVersion is not an integer cannot be told apart and stays."""
+        held = set(listed)
+        return [obj for key, obj in sorted(self._objects.items())
+                if (key, cached_uid(obj)) not in held
+                and (cached_version(obj) or version + 1) <= version]
 
 
 class ClusterCache:

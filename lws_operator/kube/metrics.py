@@ -33,6 +33,7 @@ __all__ = [
     "WORKQUEUE_BUCKETS",
     "ClientMetrics",
     "ReconcileMetrics",
+    "WatchMetrics",
     "WorkqueueMetrics",
     "new_registry",
 ]
@@ -195,4 +196,29 @@ class LeaderElectionMetrics:
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> LeaderElectionMetrics:
+        return _once(registry, cls, lambda: cls(registry))
+
+
+class WatchMetrics:
+    """How the watches recover from gaps: ``lws_operator_watch_expired_total{resource}``
+    (410 Gone, so kopf listed again), ``lws_operator_cache_resyncs_total{kind}`` (the lists made
+    after a listing to find deletions it cannot show) and
+    ``lws_operator_cache_resync_dropped_total{kind}`` (cached objects found deleted that way)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.expired = Counter(
+            "lws_operator_watch_expired_total",
+            "Watches that expired (410 Gone) and were listed again, by resource.",
+            ["resource"], registry=registry)
+        self.resyncs = Counter(
+            "lws_operator_cache_resyncs_total",
+            "Lists made after a watch was listed again, to find the objects deleted in the "
+            "gap, by kind.", ["kind"], registry=registry)
+        self.dropped = Counter(
+            "lws_operator_cache_resync_dropped_total",
+            "Cached objects a resync found deleted (their DELETED event never came), by kind.",
+            ["kind"], registry=registry)
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry) -> WatchMetrics:
         return _once(registry, cls, lambda: cls(registry))
