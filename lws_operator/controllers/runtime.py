@@ -31,7 +31,7 @@ import contextlib
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -268,12 +268,8 @@ class ControllerRuntime:
             self.watch_metrics.dropped.labels(kind).inc()
             self._observe(kind, "DELETED", obj)
 
-    async def _list_all(self, watch: Watch) -> tuple[set[tuple[Key, str]], int | None]:
-        """Every (key, uid) of a watched kind, and the listing's resourceVersion (None when
-        it is not an integer: then nothing can be told apart)."""
-        _kind, _group, _version, _plural, path, selector = watch
-        listed: set[tuple[Key, str]] = set()
-        version: int | None = None
+    async def _pages(self, path: str, selector: str | None) -> AsyncIterator[dict[str, Any]]:
+        """The pages of one chunked LIST (``list_chunk_size`` items each), in order."""
         token: str | None = None
         while True:
             query = {"limit": str(self.options.list_chunk_size)}
@@ -282,15 +278,26 @@ class ControllerRuntime:
             if token:
                 query["continue"] = token
             page = await self._list(path, query)
+            yield page
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    async def _list_all(self, watch: Watch) -> tuple[set[tuple[Key, str]], int | None]:
+        """Every (key, uid) of a watched kind, and the listing's resourceVersion (None when
+        it is not an integer: then nothing can be told apart)."""
+        _kind, _group, _version, _plural, path, selector = watch
+        listed: set[tuple[Key, str]] = set()
+        version: int | None = None
+        first = True
+        async for page in self._pages(path, selector):
             for item in page.get("items") or []:
                 listed.add((cached_key(item), cached_uid(item)))
-            meta = page.get("metadata") or {}
-            if version is None:
-                text = str(meta.get("resourceVersion") or "")
+            if first:
+                text = str((page.get("metadata") or {}).get("resourceVersion") or "")
                 version = int(text) if text.isdigit() else None
-            token = meta.get("continue") or None
-            if not token:
-                return listed, version
+                first = False
+        return listed, version
 
     def _build_registry(self) -> kopf.OperatorRegistry:
         registry = kopf.OperatorRegistry()
@@ -407,23 +414,13 @@ class ControllerRuntime:
     async def prime(self) -> None:
         """Fill every cache with one chunked LIST per kind, mark it synced, enqueue every LWS."""
         for kind, _group, _version, _plural, path, selector in self.watched:
-            token: str | None = None
-            while True:
-                query = {"limit": str(self.options.list_chunk_size)}
-                if selector:
-                    query["labelSelector"] = selector
-                if token:
-                    query["continue"] = token
-                page = await self._list(path, query)
+            async for page in self._pages(path, selector):
                 for item in page.get("items") or []:
                     # List items carry no apiVersion/kind; watch events do. Cached objects must
                     # look the same either way (a pass compares them with what it would write).
                     item.setdefault("apiVersion", page.get("apiVersion"))
                     item.setdefault("kind", kind)
                     self.cache[kind].upsert(item)
-                token = (page.get("metadata") or {}).get("continue") or None
-                if not token:
-                    break
             self.cache[kind].synced = True
         # Every LeaderWorkerSet, and the owners of pods whose LeaderWorkerSet is gone (a
         # retained pod's cleanup finalizer must still be removed after a restart).

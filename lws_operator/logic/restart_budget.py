@@ -78,17 +78,21 @@ def count_key(revision: str, group: str) -> str:
     return f"{revision}/{group}"
 
 
-def read_counts(lws: Mapping[str, Any]) -> dict[str, int]:
-    """The counter annotation; an unreadable value (edited by hand) counts as empty."""
-    raw = (meta_of(lws).get("annotations") or {}).get(GROUP_RESTART_COUNTS_ANNOTATION)
+def _json_object(lws: Mapping[str, Any], annotation: str) -> dict[str, Any]:
+    """A JSON-object annotation; missing or unreadable (edited by hand) reads as empty."""
+    raw = (meta_of(lws).get("annotations") or {}).get(annotation)
     if not raw:
         return {}
     try:
         decoded = json.loads(raw)
     except ValueError:
         return {}
-    if not isinstance(decoded, dict):
-        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def read_counts(lws: Mapping[str, Any]) -> dict[str, int]:
+    """The counter annotation; an unreadable value (edited by hand) counts as empty."""
+    decoded = _json_object(lws, GROUP_RESTART_COUNTS_ANNOTATION)
     out: dict[str, int] = {}
     for key, value in decoded.items():
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -103,15 +107,7 @@ def render_counts(counts: Mapping[str, int] | Mapping[str, str]) -> str:
 
 def read_counted(lws: Mapping[str, Any]) -> dict[str, str]:
     """The counted-leaders annotation (count key -> leader UID); unreadable counts as empty."""
-    raw = (meta_of(lws).get("annotations") or {}).get(GROUP_RESTART_COUNTED_ANNOTATION)
-    if not raw:
-        return {}
-    try:
-        decoded = json.loads(raw)
-    except ValueError:
-        return {}
-    if not isinstance(decoded, dict):
-        return {}
+    decoded = _json_object(lws, GROUP_RESTART_COUNTED_ANNOTATION)
     return {str(k): v for k, v in decoded.items() if isinstance(v, str) and v}
 
 
