@@ -389,8 +389,26 @@ async def settle(kube: Kube, ns: str, name: str, replicas: int, group_size: int,
     try:
         await wait_for(probe, timeout=CONVERGE_TIMEOUT, interval=1.0, what=f"{ns}/{name}")
     except AssertionError as exc:
-        raise AssertionError(f"did not converge: {last[0]}") from exc
+        raise AssertionError(f"did not converge: {last[0]}\n{await snapshot(kube, ns)}") from exc
     return time.monotonic() - started
+
+
+async def snapshot(kube: Kube, ns: str) -> str:
+    """What a case that did not converge left: each pod's phase, gates, conditions and node;
+    each StatefulSet's and Deployment's replicas and status counts (for the report)."""
+    lines = []
+    for pod in await kube.list("v1", "Pod", ns):
+        meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+        conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+        lines.append(f"  pod {meta['name']} {status.get('phase')} node={spec.get('nodeName')} "
+                     f"gates={[g['name'] for g in spec.get('schedulingGates') or []]} "
+                     f"deleting={bool(meta.get('deletionTimestamp'))} {conditions}")
+    for api, kind in (("apps/v1", "StatefulSet"), ("apps/v1", "Deployment")):
+        for obj in await kube.list(api, kind, ns):
+            counts = {k: v for k, v in (obj.get("status") or {}).items() if "eplicas" in k}
+            lines.append(f"  {kind} {obj['metadata']['name']} {obj['spec'].get('replicas')} "
+                         f"{counts}")
+    return "\n".join(lines)
 
 
 async def quiet(fuzz: Fuzz, ns: str, name: str) -> None:
