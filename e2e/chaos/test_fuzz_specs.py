@@ -196,7 +196,9 @@ async def fuzz(clusters: Clusters) -> AsyncIterator[Fuzz]:
     run_id = uuid.uuid4().hex[:8]
     log = cluster.dir / "logs" / f"fuzz-operator-{run_id}.log"
     operator = OperatorProcess(str(cluster.kubeconfig), run_id, log,
-                               extra_args=["--log-format", "json"])
+                               # No /metrics: the default :8443 may be taken by another
+                               # operator on this machine, and nothing here reads it.
+                               extra_args=["--log-format", "json", "--metrics-bind-address", "0"])
     invalid_ns = f"fuzz-bad-{run_id}"
     for ns in (operator.namespace, invalid_ns):
         await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})

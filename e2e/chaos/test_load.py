@@ -18,8 +18,9 @@ Judged from the operator's own ``/metrics`` (sampled every two seconds) and ``/p
   answered requests are the same number), and the limiter must have made callers wait (else the
   load never reached the budget and the check proved nothing). kopf's own list and watch
   requests do not go through our client and are not counted; they are a handful per kind.
-- **No backoff storm.** Reconcile errors (each one a backoff retry) stay a small share of the
-  passes; during the final quiet period there are none for these sets' objects.
+- **No backoff storm.** Failed passes of these sets (each one a backoff retry; counted from
+  the log, since the process also reconciles what other tests left behind) stay a small share
+  of all passes; during the final quiet period there are none for these sets' objects.
 - **Flat memory.** After the first round (caches filled, code paths warmed), the median RSS of
   the last quarter of the run is within ``max(10 %, 16 MiB)`` of the first quarter's.
 
@@ -338,7 +339,14 @@ async def test_many_sets_rolled_at_once_while_pods_churn(
         f"{last.requests - last.started:.0f} requests did not wait for the token bucket"
     assert last.limiter_waits > first.limiter_waits, \
         "the load never reached the request budget: the rate check proved nothing"
-    assert errors <= 0.05 * reconciles, \
-        f"backoff storm: {errors:.0f} of {reconciles:.0f} passes failed"
+    # The process reconciles every namespace, and sets other tests left terminating fail for
+    # reasons of their own: the failed passes that count are this namespace's, from the log.
+    ours = f"reconcile of ('{namespace}',"
+    failed_here = sum(ours in line and ("failed" in line or "raised" in line)
+                      for line in operator.log_path.read_text(errors="replace").splitlines())
+    print(f"[load] failed passes of this namespace: {failed_here} ({errors:.0f} in all)",
+          file=sys.stderr)
+    assert failed_here <= 0.05 * reconciles, \
+        f"backoff storm: {failed_here} of {reconciles:.0f} passes failed"
     assert late <= early + max(0.10 * early, 16.0), \
         f"memory grew under steady load: median RSS {early:.1f} -> {late:.1f} MiB"
