@@ -8,7 +8,9 @@ for speed: timing belongs in the report, not in a test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -130,7 +132,15 @@ async def test_an_interrupted_run_deletes_what_it_created(
     await asyncio.sleep(3)  # into the run: LeaderWorkerSets created, operator running
     operator_pid = int(seen.split(b"[bench] operator pid ")[1].split()[0])
     process.send_signal(signal.SIGINT)
-    rest = await asyncio.wait_for(process.stderr.read(), 120)
+    try:
+        rest = await asyncio.wait_for(process.stderr.read(), 120)
+    except TimeoutError:
+        # Never leave a second operator behind: it would reconcile every later module's sets
+        # next to that module's own operator (double recreations, conflicts, extra writes).
+        for pid in (operator_pid, process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     assert await process.wait() == 130, rest.decode()[-2000:]
     assert not await asyncio.to_thread(Path(f"/proc/{operator_pid}").exists)  # operator gone
     assert await _bench_namespaces(kube) == []
