@@ -26,6 +26,7 @@ import contextlib
 import json
 import re
 import signal
+import ssl
 import statistics
 import sys
 import time
@@ -184,6 +185,21 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 # --------------------------------------------------------------- in-process (tests)
 
+
+
+async def served_certificate(port: int) -> bytes:
+    """The DER certificate a new TLS connection to a webhook listener on 127.0.0.1 gets."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+    try:
+        der: bytes = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return der
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await writer.wait_closed()
 
 async def ensure_namespace(kube: KubeClient, name: str) -> None:
     if await kube.get(f"/api/v1/namespaces/{name}") is None:

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import ssl
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import pytest_asyncio
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from e2e.bench.webhook_latency import wait_until_admitting
+from e2e.bench.webhook_latency import served_certificate, wait_until_admitting
 from e2e.chaos import FULL, size
 from e2e.chaos.admission_load import (
     MUTATING,
@@ -87,18 +86,9 @@ class Replicas:
         return self.processes[0].namespace
 
 
-async def served_certificate(port: int) -> bytes:
+async def served_pem(port: int) -> bytes:
     """The PEM certificate a new TLS connection to a replica's listener gets."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
-    try:
-        der: bytes = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError, ssl.SSLError):
-            await writer.wait_closed()
+    der = await served_certificate(port)
     return x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
 
 
@@ -242,7 +232,7 @@ async def test_rotation_under_200_admissions_per_second_fails_none(
     async def both_serve_the_secret() -> bool:
         data = await secret_data(r.kube, r.operator_namespace, SECRET)
         assert data is not None
-        served = [await served_certificate(p.webhook_port) for p in r.processes]
+        served = [await served_pem(p.webhook_port) for p in r.processes]
         return all(s == data[certs.TLS_CERT_KEY] for s in served)
 
     await wait_for(both_serve_the_secret, timeout=30, what="both replicas to serve the Secret")

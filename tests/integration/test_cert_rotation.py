@@ -15,7 +15,6 @@ import base64
 import contextlib
 import dataclasses
 import datetime as dt
-import ssl
 
 import pytest
 from cryptography import x509
@@ -24,6 +23,7 @@ from e2e.bench.webhook_latency import (
     LoadResult,
     drive,
     options_for,
+    served_certificate,
     start_webhooks,
     stop_webhooks,
 )
@@ -37,21 +37,6 @@ pytestmark = pytest.mark.api
 
 S = dt.timedelta(seconds=1)
 MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-
-
-async def served_certificate(port: int) -> bytes:
-    """The DER certificate a new TLS connection to the listener gets."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
-    try:
-        der: bytes = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
-        return der
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError, ssl.SSLError):
-            await writer.wait_closed()
 
 
 def cas(bundle_b64: str) -> list[x509.Certificate]:
