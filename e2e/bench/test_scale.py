@@ -111,6 +111,19 @@ async def test_a_cluster_too_small_is_refused_before_anything_is_created(
 
 
 @pytest.mark.full
+async def _stacks(pid: int) -> str:
+    """py-spy's dump of every thread of ``pid`` (with its asyncio frames as Python frames), or
+    why there is none."""
+    try:
+        dump = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("py-spy")), "dump", "--pid", str(pid),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(dump.communicate(), 30)
+    except (OSError, TimeoutError) as exc:
+        return f"(no py-spy dump: {exc})"
+    return out.decode(errors="replace")
+
+
 async def test_an_interrupted_run_deletes_what_it_created(
         cluster: LocalCluster, kube: Kube, tmp_path: Path) -> None:
     await asyncio.to_thread(cluster.install_crd)
@@ -135,12 +148,15 @@ async def test_an_interrupted_run_deletes_what_it_created(
     try:
         rest = await asyncio.wait_for(process.stderr.read(), 120)
     except TimeoutError:
+        # Where the bench's cleanup hangs: its stacks, taken before it is killed.
+        stacks = await _stacks(process.pid)
         # Never leave a second operator behind: it would reconcile every later module's sets
         # next to that module's own operator (double recreations, conflicts, extra writes).
         for pid in (operator_pid, process.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        raise
+        raise AssertionError(f"the bench did not stop within 120 s of SIGINT; its stacks:\n"
+                             f"{stacks}") from None
     assert await process.wait() == 130, rest.decode()[-2000:]
     assert not await asyncio.to_thread(Path(f"/proc/{operator_pid}").exists)  # operator gone
     assert await _bench_namespaces(kube) == []

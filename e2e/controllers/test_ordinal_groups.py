@@ -210,12 +210,15 @@ async def test_a_converged_lws_costs_no_writes(operator: Operator) -> None:
     await op.kube.create(sample("quiet", replicas=2, size=2), ns)
     await converged(op, "quiet", 2, 2)
     async def alone() -> bool:
-        # Other modules' namespaces are deleted in the background; their cleanup writes count
-        # on the server, so measure once they are gone.
-        names = {n["metadata"]["name"] for n in await op.kube.list("v1", "Namespace")}
-        return not {n for n in names if n.startswith("t-")} - {ns, f"{ns}-op"}
+        # Other modules' namespaces (ours are "t-…", the chaos and bench ones are named
+        # otherwise) are deleted in the background: the namespace controller's deletions count
+        # on the server, so measure once no namespace is terminating.
+        namespaces = await op.kube.list("v1", "Namespace")
+        names = {n["metadata"]["name"] for n in namespaces}
+        terminating = [n for n in namespaces if n.get("status", {}).get("phase") == "Terminating"]
+        return not terminating and not {n for n in names if n.startswith("t-")} - {ns, f"{ns}-op"}
 
-    await wait_for(alone, timeout=120, what="other test namespaces to be deleted")
+    await wait_for(alone, timeout=180, what="other test namespaces to be deleted")
     await asyncio.sleep(2)  # let the last status write and its watch events settle
     before, server_before = op.writes(), await op.server_writes()
     assert server_before[("POST", "leaderworkersets")] >= 1  # the counters are really read
