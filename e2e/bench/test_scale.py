@@ -110,7 +110,6 @@ async def test_a_cluster_too_small_is_refused_before_anything_is_created(
     assert await _bench_namespaces(kube) == []
 
 
-@pytest.mark.full
 async def _stacks(pid: int) -> str:
     """py-spy's dump of every thread of ``pid`` (with its asyncio frames as Python frames), or
     why there is none."""
@@ -124,6 +123,7 @@ async def _stacks(pid: int) -> str:
     return out.decode(errors="replace")
 
 
+@pytest.mark.full
 async def test_an_interrupted_run_deletes_what_it_created(
         cluster: LocalCluster, kube: Kube, tmp_path: Path) -> None:
     await asyncio.to_thread(cluster.install_crd)
