@@ -73,6 +73,7 @@ class Update:
     replicas: int = 0  # after a valid update
     size: int = 0
     subresource: str | None = None  # "scale": sent to the scale subresource
+    updated: int | None = None  # groups on the new revision after it; None: all of them
 
 
 @dataclass(frozen=True)
@@ -393,12 +394,16 @@ def updates(draw: st.DrawFn, case: ValidCase) -> Update:
         invalid.append("subgroup-size")
     kind = draw(st.sampled_from(valid + invalid))
     r, s = case.replicas, case.size
+    # An Ordinal partition keeps the groups below it on the old revision through a template
+    # change (the guide's staged rollout), so fewer than all groups end up updated.
+    partition = int(((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")
+                     or {}).get("partition") or 0)
     if kind == "image":
         template = copy.deepcopy(lwt["workerTemplate"])
         template["spec"]["containers"][0]["image"] = draw(st.sampled_from(
             [i for i in IMAGES if i != template["spec"]["containers"][0]["image"]]))
         return Update("image", {"spec": {"leaderWorkerTemplate": {"workerTemplate": template}}},
-                      replicas=r, size=s)
+                      replicas=r, size=s, updated=r - min(partition, r))
     if kind == "rollout":
         config: dict[str, Any]
         if r == 0:
@@ -449,8 +454,12 @@ def updates(draw: st.DrawFn, case: ValidCase) -> Update:
             return Update("metadata", {"metadata": {"labels": {"fuzz.example.com/t": "1"}}},
                           replicas=r, size=s)
         new = draw(st.sampled_from(sizes))
-        return Update("resize", {"spec": {"leaderWorkerTemplate": {"size": new}}},
-                      replicas=r, size=new)
+        patch: dict[str, Any] = {"spec": {"leaderWorkerTemplate": {"size": new}}}
+        if partition:
+            # Every group resized, so every group has the new size: the partition is lifted
+            # in the same write (a staged resize is left to the rollout tests).
+            patch["spec"]["rolloutStrategy"] = {"rollingUpdateConfiguration": {"partition": 0}}
+        return Update("resize", patch, replicas=r, size=new)
     if kind == "groupIdentity":
         value = "Ordinal" if case.hashed else "Hash"
         return Update("groupIdentity", {"spec": {"groupIdentity": value}}, "spec.groupIdentity")

@@ -10,7 +10,9 @@ whose log file is read afterwards.
   object is left behind.
 * **Valid**: the create is accepted and the set **converges**, defined as all of: the status
   describes the current generation (``observedGeneration == generation``) with
-  ``replicas == readyReplicas == updatedReplicas == spec.replicas`` and ``Available=True``;
+  ``replicas == readyReplicas == updatedReplicas == spec.replicas`` and ``Available=True``
+  (after a template change under an Ordinal ``partition`` p, ``updatedReplicas`` is
+  ``replicas - min(p, replicas)``: the groups below the partition stay on the old revision);
   exactly ``replicas * size`` live pods, all Ready, none terminating; the leader object the
   identity calls for (a StatefulSet named after the set for Ordinal, a Deployment and no leader
   StatefulSet for Hash) with ``spec.replicas`` desired; one worker StatefulSet of ``size - 1``
@@ -339,8 +341,9 @@ async def versions(kube: Kube, ns: str, name: str) -> dict[str, Any]:
 
 
 async def converged(kube: Kube, ns: str, name: str, replicas: int, group_size: int,
-                    hashed: bool) -> str | None:
-    """None once the set has converged (module docstring), else what is still missing."""
+                    hashed: bool, updated: int | None = None) -> str | None:
+    """None once the set has converged (module docstring), else what is still missing;
+    ``updated`` is the groups expected on the current revision (default: all)."""
     lws = await kube.get(API, KIND, name, ns)
     if lws is None:
         return "no LeaderWorkerSet"
@@ -348,7 +351,8 @@ async def converged(kube: Kube, ns: str, name: str, replicas: int, group_size: i
     if status.get("observedGeneration") != lws["metadata"].get("generation"):
         return "status not of the current generation"
     counts = (status.get("replicas"), status.get("readyReplicas"), status.get("updatedReplicas"))
-    if counts != (replicas, replicas, replicas) or condition(lws, "Available") != "True":
+    expected = (replicas, replicas, replicas if updated is None else updated)
+    if counts != expected or condition(lws, "Available") != "True":
         return f"status {counts}, Available={condition(lws, 'Available')}"
     selector = f"{P}name={name}"
     pods = await kube.list("v1", "Pod", ns, label_selector=selector)
@@ -379,13 +383,13 @@ async def converged(kube: Kube, ns: str, name: str, replicas: int, group_size: i
 
 
 async def settle(kube: Kube, ns: str, name: str, replicas: int, group_size: int,
-                 hashed: bool) -> float:
+                 hashed: bool, updated: int | None = None) -> float:
     """Wait for convergence; return how long it took."""
     started = time.monotonic()
     last: list[str | None] = [None]
 
     async def probe() -> bool:
-        last[0] = await converged(kube, ns, name, replicas, group_size, hashed)
+        last[0] = await converged(kube, ns, name, replicas, group_size, hashed, updated)
         return last[0] is None
 
     try:
@@ -513,7 +517,8 @@ async def run_valid(fuzz: Fuzz, case: ValidCase, index: int) -> None:
             return
         assert update.path is None, f"invalid update {update.label} accepted: {update.patch}"
         fuzz.converge_seconds.append(
-            await settle(kube, ns, name, update.replicas, update.size, case.hashed))
+            await settle(kube, ns, name, update.replicas, update.size, case.hashed,
+                         update.updated))
         await quiet(fuzz, ns, name)
         stats["updates: valid, converged"][update.label] += 1
     finally:
