@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import copy
 import functools
 import json
@@ -77,7 +76,7 @@ from e2e.chaos.spec_strategies import (
     invalid_cases,
     valid_cases,
 )
-from e2e.kube import JSON_PATCH, Kube, condition, is_ready, wait_for
+from e2e.kube import Kube, condition, is_ready, wait_for
 from e2e.operator_process import OperatorProcess
 from lws_operator.api.defaults import apply_defaults
 from lws_operator.api.validation import validate
@@ -86,7 +85,6 @@ T = TypeVar("T")
 P = "leaderworkerset.sigs.k8s.io/"
 READY_GATE = P + "group-ready"
 POKE = "fuzz.example.com/poke"
-PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 INVALID_CASES = size(500, 1600)
 VALID_CASES = size(40, 480)
@@ -441,35 +439,12 @@ async def quiet(fuzz: Fuzz, ns: str, name: str) -> None:
         line[:500] for line in about[:5])
 
 
-async def release_claims(kube: Kube, ns: str) -> None:
-    """Stand in for kube-controller-manager's pvc-protection controller, which the local
-    cluster does not run: drop the ``kubernetes.io/pvc-protection`` finalizer of terminating
-    claims no pod uses any more. Without it, a claim never goes, and with
-    ``whenDeleted: Delete`` (the claims owned by the StatefulSet) neither does a worker
-    StatefulSet in foreground deletion (``podTerminationPolicy: Parallel``)."""
-    used = {v["persistentVolumeClaim"]["claimName"]
-            for pod in await kube.list("v1", "Pod", ns)
-            for v in pod["spec"].get("volumes") or [] if v.get("persistentVolumeClaim")}
-    for claim in await kube.list("v1", "PersistentVolumeClaim", ns):
-        meta = claim["metadata"]
-        if (meta.get("deletionTimestamp") and meta["name"] not in used
-                and PVC_PROTECTION in (meta.get("finalizers") or [])):
-            await kube.patch("v1", "PersistentVolumeClaim", meta["name"], [
-                {"op": "test", "path": "/metadata/resourceVersion",
-                 "value": meta["resourceVersion"]},
-                {"op": "replace", "path": "/metadata/finalizers",
-                 "value": [f for f in meta["finalizers"] if f != PVC_PROTECTION]}],
-                ns, content_type=JSON_PATCH)
-
-
 async def remove(kube: Kube, ns: str, name: str) -> None:
     """Delete the set; everything it owns must go (garbage collection, no orphan)."""
     await kube.delete(API, KIND, name, ns)
     selector = f"{P}name={name}"
 
     async def gone() -> bool:
-        with contextlib.suppress(DynamicApiError):  # a claim changed under us: next round
-            await release_claims(kube, ns)
         if await kube.get(API, KIND, name, ns) is not None:
             return False
         for api, kind in (("v1", "Pod"), ("apps/v1", "StatefulSet"), ("apps/v1", "Deployment")):
@@ -526,8 +501,6 @@ async def run_valid(fuzz: Fuzz, case: ValidCase, index: int) -> None:
             await remove(kube, ns, name)
         finally:
             await kube.delete("v1", "Namespace", ns)
-            with contextlib.suppress(DynamicApiError):
-                await release_claims(kube, ns)  # the claims the namespace deletion ends
 
 
 @pytest.mark.full

@@ -68,6 +68,9 @@ CONTROLLERS = (
     "disruption-controller",
     "job-controller",
     "podgroup-protection-controller",
+    # Terminating claims keep their finalizer until this controller sees no pod using them:
+    # without it a namespace holding a claim never finishes terminating.
+    "persistentvolumeclaim-protection-controller",
 )
 
 
