@@ -126,7 +126,10 @@ def validate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
     old = _object(request, "oldObject") if operation == "UPDATE" else None
     errors = validation.validate(new, old)
     if not errors:
-        return allowed()
+        response = allowed()
+        if notes := validation.warnings(new):
+            response["warnings"] = notes
+        return response
     name = str((new.get("metadata") or {}).get("name") or request.get("name") or "")
     return denied(
         422, validation.invalid_message(name, errors), "Invalid",

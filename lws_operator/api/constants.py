@@ -98,6 +98,9 @@ MAX_REPLICAS: Final = 1_000_000
 MAX_INT32: Final = 2_147_483_647
 HASH_MODE_NAME_LIMIT: Final = 43
 HASH_MODE_NAME_LIMIT_SIZE_ONE: Final = 54
+# The longest StatefulSet name whose pods the StatefulSet controller can create: it labels each
+# pod ``controller-revision-hash: <name>-<hash of up to 10 characters>``, a value of at most 63.
+STATEFULSET_NAME_LIMIT: Final = 52
 # A Hash-mode group is named by this many leading characters of its key (guide).
 HASH_KEY_PREFIX: Final = 8
 

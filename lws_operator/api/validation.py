@@ -33,6 +33,7 @@ from .constants import (
     KIND,
     MAX_INT32,
     MAX_REPLICAS,
+    STATEFULSET_NAME_LIMIT,
     SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
 )
 
@@ -524,6 +525,31 @@ def _immutable_gang_settings(path: str, new: Any, old: Any) -> list[FieldError]:
             old_value, new_value = _without_min_count(old_value), _without_min_count(new_value)
         errors += _immutable(f"{path}.{key}", old_value, new_value)
     return errors
+
+
+def warnings(lws: dict[str, Any]) -> list[str]:
+    """What an accepted LeaderWorkerSet will not do, for the admission response's warnings
+    (``kubectl`` prints them).
+
+    An Ordinal name may be a DNS-1035 label of up to 63 characters, as upstream allows, yet a
+    StatefulSet named over 52 characters never gets a pod (``STATEFULSET_NAME_LIMIT``): the
+    leader StatefulSet is ``<name>`` and a group's worker StatefulSet ``<name>-<index>``. Upstream
+    accepts such a set and it never runs; rejecting it would refuse manifests upstream takes, so
+    the user is told instead, with the longest name that runs at this scale. Hash mode rejects
+    long names outright (the guide's 43/54 limit)."""
+    spec = lws.get("spec") or {}
+    if spec.get("groupIdentity") == "Hash":
+        return []
+    name = str(_get(lws, "metadata", "name") or "")
+    replicas, size = _int(spec.get("replicas")), _int(_get(spec, "leaderWorkerTemplate", "size"))
+    suffix = f"-{replicas - 1}" if replicas and size is not None and size > 1 else ""
+    longest = name + suffix
+    if len(longest) <= STATEFULSET_NAME_LIMIT:
+        return []
+    return [f"metadata.name: StatefulSet {longest!r} would be {len(longest)} characters, over "
+            f"the {STATEFULSET_NAME_LIMIT} whose pods the StatefulSet controller can label, so "
+            f"its pods would never be created; use a name of at most "
+            f"{STATEFULSET_NAME_LIMIT - len(suffix)} characters"]
 
 
 def validate(new: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:

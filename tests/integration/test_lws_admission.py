@@ -7,8 +7,10 @@ the tests see what users see: the stored, defaulted object, or the server's reje
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 import yaml
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
+from e2e.cluster import LocalCluster
 from e2e.kube import MERGE_PATCH, Kube
 
 pytestmark = pytest.mark.api
@@ -231,6 +234,32 @@ async def test_enum_and_bounds_rejected_by_the_crd(admitted: tuple[Kube, str]) -
 async def test_valid_creations(admitted: tuple[Kube, str], spec: dict[str, Any]) -> None:
     kube, ns = admitted
     assert (await create(kube, ns, new_lws(unique("ok"), **spec)))["metadata"]["uid"]
+
+
+async def kubectl_create(cluster: LocalCluster, ns: str,
+                         body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """``kubectl create`` as a user runs it: its stderr carries the server's warnings."""
+    return await asyncio.to_thread(
+        subprocess.run, [str(cluster.bin / "kubectl"), "--kubeconfig", str(cluster.kubeconfig),
+                         "create", "-n", ns, "-f", "-"],
+        input=json.dumps(body), capture_output=True, text=True, check=False)
+
+
+async def test_a_name_too_long_to_run_is_accepted_with_a_warning(
+        admitted: tuple[Kube, str], lws_crd: LocalCluster) -> None:
+    """kubectl prints the webhook's warning; the set is created all the same, as upstream
+    creates it (its worker StatefulSet ``<name>-0`` would be 53 characters)."""
+    kube, ns = admitted
+    name = unique("w" * 44)  # 51 characters
+    done = await kubectl_create(lws_crd, ns, new_lws(name, t_size=2))
+    assert done.returncode == 0, done.stderr
+    assert f"Warning: metadata.name: StatefulSet '{name}-0' would be 53 characters" \
+        in done.stderr, done.stderr
+    assert await kube.get(API, KIND, name, ns) is not None
+    # A name that runs gets no warning.
+    done = await kubectl_create(lws_crd, ns, new_lws(unique("short"), t_size=2))
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
 
 
 async def test_upstream_samples_are_accepted_unchanged(admitted: tuple[Kube, str]) -> None:

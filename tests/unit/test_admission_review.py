@@ -125,6 +125,15 @@ def test_lws_validation_error_is_a_422_invalid_with_causes() -> None:
     assert cause["message"].startswith("Invalid value: -1: ")
 
 
+def test_an_accepted_lws_that_cannot_run_comes_with_a_warning() -> None:
+    obj = lws()
+    obj["metadata"]["name"] = "n" * 60
+    response = answer(VALIDATE_LWS_PATH, admission(obj))
+    assert response["allowed"] is True
+    assert [w.split(":")[0] for w in response["warnings"]] == ["metadata.name"]
+    assert "warnings" not in answer(VALIDATE_LWS_PATH, admission(lws()))
+
+
 def test_lws_update_rules_see_the_old_object() -> None:
     old = lws(leaderWorkerTemplate={"size": 4, "subGroupPolicy": {"subGroupSize": 2}})
     new = lws(leaderWorkerTemplate={"size": 4})

@@ -14,6 +14,7 @@ from lws_operator.api.validation import (
     invalid_message,
     scaled_value,
     validate,
+    warnings,
 )
 
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
@@ -301,3 +302,28 @@ def test_invalid_message(errors: list[FieldError], expected: str) -> None:
 )
 def test_scaled_value(value: Any, total: int, round_up: bool, expected: int | None) -> None:
     assert scaled_value(value, total, round_up) == expected
+
+
+@pytest.mark.parametrize(("name", "spec", "longest"), [
+    ("a" * 52, {"t_size": 1, "replicas": 5}, None),  # leader StatefulSet only: 52 runs
+    ("a" * 53, {"t_size": 1, "replicas": 5}, "a" * 53),
+    ("a" * 50, {"t_size": 2, "replicas": 10}, None),  # worker "<name>-9": 52
+    ("a" * 50, {"t_size": 2, "replicas": 11}, "a" * 50 + "-10"),  # "<name>-10": 53
+    ("a" * 50, {"t_size": 2, "replicas": 1}, None),  # "<name>-0": 52
+    ("a" * 51, {"t_size": 2, "replicas": 1}, "a" * 51 + "-0"),
+    ("a" * 52, {"t_size": 2, "replicas": 0}, None),  # no group, no worker StatefulSet
+    ("a" * 63, {"t_size": 2, "replicas": 2, "groupIdentity": "Hash"}, None),  # rejected there
+])
+def test_ordinal_names_too_long_to_run_are_warned_about(
+        name: str, spec: dict[str, Any], longest: str | None) -> None:
+    obj = lws(name, **spec)
+    assert validate(obj, None) == [] or spec.get("groupIdentity") == "Hash"
+    notes = warnings(obj)
+    if longest is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1
+        assert notes[0].startswith(f"metadata.name: StatefulSet {longest!r} would be "
+                                   f"{len(longest)} characters, over the 52")
+        assert notes[0].endswith(f"at most {52 - len(longest) + len(name)} characters")
+        assert len(notes[0]) < 256  # the API server truncates longer warnings
