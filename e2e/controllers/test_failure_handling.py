@@ -204,6 +204,49 @@ async def test_budget_stops_a_failing_group_and_recover_restarts_it(operator: Op
         await remove(op, name)
 
 
+async def test_counts_no_group_can_spend_are_dropped(operator: Operator) -> None:
+    """A count survives the recreation it records; once a rollout has moved every group to a
+    new revision the old revision's count goes (and the counted-leaders record with it), and a
+    count of a group scaled away goes once the scale-down is done."""
+    op, name = operator, "pruned"
+    await op.kube.create(lws(name, replicas=2, size=2, template={"maxGroupRestarts": 3}),
+                         op.namespace)
+
+    async def annotations() -> dict[str, str]:
+        return (await get_lws(op, name))["metadata"].get("annotations") or {}
+
+    try:
+        before = await settle(op, name, size=2)
+        await fail_pod(op.kube, op.namespace, f"{name}-1-1")
+        await settle(op, name, size=2, changed=group_pods(name, 1, 2), before=before)
+        [old_key] = json.loads((await annotations())[P + "group-restart-counts"])
+        assert old_key.endswith("/1")
+        assert list(json.loads((await annotations())[P + "group-restart-counted-leaders"])) \
+            == [old_key]
+        # A new image: every group is replaced on a new revision.
+        await op.kube.patch(API, KIND, name, {"spec": {"leaderWorkerTemplate": {
+            "workerTemplate": {"spec": {"containers": [
+                {"name": "engine", "image": "engine:v2"}]}}}}}, op.namespace)
+
+        async def pruned() -> bool:
+            got = await annotations()
+            return not ({P + "group-restart-counts", P + "group-restart-counted-leaders"}
+                        & set(got))
+
+        await wait_for(pruned, timeout=120, what="the old revision's count dropped")
+        # A count of the current revision on the group a scale-down removes goes with it.
+        current = await settle(op, name, size=2)
+        await fail_pod(op.kube, op.namespace, f"{name}-1-1")
+        await settle(op, name, size=2, changed=group_pods(name, 1, 2), before=current)
+        [new_key] = json.loads((await annotations())[P + "group-restart-counts"])
+        assert new_key.endswith("/1")
+        assert new_key.split("/")[0] != old_key.split("/")[0]
+        await op.kube.patch(API, KIND, name, {"spec": {"replicas": 1}}, op.namespace)
+        await wait_for(pruned, timeout=120, what="the scaled-away group's count dropped")
+    finally:
+        await remove(op, name)
+
+
 async def test_scale_down_and_deletion_release_retained_groups(operator: Operator) -> None:
     """maxGroupRestarts 0: the first failure stops the group. Scale-down releases the retained
     group it removes; deleting the LeaderWorkerSet releases the rest."""

@@ -81,6 +81,7 @@ from lws_operator.logic.restart_budget import (
     read_counted,
     read_counts,
     render_counts,
+    settled_counts,
     still_pending,
     unfinished_exhaustions,
     without_finalizer,
@@ -244,7 +245,19 @@ class LeaderWorkerSetReconciler:
                       now: str) -> float | None:
         """The end of a pass in both identity modes: the stall, unschedulable, Degraded and
         scheduling conditions over the computed status, one status write if it differs, its
-        Events, and revision pruning once the update is done."""
+        Events, and revision and (Ordinal) restart-count pruning once the update is done."""
+        if status.update_done and not hashed(lws):
+            # Hash mode moves and drops its counts as it admits replacement leaders.
+            replicas = (lws.get("spec") or {}).get("replicas")
+            pruned = settled_counts(read_counts(lws), key_now,
+                                    1 if replicas is None else int(replicas))
+            if pruned is not None:
+                try:
+                    lws = await self._write_counts(lws, pruned)
+                except ApiException as exc:
+                    if is_status(exc, 409):
+                        return CONFLICT_REQUEUE
+                    raise
         namespace, name = str(meta_of(lws).get("namespace")), str(meta_of(lws).get("name"))
         observed = lws.get("status") or {}
         stall = find_stall(pods, key_now, self.clock(), self.stall_grace)

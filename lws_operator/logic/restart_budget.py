@@ -105,6 +105,25 @@ def render_counts(counts: Mapping[str, int] | Mapping[str, str]) -> str:
     return json.dumps(dict(sorted(counts.items())), separators=(",", ":"))
 
 
+def settled_counts(counts: Mapping[str, int], current_key: str,
+                   replicas: int) -> dict[str, int] | None:
+    """Ordinal mode, once an update is done (every group updated and ready on ``current_key``,
+    no partition): the counts without those no group can spend again, or None when none go.
+
+    Counts of other revisions go: no group is on them any more, and a group recreated from now on
+    comes back on the current revision. Counts of group indices at or beyond ``replicas`` go: the
+    group was scaled away, and a later scale-up starts with a fresh budget (as in Hash mode).
+    Without this the annotation grew by a key for every group restarted in every rollout. It is
+    not done mid-update: a group below a partition, or one being recreated, still spends the
+    count of its old revision."""
+    kept = {}
+    for key, value in counts.items():
+        revision, _, group = key.partition("/")
+        if revision == current_key and group.isdigit() and int(group) < replicas:
+            kept[key] = value
+    return kept if len(kept) != len(counts) else None
+
+
 def read_counted(lws: Mapping[str, Any]) -> dict[str, str]:
     """The counted-leaders annotation (count key -> leader UID); unreadable counts as empty."""
     decoded = _json_object(lws, GROUP_RESTART_COUNTED_ANNOTATION)

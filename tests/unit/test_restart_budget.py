@@ -19,6 +19,7 @@ from lws_operator.logic.restart_budget import (
     read_counted,
     read_counts,
     render_counts,
+    settled_counts,
     still_pending,
     unfinished_exhaustions,
     without_finalizer,
@@ -57,6 +58,19 @@ def test_read_counts(raw: str | None, expected: dict[str, int]) -> None:
 
 def test_render_counts_is_compact_and_sorted() -> None:
     assert render_counts({"b/1": 2, "abc123/0": 3}) == '{"abc123/0":3,"b/1":2}'
+
+
+@pytest.mark.parametrize(("counts", "replicas", "expected"), [
+    ({}, 3, None),
+    ({"new/0": 1, "new/2": 2}, 3, None),  # nothing to drop: no write
+    ({"old/0": 1, "new/1": 2}, 3, {"new/1": 2}),  # the rollout left revision "old"
+    ({"new/0": 1, "new/3": 2, "new/10": 1}, 3, {"new/0": 1}),  # groups 3 and 10 scaled away
+    ({"new/0": 1, "junk": 4, "new/x": 1}, 3, {"new/0": 1}),  # keys no group can own
+    ({"old/0": 1}, 0, {}),  # scaled to zero: the annotation goes
+])
+def test_settled_counts_keep_what_a_group_can_still_spend(
+        counts: dict[str, int], replicas: int, expected: dict[str, int] | None) -> None:
+    assert settled_counts(counts, "new", replicas) == expected
 
 
 @pytest.mark.parametrize(("template", "limits"), [
