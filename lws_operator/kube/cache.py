@@ -15,6 +15,15 @@ when its resourceVersion is newer, and a DELETED event removes only the UID it n
 resourceVersions are compared as integers, as every etcd-backed API server issues them; one
 that is not an integer falls back to "the latest event wins".
 
+The same holds within one UID: a pass stores the answers of its own writes (an ungated Hash
+leader, a group-ready condition, a status) so the next pass does not redo them, but that answer
+can reach the cache after the watch events of later changes by others (the scheduler binding
+the ungated leader, kwok making it Ready) when the process is short of CPU. Stored last, the
+older answer replaced the newer object, no further event came, and the set stayed at one group
+not ready for good (the bad-input fuzzing's stuck Hash sets, issue 11). So an object never
+replaces a stored one of the same UID with a newer resourceVersion, as client-go's mutation
+cache decides with its integer resourceVersion comparator.
+
 Each kind has a "synced" flag, set once its initial listing has been delivered; a pass must not
 act on the absence of an object (create, scale down, write status) before the kinds it reads are
 synced, or a cold cache would make it redo work that exists.
@@ -80,9 +89,10 @@ def cached_version(obj: Mapping[str, Any]) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _newer_incarnation(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
-    """Whether ``stored`` is another incarnation of the name than ``incoming`` and newer."""
-    if not cached_uid(incoming) or cached_uid(stored) == cached_uid(incoming):
+def _newer(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
+    """Whether ``stored`` is newer than ``incoming``: another incarnation of the name, or the
+    same one at a later resourceVersion (module docstring)."""
+    if not cached_uid(incoming):
         return False
     mine, theirs = cached_version(stored), cached_version(incoming)
     return mine is not None and theirs is not None and mine > theirs
@@ -102,13 +112,14 @@ class KindStore:
         return len(self._objects)
 
     def upsert(self, obj: Mapping[str, Any]) -> Key | None:
-        """Store ``obj`` unless a newer incarnation of the name is stored; returns its owning
-        LeaderWorkerSet's key either way (its owner still has news)."""
+        """Store ``obj`` unless a newer object of the name is stored (another incarnation, or
+        a later version of this one); returns its owning LeaderWorkerSet's key either way (its
+        owner still has news)."""
         meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         owner = owner_key(self.kind, obj)
         stored = self._objects.get(key)
-        if stored is not None and _newer_incarnation(stored, obj):
+        if stored is not None and _newer(stored, obj):
             return owner
         self._unindex(key)
         self._objects[key] = lean(obj)

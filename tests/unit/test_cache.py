@@ -88,6 +88,25 @@ def test_late_events_of_a_replaced_incarnation_never_win(
     assert len(store.owned_by(("ns", "lws"))) == (0 if expected is None else 1)
 
 
+# A pass stores its own write's answer, which can come after the watch events of later changes.
+# (versions stored in arrival order, the version the store must end with)
+@pytest.mark.parametrize(("versions", "expected"), [
+    ([101, 102, 104, 101], "104"),  # the ungate's answer after bound, Running and Ready
+    ([101, 104, 104], "104"),
+    ([101, 102], "102"),
+    (["101", "x"], "x"),  # versions that are not integers: the latest wins
+    (["x", "101"], "101"),
+])
+def test_an_older_version_of_the_same_object_never_replaces_a_newer_one(
+        versions: list[int | str], expected: str) -> None:
+    store = KindStore("Pod")
+    for version in versions:
+        assert store.upsert(_pod("u", version)) == ("ns", "lws")
+    stored = store.get("ns", "lws-0")
+    assert stored is not None
+    assert stored["metadata"]["resourceVersion"] == expected
+
+
 def test_cached_pods_keep_only_the_spec_a_pass_reads() -> None:
     store = KindStore("Pod")
     pod = {**_pod("u", 1), "kind": "Pod", "spec": {
