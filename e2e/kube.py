@@ -12,7 +12,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from kubernetes.aio import client, config
@@ -115,6 +115,29 @@ class Kube:
         except NotFoundError:
             return None
         return dict(out.to_dict())
+
+
+@contextlib.asynccontextmanager
+async def polling(probe: Callable[[], Awaitable[None]],
+                  interval: float = 0.2) -> AsyncIterator[None]:
+    """Run ``probe`` on entry, then every ``interval`` seconds while the block runs, and once
+    more after it: for tests that record what they see during an operation."""
+    done = asyncio.Event()
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await probe()
+            if done.is_set():
+                return
+
+    await probe()
+    task = asyncio.create_task(loop())
+    try:
+        yield
+    finally:
+        done.set()
+        await task
 
 
 async def wait_for(

@@ -31,10 +31,13 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from e2e.cluster import LocalCluster
+from e2e.kube import Kube
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
@@ -259,6 +262,30 @@ async def stop_webhooks(hooks: Webhooks) -> None:
         with contextlib.suppress(ApiException):
             await hooks.client.request("DELETE", f"/api/v1/namespaces/{hooks.options.namespace}")
         await hooks.client.close()
+
+
+@contextlib.asynccontextmanager
+async def confined_namespaces(cluster: LocalCluster,
+                              operators_suffix: str) -> AsyncIterator[tuple[Kube, str, str]]:
+    """For tests that run operator processes next to in-process webhooks: the CRD installed, a
+    fresh namespace ``t-…`` whose LeaderWorkerSets and pods go through our webhooks (confined
+    to it), and a second one, ``t-…-<operators_suffix>``, for the processes. Yields a client and
+    both names; on the way out (after the caller's own cleanup) the webhooks stop and both
+    namespaces are deleted."""
+    await asyncio.to_thread(cluster.install_crd)
+    kube = await Kube.connect(str(cluster.kubeconfig))
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    operators = f"{namespace}-{operators_suffix}"
+    for name in (namespace, operators):
+        await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    hooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
+    try:
+        yield kube, namespace, operators
+    finally:
+        await stop_webhooks(hooks)
+        for name in (namespace, operators):
+            await kube.delete("v1", "Namespace", name)
+        await kube.close()
 
 
 

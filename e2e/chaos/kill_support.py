@@ -21,7 +21,6 @@ import json
 import signal
 import sys
 import urllib.request
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import Clusters
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
+from e2e.bench.webhook_latency import confined_namespaces
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
 from e2e.kube import Kube, condition, is_ready, wait_for
@@ -178,36 +177,25 @@ async def running_env(clusters: Clusters, logs: Path) -> AsyncIterator[Env]:
     a second one for the operators; at the end everything created there is deleted (with an
     operator running, since our finalizer may hold retained pods) and the operators stopped."""
     cluster = clusters.get("full")
-    await asyncio.to_thread(cluster.install_crd)
-    kube = await Kube.connect(str(cluster.kubeconfig))
-    namespace = f"t-{uuid.uuid4().hex[:10]}"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    operator_namespace = f"{namespace}-ctl"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace",
-                       "metadata": {"name": operator_namespace}})
-    hooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
-    out = Env(cluster, kube, namespace, operator_namespace, logs)
-    try:
-        yield out
-    finally:
-        # Delete while an operator still runs (our finalizer may hold retained pods).
-        if not any(op.alive for op in out.processes):
-            with contextlib.suppress(Exception):
-                await out.operator("cleanup").start()
-        for obj in await kube.list(API, KIND, namespace):
-            await kube.delete(API, KIND, obj["metadata"]["name"], namespace)
+    async with confined_namespaces(cluster, "ctl") as (kube, namespace, operator_namespace):
+        out = Env(cluster, kube, namespace, operator_namespace, logs)
+        try:
+            yield out
+        finally:
+            # Delete while an operator still runs (our finalizer may hold retained pods).
+            if not any(op.alive for op in out.processes):
+                with contextlib.suppress(Exception):
+                    await out.operator("cleanup").start()
+            for obj in await kube.list(API, KIND, namespace):
+                await kube.delete(API, KIND, obj["metadata"]["name"], namespace)
 
-        async def no_pods() -> bool:
-            return not await kube.list("v1", "Pod", namespace)
+            async def no_pods() -> bool:
+                return not await kube.list("v1", "Pod", namespace)
 
-        with contextlib.suppress(AssertionError):
-            await wait_for(no_pods, timeout=120, what="pods gone")
-        for op in out.processes:
-            await op.terminate()
-        await stop_webhooks(hooks)
-        for ns in (namespace, operator_namespace):
-            await kube.delete("v1", "Namespace", ns)
-        await kube.close()
+            with contextlib.suppress(AssertionError):
+                await wait_for(no_pods, timeout=120, what="pods gone")
+            for op in out.processes:
+                await op.terminate()
 
 
 def lws(name: str, replicas: int = 2, size: int = 2, image: str = "engine:v1",

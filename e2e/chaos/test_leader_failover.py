@@ -19,7 +19,6 @@ updated groups in turn.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import signal
@@ -47,7 +46,7 @@ from e2e.chaos.kill_support import (
     running_env,
     wait_converged,
 )
-from e2e.kube import Kube, is_ready, wait_for
+from e2e.kube import Kube, is_ready, polling, wait_for
 
 pytestmark = pytest.mark.full
 
@@ -140,22 +139,12 @@ async def pods_seen(kube: Kube, namespace: str, name: str) -> AsyncIterator[set[
     on entry (polled every 0.2 s; a pod lives at least its 2 s ready delay): how many pods a
     rollout created, surge included."""
     seen: set[str] = set()
-    done = asyncio.Event()
 
-    async def poll() -> None:
-        while True:
-            seen.update(p["metadata"]["uid"] for p in await pods_of(kube, namespace, name))
-            if done.is_set():
-                return
-            await asyncio.sleep(0.2)
+    async def probe() -> None:
+        seen.update(p["metadata"]["uid"] for p in await pods_of(kube, namespace, name))
 
-    seen.update(p["metadata"]["uid"] for p in await pods_of(kube, namespace, name))
-    task = asyncio.create_task(poll())
-    try:
+    async with polling(probe):
         yield seen
-    finally:
-        done.set()
-        await task
 
 
 async def leader_of(ops: list[OperatorProcess]) -> OperatorProcess:

@@ -23,7 +23,7 @@ from e2e.cluster.faults import fail_pod
 from e2e.cluster.stages import STOP_AFTER_GRACE_ANNOTATION
 from e2e.controllers.harness import Operator
 from e2e.controllers.test_failure_handling import get_lws, pods_of, remove
-from e2e.kube import condition, is_ready, wait_for
+from e2e.kube import condition, is_ready, polling, wait_for
 from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.full
@@ -156,19 +156,12 @@ async def settle(op: Operator, name: str, replicas: int, size: int,
 async def recording(op: Operator, name: str) -> AsyncIterator[list[Groups]]:
     """Snapshots of the groups every 0.2 s for the duration of the block."""
     seen: list[Groups] = []
-    done = asyncio.Event()
 
-    async def poll() -> None:
-        while not done.is_set():
-            seen.append(await snapshot(op, name))
-            await asyncio.sleep(0.2)
+    async def probe() -> None:
+        seen.append(await snapshot(op, name))
 
-    task = asyncio.create_task(poll())
-    try:
+    async with polling(probe):
         yield seen
-    finally:
-        done.set()
-        await task
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, str]:

@@ -20,7 +20,6 @@ import signal
 import sys
 import time
 import urllib.request
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import Clusters
 from e2e.bench.figures import WRITE_VERBS
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
+from e2e.bench.webhook_latency import confined_namespaces
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
 from e2e.kube import Kube, is_ready, wait_for
@@ -154,30 +153,19 @@ class Setup:
 @pytest_asyncio.fixture(loop_scope="session")
 async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Setup]:
     cluster = clusters.get("full")
-    await asyncio.to_thread(cluster.install_crd)
-    kube = await Kube.connect(str(cluster.kubeconfig))
-    namespace = f"t-{uuid.uuid4().hex[:10]}"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    operator_namespace = f"{namespace}-ha"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace",
-                       "metadata": {"name": operator_namespace}})
-    hooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
-    out = Setup(cluster, kube, namespace, operator_namespace, tmp_path)
-    try:
-        yield out
-    finally:
-        for name in await _lws_names(kube, namespace):
-            await kube.delete(API, "LeaderWorkerSet", name, namespace)
-        with contextlib.suppress(AssertionError):
-            await wait_for(lambda: _no_pods(kube, namespace), timeout=60, what="pods gone")
-        for op in out.processes:
-            if op.process is not None and op.process.returncode is None:
-                with contextlib.suppress(TimeoutError):
-                    await op.terminate()
-        await stop_webhooks(hooks)
-        for ns in (namespace, operator_namespace):
-            await kube.delete("v1", "Namespace", ns)
-        await kube.close()
+    async with confined_namespaces(cluster, "ha") as (kube, namespace, operator_namespace):
+        out = Setup(cluster, kube, namespace, operator_namespace, tmp_path)
+        try:
+            yield out
+        finally:
+            for name in await _lws_names(kube, namespace):
+                await kube.delete(API, "LeaderWorkerSet", name, namespace)
+            with contextlib.suppress(AssertionError):
+                await wait_for(lambda: _no_pods(kube, namespace), timeout=60, what="pods gone")
+            for op in out.processes:
+                if op.process is not None and op.process.returncode is None:
+                    with contextlib.suppress(TimeoutError):
+                        await op.terminate()
 
 
 async def _lws_names(kube: Kube, namespace: str) -> list[str]:
