@@ -437,12 +437,7 @@ class LeaderWorkerSetReconciler:
             return False, plan.requeue_after
         if plan.counts is not None:
             try:
-                # Hash mode records no counted leaders (its counts move to replacement groups,
-                # hash_groups._moved_counts): with the record, e2e test_the_restart_budget_
-                # follows_the_replacement stalled now and then on the second replacement, cause
-                # not found yet. Hash mode keeps the old behaviour, kill window included.
-                counted = {} if hashed(lws) else plan.counted
-                lws = await self._write_counts(lws, plan.counts, counted)
+                lws = await self._write_counts(lws, plan.counts, plan.counted)
             except ApiException as exc:
                 if is_status(exc, 409):
                     return True, CONFLICT_REQUEUE  # someone else wrote it: decide again
