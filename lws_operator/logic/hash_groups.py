@@ -58,7 +58,7 @@ from lws_operator.logic.objects import host_name, labels_of, meta_of
 from lws_operator.logic.readiness import statefulset_ready
 from lws_operator.logic.restart_budget import count_key, exhausted
 from lws_operator.logic.services import lws_reference
-from lws_operator.logic.statefulsets import hashed, leader_pod_template
+from lws_operator.logic.statefulsets import copied_annotations, hashed, leader_pod_template
 
 __all__ = [
     "Admission",
@@ -124,7 +124,7 @@ def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
             "namespace": meta.get("namespace"),
             "labels": {**(meta.get("labels") or {}), NAME_LABEL: name,
                        TEMPLATE_REVISION_HASH_LABEL: key},
-            "annotations": {**(meta.get("annotations") or {}),
+            "annotations": {**copied_annotations(lws),
                             REPLICAS_ANNOTATION: str(_replicas(lws))},
             "ownerReferences": [lws_reference(lws)],
         },

@@ -35,6 +35,11 @@ Quirks fixed:
 * A subgroup policy stored without a type (only possible on objects written before the CRD
   default existed; upstream would crash dereferencing it) gives the leader template the CRD
   default `LeaderWorker`.
+
+Ours: the controller's own bookkeeping annotations on the LeaderWorkerSet (the restart counts and
+counted leaders, which upstream does not have) are not copied onto the leader StatefulSet or
+Deployment: they change with every group recreation, and each change re-applied the leader
+object for nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from lws_operator.api.constants import (
     GROUP_IDENTITY_HASH,
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
+    GROUP_RESTART_COUNTED_ANNOTATION,
+    GROUP_RESTART_COUNTS_ANNOTATION,
     LEADER_NAME_ANNOTATION,
     LEADER_REQUESTS_TPUS_ANNOTATION,
     NAME_LABEL,
@@ -70,6 +77,16 @@ from lws_operator.logic.tpu import pod_requests_tpus
 
 _PVC_REQUIREMENTS = ("limits", "requests")
 _RETENTION_FIELDS = ("whenDeleted", "whenScaled")
+
+
+# The LeaderWorkerSet annotations that are the controller's state, never copied (docstring).
+_BOOKKEEPING = frozenset({GROUP_RESTART_COUNTS_ANNOTATION, GROUP_RESTART_COUNTED_ANNOTATION})
+
+
+def copied_annotations(lws: dict[str, Any]) -> dict[str, Any]:
+    """The LeaderWorkerSet's annotations the leader StatefulSet or Deployment carries."""
+    annotations = _metadata(lws).get("annotations") or {}
+    return {k: v for k, v in annotations.items() if k not in _BOOKKEEPING}
 
 
 def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +292,7 @@ def leader_statefulset(
                 TEMPLATE_REVISION_HASH_LABEL: key,
             },
             "annotations": {
-                **(metadata.get("annotations") or {}),
+                **copied_annotations(lws),
                 REPLICAS_ANNOTATION: str(_spec_replicas(lws)),
             },
             "ownerReferences": [lws_reference(lws)],

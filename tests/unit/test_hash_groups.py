@@ -91,6 +91,14 @@ def names(pods: list[Any]) -> list[str]:
 # ------------------------------------------------------------------------------ Deployment
 
 
+def test_the_leader_deployment_carries_no_bookkeeping_annotations() -> None:
+    body = lws()
+    body["metadata"]["annotations"] = {"x": "y", P + "group-restart-counts": '{"r1/a":1}',
+                                       P + "group-restart-counted-leaders": '{"r1/a":"u"}'}
+    assert leader_deployment(body, "r1")["metadata"]["annotations"] == {
+        "x": "y", P + "replicas": "2"}
+
+
 def test_leader_deployment_maps_the_rollout_onto_its_strategy() -> None:
     body = leader_deployment(lws(rolloutStrategy={"type": "RollingUpdate",
                                                    "rollingUpdateConfiguration": {

@@ -249,6 +249,13 @@ def test_lws_annotations_are_copied_to_the_leader_sts() -> None:
     }
 
 
+def test_the_controllers_bookkeeping_annotations_are_not_copied() -> None:
+    lws = make_lws(annotations={"x": "y", P + "group-restart-counts": '{"k1/0":1}',
+                                P + "group-restart-counted-leaders": '{"k1/0":"uid"}'})
+    assert leader_statefulset(lws, "k1", 0, 3)["metadata"]["annotations"] == {
+        "x": "y", P + "replicas": "3"}
+
+
 @pytest.mark.parametrize(
     ("replicas", "max_unavailable", "max_surge", "expected"),
     [
