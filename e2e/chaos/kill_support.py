@@ -15,141 +15,25 @@ generation.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import signal
-import sys
-import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from conftest import Clusters
 from e2e.bench.webhook_latency import confined_namespaces
 from e2e.cluster import LocalCluster
-from e2e.cluster.launcher import free_port
 from e2e.kube import Kube, condition, is_ready, wait_for
+from e2e.operator_process import ReplicaProcess
 
-REPO = Path(__file__).resolve().parents[2]
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 P = "leaderworkerset.sigs.k8s.io/"
 REVISION = P + "template-revision-hash"
 COUNTS = P + "group-restart-counts"
-LEASE = "b8b2488c.x-k8s.io"
 READY_DELAY = "e2e.lws-operator.dev/ready-delay"
-
-
-@dataclass
-class OperatorProcess:
-    """One ``lws-operator run`` (``python -m lws_operator`` of this checkout)."""
-
-    name: str
-    kubeconfig: str
-    namespace: str
-    log_path: Path
-    extra_args: list[str] = field(default_factory=list)
-    health_port: int = field(default_factory=free_port)
-    webhook_port: int = field(default_factory=free_port)
-    metrics_port: int = field(default_factory=free_port)
-    process: asyncio.subprocess.Process | None = None
-
-    def argv(self) -> list[str]:
-        return [sys.executable, "-m", "lws_operator", "run", "--kubeconfig", self.kubeconfig,
-                "--namespace", self.namespace, "--bind-address", "127.0.0.1",
-                "--webhook-port", str(self.webhook_port), "--health-port", str(self.health_port),
-                "--webhook-secret", "lws-webhook-server-cert",
-                # Service mode: no configuration of these names exists, none is registered.
-                "--mutating-webhook-configuration", f"unused-{self.namespace}",
-                "--validating-webhook-configuration", f"unused-{self.namespace}",
-                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-                "--metrics-secure=false", "--log-format", "json", *self.extra_args]
-
-    async def start(self) -> None:
-        """Start it (appending to its log) and wait until ``/readyz`` answers."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.process = await asyncio.create_subprocess_exec(
-                *self.argv(), cwd=REPO, stdout=log, stderr=log,
-                stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
-        await wait_for(self._ready, timeout=120, what=f"operator {self.name} ready")
-
-    def _get(self, path: str, port: int) -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-                return str(answer.read().decode())
-        except OSError:
-            return None
-
-    async def _ready(self) -> bool:
-        assert self.process is not None
-        if self.process.returncode is not None:
-            raise AssertionError(f"operator {self.name} exited with {self.process.returncode}:"
-                                 f"\n{self.log_tail()}")
-        return await asyncio.to_thread(self._get, "/readyz", self.health_port) == "ok"
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
-
-    def signal(self, sig: signal.Signals) -> None:
-        """Send ``sig`` without waiting for the process to exit."""
-        assert self.process is not None
-        with contextlib.suppress(ProcessLookupError):
-            self.process.send_signal(sig)
-
-    async def kill(self) -> None:
-        """SIGKILL, and reap it."""
-        assert self.process is not None
-        self.signal(signal.SIGKILL)
-        await self.process.wait()
-
-    async def terminate(self) -> None:
-        """SIGTERM (passes in flight finish, the Lease is released); SIGKILL after 60 s."""
-        if not self.alive:
-            return
-        self.signal(signal.SIGTERM)
-        await self.exited()
-
-    async def exited(self) -> None:
-        """Wait for the process to exit after a signal; SIGKILL it after 60 s."""
-        assert self.process is not None
-        try:
-            await asyncio.wait_for(self.process.wait(), 60)
-        except TimeoutError:
-            await self.kill()
-
-    async def leading(self) -> bool:
-        text = await asyncio.to_thread(self._get, "/metrics", self.metrics_port)
-        if text is None:
-            return False
-        return any(s.labels.get("name") == LEASE and s.value == 1.0
-                   for f in text_string_to_metric_families(text)
-                   if f.name == "leader_election_master_status" for s in f.samples)
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def failures(self) -> list[str]:
-        """Log lines at error level or above, and tracebacks: what a run must not produce."""
-        out = []
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        for line in text.splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                if "Traceback" in line:
-                    out.append(line)
-                continue
-            if isinstance(entry, dict) and (entry.get("level") in ("error", "critical")
-                                            or "Traceback" in json.dumps(entry)):
-                out.append(line)
-        return out
 
 
 @dataclass
@@ -161,11 +45,11 @@ class Env:
     namespace: str
     operator_namespace: str
     logs: Path
-    processes: list[OperatorProcess] = field(default_factory=list)
+    processes: list[ReplicaProcess] = field(default_factory=list)
 
-    def operator(self, name: str, *extra_args: str) -> OperatorProcess:
+    def operator(self, name: str, *extra_args: str) -> ReplicaProcess:
         """A new operator process (not started); its log is ``operator-<name>.log``."""
-        op = OperatorProcess(name, str(self.cluster.kubeconfig), self.operator_namespace,
+        op = ReplicaProcess(name, str(self.cluster.kubeconfig), self.operator_namespace,
                              self.logs / f"operator-{name}.log", list(extra_args))
         self.processes.append(op)
         return op

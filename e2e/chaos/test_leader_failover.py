@@ -38,7 +38,6 @@ from e2e.chaos.kill_support import (
     READY_DELAY,
     REVISION,
     Env,
-    OperatorProcess,
     P,
     converged_now,
     lws,
@@ -47,6 +46,7 @@ from e2e.chaos.kill_support import (
     wait_converged,
 )
 from e2e.kube import Kube, is_ready, polling, wait_for
+from e2e.operator_process import ReplicaProcess
 
 pytestmark = pytest.mark.full
 
@@ -147,8 +147,8 @@ async def pods_seen(kube: Kube, namespace: str, name: str) -> AsyncIterator[set[
         yield seen
 
 
-async def leader_of(ops: list[OperatorProcess]) -> OperatorProcess:
-    async def probe() -> OperatorProcess | None:
+async def leader_of(ops: list[ReplicaProcess]) -> ReplicaProcess:
+    async def probe() -> ReplicaProcess | None:
         leading = [op for op in ops if op.alive and await op.leading()]
         assert len(leading) <= 1, "two leaders"
         return leading[0] if leading else None
@@ -174,7 +174,7 @@ async def test_standby_finishes_the_rollout_as_an_undisturbed_one(env: Env) -> N
     kube, ns = env.kube, env.namespace
     serial = 0
 
-    async def new_operator() -> OperatorProcess:
+    async def new_operator() -> ReplicaProcess:
         nonlocal serial
         serial += 1
         op = env.operator(f"ha-{serial}", *TIMINGS, "--workers", "4")

@@ -43,7 +43,6 @@ from e2e.chaos.kill_support import (
     READY_DELAY,
     Converged,
     Env,
-    OperatorProcess,
     converged_now,
     group_pods,
     lws,
@@ -54,6 +53,7 @@ from e2e.chaos.kill_support import (
 )
 from e2e.cluster.faults import restart_container
 from e2e.kube import wait_for
+from e2e.operator_process import ReplicaProcess
 
 pytestmark = pytest.mark.full
 
@@ -83,7 +83,7 @@ class Run:
     def __init__(self, env: Env, seed: int) -> None:
         self.env = env
         self.rng = random.Random(seed)
-        self.op: OperatorProcess | None = None
+        self.op: ReplicaProcess | None = None
         self.restarts = 0
         self.image = 1
         self.replicas = 3

@@ -13,13 +13,8 @@ nothing here reaches other namespaces of the shared cluster.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
-import signal
-import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,19 +22,16 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import Clusters
 from e2e.bench.figures import WRITE_VERBS
 from e2e.bench.webhook_latency import confined_namespaces
 from e2e.cluster import LocalCluster
-from e2e.cluster.launcher import free_port
 from e2e.kube import Kube, is_ready, wait_for
+from e2e.operator_process import LEASE, ReplicaProcess
 
 pytestmark = pytest.mark.full
 
-REPO = Path(__file__).resolve().parents[2]
-LEASE = "b8b2488c.x-k8s.io"
 API = "leaderworkerset.x-k8s.io/v1"
 P = "leaderworkerset.sigs.k8s.io/"
 # Writes of the admission side and of the election itself, which every replica makes.
@@ -47,90 +39,11 @@ NOT_CONTROLLER = {"leases", "secrets", "mutatingwebhookconfigurations",
                   "validatingwebhookconfigurations", "selfsubjectaccessreviews"}
 
 
-@dataclass
-class OperatorProcess:
-    name: str
-    kubeconfig: str
-    namespace: str
-    log_path: Path
-    health_port: int = field(default_factory=free_port)
-    webhook_port: int = field(default_factory=free_port)
-    metrics_port: int = field(default_factory=free_port)
-    process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        argv = [sys.executable, "-m", "lws_operator", "run", "--kubeconfig", self.kubeconfig,
-                "--namespace", self.namespace, "--bind-address", "127.0.0.1",
-                "--webhook-port", str(self.webhook_port), "--health-port", str(self.health_port),
-                "--webhook-secret", "lws-webhook-server-cert",
-                # Service mode: no configuration of these names exists, none is registered.
-                "--mutating-webhook-configuration", f"unused-{self.namespace}",
-                "--validating-webhook-configuration", f"unused-{self.namespace}",
-                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-                "--metrics-secure=false",
-                "--leader-elect", "--workers", "4", "--log-format", "json"]
-        with self.log_path.open("ab") as log:
-            self.process = await asyncio.create_subprocess_exec(
-                *argv, cwd=REPO, stdout=log, stderr=log, start_new_session=True)
-        await wait_for(self._ready, timeout=90, what=f"operator {self.name} ready")
-
-    def _get(self, path: str, port: int | None = None) -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port or self.health_port}{path}",
-                                        timeout=5) as answer:
-                return str(answer.read().decode())
-        except OSError:
-            return None
-
-    async def _ready(self) -> bool:
-        assert self.process is not None
-        if self.process.returncode is not None:
-            raise AssertionError(f"operator {self.name} exited with {self.process.returncode}:"
-                                 f"\n{self.log_tail()}")
-        return await asyncio.to_thread(self._get, "/readyz") == "ok"
-
-    async def samples(self, family: str) -> list[tuple[dict[str, str], float]]:
-        text = await asyncio.to_thread(self._get, "/metrics", self.metrics_port)
-        assert text is not None, f"operator {self.name} does not answer /metrics"
-        return [(s.labels, s.value) for f in text_string_to_metric_families(text)
-                if f.name == family for s in f.samples]
-
-    async def leading(self) -> bool:
-        found = [v for labels, v in await self.samples("leader_election_master_status")
-                 if labels.get("name") == LEASE]
-        return found == [1.0]
-
-    async def controller_writes(self) -> float:
-        """Write requests to anything but the admission side's and the Lease's objects."""
-        return sum(value for labels, value in await self.samples("lws_operator_api_requests")
-                   if labels.get("verb") in WRITE_VERBS
-                   and labels.get("resource", "").split("/")[0] not in NOT_CONTROLLER)
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def log_entries(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-        return out
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-
-    async def terminate(self) -> int:
-        assert self.process is not None
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return await asyncio.wait_for(self.process.wait(), 60)
-        except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
-            raise
+async def controller_writes(op: ReplicaProcess) -> float:
+    """Write requests to anything but the admission side's and the Lease's objects."""
+    return sum(value for labels, value in await op.samples("lws_operator_api_requests")
+               if labels.get("verb") in WRITE_VERBS
+               and labels.get("resource", "").split("/")[0] not in NOT_CONTROLLER)
 
 
 @dataclass
@@ -140,11 +53,12 @@ class Setup:
     namespace: str
     operator_namespace: str
     logs: Path
-    processes: list[OperatorProcess] = field(default_factory=list)
+    processes: list[ReplicaProcess] = field(default_factory=list)
 
-    async def operator(self, name: str) -> OperatorProcess:
-        op = OperatorProcess(name, str(self.cluster.kubeconfig), self.operator_namespace,
-                             self.logs / f"operator-{name}.log")
+    async def operator(self, name: str) -> ReplicaProcess:
+        op = ReplicaProcess(name, str(self.cluster.kubeconfig), self.operator_namespace,
+                            self.logs / f"operator-{name}.log",
+                            ["--leader-elect", "--workers", "4"])
         self.processes.append(op)
         await op.start()
         return op
@@ -163,9 +77,7 @@ async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Setup]:
             with contextlib.suppress(AssertionError):
                 await wait_for(lambda: _no_pods(kube, namespace), timeout=60, what="pods gone")
             for op in out.processes:
-                if op.process is not None and op.process.returncode is None:
-                    with contextlib.suppress(TimeoutError):
-                        await op.terminate()
+                await op.terminate()
 
 
 async def _lws_names(kube: Kube, namespace: str) -> list[str]:
@@ -200,7 +112,7 @@ async def lease_spec(s: Setup) -> dict[str, Any]:
     return spec
 
 
-async def takeover(standby: OperatorProcess, since: float, what: str) -> float:
+async def takeover(standby: ReplicaProcess, since: float, what: str) -> float:
     await wait_for(standby.leading, timeout=30, interval=0.1, what=what)
     took = time.monotonic() - since
     print(f"\n[leader-election e2e] {what}: {took:.2f}s", flush=True)
@@ -220,11 +132,11 @@ async def test_failover_and_graceful_handover(setup: Setup) -> None:
     # Only the leader writes.
     await s.kube.create(lws("first"), s.namespace)
     await converged(s, "first")
-    assert await a.controller_writes() > 0
-    assert await b.controller_writes() == 0, "the standby wrote"
+    assert await controller_writes(a) > 0
+    assert await controller_writes(b) == 0, "the standby wrote"
 
     # kill -9 the leader: the standby takes over once the Lease expires, and reconciles.
-    a.kill()
+    await a.kill()
     killed = time.monotonic()
     assert a.process is not None
     await a.process.wait()
@@ -243,7 +155,7 @@ async def test_failover_and_graceful_handover(setup: Setup) -> None:
     assert not await c.leading()
     await s.kube.patch(API, "LeaderWorkerSet", "second", {"spec": {"replicas": 1}}, s.namespace)
     await converged(s, "second", replicas=1)
-    assert await c.controller_writes() == 0, "the standby wrote"
+    assert await controller_writes(c) == 0, "the standby wrote"
 
     # SIGTERM while busy (a new LeaderWorkerSet just created): passes in flight finish, the
     # Lease is released, exit 0; the standby takes over quickly and finishes the job.
