@@ -212,7 +212,7 @@ class ControllerRuntime:
         if event_type is None:
             self._relisted_kind(kind)
         store = self.cache[kind]
-        owner = store.delete(body) if event_type == "DELETED" else store.upsert(body)
+        owner = store.delete(body, gone=True) if event_type == "DELETED" else store.upsert(body)
         if kind == "Pod" and event_type == "DELETED" and owner is not None:
             self.cache.bury(owner, body)
         if kind == "LeaderWorkerSet" and event_type == "DELETED" and owner is not None:

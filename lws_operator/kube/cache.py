@@ -22,7 +22,12 @@ the ungated leader, kwok making it Ready) when the process is short of CPU. Stor
 older answer replaced the newer object, no further event came, and the set stayed at one group
 not ready for good (the bad-input fuzzing's stuck Hash sets, issue 11). So an object never
 replaces a stored one of the same UID with a newer resourceVersion, as client-go's mutation
-cache decides with its integer resourceVersion comparator.
+cache decides with its integer resourceVersion comparator. Nor does an object come back once
+its DELETED event has been seen: the answer of a write to it (the create of a worker
+StatefulSet whose leader was deleted meanwhile, a foreground delete) can arrive after that
+event, and stored then it was a zombie no event would ever remove (a load run's group stayed
+without its worker StatefulSet, because the cache said it existed). The UIDs of deleted objects
+are remembered for ``GONE_MEMORY`` seconds, far longer than any write takes to answer.
 
 Each kind has a "synced" flag, set once its initial listing has been delivered; a pass must not
 act on the absence of an object (create, scale down, write status) before the kinds it reads are
@@ -31,14 +36,16 @@ synced, or a cold cache would make it redo work that exists.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.logic.objects import meta_of
 
 Key = tuple[str, str]  # (namespace, name)
+GONE_MEMORY = 600.0  # seconds a deleted object's UID is remembered (module docstring)
 
 
 def owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
@@ -101,12 +108,15 @@ def _newer(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
 class KindStore:
     """Objects of one kind by (namespace, name), with an index by owning LeaderWorkerSet."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.kind = kind
         self.synced = False
         self._objects: dict[Key, dict[str, Any]] = {}
         self._by_owner: dict[Key, set[Key]] = defaultdict(set)
         self._owner_of: dict[Key, Key] = {}
+        self._clock = clock
+        self._gone: set[str] = set()  # UIDs of deleted objects, never stored again
+        self._gone_order: deque[tuple[float, str]] = deque()  # (when, uid), oldest first
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -119,7 +129,7 @@ class KindStore:
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         owner = owner_key(self.kind, obj)
         stored = self._objects.get(key)
-        if stored is not None and _newer(stored, obj):
+        if (stored is not None and _newer(stored, obj)) or cached_uid(obj) in self._gone:
             return owner
         self._unindex(key)
         self._objects[key] = lean(obj)
@@ -128,17 +138,31 @@ class KindStore:
             self._owner_of[key] = owner
         return owner
 
-    def delete(self, obj: Mapping[str, Any]) -> Key | None:
-        """Forget ``obj`` if it is the stored incarnation; returns its owner's key."""
+    def delete(self, obj: Mapping[str, Any], gone: bool = False) -> Key | None:
+        """Forget ``obj`` if it is the stored incarnation; returns its owner's key. ``gone``:
+        its DELETED event (not our own delete request, which a finalizer may hold up), so its
+        UID is never stored again (module docstring)."""
         meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         stored = self._objects.get(key)
         if stored is not None and cached_uid(stored) != cached_uid(obj) and cached_uid(obj):
+            if gone:
+                self._remember_gone(cached_uid(obj))
             return owner_key(self.kind, obj)  # a late event of a replaced incarnation
         owner = self._owner_of.get(key) or owner_key(self.kind, obj)
         self._unindex(key)
         self._objects.pop(key, None)
+        if gone:
+            self._remember_gone(cached_uid(obj) or (cached_uid(stored) if stored else ""))
         return owner
+
+    def _remember_gone(self, uid: str) -> None:
+        now = self._clock()
+        while self._gone_order and self._gone_order[0][0] < now - GONE_MEMORY:
+            self._gone.discard(self._gone_order.popleft()[1])
+        if uid and uid not in self._gone:
+            self._gone.add(uid)
+            self._gone_order.append((now, uid))
 
     def _unindex(self, key: Key) -> None:
         owner = self._owner_of.pop(key, None)

@@ -107,6 +107,33 @@ def test_an_older_version_of_the_same_object_never_replaces_a_newer_one(
     assert stored["metadata"]["resourceVersion"] == expected
 
 
+def test_a_deleted_object_never_comes_back_from_a_late_write_answer() -> None:
+    now = [0.0]
+    store = KindStore("Pod", clock=lambda: now[0])
+    store.upsert(_pod("u", 5))
+    assert store.delete(_pod("u", 9), gone=True) == ("ns", "lws")  # its DELETED event
+    store.upsert(_pod("u", 7))  # the answer of a write sent before it, stored late
+    assert store.get("ns", "lws-0") is None
+    assert store.owned_by(("ns", "lws")) == []
+    store.upsert(_pod("v", 12))  # a new incarnation of the name is stored as ever
+    assert store.get("ns", "lws-0")["metadata"]["uid"] == "v"  # type: ignore[index]
+    # A late DELETED event of a replaced incarnation is remembered too.
+    assert store.delete(_pod("old", 3), gone=True) == ("ns", "lws")
+    store.delete(_pod("v", 13), gone=True)
+    store.upsert(_pod("old", 2))
+    assert store.get("ns", "lws-0") is None
+    # Our own delete request (a finalizer may hold the object) forgets it without the memory.
+    store.upsert(_pod("w", 20))
+    store.delete(_pod("w", 20))
+    store.upsert(_pod("w", 21, deletionTimestamp="t"))
+    assert store.get("ns", "lws-0") is not None
+    # The memory is bounded in time.
+    now[0] = 601.0
+    store.delete(_pod("w", 22), gone=True)  # prunes what is older than 10 minutes
+    store.upsert(_pod("u", 30))
+    assert store.get("ns", "lws-0")["metadata"]["uid"] == "u"  # type: ignore[index]
+
+
 def test_cached_pods_keep_only_the_spec_a_pass_reads() -> None:
     store = KindStore("Pod")
     pod = {**_pod("u", 1), "kind": "Pod", "spec": {
