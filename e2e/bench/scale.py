@@ -122,6 +122,16 @@ async def _bounded(jobs: list[Callable[[], Awaitable[Any]]]) -> None:
             group.create_task(one(job))
 
 
+async def _cleanup_step(step: Coroutine[Any, Any, Any], what: str,
+                        seconds: float = 60.0) -> None:
+    """Run one cleanup step for at most ``seconds``; a failure or a hang is reported on stderr
+    and the next step runs all the same."""
+    try:
+        await asyncio.wait_for(step, seconds)
+    except Exception as exc:
+        print(f"bench: cleanup: {what} failed: {exc!r}", file=sys.stderr, flush=True)
+
+
 async def _timed(tracker: Tracker,
                  submit: Callable[[dict[str, float]], Coroutine[Any, Any, None]],
                  wait: Callable[[dict[str, float]], Coroutine[Any, Any, dict[str, float]]],
@@ -324,7 +334,7 @@ class Run:
             phases = {"create": await side.create(), "rollout": await side.roll(),
                       "delete": await side.delete()}
         finally:
-            await side.close()
+            await _cleanup_step(side.close(), "deleting the baseline's namespace")
         return {"phases": phases}
 
     async def run_operator(self) -> dict[str, Any]:
@@ -364,9 +374,12 @@ class Run:
             memory = operator.memory()
             code = await operator.stop()
         finally:
-            await side.close()
-            await operator.stop()
-            await self._remove_registrations(operator)
+            # Each step bounded, and each runs whatever the one before did: an interrupted
+            # run must leave no operator and no registration of its webhooks behind.
+            await _cleanup_step(side.close(), "deleting the operator side's namespace")
+            await _cleanup_step(operator.stop(), "stopping the operator")
+            await _cleanup_step(self._remove_registrations(operator),
+                                "removing the webhook registrations")
         return self._operator_report(
             {"create": create, "rollout": rollout, "delete": delete}, cpu, scrapes, servers,
             memory_after_create, memory, code, operator)

@@ -98,6 +98,13 @@ async def _bench_namespaces(kube: Kube) -> list[str]:
             and not n["metadata"].get("deletionTimestamp")]
 
 
+async def _bench_registrations(kube: Kube) -> list[tuple[str, str]]:
+    return [(kind, h["metadata"]["name"])
+            for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+            for h in await kube.list("admissionregistration.k8s.io/v1", kind)
+            if h["metadata"]["name"].startswith("lws-bench-")]
+
+
 @pytest.mark.full
 async def test_a_cluster_too_small_is_refused_before_anything_is_created(
         cluster: LocalCluster, kube: Kube, tmp_path: Path) -> None:
@@ -146,21 +153,24 @@ async def test_an_interrupted_run_deletes_what_it_created(
     operator_pid = int(seen.split(b"[bench] operator pid ")[1].split()[0])
     process.send_signal(signal.SIGINT)
     try:
-        rest = await asyncio.wait_for(process.stderr.read(), 120)
-    except TimeoutError:
-        # Where the bench's cleanup hangs: its stacks, taken before it is killed.
-        stacks = await _stacks(process.pid)
-        # Never leave a second operator behind: it would reconcile every later module's sets
-        # next to that module's own operator (double recreations, conflicts, extra writes).
+        try:
+            rest = await asyncio.wait_for(process.stderr.read(), 240)
+        except TimeoutError:
+            # Where the bench's cleanup hangs: its stacks, taken before it is killed.
+            raise AssertionError(f"the bench did not stop within 240 s of SIGINT; its stacks:"
+                                 f"\n{await _stacks(process.pid)}") from None
+        assert await process.wait() == 130, rest.decode()[-2000:]
+        assert not await asyncio.to_thread(Path(f"/proc/{operator_pid}").exists)  # gone
+        assert await _bench_namespaces(kube) == []
+        assert await _bench_registrations(kube) == []
+    finally:
+        # Whatever failed above, leave nothing for later modules: a second operator would
+        # reconcile their sets next to their own, and a registration of the bench's dead
+        # webhooks (every namespace, failurePolicy Fail) would refuse all their sets and pods.
         for pid in (operator_pid, process.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        raise AssertionError(f"the bench did not stop within 120 s of SIGINT; its stacks:\n"
-                             f"{stacks}") from None
-    assert await process.wait() == 130, rest.decode()[-2000:]
-    assert not await asyncio.to_thread(Path(f"/proc/{operator_pid}").exists)  # operator gone
-    assert await _bench_namespaces(kube) == []
-    hooks = [h["metadata"]["name"]
-             for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-             for h in await kube.list("admissionregistration.k8s.io/v1", kind)]
-    assert not [h for h in hooks if h.startswith("lws-bench-")]
+        for kind, name in await _bench_registrations(kube):
+            await kube.delete("admissionregistration.k8s.io/v1", kind, name)
+        for name in await _bench_namespaces(kube):
+            await kube.delete("v1", "Namespace", name)

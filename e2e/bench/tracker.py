@@ -48,10 +48,11 @@ class Tracker:
         await asyncio.wait_for(self._listed.wait(), 60)
 
     async def stop(self) -> None:
+        """Cancel the watch and wait for it to end, for at most 10 s (a watch stuck in the
+        client must not hold up an interrupted run's cleanup)."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task}, timeout=10)
 
     async def _follow(self) -> None:
         """List, then watch from the list's version; a watch that ends (server timeout) resumes
