@@ -137,7 +137,11 @@ async def test_an_interrupted_run_deletes_what_it_created(
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "e2e.bench", "--kubeconfig", str(cluster.kubeconfig),
         "--results", str(tmp_path), "--profile", "smoke", "--steady-seconds", "600",
-        cwd=REPO, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL)
+        cwd=REPO, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        # Ctrl-C as at a terminal. A test run started in the background by a non-interactive
+        # shell (as CI may start it) inherits SIGINT ignored, Python keeps it ignored, and the
+        # bench would never see the signal (this test's failures in such runs).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert process.stderr is not None
     seen = b""
     async with asyncio.timeout(240):
