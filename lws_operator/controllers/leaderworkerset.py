@@ -99,6 +99,7 @@ from lws_operator.logic.statefulsets import (
     exclusive_topology_key,
     hashed,
     leader_statefulset,
+    spec_replicas,
     worker_statefulset,
 )
 from lws_operator.logic.status import StatusDecision, compute_hash_status, compute_status
@@ -248,16 +249,12 @@ class LeaderWorkerSetReconciler:
         Events, and revision and (Ordinal) restart-count pruning once the update is done."""
         if status.update_done and not hashed(lws):
             # Hash mode moves and drops its counts as it admits replacement leaders.
-            replicas = (lws.get("spec") or {}).get("replicas")
-            pruned = settled_counts(read_counts(lws), key_now,
-                                    1 if replicas is None else int(replicas))
+            pruned = settled_counts(read_counts(lws), key_now, spec_replicas(lws))
             if pruned is not None:
-                try:
-                    lws = await self._write_counts(lws, pruned)
-                except ApiException as exc:
-                    if is_status(exc, 409):
-                        return CONFLICT_REQUEUE
-                    raise
+                written = await self._write_counts(lws, pruned)
+                if written is None:
+                    return CONFLICT_REQUEUE
+                lws = written
         namespace, name = str(meta_of(lws).get("namespace")), str(meta_of(lws).get("name"))
         observed = lws.get("status") or {}
         stall = find_stall(pods, key_now, self.clock(), self.stall_grace)
@@ -322,12 +319,10 @@ class LeaderWorkerSetReconciler:
         if release.pods:
             return await self._release(lws, release)
         if admission.counts is not None:
-            try:
-                lws = await self._write_counts(lws, admission.counts)
-            except ApiException as exc:
-                if is_status(exc, 409):
-                    return CONFLICT_REQUEUE
-                raise
+            written = await self._write_counts(lws, admission.counts)
+            if written is None:
+                return CONFLICT_REQUEUE
+            lws = written
         if gang.level_of(lws) is None:
             for leader in admission.ungate:
                 await self._ungate(dict(leader))
@@ -436,12 +431,10 @@ class LeaderWorkerSetReconciler:
         if not plan.recreate and not exhaust:
             return False, plan.requeue_after
         if plan.counts is not None:
-            try:
-                lws = await self._write_counts(lws, plan.counts, plan.counted)
-            except ApiException as exc:
-                if is_status(exc, 409):
-                    return True, CONFLICT_REQUEUE  # someone else wrote it: decide again
-                raise
+            written = await self._write_counts(lws, plan.counts, plan.counted)
+            if written is None:
+                return True, CONFLICT_REQUEUE  # someone else wrote it: decide again
+            lws = written
         for recreation in plan.recreate:
             expected_gone.add(recreation.leader_uid)
             if await self._delete_leader(lws, recreation):
@@ -473,10 +466,11 @@ class LeaderWorkerSetReconciler:
             del self._unschedulable_reported[key]
 
     async def _write_counts(self, lws: dict[str, Any], counts: dict[str, int],
-                            counted: dict[str, str] | None = None) -> dict[str, Any]:
+                            counted: dict[str, str] | None = None) -> dict[str, Any] | None:
         """Write the restart counts annotation and, in the same write, the counted leaders
         (``counted``, else the recorded ones of the keys ``counts`` keeps), guarded by
-        resourceVersion; the LWS as written."""
+        resourceVersion; the LWS as written, or None when someone else wrote it first (409:
+        every caller then ends its pass and decides again on the newer object)."""
         meta = meta_of(lws)
         value = render_counts(counts) if counts else None
         leaders = counted_for(counts, read_counted(lws) if counted is None else counted)
@@ -485,11 +479,16 @@ class LeaderWorkerSetReconciler:
         if leaders or had_leaders:
             annotations[GROUP_RESTART_COUNTED_ANNOTATION] = render_counts(leaders) if leaders \
                 else None
-        written = await self.kube.request(
-            "PATCH", LWS_PATH.format(ns=meta.get("namespace"), name=meta.get("name")),
-            body={"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                               "annotations": annotations}},
-            content_type=MERGE_PATCH)
+        try:
+            written = await self.kube.request(
+                "PATCH", LWS_PATH.format(ns=meta.get("namespace"), name=meta.get("name")),
+                body={"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                                   "annotations": annotations}},
+                content_type=MERGE_PATCH)
+        except ApiException as exc:
+            if is_status(exc, 409):
+                return None
+            raise
         self.cache["LeaderWorkerSet"].upsert(written)
         return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **written}
 
@@ -556,12 +555,10 @@ class LeaderWorkerSetReconciler:
             counts = read_counts(lws)
             remaining = {k: v for k, v in counts.items() if k not in release.clear_counts}
             if remaining != counts:
-                try:
-                    lws = await self._write_counts(lws, remaining)
-                except ApiException as exc:
-                    if is_status(exc, 409):
-                        return CONFLICT_REQUEUE
-                    raise
+                written = await self._write_counts(lws, remaining)
+                if written is None:
+                    return CONFLICT_REQUEUE
+                lws = written
         requeue: float | None = None
         for pod in release.pods:
             meta = meta_of(pod)

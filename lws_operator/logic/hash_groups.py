@@ -58,7 +58,12 @@ from lws_operator.logic.objects import host_name, labels_of, meta_of
 from lws_operator.logic.readiness import statefulset_ready
 from lws_operator.logic.restart_budget import count_key, exhausted
 from lws_operator.logic.services import lws_reference
-from lws_operator.logic.statefulsets import copied_annotations, hashed, leader_pod_template
+from lws_operator.logic.statefulsets import (
+    copied_annotations,
+    hashed,
+    leader_pod_template,
+    spec_replicas,
+)
 
 __all__ = [
     "Admission",
@@ -69,11 +74,6 @@ __all__ = [
     "readiness_updates",
     "release_scaled_down",
 ]
-
-
-def _replicas(lws: Mapping[str, Any]) -> int:
-    replicas = (lws.get("spec") or {}).get("replicas")
-    return 1 if replicas is None else int(replicas)
 
 
 def _size(lws: Mapping[str, Any]) -> int:
@@ -125,11 +125,11 @@ def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
             "labels": {**(meta.get("labels") or {}), NAME_LABEL: name,
                        TEMPLATE_REVISION_HASH_LABEL: key},
             "annotations": {**copied_annotations(lws),
-                            REPLICAS_ANNOTATION: str(_replicas(lws))},
+                            REPLICAS_ANNOTATION: str(spec_replicas(lws))},
             "ownerReferences": [lws_reference(lws)],
         },
         "spec": {
-            "replicas": _replicas(lws),
+            "replicas": spec_replicas(lws),
             "revisionHistoryLimit": 0,
             "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {
@@ -201,7 +201,7 @@ def plan_admission(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
     retained = sum(1 for p in pods if _leader(p) and exhausted(p))
     held = retained if immediate(lws) else max(len(down), retained)
     admissible = waiting[:max(0, len(waiting) - held)]
-    replicas = _replicas(lws)
+    replicas = spec_replicas(lws)
     ungated: dict[str, int] = {}
     for pod in leaders:
         if not gated(pod):
@@ -311,6 +311,6 @@ def release_scaled_down(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]
     out = {_group(p) for p in retained if _revision(p) != current_key}
     current = [p for p in retained if _revision(p) == current_key]
     gated_now = sum(1 for p in leaders if gated(p) and _revision(p) == current_key)
-    if len(leaders) >= _replicas(lws) and len(current) > gated_now:
+    if len(leaders) >= spec_replicas(lws) and len(current) > gated_now:
         out |= {_group(p) for p in current[:len(current) - gated_now]}
     return out

@@ -45,6 +45,7 @@ object for nothing.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from lws_operator.api.constants import (
@@ -104,7 +105,8 @@ def _group_size(lws: dict[str, Any]) -> int:
     return 1 if size is None else int(size)
 
 
-def _spec_replicas(lws: dict[str, Any]) -> int:
+def spec_replicas(lws: Mapping[str, Any]) -> int:
+    """``spec.replicas``, 1 when absent (the API default)."""
     replicas = (lws.get("spec") or {}).get("replicas")
     return 1 if replicas is None else int(replicas)
 
@@ -143,7 +145,7 @@ def leader_max_unavailable(lws: dict[str, Any]) -> int:
     """
     spec = lws.get("spec") or {}
     config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-    total = _spec_replicas(lws)
+    total = spec_replicas(lws)
     max_unavailable = _scaled(config, "maxUnavailable", 1, total, up=False)
     max_surge = _scaled(config, "maxSurge", 0, total, up=True)
     return max(1, max_unavailable + min(max_surge, total))
@@ -293,7 +295,7 @@ def leader_statefulset(
             },
             "annotations": {
                 **copied_annotations(lws),
-                REPLICAS_ANNOTATION: str(_spec_replicas(lws)),
+                REPLICAS_ANNOTATION: str(spec_replicas(lws)),
             },
             "ownerReferences": [lws_reference(lws)],
         },
