@@ -243,8 +243,10 @@ class RoundRobinProxy:
         self._pipes: set[asyncio.Task[None]] = set()
         self.port = 0
 
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> int:
+        """Listen on ``port`` (any free one when 0): a stopped proxy can come back on its
+        old port, as an API server restarts on its own."""
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 

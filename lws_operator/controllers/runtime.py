@@ -45,7 +45,7 @@ from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.group_metrics import GroupMetrics
 from lws_operator.kube.metrics import WatchMetrics
-from lws_operator.kube.workers import Result, run_workers
+from lws_operator.kube.workers import EXPECTED_ERRORS, Result, describe_error, run_workers
 from lws_operator.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,9 @@ WATCH_CONNECT_TIMEOUT = 10
 # How long a kind's events without a type must pause before it is listed again: one LIST
 # per relisting rather than one per chunk of it.
 RESYNC_SETTLE = 1.0
+# A resync that fails (the API server went away again) is tried again after a delay that
+# starts at RESYNC_SETTLE and doubles up to this.
+RESYNC_RETRY_MAX = 30.0
 
 Watch = tuple[str, str, str, str, str, str | None]
 
@@ -242,6 +245,12 @@ class ControllerRuntime:
                                                       name=f"resync {kind}")
 
     async def _resync_when_settled(self, kind: str) -> None:
+        """Resync ``kind`` once its relisting has paused for RESYNC_SETTLE. A failed resync is
+        tried again, with a growing delay, until one succeeds: kopf lists again only after
+        the next expiry, which may never come, and until a resync succeeds an object deleted
+        while the watch was down stays in the cache (a worker StatefulSet the controller
+        then never recreates). The watches go on meanwhile."""
+        retry = RESYNC_SETTLE
         while kind in self._relisted:
             self._relisted.discard(kind)
             await asyncio.sleep(RESYNC_SETTLE)
@@ -249,8 +258,16 @@ class ControllerRuntime:
                 continue  # still listing: wait for the end of it
             try:
                 await self._resync(kind)
-            except Exception:  # the next relisting retries; the watches go on meanwhile
-                log.exception("resyncing the %s cache failed", kind)
+            except EXPECTED_ERRORS as exc:  # the API server is away or overloaded
+                log.warning("resyncing the %s cache failed (%s); retrying in %.0fs", kind,
+                            describe_error(exc), retry)
+            except Exception:
+                log.exception("resyncing the %s cache failed; retrying in %.0fs", kind, retry)
+            else:
+                continue
+            self._relisted.add(kind)
+            await asyncio.sleep(retry)
+            retry = min(retry * 2, RESYNC_RETRY_MAX)
 
     async def _resync(self, kind: str) -> None:
         """List ``kind`` and drop every cached object the listing does not hold and that is

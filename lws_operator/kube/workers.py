@@ -30,7 +30,8 @@ from lws_operator.kube.metrics import ReconcileMetrics
 from lws_operator.kube.ratelimit import Clock
 from lws_operator.kube.workqueue import QueueShutDown, WorkQueue
 
-__all__ = ["EXPECTED_ERRORS", "Reconcile", "Result", "RetryableError", "run_workers"]
+__all__ = ["EXPECTED_ERRORS", "Reconcile", "Result", "RetryableError", "describe_error",
+           "run_workers"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
 Reconcile = Callable[[K], Awaitable[Result | None]]
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """One line for a log: an API error's status and message, else the exception's type."""
     if isinstance(exc, ApiException):
         return f"{exc.status} {status_message(exc)}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -117,7 +119,7 @@ async def run_workers(
             errors.inc()
             total["error"].inc()
             log.warning("%s: reconcile of %s failed, retrying: %s", controller, key,
-                        _describe(exc))
+                        describe_error(exc))
         except Exception:
             queue.add_rate_limited(key)
             errors.inc()
