@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -56,11 +57,11 @@ async def test_a_failed_resync_is_tried_again_until_it_drops_what_was_deleted(
     registry = CollectorRegistry()
     runtime = ControllerRuntime(kube, ControllerOptions(), registry)
     # A Service that a listing reported and that was deleted before the resync's own LIST.
-    ghost = {"apiVersion": "v1", "kind": "Service", "metadata": {
-        "name": "ghost", "namespace": f"gone-{uuid.uuid4().hex[:8]}", "uid": str(uuid.uuid4()),
+    namespace = f"gone-{uuid.uuid4().hex[:8]}"
+    ghost: dict[str, Any] = {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "ghost", "namespace": namespace, "uid": str(uuid.uuid4()),
         "resourceVersion": "1", "labels": {NAME_LABEL: "ghost"}}}
     store = runtime.cache["Service"]
-    namespace = ghost["metadata"]["namespace"]
 
     async def dropped() -> bool:
         return store.get(namespace, "ghost") is None
