@@ -266,7 +266,7 @@ class ControllerRuntime:
             else:
                 continue
             self._relisted.add(kind)
-            await asyncio.sleep(retry)
+            await asyncio.sleep(retry - RESYNC_SETTLE)  # the loop's settling wait is the rest
             retry = min(retry * 2, RESYNC_RETRY_MAX)
 
     async def _resync(self, kind: str) -> None:
