@@ -76,11 +76,6 @@ __all__ = [
 ]
 
 
-def _size(lws: Mapping[str, Any]) -> int:
-    size = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size")
-    return 1 if size is None else int(size)
-
-
 def immediate(lws: Mapping[str, Any]) -> bool:
     return (lws.get("spec") or {}).get("groupReplacementPolicy") == "Immediate"
 
