@@ -30,6 +30,17 @@ REPO = Path(__file__).resolve().parents[1]
 LEASE = "b8b2488c.x-k8s.io"  # the operator's leader-election Lease
 
 
+async def reaped(proc: asyncio.subprocess.Process, grace: float) -> int:
+    """Wait for ``proc`` to exit after a signal, SIGKILL it after ``grace`` seconds; its exit
+    code."""
+    try:
+        return await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        return await proc.wait()
+
+
 def answers_ready(health_port: int) -> bool:
     """Whether an operator process's ``/readyz`` on 127.0.0.1 answers 200."""
     try:
@@ -98,12 +109,7 @@ class OperatorProcess:
         if proc is None or proc.returncode is not None:
             return None if proc is None else proc.returncode
         proc.send_signal(signal.SIGTERM)
-        try:
-            return await asyncio.wait_for(proc.wait(), grace)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            return await proc.wait()
+        return await reaped(proc, grace)
 
 
 @dataclass
@@ -155,7 +161,7 @@ class ReplicaProcess:
         if self.process.returncode is not None:
             raise AssertionError(f"operator {self.name} exited with {self.process.returncode}:"
                                  f"\n{self.log_tail()}")
-        return await asyncio.to_thread(self._get, "/readyz", self.health_port) == "ok"
+        return await asyncio.to_thread(answers_ready, self.health_port)
 
     @property
     def alive(self) -> bool:
@@ -185,11 +191,7 @@ class ReplicaProcess:
     async def exited(self) -> int:
         """Wait for the process to exit after a signal; SIGKILL it after 60 s. Its exit code."""
         assert self.process is not None
-        try:
-            return await asyncio.wait_for(self.process.wait(), 60)
-        except TimeoutError:
-            await self.kill()
-            return await self.process.wait()
+        return await reaped(self.process, 60)
 
     async def samples(self, family: str) -> list[tuple[dict[str, str], float]]:
         """The samples of one metric family on ``/metrics`` (none when it does not answer)."""
@@ -205,23 +207,24 @@ class ReplicaProcess:
     def log_entries(self) -> list[dict[str, Any]]:
         """The JSON log lines (others skipped)."""
         out = []
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        for line in text.splitlines():
+        for line in self._log_lines():
             with contextlib.suppress(ValueError):
                 entry = json.loads(line)
                 if isinstance(entry, dict):
                     out.append(entry)
         return out
 
-    def log_tail(self, lines: int = 30) -> str:
+    def _log_lines(self) -> list[str]:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return text.splitlines()
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self._log_lines()[-lines:])
 
     def failures(self) -> list[str]:
         """Log lines at error level or above, and tracebacks: what a run must not produce."""
         out = []
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        for line in text.splitlines():
+        for line in self._log_lines():
             try:
                 entry = json.loads(line)
             except ValueError:
