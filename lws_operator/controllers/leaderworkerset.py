@@ -182,7 +182,7 @@ class LeaderWorkerSetReconciler:
         workers = [s for s in statefulsets if s is not leader_sts]
         pods = self.cache["Pod"].owned_by(key)
         leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
-        decision, revisions = await self._ensure_revision(key, lws, leader_sts)
+        decision, revisions = await self._ensure_revision(key, lws, leader_sts, workers)
         key_now = decision.current_key
 
         rollout = plan_rollout(rollout_snapshot(lws, leader_sts, leaders, workers, key_now,
@@ -296,7 +296,8 @@ class LeaderWorkerSetReconciler:
         await self._stop_workers(lws, self.cache["Pod"].owned_by(key), statefulsets)
         deployment = next((d for d in self.cache["Deployment"].owned_by(key)
                            if name_of(d) == name and owned_by(d, lws)), None)
-        decision, revisions = await self._ensure_revision(key, lws, deployment)
+        decision, revisions = await self._ensure_revision(
+            key, lws, deployment, self.cache["StatefulSet"].owned_by(key))
         key_now = decision.current_key
 
         pods = self.cache["Pod"].owned_by(key)
@@ -345,14 +346,17 @@ class LeaderWorkerSetReconciler:
                                   _earliest(requeue, restart_requeue), now)
 
     async def _ensure_revision(self, key: Key, lws: dict[str, Any],
-                               leader_owner: Mapping[str, Any] | None
+                               leader_owner: Mapping[str, Any] | None,
+                               workers: list[dict[str, Any]]
                                ) -> tuple[RevisionDecision, list[Mapping[str, Any]]]:
         """SPEC 3.2 steps 3-4 in both identity modes: the revision the leader StatefulSet or
         Deployment (``leader_owner``) carries, created when missing, with its Events; returns
-        the decision and the LeaderWorkerSet's revisions, the new one included."""
+        the decision and the LeaderWorkerSet's revisions, the new one included. ``workers``
+        (the worker StatefulSets) tell whether that revision is rolled out completely, which
+        makes it current as it stands (``logic.adoption``)."""
         revisions: list[Mapping[str, Any]] = [
             r for r in self.cache["ControllerRevision"].owned_by(key) if owned_by(r, lws)]
-        decision = decide_revision(lws, leader_owner, revisions)
+        decision = decide_revision(lws, leader_owner, revisions, workers)
         if decision.create is not None:
             created = await self._create(f"{APPS}/controllerrevisions", key[0], decision.create)
             if created is not None:

@@ -21,14 +21,15 @@ from lws_operator.api.constants import (
     REASON_CREATING_REVISION,
     TEMPLATE_REVISION_HASH_LABEL,
 )
+from lws_operator.logic.adoption import rolled_out
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of
 from lws_operator.logic.revision import (
-    apply_revision,
     canonical_json,
     revision_key,
     revision_name,
     revision_patch,
+    template_difference,
 )
 from lws_operator.logic.services import lws_reference
 
@@ -116,13 +117,14 @@ class RevisionDecision:
     events: tuple[Event, ...] = ()
 
 
-def _same_templates(lws: dict[str, Any], stored: Mapping[str, Any]) -> bool:
-    """Whether the stored revision describes ``lws``'s templates: identical bytes, or the same
-    key once applied onto the live object (guards against serialisation differences)."""
+def _template_difference(lws: dict[str, Any], stored: Mapping[str, Any]) -> str | None:
+    """Where the stored revision and ``lws``'s templates differ; None when it describes them:
+    identical bytes, or the same templates however each was written (another controller's
+    JSON, ``logic.template_form``)."""
     patch = stored.get("data") or {}
     if canonical_json(patch) == canonical_json(revision_patch(lws)):
-        return True
-    return revision_key(apply_revision(lws, dict(patch))) == revision_key(lws)
+        return None
+    return template_difference(lws, dict(patch))
 
 
 def _revision_event(note: str) -> Event:
@@ -130,9 +132,11 @@ def _revision_event(note: str) -> Event:
 
 
 def decide_revision(lws: dict[str, Any], leader_sts: Mapping[str, Any] | None,
-                    revisions: list[Mapping[str, Any]]) -> RevisionDecision:
+                    revisions: list[Mapping[str, Any]],
+                    workers: Iterable[Mapping[str, Any]] = ()) -> RevisionDecision:
     """SPEC 3.2 steps 3-4: ensure a revision exists for the leader StatefulSet's key, then detect
-    a template update against it."""
+    a template update against it. ``leader_sts`` is the leader StatefulSet (or Deployment),
+    ``workers`` the worker StatefulSets, which tell whether the key is rolled out completely."""
     computed = revision_key(lws)
     sts_key = str(labels_of(leader_sts).get(TEMPLATE_REVISION_HASH_LABEL) or "")
     if leader_sts is None or not sts_key:
@@ -148,8 +152,17 @@ def decide_revision(lws: dict[str, Any], leader_sts: Mapping[str, Any] | None,
         note = f"Creating missing revision with key {sts_key} for existing {KIND}"
         return RevisionDecision(sts_key, controller_revision(lws, sts_key, revisions), False,
                                 (_revision_event(note),))
-    if _same_templates(lws, stored):
+    difference = _template_difference(lws, stored)
+    if difference is None:
         return RevisionDecision(sts_key, None, False)
+    if rolled_out(lws, sts_key, leader_sts, workers):
+        # The previous controller rolled this very spec out (logic.adoption): the stored
+        # revision is another rendering of the live templates. Record them under its key (the
+        # highest revision of a key is the one used), so later passes compare exactly.
+        note = (f"Creating revision with key {sts_key} for the rolled-out templates of existing "
+                f"{KIND} (stored differently at {difference})")
+        return RevisionDecision(sts_key, controller_revision(lws, sts_key, revisions), False,
+                                (_revision_event(note),))
     if revision_for_key(revisions, computed) is not None:
         return RevisionDecision(computed, None, True)  # e.g. back to an earlier template
     note = f"Creating revision with key {computed} for updated LWS"

@@ -10,8 +10,11 @@ templates while keeping the live replicas and strategy (SPEC 3.3).
 The key is the 32-bit FNV-1 hash of the patch's compact, key-sorted JSON, printed in decimal and
 mapped through the safe-encoding alphabet Kubernetes uses for pod-template hashes. It is stable
 for a given stored object; it is not byte-compatible with the Go controller's keys, which hash
-Go's own JSON rendering of typed structs (a difference SPEC allows unless objects created by the
-Go controller are taken over: then a one-time rollout of every group follows).
+Go's own JSON rendering of typed structs. That matters only when objects created by the Go
+controller are taken over, and then no key is recomputed: the revision a StatefulSet carries is
+compared by content (``template_difference``, where the two JSON renderings agree) and kept when
+the templates are the same, and one the previous controller rolled out completely is kept as it
+stands (``logic.adoption``).
 
 ``maxGroupRestarts`` and ``restartBackoff`` are left out of the snapshot although they sit in
 ``leaderWorkerTemplate``: they tell the controller how to react to failures and change nothing
@@ -25,6 +28,8 @@ from __future__ import annotations
 import copy
 import json
 from typing import Any
+
+from lws_operator.logic.template_form import first_difference, normal_form
 
 _SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _FNV_OFFSET = 2166136261
@@ -97,3 +102,12 @@ def apply_revision(live: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any
     """The live LWS with the templates stored in revision ``patch`` (live metadata, replicas and
     rollout strategy are kept): what the old groups of a rollout are rebuilt from."""
     return _strategic_replace(live, patch)
+
+
+def template_difference(lws: dict[str, Any], patch: dict[str, Any]) -> str | None:
+    """Where the templates stored in revision ``patch`` differ from ``lws``'s, or None when they
+    are the same templates however each was written (``logic.template_form``): the stored ones
+    are restored onto the live object first, as upstream compares, so a revision without
+    ``networkConfig`` (older releases) takes the live one."""
+    stored = normal_form(revision_patch(apply_revision(lws, patch)))
+    return first_difference(stored, normal_form(revision_patch(lws)))
