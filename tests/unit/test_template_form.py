@@ -175,12 +175,23 @@ def test_a_real_difference_is_still_one(live_spec: dict[str, Any], stored_spec: 
 
 
 @pytest.mark.parametrize(
-    ("field", "value"),
-    [("divisor", "0"), ("readOnly", False), ("hostPort", 0), ("subPath", "")],
+    ("holder", "field", "value", "absent"),
+    [
+        ("resourceFieldRef", "divisor", "0", True),  # Go writes "0" for an absent divisor
+        ("volumeMounts", "readOnly", False, True),
+        ("csi", "readOnly", False, False),  # *bool in a CSI volume
+        ("ports", "hostPort", 0, True),
+        ("volumeMounts", "subPath", "", True),
+        ("options", "value", "", False),  # dnsConfig.options[].value is a *string
+        ("env", "value", "", True),
+        ("containers", "restartPolicy", "", False),  # a container's is a pointer, a pod's not
+        ("spec", "restartPolicy", "", True),
+    ],
 )
-def test_zero_in_a_non_pointer_field_is_absent(field: str, value: Any) -> None:
-    holder = {"divisor": "resourceFieldRef", "readOnly": "volumeMounts"}.get(field, "")
-    assert normal_form({field: value}, "x", holder) == {}
+def test_zero_value_is_absent_only_in_a_non_pointer_field(holder: str, field: str, value: Any,
+                                                           absent: bool) -> None:
+    # A list element's fields are held by the list's field, as in the templates.
+    assert normal_form([{field: value}], holder) == [{} if absent else {field: value}]
 
 
 def test_network_config_absent_from_an_old_revision_takes_the_live_one() -> None:
