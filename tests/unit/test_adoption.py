@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lws_operator.kube.cache import lean
 from lws_operator.logic.adoption import rolled_out
 from lws_operator.logic.reconcile import decide_revision
 from lws_operator.logic.revision import fnv1_32, revision_key, revision_patch, safe_encode
@@ -217,3 +218,18 @@ def test_revision_not_rolled_out_is_decided_by_content(observed: int, partition:
                                [upstream_revision(GO_OLD_TYPES)], workers)
     assert decision.updated is True
     assert decision.current_key == revision_key(lws)
+
+
+def test_rolled_out_on_objects_as_the_cache_holds_them() -> None:
+    """The check reads only what the watch cache keeps (``lean``: no managedFields), and
+    listed items carry no ``kind``."""
+    lws, leader, workers = settled()
+    for obj in (lws, leader, *workers):
+        obj["metadata"]["managedFields"] = [{"manager": "lws"}]
+        obj.pop("kind")
+    assert rolled_out(lean(lws), K, lean(leader), [lean(w) for w in workers]) is True
+    owner = deployment(K)
+    owner.pop("kind")
+    assert rolled_out(lean(lws), K, lean(owner), []) is True
+    owner["status"]["updatedReplicas"] = 1
+    assert rolled_out(lean(lws), K, lean(owner), []) is False
