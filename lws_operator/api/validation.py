@@ -505,9 +505,13 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError
     Every comparison is made between the two objects with defaults applied (``apply_defaults``,
     the defaulting webhook's function): a field the stored object lacks means its default, so an
     object written before the field existed (by upstream, or an older release of ours) can be
-    updated, while changing the value it has always meant is still refused. The CRD cannot do
-    this on read: the guide-only fields have no schema default, on purpose (``hack/gen_crd.py``),
-    and the ones it has are upstream's own, already on every stored object."""
+    updated, while changing the value it has always meant is still refused.
+
+    Schema defaults would not do it. The CRD defaults only upstream's own fields (the API server
+    applies them on read too, so a stored object never lacks them); the guide-only ones have no
+    schema default, on purpose (``hack/gen_crd.py``: one inside ``leaderWorkerTemplate`` would
+    change the revision hash of every existing object on read). And while upstream's CRD, or an
+    older one of ours, is still installed, nothing defaults them at all."""
     raw_spec = new.get("spec") or {}
     new, old = apply_defaults(new), apply_defaults(old)
     spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
