@@ -146,6 +146,20 @@ def test_lws_update_rules_see_the_old_object() -> None:
     assert answer(VALIDATE_LWS_PATH, admission(new))["allowed"] is True
 
 
+def test_an_update_of_an_lws_written_without_the_guide_fields_is_allowed() -> None:
+    """Issue 18 item 5, through both LWS webhooks as the API server chains them: the stored
+    object lacks ``groupIdentity`` and ``podTerminationPolicy``, the defaulting webhook adds
+    them to the update, and validation takes absent for the default."""
+    old = lws(rolloutStrategy={"type": "RollingUpdate", "rollingUpdateConfiguration": {
+        "maxUnavailable": 1, "maxSurge": 0, "partition": 0}})
+    new = copy.deepcopy(old)
+    new["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "v2"
+    new = patched(new, answer(MUTATE_LWS_PATH, admission(new, "UPDATE", old)))
+    assert new["spec"]["groupIdentity"] == "Ordinal"
+    assert answer(VALIDATE_LWS_PATH, admission(new, "UPDATE", old)) == {
+        "allowed": True, "uid": "u-1"}
+
+
 @pytest.mark.parametrize("path", [MUTATE_LWS_PATH, VALIDATE_LWS_PATH, MUTATE_POD_PATH,
                                   VALIDATE_POD_PATH])
 def test_delete_is_allowed(path: str) -> None:
