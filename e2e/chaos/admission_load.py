@@ -179,7 +179,7 @@ class AdmissionLoad:
                                              query={"dryRun": "All"}, timeout=30.0)
         except ApiException as exc:
             message = status_message(exc)
-            if kind == "invalid-lws" and exc.status == 422 and DENIED_BY_US in message \
+            if kind == "invalid-lws" and exc.status == 403 and DENIED_BY_US in message \
                     and INVALID_MESSAGE in message:
                 return None
             return f"{exc.status} {message}"

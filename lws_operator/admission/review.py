@@ -5,12 +5,16 @@ only maps them to what the API server expects, answering the way controller-runt
 the Go controller, so clients see the same errors:
 
 * a defaulting or mutation result becomes a JSON patch;
-* validation errors become a 422 ``Invalid`` status whose message is apimachinery's aggregate and
-  whose ``details.causes`` list each field;
-* a rejected pod becomes controller-runtime's ``Denied``: code 403, reason ``Forbidden``;
+* a refusal, of a LeaderWorkerSet by validation or of a pod by the pod webhook, becomes
+  controller-runtime's ``admission.Denied(err.Error())``: code 403, reason ``Forbidden``, the
+  error text as message and no details. For validation that text is the field-error aggregate
+  (``validation.aggregate_message``). The API server prefixes it with ``admission webhook
+  "<name>" denied the request: `` and answers the client with that status, so ``kubectl``
+  prints ``Error from server (Forbidden): ... admission webhook "vleaderworkerset.kb.io" denied
+  the request: spec.replicas: Invalid value: ...``, word for word what upstream's users see;
 * DELETE is always allowed (controller-runtime skips it for defaulters, upstream allows it);
 * a request we cannot read is answered with code 400, a crash in a pure function with 500,
-  both as ``allowed: false``: the webhooks fail closed.
+  both as ``allowed: false`` (controller-runtime's ``Errored``): the webhooks fail closed.
 
 Everything here is synchronous and CPU-only; the server calls it on the event loop.
 """
@@ -26,8 +30,6 @@ from typing import Any
 from lws_operator.admission.patch import diff
 from lws_operator.api import defaults, validation
 from lws_operator.api.constants import (
-    GROUP,
-    KIND,
     MUTATE_LWS_PATH,
     MUTATE_POD_PATH,
     VALIDATE_LWS_PATH,
@@ -39,13 +41,6 @@ log = logging.getLogger(__name__)
 
 # One webhook: the AdmissionReview ``request`` payload in, the ``response`` payload (no uid) out.
 Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
-
-_CAUSE_TYPES = {
-    "Invalid": "FieldValueInvalid",
-    "Required": "FieldValueRequired",
-    "NotSupported": "FieldValueNotSupported",
-    "Forbidden": "FieldValueForbidden",
-}
 
 
 class BadRequest(ValueError):
@@ -61,12 +56,16 @@ def allowed(patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return response
 
 
-def denied(code: int, message: str, reason: str | None = None, **extra: Any) -> dict[str, Any]:
+def denied(code: int, message: str, reason: str | None = None) -> dict[str, Any]:
     status: dict[str, Any] = {"status": "Failure", "message": message, "code": code}
     if reason:
         status["reason"] = reason
-    status.update(extra)
     return {"allowed": False, "status": status}
+
+
+def forbidden(message: str) -> dict[str, Any]:
+    """controller-runtime's ``admission.Denied``: how every upstream webhook refuses."""
+    return denied(403, message, "Forbidden")
 
 
 def _object(request: Mapping[str, Any], key: str = "object") -> dict[str, Any]:
@@ -92,7 +91,7 @@ def mutate_pod(scheduler_provider: str | None = None) -> Handler:
             return _mutation(request, lambda pod: pod_mutation.mutate_pod(
                 pod, scheduler_provider=scheduler_provider))
         except pod_mutation.PodRejected as exc:
-            return denied(403, str(exc), "Forbidden")
+            return forbidden(str(exc))
 
     return handle
 
@@ -103,39 +102,28 @@ def validate_pod(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def mutate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``mleaderworkerset.kb.io``: webhook defaulting (SPEC 1.10)."""
+    """``mleaderworkerset.kb.io``: webhook defaulting (SPEC 1.10). It refuses nothing, as
+    upstream's ``Default`` returns no error. An object of the wrong shape, which upstream's
+    decoder answers with a 400 naming a Go type, is passed on undefaulted for the CRD schema to
+    reject with the field's path (``defaults._child``): the same decision, a clearer message."""
     return _mutation(request, defaults.apply_defaults)
 
 
-def _cause(error: validation.FieldError) -> dict[str, Any]:
-    text = str(error)
-    prefix = f"{error.path}: "
-    return {
-        "reason": _CAUSE_TYPES.get(error.type, "FieldValueInvalid"),
-        "message": text[len(prefix):] if text.startswith(prefix) else text,
-        "field": error.path,
-    }
-
-
 def validate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``vleaderworkerset.kb.io``: validation (SPEC 1.11), answered as apimachinery's Invalid."""
+    """``vleaderworkerset.kb.io``: validation (SPEC 1.11), refused as upstream refuses: 403
+    ``Forbidden`` with the field-error aggregate as message."""
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
         return allowed()
     new = _object(request)
     old = _object(request, "oldObject") if operation == "UPDATE" else None
     errors = validation.validate(new, old)
-    if not errors:
-        response = allowed()
-        if notes := validation.warnings(new):
-            response["warnings"] = notes
-        return response
-    name = str((new.get("metadata") or {}).get("name") or request.get("name") or "")
-    return denied(
-        422, validation.invalid_message(name, errors), "Invalid",
-        details={"name": name, "group": GROUP, "kind": KIND,
-                 "causes": [_cause(e) for e in errors]},
-    )
+    if errors:
+        return forbidden(validation.aggregate_message(errors))
+    response = allowed()
+    if notes := validation.warnings(new):
+        response["warnings"] = notes
+    return response
 
 
 def handlers(scheduler_provider: str | None = None) -> dict[str, Handler]:

@@ -2,9 +2,9 @@
 
 Why our own aiohttp application rather than kopf's ``@kopf.on.mutate/validate`` handlers:
 
-* Answers must match controller-runtime's: a 422 with reason ``Invalid`` and ``details.causes``
-  for validation, 403 ``Forbidden`` for a rejected pod. kopf's ``AdmissionError`` carries only a
-  message and a code.
+* Answers must match controller-runtime's exactly (``review``): a refusal is a 403 with reason
+  ``Forbidden`` and the error text as message, a malformed request a 400, warnings ride on an
+  allowed answer. kopf's ``AdmissionError`` carries only a message and a code.
 * Latency: kopf routes each review through resource lookup, memo recall, a full-object diff and
   its handler-execution machinery (measured p99 9 ms at concurrency 4 on an idle loop,
   python-notes 1.7); the pod webhook's budget is p99 5 ms at 200/s. Here a request is one dict

@@ -1,20 +1,39 @@
 """Validation of LeaderWorkerSets, as the validating webhook applies it on CREATE and UPDATE.
 
-Messages and field paths are interface facts: users grep for them and upstream's tests assert
-them (SPEC 1.11, 1.12), so they are reproduced exactly, with these deliberate differences:
+Messages and field paths are interface facts: users grep for them, scripts and tests written
+against upstream match them (SPEC 1.11, 1.12), so they are reproduced exactly, and so is the way
+they reach the client. Upstream's webhook returns ``field.ErrorList.ToAggregate()``, which
+controller-runtime turns into ``admission.Denied(err.Error())`` (code 403, reason ``Forbidden``)
+and the API server prefixes with ``admission webhook "vleaderworkerset.kb.io" denied the
+request: ``. :func:`aggregate_message` is that ``Error()`` text: one error as itself, several
+(identical texts once) as ``[first, second]``; each error is rendered by :class:`FieldError` as
+apimachinery renders a ``field.Error`` (numbers bare, strings quoted, null as ``null``).
+
+Deliberate differences, each better than upstream on purpose:
 
 * Subgroup errors are reported at ``spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize``
-  (lowercase, as the guide documents) instead of upstream's ``SubGroupPolicy``.
-* Upstream dereferences a null ``subGroupSize`` and divides by a zero one; both are rejected here
-  with the ``subGroupSize must be equal or greater than 1`` message instead.
+  (lowercase, the field as the guide and the CRD spell it) instead of upstream's
+  ``SubGroupPolicy``.
+* Upstream's webhook panics on a null ``subGroupSize`` (an empty ``subGroupPolicy``) and on
+  ``subGroupSize: 0`` (a division by zero), so the client gets no field error at all; both are
+  rejected here with rule 15's ``subGroupSize must be equal or greater than 1``.
+* A ``maxUnavailable``/``maxSurge`` that is not an integer or percentage gets one error, the
+  percent-format one; upstream adds a second, ``invalid value``, for the same value (and a third,
+  ``must not be 0 when `maxSurge` is 0``, as it then takes the value for 0).
 * ``persistentVolumeClaimRetentionPolicy`` values are checked against the StatefulSet API's
   (``Retain``, ``Delete``): upstream accepts any string and then fails every StatefulSet write.
 * The guide's rules that the upstream snapshot lacks (group identity, replacement policy, restart
   budget and backoff, termination policy, native gang scheduling, Hash name limits) are enforced
-  with messages of our own that name the field.
+  with messages of our own, in the same format, naming the field.
 
-All errors are collected and returned together, as apimachinery's field-error aggregate does. The
-functions take defaulted objects (the webhook defaults first), but never crash on partial ones.
+Immutability on update compares the stored and the new object with defaults applied to both
+(:func:`validate_update`): a field that is absent means its default. Objects written by upstream,
+or by an older release of ours, lack the fields added since (``groupIdentity``,
+``podTerminationPolicy`` ...), while the defaulting webhook adds them to every update; comparing
+absent with the default would refuse every update of those objects.
+
+The functions take defaulted objects (the webhook defaults first), but never crash on partial
+ones.
 """
 
 from __future__ import annotations
@@ -27,15 +46,14 @@ from typing import Any, Literal
 
 from .constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    GROUP,
     HASH_MODE_NAME_LIMIT,
     HASH_MODE_NAME_LIMIT_SIZE_ONE,
-    KIND,
     MAX_INT32,
     MAX_REPLICAS,
     STATEFULSET_NAME_LIMIT,
     SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
 )
+from .defaults import apply_defaults
 
 ErrorType = Literal["Invalid", "Required", "Forbidden", "NotSupported"]
 
@@ -99,9 +117,10 @@ class FieldError:
 
 
 def _render(value: Any) -> str:
-    """A value the way apimachinery prints it in an error: strings quoted, numbers bare."""
+    """A value the way apimachinery's ``field.Error`` prints it: numbers and booleans bare,
+    strings quoted, anything else (a pointer included) as its JSON, so a nil one is ``null``."""
     if value is None:
-        return '"null"'
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -111,11 +130,13 @@ def _render(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def invalid_message(name: str, errors: list[FieldError]) -> str:
-    """The aggregate message of a 422 Invalid status for LeaderWorkerSet ``name``."""
-    rendered = [str(e) for e in errors]
-    body = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
-    return f'{KIND}.{GROUP} "{name}" is invalid: {body}'
+def aggregate_message(errors: list[FieldError]) -> str:
+    """``field.ErrorList.ToAggregate().Error()``: the message upstream's webhook denies with.
+
+    Errors with the same text are kept once; one error is its own text, several are joined
+    with ``", "`` inside brackets."""
+    rendered = list(dict.fromkeys(str(e) for e in errors))
+    return "".join(rendered) if len(rendered) <= 1 else "[" + ", ".join(rendered) + "]"
 
 
 # ------------------------------------------------------------------------------ small readers
@@ -240,17 +261,21 @@ def _validate_int_or_percent(path: str, value: Any) -> list[FieldError]:
 
 
 def _validate_rollout(spec: dict[str, Any]) -> list[FieldError]:
+    """SPEC 1.11 rules 6-14, in upstream's order: the format of each budget, the partition, then
+    the scaled budgets. A budget whose format is already reported is not scaled: upstream goes on
+    to report ``invalid value`` for it, and may count it as 0 (see the module docstring)."""
     config = _get(spec, "rolloutStrategy", "rollingUpdateConfiguration")
     if not isinstance(config, dict):
         return []
     unavailable, surge = config.get("maxUnavailable"), config.get("maxSurge")
-    errors = _validate_int_or_percent(f"{RUC}.maxUnavailable", unavailable)
-    errors += _validate_int_or_percent(f"{RUC}.maxSurge", surge)
+    unavailable_errors = _validate_int_or_percent(f"{RUC}.maxUnavailable", unavailable)
+    surge_errors = _validate_int_or_percent(f"{RUC}.maxSurge", surge)
+    errors = unavailable_errors + surge_errors
     partition = _int(config.get("partition"))
     if partition is not None and partition < 0:
         errors.append(FieldError(f"{RUC}.partition", "must be greater than or equal to 0",
                                  partition))
-    if errors:
+    if unavailable_errors or surge_errors:
         return errors
     replicas = _int(spec.get("replicas"))
     replicas = 1 if replicas is None else replicas
@@ -453,12 +478,42 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
+def _omitempty(value: Any) -> Any:
+    """``value`` without the entries that mean "not set": null, ``""`` and ``[]``, at any depth.
+
+    Go drops such zero values when it writes an object (``omitempty``), and apimachinery's
+    semantic equality takes an empty list for a missing one, so a stored object may hold either
+    form of the same thing. Empty objects are kept: ``gang: {}`` selects a policy."""
+    if isinstance(value, dict):
+        kept = {k: _omitempty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, "", [])}
+    if isinstance(value, list):
+        return [_omitempty(v) for v in value]
+    return value
+
+
 def _immutable(path: str, old: Any, new: Any) -> list[FieldError]:
-    return [] if old == new else [FieldError(path, IMMUTABLE, new)]
+    """``ValidateImmutableField``: the new value, reported as ``field is immutable``."""
+    if _omitempty({"v": old}) == _omitempty({"v": new}):
+        return []
+    return [FieldError(path, IMMUTABLE, new)]
 
 
 def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
-    """The rules comparing an update with the stored object (SPEC 1.11 update rules, 1.12)."""
+    """The rules comparing an update with the stored object (SPEC 1.11 update rules, 1.12).
+
+    Every comparison is made between the two objects with defaults applied (``apply_defaults``,
+    the defaulting webhook's function): a field the stored object lacks means its default, so an
+    object written before the field existed (by upstream, or an older release of ours) can be
+    updated, while changing the value it has always meant is still refused.
+
+    Schema defaults would not do it. The CRD defaults only upstream's own fields (the API server
+    applies them on read too, so a stored object never lacks them); the guide-only ones have no
+    schema default, on purpose (``hack/gen_crd.py``: one inside ``leaderWorkerTemplate`` would
+    change the revision hash of every existing object on read). And while upstream's CRD, or an
+    older one of ours, is still installed, nothing defaults them at all."""
+    raw_spec = new.get("spec") or {}
+    new, old = apply_defaults(new), apply_defaults(old)
     spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
     errors = []
     policy = _get(spec, "leaderWorkerTemplate", "subGroupPolicy")
@@ -471,11 +526,15 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError
                                  "cannot enable subGroupSize after the lws is already created",
                                  policy.get("subGroupSize")))
     elif isinstance(old_policy, dict):
-        errors.append(FieldError(SUBGROUP_SIZE, "cannot remove subGroupSize after enabled", None))
-    network = spec.get("networkConfig")
+        errors.append(FieldError(SUBGROUP_SIZE, "cannot remove subGroupSize after enabled",
+                                 old_policy.get("subGroupSize")))
+    # On the object as sent: defaulting fills the field, which is why the rule never fires
+    # behind the defaulting webhook (SPEC 1.11). Upstream reports the stored value.
+    network = raw_spec.get("networkConfig")
     if isinstance(network, dict) and network.get("subdomainPolicy") is None:
         errors.append(FieldError("spec.networkConfig.subdomainPolicy",
-                                 "cannot set subdomainPolicy as null", None))
+                                 "cannot set subdomainPolicy as null",
+                                 _get(old_spec, "networkConfig", "subdomainPolicy")))
     for key in ("groupIdentity", "podTerminationPolicy"):
         errors += _immutable(f"spec.{key}", old_spec.get(key), spec.get(key))
     errors += _validate_scheduling_update(spec, old_spec)

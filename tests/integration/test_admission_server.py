@@ -198,11 +198,10 @@ async def test_lws_webhooks_are_wired(lws_crd: LocalCluster, kube: Kube, namespa
                                             "size": 1_000_000}}
     with pytest.raises(DynamicApiError) as exc:
         await kube.create(bad, namespace)
-    assert exc.value.status == 422
-    assert status(exc.value)["reason"] == "Invalid"
+    assert exc.value.status == 403
+    assert status(exc.value)["reason"] == "Forbidden"
     assert message(exc.value) == (
-        'admission webhook "vleaderworkerset.kb.io" denied the request: '
-        'LeaderWorkerSet.leaderworkerset.x-k8s.io "too-big" is invalid: spec.replicas: '
+        'admission webhook "vleaderworkerset.kb.io" denied the request: spec.replicas: '
         "Invalid value: 1000000: the product of replicas and worker replicas must not exceed "
         "2147483647")
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
+from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
 from e2e.kube import MERGE_PATCH, Kube
 
@@ -31,6 +32,12 @@ API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
 SGS = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+# How the API server words a refusal by upstream's validating webhook (and ours).
+DENIED = 'admission webhook "vleaderworkerset.kb.io" denied the request: '
+# apimachinery's IsDNS1035Label message (validation.IsDNS1035Label's RegexError).
+DNS1035 = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
+           "with an alphabetic character, and end with an alphanumeric character (e.g. "
+           "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
 
 
 def new_lws(name: str, **spec: Any) -> dict[str, Any]:
@@ -52,8 +59,25 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+def status(exc: DynamicApiError) -> dict[str, Any]:
+    """The Status object the API server answered with."""
+    body: dict[str, Any] = json.loads(exc.body or "{}")
+    return body
+
+
 def rejection(exc: DynamicApiError) -> str:
-    return str(json.loads(exc.body or "{}").get("message", ""))
+    return str(status(exc).get("message", ""))
+
+
+def denied_by_webhook(exc: DynamicApiError) -> str:
+    """The validating webhook's own text, after checking that the API server relayed the
+    refusal as it relays upstream's: 403 Forbidden, with the webhook named. (The API server
+    may add details of its own; the webhook sends none.)"""
+    got = status(exc)
+    assert (exc.status, got.get("code"), got.get("reason")) == (403, 403, "Forbidden"), got
+    message = str(got.get("message", ""))
+    assert message.startswith(DENIED), message
+    return message[len(DENIED):]
 
 
 async def create(kube: Kube, ns: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -61,11 +85,11 @@ async def create(kube: Kube, ns: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def rejected(kube: Kube, ns: str, body: dict[str, Any]) -> str:
+    """The validating webhook's message refusing to create ``body`` (nothing is stored)."""
     with pytest.raises(DynamicApiError) as exc:
         await kube.create(body, ns)
-    assert exc.value.status == 422, rejection(exc.value)
     assert await kube.get(API, KIND, body["metadata"]["name"], ns) is None, "half-applied"
-    return rejection(exc.value)
+    return denied_by_webhook(exc.value)
 
 
 def ruc(**config: Any) -> dict[str, Any]:
@@ -129,7 +153,7 @@ async def test_defaults_and_kept_values(admitted: tuple[Kube, str], spec: dict[s
 @pytest.mark.parametrize(
     ("name", "spec", "message"),
     [
-        ("2cube", {}, "metadata.name: Invalid value: \"2cube\": a DNS-1035 label must consist"),
+        ("2cube", {}, f"metadata.name: Invalid value: \"2cube\": {DNS1035}"),
         ("ovf", {"replicas": 100000, "t_size": 1000000},
          "spec.replicas: Invalid value: 100000: the product of replicas and worker replicas must "
          "not exceed 2147483647"),
@@ -140,14 +164,22 @@ async def test_defaults_and_kept_values(admitted: tuple[Kube, str], spec: dict[s
          f"{SGS}: Invalid value: -1: subGroupSize must be equal or greater than 1"),
         ("zero-sgs", {"t_size": 4, "t_subGroupPolicy": {"subGroupSize": 0}},
          f"{SGS}: Invalid value: 0: subGroupSize must be equal or greater than 1"),
-        ("big-sgs", {"t_size": 2, "t_subGroupPolicy": {"subGroupSize": 3}},
-         f"{SGS}: Invalid value: 3: subGroupSize cannot be larger than size"),
+        ("big-sgs", {"t_size": 1, "t_subGroupPolicy": {"subGroupSize": 2}},
+         f"{SGS}: Invalid value: 2: subGroupSize cannot be larger than size"),
         ("excluded", {"t_size": 4, "t_subGroupPolicy": {
             "subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}},
          f"{SGS}: Invalid value: 2: size-1 must be divisible by subGroupSize when using "
          "LeaderExcluded"),
         ("indivisible", {"t_size": 10, "t_subGroupPolicy": {"subGroupSize": 8}},
          f"{SGS}: Invalid value: 8: size or size - 1 must be divisible by subGroupSize"),
+        # Upstream's webhook panics on these two (nil dereference, division by zero).
+        ("empty-sgp", {"t_size": 4, "t_subGroupPolicy": {}},
+         f"{SGS}: Invalid value: null: subGroupSize must be equal or greater than 1"),
+        # Upstream adds "invalid value" and "must not be 0 when `maxSurge` is 0" to this one.
+        ("bad-pct", {"rolloutStrategy": ruc(maxUnavailable="abc")},
+         f"{RUC}.maxUnavailable: Invalid value: \"abc\": a valid percent string must be a "
+         "numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for "
+         "validation is '[0-9]+%')"),
         ("unavail", {"rolloutStrategy": ruc(maxUnavailable="200%")},
          f"{RUC}.maxUnavailable: Invalid value: \"200%\": must not be greater than 100%"),
         ("unavail-neg", {"rolloutStrategy": ruc(maxUnavailable=-1)},
@@ -183,7 +215,7 @@ async def test_defaults_and_kept_values(admitted: tuple[Kube, str], spec: dict[s
          "greater than or equal to baseSeconds (10)"),
         ("gang-ready", {"scheduling": {}, "startupPolicy": "LeaderReady"},
          "spec.startupPolicy: Invalid value: \"LeaderReady\": LeaderReady is not supported with "
-         "gang scheduling"),
+         "gang scheduling (spec.scheduling): the gang could never form"),
         ("a" * 44, {"groupIdentity": "Hash", "t_size": 2},
          "metadata.name: Invalid value: \"" + "a" * 44 + "\": must be no more than 43 "
          "characters with groupIdentity Hash"),
@@ -191,19 +223,35 @@ async def test_defaults_and_kept_values(admitted: tuple[Kube, str], spec: dict[s
 )
 async def test_invalid_creations(admitted: tuple[Kube, str], name: str, spec: dict[str, Any],
                                  message: str) -> None:
+    """Issue 18 item 4: exactly the text upstream's users get, one error."""
     kube, ns = admitted
-    got = await rejected(kube, ns, new_lws(name, **spec))
-    assert 'admission webhook "vleaderworkerset.kb.io" denied the request' in got
-    assert f'LeaderWorkerSet.leaderworkerset.x-k8s.io "{name}" is invalid' in got
-    assert message in got
+    assert await rejected(kube, ns, new_lws(name, **spec)) == message
 
 
 async def test_all_errors_are_reported_together(admitted: tuple[Kube, str]) -> None:
+    """Several errors: one message, bracketed and comma-joined as apimachinery's aggregate."""
     kube, ns = admitted
     got = await rejected(kube, ns, new_lws("many", replicas=2, t_size=5, t_subGroupPolicy={
         "subGroupSize": 3}, rolloutStrategy=ruc(maxUnavailable="25%", maxSurge=0)))
-    assert f"{RUC}.maxUnavailable: Invalid value: \"25%\": must not be 0" in got
-    assert f"{SGS}: Invalid value: 3: size or size - 1 must be divisible" in got
+    assert got == (f"[{RUC}.maxUnavailable: Invalid value: \"25%\": must not be 0 when "
+                   f"`maxSurge` is 0, {SGS}: Invalid value: 3: size or size - 1 must be "
+                   "divisible by subGroupSize]")
+    got = await rejected(kube, ns, new_lws("sgs", t_size=2, t_subGroupPolicy={"subGroupSize": 3}))
+    assert got == (f"[{SGS}: Invalid value: 3: size or size - 1 must be divisible by "
+                   f"subGroupSize, {SGS}: Invalid value: 3: subGroupSize cannot be larger than "
+                   "size]")
+
+
+async def test_kubectl_prints_upstreams_refusal(admitted: tuple[Kube, str],
+                                                lws_crd: LocalCluster) -> None:
+    """What a user's terminal (and a script matching it) shows."""
+    _kube, ns = admitted
+    done = await kubectl_create(lws_crd, ns, new_lws("neg", t_size=-1))
+    assert done.returncode == 1
+    assert done.stderr == (
+        'Error from server (Forbidden): error when creating "STDIN": ' + DENIED
+        + "spec.leaderWorkerTemplate.size: Invalid value: -1: size must be equal or greater "
+        "than 1\n")
 
 
 async def test_enum_and_bounds_rejected_by_the_crd(admitted: tuple[Kube, str]) -> None:
@@ -294,23 +342,24 @@ async def update(kube: Kube, ns: str, name: str, patch: dict[str, Any]) -> dict[
     return await kube.patch(API, KIND, name, patch, ns, content_type=MERGE_PATCH)
 
 
-async def update_rejected(kube: Kube, ns: str, name: str, patch: dict[str, Any]) -> str:
+async def update_rejected(kube: Kube, ns: str, name: str,
+                          patch: dict[str, Any]) -> DynamicApiError:
     before = await kube.get(API, KIND, name, ns)
     with pytest.raises(DynamicApiError) as exc:
         await update(kube, ns, name, patch)
-    assert exc.value.status == 422, rejection(exc.value)
     after = await kube.get(API, KIND, name, ns)
     assert before is not None
     assert after is not None
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    return rejection(exc.value)
+    return exc.value
 
 
 @pytest.mark.parametrize(
     ("spec", "patch", "message"),
     [
         ({"t_size": 2}, {"spec": {"replicas": 100000, "leaderWorkerTemplate": {
-            "size": 100000000}}}, "the product of replicas and worker replicas must not exceed"),
+            "size": 100000000}}}, "spec.replicas: Invalid value: 100000: the product of replicas "
+         "and worker replicas must not exceed 2147483647"),
         ({}, {"spec": {"replicas": -1}}, None),
         ({}, {"spec": {"startupPolicy": "Never"}}, None),
         ({}, {"spec": {"replicas": 1000001}}, None),
@@ -327,7 +376,7 @@ async def update_rejected(kube: Kube, ns: str, name: str, patch: dict[str, Any])
          "created"),
         ({"t_size": 4, "t_subGroupPolicy": {"subGroupSize": 2}},
          {"spec": {"leaderWorkerTemplate": {"subGroupPolicy": None}}},
-         f"{SGS}: Invalid value: \"null\": cannot remove subGroupSize after enabled"),
+         f"{SGS}: Invalid value: 2: cannot remove subGroupSize after enabled"),
         ({"t_size": 8, "t_subGroupPolicy": {"subGroupSize": 8}},
          {"spec": {"leaderWorkerTemplate": {"size": 10}}},
          f"{SGS}: Invalid value: 8: size or size - 1 must be divisible by subGroupSize"),
@@ -341,17 +390,23 @@ async def update_rejected(kube: Kube, ns: str, name: str, patch: dict[str, Any])
          "spec.scheduling: Forbidden: gang scheduling cannot be removed after creation"),
         ({"scheduling": {}}, {"spec": {"scheduling": {"replica": {
             "schedulingPolicy": None, "leader": {}}}}},
-         "the scheduling level cannot change after creation (was replica, now role)"),
+         "spec.scheduling: Forbidden: the scheduling level cannot change after creation (was "
+         "replica, now role)"),
     ],
 )
 async def test_invalid_updates(admitted: tuple[Kube, str], spec: dict[str, Any],
                                patch: dict[str, Any], message: str | None) -> None:
+    """``message``: the webhook's exact refusal; None where the CRD schema refuses first (the
+    API server's own 422, as under upstream)."""
     kube, ns = admitted
     name = unique("u")
     await create(kube, ns, new_lws(name, **spec))
-    got = await update_rejected(kube, ns, name, patch)
-    if message:
-        assert message in got
+    exc = await update_rejected(kube, ns, name, patch)
+    if message is None:
+        assert exc.status == 422, rejection(exc)
+        assert DENIED not in rejection(exc)
+    else:
+        assert denied_by_webhook(exc) == message
 
 
 @pytest.mark.parametrize(
@@ -402,3 +457,72 @@ async def test_scale_subresource_bypasses_webhooks(admitted: tuple[Kube, str]) -
     stored = await kube.get(API, KIND, name, ns)
     assert stored is not None
     assert stored["spec"]["replicas"] == 3
+
+
+# ------------------------------------------------------ objects written by the upstream controller
+
+
+def as_upstream_stores(name: str, **spec: Any) -> dict[str, Any]:
+    """A LeaderWorkerSet as it sits in etcd after upstream's webhooks admitted it: upstream's
+    defaults (SPEC 1.10) written out, none of the guide-only fields (``groupIdentity``,
+    ``podTerminationPolicy``, ``groupReplacementPolicy``)."""
+    body = new_lws(name, replicas=1, startupPolicy="LeaderCreated",
+                   rolloutStrategy=ruc(maxUnavailable=1, maxSurge=0, partition=0),
+                   networkConfig={"subdomainPolicy": "Shared"}, t_size=2,
+                   t_restartPolicy="RecreateGroupOnPodRestart")
+    for key, value in spec.items():
+        if key.startswith("t_"):
+            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
+        else:
+            body["spec"][key] = value
+    return body
+
+
+def image_patch(image: str) -> dict[str, Any]:
+    return {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
+        {"name": "main", "image": image}]}}}}}
+
+
+async def test_objects_written_by_upstream_can_be_updated(lws_crd: LocalCluster) -> None:
+    """Issue 18 item 5: after taking over from upstream, ``kubectl patch`` of an image was
+    refused with ``spec.groupIdentity: Invalid value: "Ordinal": field is immutable``.
+
+    The objects are written through the real API server before our webhooks serve their
+    namespace (as upstream's were, before the switch), then updated through them."""
+    kube = await Kube.connect(str(lws_crd.kubeconfig))
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    try:
+        bodies = [
+            as_upstream_stores("plain"),
+            as_upstream_stores("subgroups", t_size=4, t_subGroupPolicy={
+                "subGroupSize": 2, "subGroupPolicyType": "LeaderWorker"}),
+            as_upstream_stores("unique", networkConfig={"subdomainPolicy": "UniquePerReplica"},
+                               t_restartPolicy="None",
+                               rolloutStrategy=ruc(maxUnavailable=1, maxSurge=1, partition=1)),
+        ]
+        untouched = as_upstream_stores("untouched")
+        for body in [*bodies, untouched]:
+            stored = await kube.create(body, ns)
+            assert "groupIdentity" not in stored["spec"]
+            assert "podTerminationPolicy" not in stored["spec"]
+        hooks = await start_webhooks(str(lws_crd.kubeconfig), options_for(ns))
+        try:
+            for body in bodies:
+                name = body["metadata"]["name"]
+                spec = (await update(kube, ns, name, image_patch("nginx:1.28")))["spec"]
+                worker = spec["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+                assert worker["containers"][0]["image"] == "nginx:1.28"
+                # Defaulting now writes what absence meant.
+                assert spec["groupIdentity"] == "Ordinal"
+                assert spec["podTerminationPolicy"] == "Sequential"
+            # Absent meant the default: moving off it is still refused.
+            for key, value in (("groupIdentity", "Hash"), ("podTerminationPolicy", "Parallel")):
+                exc = await update_rejected(kube, ns, "untouched", {"spec": {key: value}})
+                assert denied_by_webhook(exc) == (
+                    f'spec.{key}: Invalid value: "{value}": field is immutable')
+        finally:
+            await stop_webhooks(hooks)
+    finally:
+        await kube.delete("v1", "Namespace", ns)
+        await kube.close()

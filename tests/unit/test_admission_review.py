@@ -106,23 +106,25 @@ def test_lws_defaulting_patch() -> None:
     assert out["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
 
 
-def test_lws_validation_error_is_a_422_invalid_with_causes() -> None:
-    obj = lws(replicas=-1)
-    response = answer(VALIDATE_LWS_PATH, admission(obj))
+def test_lws_validation_error_is_denied_like_controller_runtime() -> None:
+    """Upstream returns ``field.ErrorList.ToAggregate()`` and controller-runtime answers
+    ``admission.Denied(err.Error())``: 403 Forbidden, the aggregate text, no details."""
+    response = answer(VALIDATE_LWS_PATH, admission(lws(replicas=-1)))
     assert response["allowed"] is False
-    status = response["status"]
-    assert status["code"] == 422
-    assert status["reason"] == "Invalid"
-    assert status["message"].startswith(
-        'LeaderWorkerSet.leaderworkerset.x-k8s.io "sample" is invalid: spec.replicas')
-    assert "replicas must be equal or greater than 0" in status["message"]
-    assert status["details"]["name"] == "sample"
-    assert status["details"]["kind"] == "LeaderWorkerSet"
-    assert status["details"]["group"] == "leaderworkerset.x-k8s.io"
-    cause = status["details"]["causes"][0]
-    assert cause["field"] == "spec.replicas"
-    assert cause["reason"] == "FieldValueInvalid"
-    assert cause["message"].startswith("Invalid value: -1: ")
+    assert response["status"] == {
+        "status": "Failure", "code": 403, "reason": "Forbidden",
+        "message": "spec.replicas: Invalid value: -1: replicas must be equal or greater than 0"}
+
+
+def test_several_lws_validation_errors_are_one_bracketed_message() -> None:
+    obj = lws(replicas=-1)
+    obj["spec"]["leaderWorkerTemplate"]["size"] = 0
+    response = answer(VALIDATE_LWS_PATH, admission(obj))
+    assert response["status"] == {
+        "status": "Failure", "code": 403, "reason": "Forbidden",
+        "message": "[spec.replicas: Invalid value: -1: replicas must be equal or greater than 0, "
+                   "spec.leaderWorkerTemplate.size: Invalid value: 0: size must be equal or "
+                   "greater than 1]"}
 
 
 def test_an_accepted_lws_that_cannot_run_comes_with_a_warning() -> None:
@@ -142,6 +144,20 @@ def test_lws_update_rules_see_the_old_object() -> None:
     assert "cannot remove subGroupSize after enabled" in response["status"]["message"]
     # The same object is valid on create.
     assert answer(VALIDATE_LWS_PATH, admission(new))["allowed"] is True
+
+
+def test_an_update_of_an_lws_written_without_the_guide_fields_is_allowed() -> None:
+    """Issue 18 item 5, through both LWS webhooks as the API server chains them: the stored
+    object lacks ``groupIdentity`` and ``podTerminationPolicy``, the defaulting webhook adds
+    them to the update, and validation takes absent for the default."""
+    old = lws(rolloutStrategy={"type": "RollingUpdate", "rollingUpdateConfiguration": {
+        "maxUnavailable": 1, "maxSurge": 0, "partition": 0}})
+    new = copy.deepcopy(old)
+    new["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "v2"
+    new = patched(new, answer(MUTATE_LWS_PATH, admission(new, "UPDATE", old)))
+    assert new["spec"]["groupIdentity"] == "Ordinal"
+    assert answer(VALIDATE_LWS_PATH, admission(new, "UPDATE", old)) == {
+        "allowed": True, "uid": "u-1"}
 
 
 @pytest.mark.parametrize("path", [MUTATE_LWS_PATH, VALIDATE_LWS_PATH, MUTATE_POD_PATH,

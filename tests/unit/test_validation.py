@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from lws_operator.api.validation import (
     DNS1035_MESSAGE,
     PERCENT_MESSAGE,
     FieldError,
-    invalid_message,
+    aggregate_message,
     scaled_value,
     validate,
     warnings,
@@ -74,6 +75,14 @@ def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
          [(f"{RUC}.maxSurge", "must not be greater than 100%")]),
         (lws(rolloutStrategy=ruc(partition=-1)),
          [(f"{RUC}.partition", "must be greater than or equal to 0")]),
+        # Upstream goes on to scale the budgets after a bad partition.
+        (lws(rolloutStrategy=ruc(partition=-1, maxUnavailable=0, maxSurge=0)),
+         [(f"{RUC}.partition", "must be greater than or equal to 0"),
+          (f"{RUC}.maxUnavailable", "must not be 0 when `maxSurge` is 0")]),
+        # One error for a malformed budget, where upstream adds "invalid value" (and, counting
+        # it as 0, "must not be 0 when `maxSurge` is 0").
+        (lws(rolloutStrategy=ruc(maxUnavailable="abc", maxSurge=0)),
+         [(f"{RUC}.maxUnavailable", PERCENT_MESSAGE)]),
         (lws(replicas=2, rolloutStrategy=ruc(maxUnavailable="25%", maxSurge=0)),
          [(f"{RUC}.maxUnavailable", "must not be 0 when `maxSurge` is 0")]),
         (lws(replicas=3, rolloutStrategy=ruc(maxUnavailable=0, maxSurge=0)),
@@ -273,18 +282,30 @@ def test_null_subdomain_policy_on_update() -> None:
 @pytest.mark.parametrize(
     ("errors", "expected"),
     [
+        # apimachinery's field.ErrorList.ToAggregate().Error(): one error is its own text ...
         ([FieldError("spec.replicas", "replicas must be equal or greater than 0", -1)],
-         'LeaderWorkerSet.leaderworkerset.x-k8s.io "x" is invalid: spec.replicas: Invalid value: '
-         "-1: replicas must be equal or greater than 0"),
+         "spec.replicas: Invalid value: -1: replicas must be equal or greater than 0"),
+        # ... several are bracketed and joined with ", " ...
         ([FieldError(f"{RUC}.maxSurge", PERCENT_MESSAGE, "abc"),
           FieldError("spec.scheduling", "nope", type="Forbidden")],
-         'LeaderWorkerSet.leaderworkerset.x-k8s.io "x" is invalid: '
          f'[{RUC}.maxSurge: Invalid value: "abc": {PERCENT_MESSAGE}, '
          "spec.scheduling: Forbidden: nope]"),
+        # ... identical texts count once (so two copies of one error are not bracketed).
+        ([FieldError(SGS, "a", 3), FieldError(SGS, "a", 3)], f"{SGS}: Invalid value: 3: a"),
+        ([FieldError(SGS, "a", 3), FieldError(SGS, "b", 3), FieldError(SGS, "a", 3)],
+         f"[{SGS}: Invalid value: 3: a, {SGS}: Invalid value: 3: b]"),
+        # Values as field.Error renders them: null and booleans bare, objects as JSON.
+        ([FieldError(SGS, "m", None)], f"{SGS}: Invalid value: null: m"),
+        ([FieldError("spec.x", "m", True)], "spec.x: Invalid value: true: m"),
+        ([FieldError("spec.x", "m", {"b": 1, "a": "x"})],
+         'spec.x: Invalid value: {"a":"x","b":1}: m'),
+        ([FieldError("spec.x", "", type="Required")], "spec.x: Required value"),
+        ([FieldError("spec.x", 'supported values: "A", "B"', "C", "NotSupported")],
+         'spec.x: Unsupported value: "C": supported values: "A", "B"'),
     ],
 )
-def test_invalid_message(errors: list[FieldError], expected: str) -> None:
-    assert invalid_message("x", errors) == expected
+def test_aggregate_message(errors: list[FieldError], expected: str) -> None:
+    assert aggregate_message(errors) == expected
 
 
 @pytest.mark.parametrize(
@@ -327,3 +348,129 @@ def test_ordinal_names_too_long_to_run_are_warned_about(
                                    f"{len(longest)} characters, over the 52")
         assert notes[0].endswith(f"at most {52 - len(longest) + len(name)} characters")
         assert len(notes[0]) < 256  # the API server truncates longer warnings
+
+
+# ------------------------------------------------- on update, an absent field means its default
+
+
+def stored_by_upstream(**spec: Any) -> dict[str, Any]:
+    """A LeaderWorkerSet as upstream's CRD and webhook leave it in etcd (SPEC 1.10): upstream's
+    defaults, none of the guide-only fields; keyword ``t_<field>`` goes into the template."""
+    body: dict[str, Any] = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "sample", "namespace": "default"},
+        "spec": {
+            "replicas": 2, "startupPolicy": "LeaderCreated",
+            "rolloutStrategy": ruc(maxUnavailable=1, maxSurge=0, partition=0),
+            "networkConfig": {"subdomainPolicy": "Shared"},
+            "leaderWorkerTemplate": {
+                "size": 4, "restartPolicy": "RecreateGroupOnPodRestart",
+                "workerTemplate": {"spec": {"containers": [{"name": "main", "image": "v1"}]}}},
+        },
+    }
+    for key, value in spec.items():
+        if key.startswith("t_"):
+            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
+        else:
+            body["spec"][key] = value
+    return body
+
+
+def with_image(obj: dict[str, Any], image: str) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = image
+    return out
+
+
+@pytest.mark.parametrize("old", [
+    stored_by_upstream(),
+    stored_by_upstream(t_subGroupPolicy={"subGroupSize": 2, "subGroupPolicyType": "LeaderWorker"}),
+    stored_by_upstream(t_restartPolicy="None", rolloutStrategy=ruc(
+        maxUnavailable="50%", maxSurge=1, partition=1)),
+    stored_by_upstream(t_leaderTemplate={"spec": {"containers": [{"name": "l", "image": "v1"}]}},
+                       networkConfig={"subdomainPolicy": "UniquePerReplica"}),
+])
+def test_an_object_stored_by_upstream_takes_an_image_update(old: dict[str, Any]) -> None:
+    """Issue 18 item 5: the defaulting webhook adds groupIdentity, podTerminationPolicy and
+    groupReplacementPolicy to the update; the stored object has none of them."""
+    new = apply_defaults(with_image(old, "v2"))
+    assert validate(new, old) == []
+    # The same without the defaulting webhook in front (a client that sends the fields).
+    assert validate(with_image(old, "v2"), old) == []
+
+
+POD = {"spec": {"containers": [{"name": "main", "image": "v1"}]}}
+
+
+@pytest.mark.parametrize(
+    ("absent", "present", "path"),
+    [
+        # Each immutable field: stored without it (absent) and updated to its default, which
+        # must pass in both directions, while a value other than the default stays refused.
+        ({}, {"groupIdentity": "Ordinal"}, "spec.groupIdentity"),
+        ({}, {"podTerminationPolicy": "Sequential"}, "spec.podTerminationPolicy"),
+        ({"t_subGroupPolicy": {"subGroupSize": 2}},
+         {"t_subGroupPolicy": {"subGroupSize": 2, "subGroupPolicyType": "LeaderWorker"}},
+         SGS),
+        # Gang scheduling: `scheduling: {}` is the replica level with a gang policy.
+        ({"scheduling": {}}, {"scheduling": {"replica": {"schedulingPolicy": {"gang": {}}}}},
+         "spec.scheduling.replica.schedulingPolicy"),
+        ({"scheduling": {"replica": {}}},
+         {"scheduling": {"replica": {"schedulingPolicy": {"gang": {}}}}},
+         "spec.scheduling.replica.schedulingPolicy"),
+        ({"scheduling": {"replica": {"worker": {}}}},
+         {"scheduling": {"replica": {"worker": {"schedulingPolicy": {"gang": {}}}}}},
+         "spec.scheduling.replica.worker.schedulingPolicy"),
+        ({"scheduling": {"schedulingPolicy": {"gang": {}}}},
+         {"scheduling": {"schedulingPolicy": {"gang": {}}, "resourceClaims": []}},
+         "spec.scheduling.resourceClaims"),
+        ({"scheduling": {"schedulingPolicy": {"gang": {}}}},
+         {"scheduling": {"schedulingPolicy": {"gang": {}}, "disruptionMode": ""}},
+         "spec.scheduling.disruptionMode"),
+        ({"scheduling": {}, "t_leaderTemplate": POD},
+         {"scheduling": {}, "t_leaderTemplate": {"spec": {**POD["spec"],
+                                                          "priorityClassName": ""}}},
+         "spec.leaderWorkerTemplate.leaderTemplate.spec.priorityClassName"),
+    ],
+)
+def test_immutable_fields_take_absent_for_the_default(
+        absent: dict[str, Any], present: dict[str, Any], path: str) -> None:
+    without, with_default = stored_by_upstream(**absent), stored_by_upstream(**present)
+    for old, new in ((without, with_default), (with_default, without)):
+        assert validate(with_image(new, "v2"), old) == [], path
+        assert validate(apply_defaults(with_image(new, "v2")), old) == []
+        assert validate(apply_defaults(with_image(new, "v2")), apply_defaults(old)) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "value"),
+    [
+        ({"groupIdentity": "Hash"}, "spec.groupIdentity", "Hash"),
+        ({"podTerminationPolicy": "Parallel"}, "spec.podTerminationPolicy", "Parallel"),
+        ({"scheduling": {"replica": {"schedulingPolicy": {"basic": {}}}}},
+         "spec.scheduling", None),
+    ],
+)
+def test_a_stored_object_still_cannot_change_what_absent_meant(
+        spec: dict[str, Any], path: str, value: Any) -> None:
+    """Absent means the default, not "anything": moving off it is refused as before."""
+    old = stored_by_upstream(scheduling={}) if "scheduling" in spec else stored_by_upstream()
+    new = apply_defaults(stored_by_upstream(**spec))
+    errors = validate(new, old)
+    assert [e.path for e in errors] == [path if value else path + ".replica.schedulingPolicy"]
+    assert errors[0].message == "field is immutable"
+    if value:
+        assert errors[0].value == value
+
+
+def test_update_rule_values_are_upstreams() -> None:
+    """Upstream reports the stored subGroupSize when it is removed, and the stored
+    subdomainPolicy when the new one is null."""
+    old = stored_by_upstream(t_subGroupPolicy={"subGroupSize": 2})
+    new = stored_by_upstream()
+    new["spec"]["networkConfig"] = {"subdomainPolicy": None}
+    assert [str(e) for e in validate(new, old)] == [
+        f"{SGS}: Invalid value: 2: cannot remove subGroupSize after enabled",
+        'spec.networkConfig.subdomainPolicy: Invalid value: "Shared": cannot set '
+        "subdomainPolicy as null",
+    ]
