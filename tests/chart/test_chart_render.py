@@ -43,6 +43,13 @@ def manager_role(objs: list[dict[str, Any]]) -> dict[str, Any]:
     return found[0]
 
 
+def manager_namespace_role(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The operator's Role in the release namespace (the certificate Secret, the Lease)."""
+    found = [r for r in by_kind(objs, "Role") if r["metadata"]["name"].endswith("-manager-role")]
+    assert len(found) == 1
+    return found[0]
+
+
 def run_parser() -> tuple[argparse.ArgumentParser, set[str]]:
     """``lws-operator``'s parser with its ``run`` command, and the flags ``run`` knows."""
     parser = argparse.ArgumentParser(prog="lws-operator")
@@ -175,7 +182,7 @@ def test_cert_manager_mode() -> None:
     assert "--cert-management=external" in container(objs)["args"]
     assert not by_kind(objs, "Secret"), "cert-manager owns the Secret"
     # The operator only reads the Secret then, and writes no webhook configuration.
-    role = one(objs, "Role")
+    role = manager_namespace_role(objs)
     assert {"apiGroups": [""], "resources": ["secrets"],
             "resourceNames": ["lws-webhook-server-cert"], "verbs": ["get"]} in role["rules"]
     cluster_role = manager_role(objs)
@@ -252,7 +259,7 @@ def test_optional_rbac_follows_values() -> None:
         {"gangSchedulingManagement": {"schedulerProvider": "volcano"}})
     assert "scheduling.k8s.io" in groups({})
     assert "scheduling.k8s.io" not in groups({"rbac": {"nativeGangScheduling": False}})
-    role = one(objects(render(values={"leaderElection": {"enabled": False}})), "Role")
+    role = manager_namespace_role(objects(render(values={"leaderElection": {"enabled": False}})))
     assert not any("coordination.k8s.io" in r["apiGroups"] for r in role["rules"])
     # The operator elects by default: off must be said.
     args = container(objects(render(values={"leaderElection": {"enabled": False}})))["args"]
@@ -356,7 +363,7 @@ def test_rbac_covers_the_startup_check(case: str) -> None:
                                 lease_namespace=namespace if opts.leader_elect else None,
                                 admission=needs)
     cluster_rules = manager_role(objs)["rules"]
-    role = one(objs, "Role")
+    role = manager_namespace_role(objs)
     assert role["metadata"]["namespace"] == namespace
     missing = [str(p) for p in needed
                if not granted(cluster_rules, p.verb, p.group,
@@ -447,6 +454,15 @@ def test_enable_prometheus() -> None:
     on = objects(render(values={"enablePrometheus": True, "metrics": {"enabled": False}}))
     assert one(on, "ServiceMonitor")
     assert "--metrics-bind-address=:8443" in container(on)["args"]
+    # kube-prometheus's Prometheus discovers the metrics Service: reads in the release namespace.
+    role = next(r for r in by_kind(on, "Role") if r["metadata"]["name"].endswith("-prometheus-k8s"))
+    assert all(set(r["verbs"]) == {"get", "list", "watch"} for r in role["rules"])
+    binding = next(b for b in by_kind(on, "RoleBinding") if b["roleRef"]["name"] == role[
+        "metadata"]["name"])
+    assert {(s["namespace"], s["name"]) for s in binding["subjects"]} == {
+        ("monitoring", "prometheus-k8s"), ("monitoring", "prometheus-operator")}
+    assert not any(r["metadata"]["name"].endswith("-prometheus-k8s")
+                   for r in by_kind(objects(render()), "Role"))
 
 
 def test_enable_cert_manager() -> None:

@@ -67,6 +67,19 @@ def service_monitor_crd() -> dict[str, Any]:
     }
 
 
+async def allowed(installed: Installed, service_account: str, verb: str, group: str,
+                  resource: str) -> bool:
+    """A SubjectAccessReview in the release namespace for ``<namespace>:<name>``
+    (``kubectl auth can-i`` drops the group of a kind the server does not serve)."""
+    review = await installed.kube.create({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": f"system:serviceaccount:{service_account}",
+                 "groups": ["system:serviceaccounts"],
+                 "resourceAttributes": {"namespace": installed.namespace, "verb": verb,
+                                        "group": group, "resource": resource}}})
+    return bool(review["status"]["allowed"])
+
+
 async def crd_established(kube: Kube, name: str) -> bool:
     crd = await kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
     return any(c["type"] == "Established" and c["status"] == "True"
@@ -175,16 +188,11 @@ async def test_upstream_keys_take_effect(installed: Installed) -> None:
     assert monitor is not None
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"][
         "labels"].items()
-    # The volcano PodGroup rule is granted to upstream's ServiceAccount name. Asked with a
-    # SubjectAccessReview: `kubectl auth can-i` drops the group of a kind the server lacks.
-    review = await installed.kube.create({
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": f"system:serviceaccount:{installed.namespace}:{MANAGER}",
-                 "groups": ["system:serviceaccounts"],
-                 "resourceAttributes": {"namespace": installed.namespace, "verb": "create",
-                                        "group": "scheduling.volcano.sh",
-                                        "resource": "podgroups"}}})
-    assert review["status"]["allowed"] is True, review["status"]
+    # The volcano PodGroup rule is granted to upstream's ServiceAccount name, and
+    # kube-prometheus's Prometheus may discover the metrics Service (enablePrometheus).
+    assert await allowed(installed, f"{installed.namespace}:{MANAGER}", "create",
+                         "scheduling.volcano.sh", "podgroups")
+    assert await allowed(installed, "monitoring:prometheus-k8s", "list", "", "services")
     # crdUpgrade is accepted and has no effect: no hook Job.
     assert not await installed.kube.list("batch/v1", "Job", installed.namespace)
 
