@@ -20,6 +20,9 @@ CHART = REPO / "charts" / "lws-operator"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 BUILD = REPO / "e2e" / "cluster" / "build.sh"
 VERSIONS = REPO / "e2e" / "cluster" / "versions.env"
+# A values file written for the upstream chart (its keys only), rendered and installed as is.
+UPSTREAM_VALUES_FILE = Path(__file__).resolve().parent / "upstream-values.yaml"
+UPSTREAM_VALUES: dict[str, Any] = yaml.safe_load(UPSTREAM_VALUES_FILE.read_text())
 
 # name -> (release, namespace, values). Together they switch every optional part on and off.
 GOLDEN_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -40,7 +43,7 @@ GOLDEN_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "metrics": {"certSecretName": "lws-metrics-cert", "serviceMonitor": {
             "enabled": True, "additionalLabels": {"release": "prom"},
             "tlsConfig": {"ca": {"secret": {"name": "lws-metrics-cert", "key": "ca.crt"}},
-                          "serverName": "lws-lws-operator-metrics.ml-platform.svc"}}},
+                          "serverName": "lws-controller-manager-metrics-service.ml-platform.svc"}}},
         "rbac": {"nativeGangScheduling": False},
         "podAnnotations": {"example.com/team": "ml"},
         "podLabels": {"team": "ml"},
@@ -56,6 +59,7 @@ GOLDEN_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "metrics": {"secure": False, "port": 8080, "servicePort": 8080,
                     "serviceMonitor": {"enabled": True}},
     }),
+    "upstream": ("lws", "lws-system", UPSTREAM_VALUES),
     "external-issuer": ("lws-operator", "lws-system", {
         "serviceAccount": {"name": "lws-controller"},
         "metrics": {"enabled": False},

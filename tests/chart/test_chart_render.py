@@ -11,7 +11,16 @@ import pytest
 
 from lws_operator.__main__ import _add_run
 from lws_operator.admission import registration
-from tests.chart.helm import CHART, GOLDEN_CASES, REPO, golden_path, helm, objects, render
+from tests.chart.helm import (
+    CHART,
+    GOLDEN_CASES,
+    REPO,
+    UPSTREAM_VALUES,
+    golden_path,
+    helm,
+    objects,
+    render,
+)
 
 CRD_NAME = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 
@@ -28,7 +37,15 @@ def one(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 def manager_role(objs: list[dict[str, Any]]) -> dict[str, Any]:
     """The operator's ClusterRole (the others are for people)."""
-    found = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"].endswith("-manager")]
+    found = [r for r in by_kind(objs, "ClusterRole")
+             if r["metadata"]["name"].endswith("-manager-role")]
+    assert len(found) == 1
+    return found[0]
+
+
+def manager_namespace_role(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The operator's Role in the release namespace (the certificate Secret, the Lease)."""
+    found = [r for r in by_kind(objs, "Role") if r["metadata"]["name"].endswith("-manager-role")]
     assert len(found) == 1
     return found[0]
 
@@ -165,7 +182,7 @@ def test_cert_manager_mode() -> None:
     assert "--cert-management=external" in container(objs)["args"]
     assert not by_kind(objs, "Secret"), "cert-manager owns the Secret"
     # The operator only reads the Secret then, and writes no webhook configuration.
-    role = one(objs, "Role")
+    role = manager_namespace_role(objs)
     assert {"apiGroups": [""], "resources": ["secrets"],
             "resourceNames": ["lws-webhook-server-cert"], "verbs": ["get"]} in role["rules"]
     cluster_role = manager_role(objs)
@@ -178,6 +195,8 @@ def test_cert_manager_mode() -> None:
     ("replicaCont=3", "additional properties 'replicaCont' not allowed"),
     ("webhook.failurePolicy=fail", "value must be one of 'Fail', 'Ignore'"),
     ("gangSchedulingManagement.schedulerProvider=kueue", "value must be 'volcano'"),
+    ("image.manager.repo=x", "additional properties 'repo' not allowed"),
+    ("enableCertManager=yes", "got string, want boolean"),
 ])
 def test_values_schema_refuses_mistakes(setting: str, message: str) -> None:
     done = helm("template", "x", str(CHART), "--set", setting, check=False)
@@ -224,10 +243,10 @@ def test_people_get_leaderworkersets_through_the_default_roles() -> None:
     assert set(viewer["rules"][0]["verbs"]) == {"get", "list", "watch"}
     # Bound to nobody by the chart: the operator's ServiceAccount gains nothing from them.
     bound = {b["roleRef"]["name"] for b in by_kind(objs, "ClusterRoleBinding")}
-    assert bound == {"lws-operator-manager"}
+    assert bound == {"lws-operator-manager-role"}
     off = objects(render(values={"rbac": {"aggregateToDefaultRoles": False}}))
     assert sorted(r["metadata"]["name"] for r in by_kind(off, "ClusterRole")) == [
-        "lws-operator-manager", "lws-operator-metrics-reader"]
+        "lws-operator-manager-role", "lws-operator-metrics-reader"]
 
 
 def test_optional_rbac_follows_values() -> None:
@@ -240,7 +259,7 @@ def test_optional_rbac_follows_values() -> None:
         {"gangSchedulingManagement": {"schedulerProvider": "volcano"}})
     assert "scheduling.k8s.io" in groups({})
     assert "scheduling.k8s.io" not in groups({"rbac": {"nativeGangScheduling": False}})
-    role = one(objects(render(values={"leaderElection": {"enabled": False}})), "Role")
+    role = manager_namespace_role(objects(render(values={"leaderElection": {"enabled": False}})))
     assert not any("coordination.k8s.io" in r["apiGroups"] for r in role["rules"])
     # The operator elects by default: off must be said.
     args = container(objects(render(values={"leaderElection": {"enabled": False}})))["args"]
@@ -265,7 +284,7 @@ def test_metrics_follow_values() -> None:
     scrapers; plain HTTP without either; nothing at all when disabled."""
     objs = objects(render(values={"metrics": {"serviceMonitor": {"enabled": True}}}))
     service = next(s for s in by_kind(objs, "Service")
-                   if s["metadata"]["name"] == "lws-operator-metrics")
+                   if s["metadata"]["name"] == "lws-operator-controller-manager-metrics-service")
     assert service["spec"]["ports"] == [{"name": "https", "port": 8443, "targetPort": "metrics",
                                          "protocol": "TCP"}]
     endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
@@ -302,7 +321,8 @@ def test_metrics_follow_values() -> None:
     assert "--metrics-bind-address=0" in container(off)["args"]
     assert not any(a.startswith("--metrics-secure") for a in container(off)["args"])
     assert "metrics" not in {p["name"] for p in container(off)["ports"]}
-    assert not any(s["metadata"]["name"].endswith("-metrics") for s in by_kind(off, "Service"))
+    assert not any(s["metadata"]["name"].endswith("-metrics-service")
+                   for s in by_kind(off, "Service"))
     assert not any(r in manager_role(off)["rules"] for r in reviews)
 
     # A serving certificate from a Secret: mounted, and passed as --metrics-cert-path.
@@ -343,7 +363,7 @@ def test_rbac_covers_the_startup_check(case: str) -> None:
                                 lease_namespace=namespace if opts.leader_elect else None,
                                 admission=needs)
     cluster_rules = manager_role(objs)["rules"]
-    role = one(objs, "Role")
+    role = manager_namespace_role(objs)
     assert role["metadata"]["namespace"] == namespace
     missing = [str(p) for p in needed
                if not granted(cluster_rules, p.verb, p.group,
@@ -352,3 +372,145 @@ def test_rbac_covers_the_startup_check(case: str) -> None:
                and not (p.namespace == namespace and granted(
                    role["rules"], p.verb, p.group, p.resource, p.name))]
     assert not missing, f"the chart does not grant: {missing}"
+
+
+# ------------------------------------------------------- values written for the upstream chart
+
+
+def test_upstream_values_file_gets_upstream_names_and_meanings() -> None:
+    """Release ``lws``: upstream's object names and selector (a ``helm upgrade`` of an upstream
+    release keeps its Deployment: the selector is immutable), and each key's effect."""
+    objs = objects(render("lws", "lws-system", UPSTREAM_VALUES))
+    names = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    assert {("Deployment", "lws-controller-manager"), ("ServiceAccount", "lws-controller-manager"),
+            ("Service", "lws-controller-manager-metrics-service"),
+            ("Service", "lws-webhook-service"), ("Secret", "lws-webhook-server-cert"),
+            ("ServiceMonitor", "lws-controller-manager-metrics-monitor"),
+            ("ClusterRole", "lws-manager-role"), ("ClusterRoleBinding", "lws-manager-rolebinding"),
+            ("ClusterRole", "lws-metrics-reader"),
+            ("MutatingWebhookConfiguration", "lws-mutating-webhook-configuration"),
+            ("ValidatingWebhookConfiguration", "lws-validating-webhook-configuration"),
+            } <= names
+    assert not by_kind(objs, "Job"), "crdUpgrade has no effect"
+    deployment = one(objs, "Deployment")
+    assert deployment["metadata"]["namespace"] == "lws-system"
+    assert deployment["metadata"]["labels"]["control-plane"] == "controller-manager"
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector == {"control-plane": "controller-manager", "app.kubernetes.io/name": "lws",
+                        "app.kubernetes.io/instance": "lws"}
+    template = deployment["spec"]["template"]
+    assert selector.items() <= template["metadata"]["labels"].items()
+    for service in by_kind(objs, "Service"):
+        assert service["spec"]["selector"] == selector, service["metadata"]["name"]
+    assert one(objs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"] == selector
+    assert deployment["spec"]["replicas"] == UPSTREAM_VALUES["replicaCount"]
+    pod = template["spec"]
+    for key in ("nodeSelector", "tolerations", "affinity", "imagePullSecrets"):
+        assert pod[key] == UPSTREAM_VALUES[key], key
+    assert pod["serviceAccountName"] == "lws-controller-manager"
+    assert template["metadata"]["annotations"]["example.com/owner"] == "ml-platform"
+    main = container(objs)
+    assert main["image"] == "registry.example.com/mirror/lws-operator:0.1.0"
+    assert main["imagePullPolicy"] == "IfNotPresent"
+    assert main["resources"]["requests"] == {"cpu": 1, "memory": "1Gi"}
+    assert {"--scheduler-provider=volcano", "--webhook-port=9443", "--cert-management=self",
+            "--metrics-bind-address=:8443", "--metrics-secure=true"} <= set(main["args"])
+    assert not any(a.startswith("--feature-gates") for a in main["args"])
+    assert "scheduling.volcano.sh" in {g for r in manager_role(objs)["rules"]
+                                       for g in r["apiGroups"]}
+    metrics = next(s for s in by_kind(objs, "Service")
+                   if s["metadata"]["name"] == "lws-controller-manager-metrics-service")
+    monitor = one(objs, "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= metrics["metadata"][
+        "labels"].items()
+
+
+def test_object_names_follow_the_release_as_upstreams_do() -> None:
+    """Upstream's rule: the release name if it contains ``lws``, else ``<release>-lws``."""
+    for release, prefix in (("lws", "lws"), ("lws-operator", "lws-operator"),
+                            ("ml", "ml-lws")):
+        objs = objects(render(release))
+        assert one(objs, "Deployment")["metadata"]["name"] == f"{prefix}-controller-manager"
+        assert one(objs, "ServiceAccount")["metadata"]["name"] == f"{prefix}-controller-manager"
+        assert manager_role(objs)["metadata"]["name"] == f"{prefix}-manager-role"
+    objs = objects(render(values={"fullnameOverride": "ops"}))
+    assert one(objs, "Deployment")["metadata"]["name"] == "ops-controller-manager"
+
+
+def test_upstream_service_keys() -> None:
+    """``service.port``: the webhook server's container port; ``service.type``: the metrics
+    Service's type (the webhook Service stays a ClusterIP)."""
+    objs = objects(render(values={"service": {"port": 9555, "type": "NodePort"}}))
+    main = container(objs)
+    assert "--webhook-port=9555" in main["args"]
+    assert {"name": "webhook-server", "containerPort": 9555, "protocol": "TCP"} in main["ports"]
+    types = {s["metadata"]["name"]: s["spec"]["type"] for s in by_kind(objs, "Service")}
+    assert types == {"lws-webhook-service": "ClusterIP",
+                     "lws-operator-controller-manager-metrics-service": "NodePort"}
+
+
+def test_enable_prometheus() -> None:
+    assert not by_kind(objects(render(values={"enablePrometheus": False})), "ServiceMonitor")
+    on = objects(render(values={"enablePrometheus": True, "metrics": {"enabled": False}}))
+    assert one(on, "ServiceMonitor")
+    assert "--metrics-bind-address=:8443" in container(on)["args"]
+    # kube-prometheus's Prometheus discovers the metrics Service: reads in the release namespace.
+    role = next(r for r in by_kind(on, "Role") if r["metadata"]["name"].endswith("-prometheus-k8s"))
+    assert all(set(r["verbs"]) == {"get", "list", "watch"} for r in role["rules"])
+    binding = next(b for b in by_kind(on, "RoleBinding") if b["roleRef"]["name"] == role[
+        "metadata"]["name"])
+    assert {(s["namespace"], s["name"]) for s in binding["subjects"]} == {
+        ("monitoring", "prometheus-k8s"), ("monitoring", "prometheus-operator")}
+    assert not any(r["metadata"]["name"].endswith("-prometheus-k8s")
+                   for r in by_kind(objects(render()), "Role"))
+
+
+def test_enable_cert_manager() -> None:
+    """As upstream's: cert-manager issues the webhook certificate and the metrics certificate
+    (``lws-metrics-cert`` into ``lws-metrics-server-cert``), which /metrics serves and the
+    ServiceMonitor verifies."""
+    objs = objects(render("lws", "lws-system", {"enableCertManager": True,
+                                                "enablePrometheus": True}))
+    args = container(objs)["args"]
+    assert "--cert-management=external" in args
+    issuer = one(objs, "Issuer")["metadata"]["name"]
+    assert issuer == "lws-selfsigned-issuer"
+    certificates = {c["metadata"]["name"]: c["spec"] for c in by_kind(objs, "Certificate")}
+    assert set(certificates) == {"lws-serving-cert", "lws-metrics-cert"}
+    assert certificates["lws-serving-cert"]["secretName"] == "lws-webhook-server-cert"
+    metrics = certificates["lws-metrics-cert"]
+    assert metrics["secretName"] == "lws-metrics-server-cert"
+    assert metrics["issuerRef"] == {"name": issuer, "kind": "Issuer"}
+    assert metrics["dnsNames"][0] == "lws-controller-manager-metrics-service.lws-system.svc"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert one(objs, kind)["metadata"]["annotations"][
+            "cert-manager.io/inject-ca-from"] == "lws-system/lws-serving-cert"
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "metrics-certs", "secret": {"secretName": "lws-metrics-server-cert"}} in pod[
+        "volumes"]
+    mount = next(m for m in container(objs)["volumeMounts"] if m["name"] == "metrics-certs")
+    assert f"--metrics-cert-path={mount['mountPath']}" in args
+    endpoint = one(objs, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["tlsConfig"] == {
+        "ca": {"secret": {"name": "lws-metrics-server-cert", "key": "ca.crt"}},
+        "serverName": "lws-controller-manager-metrics-service.lws-system.svc"}
+    # Our own key gives the webhook part only; a named metrics Secret wins over the Certificate.
+    ours = objects(render(values={"webhook": {"certificates": "cert-manager"}}))
+    assert {c["metadata"]["name"] for c in by_kind(ours, "Certificate")} == {
+        "lws-operator-serving-cert"}
+    named = objects(render(values={"enableCertManager": True,
+                                   "metrics": {"certSecretName": "mine"}}))
+    assert len(by_kind(named, "Certificate")) == 1
+    assert any(a.startswith("--metrics-cert-path=") for a in container(named)["args"])
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("enableDisaggregatedSet=true", "does not serve the DisaggregatedSet API"),
+    ("image.manager.repository=registry.k8s.io/lws/lws", "upstream's Go controller"),
+])
+def test_upstream_keys_this_operator_cannot_honour_are_refused_with_the_reason(
+        setting: str, message: str) -> None:
+    done = helm("template", "x", str(CHART), "--set", setting, check=False)
+    assert done.returncode != 0
+    assert message in done.stderr
+
