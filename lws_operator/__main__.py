@@ -17,7 +17,9 @@ explicitly wins (``lws_operator.options``). Every flag can also come from the en
 
 Exit status: 0 after a graceful stop; 2 for an invalid flag or configuration file (one message
 naming the field); 1 when the cluster lacks something the operator needs (its namespace, the CRD,
-a permission: one line naming it) or the leadership was lost.
+a permission, Volcano's CRD with ``--scheduler-provider volcano``: one line naming it), when a
+port cannot be bound (one line naming the flag: ``--health-port 8081: cannot listen on
+0.0.0.0:8081: address already in use``), or when the leadership was lost.
 """
 
 from __future__ import annotations
@@ -259,8 +261,10 @@ async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, name
         manage_certificates=webhooks.cert_management == "self",
         review_metrics=opts.metrics_bind is not None and args.metrics_secure)
     try:
+        volcano = (opts.origins.get("scheduler_provider", "--scheduler-provider")
+                   if opts.scheduler_provider == "volcano" else None)
         await check(kube, namespace=namespace, controllers=not args.disable_controllers,
-                    lease_namespace=lease_namespace, admission=needs)
+                    lease_namespace=lease_namespace, admission=needs, volcano=volcano)
     except StartupError as exc:
         return "; ".join(exc.problems)
     except ApiException as exc:
@@ -324,6 +328,42 @@ async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
         await kube.close()
 
 
+async def _listen(opts: RunOptions, options: Any, webhooks: Any, health: Any,
+                  metrics: Any) -> str | None:
+    """Bind every port before anything else starts: the webhook port (listened on once its
+    certificate is served), the health probes and the metrics. A port that is taken, or an
+    address not on this host, is one line naming the setting that chose it
+    (``--webhook-port 9443: cannot listen on 0.0.0.0:9443: address already in use``), or
+    None. So is a metrics certificate that cannot be loaded from ``--metrics-cert-path``."""
+    from lws_operator.admission.listener import ListenError
+
+    def named(key: str, default: str, exc: ListenError) -> str:
+        return f"{opts.origins.get(key, default)} {exc.port}: {exc}"
+
+    try:
+        await asyncio.to_thread(webhooks.reserve_port)  # a thread: getaddrinfo blocks
+    except ListenError as exc:
+        return named("webhook_port", "--webhook-port", exc)
+    if health is not None:
+        try:
+            await health.start()
+        except ListenError as exc:
+            return named("health", "--health-port", exc)
+    if metrics is None:
+        return None
+    try:
+        await metrics.start()
+    except ListenError as exc:
+        return named("metrics_bind", "--metrics-bind-address", exc)
+    except OSError as exc:  # ssl.SSLError is one too
+        o = metrics.options
+        if not o.cert_dir:
+            raise
+        return (f"--metrics-cert-path {o.cert_dir}: cannot load {o.cert_name} and "
+                f"{o.key_name}: {exc.strerror or exc}")
+    return None
+
+
 async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry: Any,
                  options: Any, stop: asyncio.Event, namespace: str,
                  lease_namespace: str | None) -> int:
@@ -349,10 +389,11 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                              args.metrics_cert_path, args.metrics_cert_name,
                              args.metrics_cert_key)
     try:
-        if health is not None:
-            await health.start()
-        if metrics is not None:
-            await metrics.start()
+        problem = await _listen(opts, options, webhooks, health, metrics)
+        if problem is not None:
+            log.error("startup error: %s", problem)
+            await webhooks.server.stop()  # the reserved webhook port
+            return 1
         log.info(
             "lws-operator %s: namespace %s, %s, %s", __version__, namespace,
             f"local mode, webhooks at {options.base_url(options.port)}" if args.webhook_host

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,11 @@ class RunOptions:
     tls_min_version: str | None
     tls_ciphers: str | None
     notices: tuple[str, ...] = field(default=())
+    # Where the user set a value, as a message should name it: "--webhook-port", or
+    # "webhook.port of config.yaml" when it came from the file (keys: "webhook_port",
+    # "health", "metrics_bind", "scheduler_provider"). A value left at its default is named
+    # by the flag that would change it.
+    origins: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_config(path: str | None) -> cfg.LoadedConfiguration | None:
@@ -132,6 +138,10 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
 
     def pick(flag: Any, value: Any) -> Any:
         return value if flag is None else flag
+
+    def origin(flag: str, flag_value: Any, key: str) -> str:
+        """``flag`` unless only the file's ``key`` set the value."""
+        return f"{key} of {source}" if flag_value is None and key in explicit else flag
 
     # Webhook server.
     webhook_port = pick(args.webhook_port, c.webhook.port)
@@ -201,6 +211,20 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
                 f"leader election timings (--leader-elect-lease-duration/-renew-deadline/"
                 f"-retry-period, leaderElection.*): {exc}"]) from None
 
+    health_origin = "--health-port"  # set, or the default: the flag to change it with
+    if args.health_port is None and (args.health_probe_bind_address is not None
+                                     or "health.healthProbeBindAddress" in explicit):
+        health_origin = origin("--health-probe-bind-address", args.health_probe_bind_address,
+                               "health.healthProbeBindAddress")
+    origins = {
+        "webhook_port": origin("--webhook-port", args.webhook_port, "webhook.port"),
+        "health": health_origin,
+        "metrics_bind": origin("--metrics-bind-address", args.metrics_bind_address,
+                               "metrics.bindAddress"),
+        "scheduler_provider": origin("--scheduler-provider", args.scheduler_provider,
+                                     "gangSchedulingManagement.schedulerProvider"),
+    }
+
     tls = c.tls or cfg.TLSOptions()
     return RunOptions(
         webhook_port=webhook_port, webhook_bind=webhook_bind, health=health,
@@ -212,4 +236,4 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
         lease_name=pick(args.leader_elect_resource_name, le.resourceName),
         lease_namespace=args.leader_elect_resource_namespace or None, timings=timings,
         internal_certs=icm.enable, tls_min_version=tls.minVersion,
-        tls_ciphers=tls.openssl_ciphers(), notices=tuple(notices))
+        tls_ciphers=tls.openssl_ciphers(), notices=tuple(notices), origins=origins)

@@ -125,6 +125,11 @@ class WebhookRuntime:
             mutating_name=o.mutating_configuration, validating_name=o.validating_configuration,
             only_namespaces=o.only_namespaces)
 
+    def reserve_port(self) -> None:
+        """Bind the webhook port now (``OSError`` if that fails); it is listened on once a
+        certificate is served (:meth:`AdmissionServer.reserve`)."""
+        self.server.reserve()
+
     async def _serve_certificate(self, cert: bytes, key: bytes) -> None:
         self.tls.load(cert, key)
         if not self.server.listening:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import ssl
 import tempfile
 import time
@@ -29,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from lws_operator.admission.listener import listen
+from lws_operator.admission.listener import bind, close, listen
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.review import Handler, review
 
@@ -113,6 +114,7 @@ class AdmissionServer:
         self.metrics = metrics
         self.observer = observer
         self._runner: web.AppRunner | None = None
+        self._reserved: list[socket.socket] = []
         self._shutdown_timeout = shutdown_timeout
         app = web.Application()
         for path, handler in self.handlers.items():
@@ -152,6 +154,15 @@ class AdmissionServer:
 
         return serve
 
+    def reserve(self) -> None:
+        """Bind the port now, listen on it in ``start``: a port in use (or an address not on
+        this host) is then an ``OSError`` at startup, not a failure once the first certificate
+        arrives, which may be much later. Until ``start`` connections are refused, as if
+        nothing were bound."""
+        if self._runner is None and not self._reserved:
+            self._reserved = bind(self.host, self.port)
+            self.port = int(self._reserved[0].getsockname()[1])
+
     async def start(self) -> None:
         """Listen; the certificate must be loaded first (a listener without one fails every
         handshake, which is worse than not listening)."""
@@ -159,13 +170,17 @@ class AdmissionServer:
             raise RuntimeError("no serving certificate loaded")
         if self._runner is not None:
             return
+        reserved, self._reserved = self._reserved, []
         self._runner, self.port = await listen(self.app, self.host, self.port,
                                                ssl_context=self.tls.context,
-                                               shutdown_timeout=self._shutdown_timeout)
+                                               shutdown_timeout=self._shutdown_timeout,
+                                               sockets=reserved)
         log.info("admission webhooks listening on https://%s:%d", self.host, self.port)
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight reviews finish (up to the shutdown timeout)."""
+        reserved, self._reserved = self._reserved, []
+        close(reserved)
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()

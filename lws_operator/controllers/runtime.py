@@ -57,6 +57,10 @@ CONTROLLER = "leaderworkerset"
 KOPF_WATCH_LOGGER = "kopf._cogs.clients.watching"
 KOPF_EXPIRED = "Restarting the watch-stream for "
 
+# kopf warns with this when it starts outside the main thread (SignalsForwarded).
+KOPF_RUNNING_LOGGER = "kopf._core.reactor.running"
+KOPF_SIGNALS_IGNORED = "OS signals are ignored: running not in the main thread"
+
 # kopf's watch timeouts (its defaults are none but the 70 s inactivity one): a watch request
 # the server ends every few minutes, a client-side cap on one request in case the server never
 # does (a half-open connection), and a bound on connecting to an API server that is down.
@@ -160,6 +164,39 @@ class WatchExpiries(logging.Filter):
         logger.removeFilter(self)
         if not any(isinstance(f, WatchExpiries) for f in logger.filters):
             logger.setLevel(logging.NOTSET)
+
+
+class SignalsForwarded(logging.Filter):
+    """Drops kopf's warning ``OS signals are ignored: running not in the main thread`` from
+    the thread kopf runs in, which the operator's log would otherwise show at every start.
+
+    kopf logs it whenever its loop is not the main thread's, because it can then install no
+    signal handlers of its own (``kopf._core.reactor.running.spawn_tasks``), and there is no
+    setting to say that someone else handles them. Here someone does: ``__main__`` handles
+    SIGTERM and SIGINT on the main thread's loop by setting ``stop``, and :meth:`run` turns
+    ``stop`` into kopf's ``stop_flag``, the termination kopf's embedding guide asks an embedder
+    running it in a thread to provide. So the premise of the warning is false, and running kopf
+    on the main thread instead is no option: at exit it cancels every task of its loop it did
+    not see start (the module docstring). Only that one record of that one thread is dropped;
+    every other kopf record passes."""
+
+    def __init__(self, thread: int) -> None:
+        super().__init__()
+        self.thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.thread == self.thread
+                    and record.getMessage().startswith(KOPF_SIGNALS_IGNORED))
+
+    @classmethod
+    def install(cls) -> SignalsForwarded:
+        """For the calling thread, which must pass kopf a ``stop_flag``."""
+        forwarded = cls(threading.get_ident())
+        logging.getLogger(KOPF_RUNNING_LOGGER).addFilter(forwarded)
+        return forwarded
+
+    def uninstall(self) -> None:
+        logging.getLogger(KOPF_RUNNING_LOGGER).removeFilter(self)
 
 
 def kopf_resource_name(group: str, version: str, plural: str) -> str:
@@ -467,12 +504,15 @@ class ControllerRuntime:
         return Result(requeue_after=requeue)
 
     def _watch(self, stop: threading.Event) -> None:
-        """kopf's thread: its own event loop, until ``stop``."""
+        """kopf's thread: its own event loop, until ``stop`` (set from the main loop, where
+        the process's signals are handled: ``SignalsForwarded``)."""
         spotter = WatchExpiries.install(self._expired)
+        forwarded = SignalsForwarded.install()
         try:
             asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
                                       clusterwide=True, standalone=True, stop_flag=stop))
         finally:
+            forwarded.uninstall()
             spotter.uninstall()
 
     async def run(self, stop: asyncio.Event) -> None:

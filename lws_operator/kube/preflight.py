@@ -4,6 +4,17 @@ Without them a missing CRD, namespace or permission shows up later as an endless
 retried 404s and 403s with tracebacks (a crash loop in a pod). Here each missing piece becomes one
 line naming it, and the process stops. Permissions are asked with SelfSubjectAccessReviews,
 which every authenticated identity may create, so the check itself needs no extra RBAC.
+
+The volcano scheduler provider (``--scheduler-provider volcano``) without Volcano's PodGroup CRD
+is such a missing piece too, and stops the start rather than degrading to "no gang scheduling".
+Whoever configures a gang scheduler relies on all-or-nothing placement: groups without their
+PodGroup get partly scheduled, holding accelerators while they wait for the rest (the deadlock
+gang scheduling exists to prevent), or, with ``schedulerName: volcano`` and Volcano absent, stay
+Pending with nothing saying why; and every pass would fail to create the PodGroup. A start that
+fails, with one line naming the setting and the CRD, is seen at once (a crash-looping pod)
+and heals by itself once Volcano is installed (the next restart passes); running without it
+would be noticed only when workloads misbehave. Upstream's manager does not run in that state
+either: the controller that owns volcano PodGroups cannot start its watch on them.
 """
 
 from __future__ import annotations
@@ -58,11 +69,18 @@ class AdmissionNeeds:
     review_metrics: bool = False
 
 
+VOLCANO_GROUP = "scheduling.volcano.sh"
+VOLCANO_VERSION = "v1beta1"
+VOLCANO_PLURAL = "podgroups"
+
+
 def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: str | None,
-                       admission: AdmissionNeeds | None = None) -> list[Permission]:
-    """What the admission side (always), the controllers and leader election (when on) do.
-    Objects are named where the operator only ever touches one, so RBAC granting just that
-    object (``resourceNames``) passes."""
+                       admission: AdmissionNeeds | None = None,
+                       volcano: bool = False) -> list[Permission]:
+    """What the admission side (always), the controllers and leader election (when on) do,
+    and with ``volcano`` the controllers' volcano PodGroups. Objects are named where the
+    operator only ever touches one, so RBAC granting just that object (``resourceNames``)
+    passes."""
     needs = admission or AdmissionNeeds()
     verbs = ("get", "update") if needs.manage_certificates else ("get",)
     out = [Permission(verb, "", "secrets", namespace=namespace, name=needs.secret)
@@ -88,6 +106,9 @@ def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: st
         out.append(Permission("patch", "", "pods", "status"))  # Hash: the group-ready condition
         out.append(Permission("create", "events.k8s.io", "events"))
         out.append(Permission("get", "", "nodes"))  # exclusive placement reads the leader's
+        if volcano:
+            out += [Permission(verb, VOLCANO_GROUP, VOLCANO_PLURAL)
+                    for verb in ("list", "watch", "create")]
     if lease_namespace is not None:
         out += [Permission(verb, "coordination.k8s.io", "leases", namespace=lease_namespace)
                 for verb in ("get", "create", "update")]
@@ -124,29 +145,40 @@ async def _namespace_missing(kube: KubeClient, namespace: str) -> bool:
     return False
 
 
+async def _served(kube: KubeClient, group: str, version: str, plural: str) -> bool:
+    """Whether discovery lists ``plural`` under ``group/version``."""
+    try:
+        found = await kube.request("GET", f"/apis/{group}/{version}")
+    except ApiException as exc:
+        if not is_status(exc, 404, 503):
+            raise
+        return False
+    return plural in {r.get("name") for r in found.get("resources") or []}
+
+
 async def check(kube: KubeClient, *, namespace: str, controllers: bool,
                 lease_namespace: str | None, admission: AdmissionNeeds | None = None,
-                extra: Iterable[Permission] = ()) -> None:
-    """Raise ``StartupError`` listing everything missing: namespaces, the CRD, permissions."""
+                extra: Iterable[Permission] = (), volcano: str | None = None) -> None:
+    """Raise ``StartupError`` listing everything missing: namespaces, the CRDs, permissions.
+    ``volcano``: the setting that chose the volcano scheduler provider, as the message names
+    it (``--scheduler-provider``), or None; its CRD and permissions are the controllers'."""
     problems: list[str] = []
     for ns in dict.fromkeys(n for n in (namespace, lease_namespace) if n):
         if await _namespace_missing(kube, ns):
             problems.append(f"the operator namespace {ns!r} does not exist "
                             f"(create it, or pass --namespace)")
-    if controllers:
-        path = f"/apis/{GROUP}/{VERSION}"
-        try:
-            found = await kube.request("GET", path)
-            served = {r.get("name") for r in found.get("resources") or []}
-        except ApiException as exc:
-            if not is_status(exc, 404, 503):
-                raise
-            served = set()
-        if PLURAL not in served:
-            problems.append(f"the CustomResourceDefinition {PLURAL}.{GROUP} (version "
-                            f"{VERSION}) is not installed: apply crds/ first")
+    if controllers and not await _served(kube, GROUP, VERSION, PLURAL):
+        problems.append(f"the CustomResourceDefinition {PLURAL}.{GROUP} (version "
+                        f"{VERSION}) is not installed: apply crds/ first")
+    volcano_needed = controllers and volcano is not None
+    if volcano_needed and not await _served(kube, VOLCANO_GROUP, VOLCANO_VERSION,
+                                            VOLCANO_PLURAL):
+        problems.append(f"{volcano} volcano: the CustomResourceDefinition "
+                        f"{VOLCANO_PLURAL}.{VOLCANO_GROUP} (version {VOLCANO_VERSION}) is not "
+                        "installed: install Volcano, or run without a scheduler provider")
     permissions = [*needed_permissions(namespace=namespace, controllers=controllers,
-                                       lease_namespace=lease_namespace, admission=admission),
+                                       lease_namespace=lease_namespace, admission=admission,
+                                       volcano=volcano_needed),
                    *extra]
     try:
         allowed = await asyncio.gather(*(_allowed(kube, p) for p in permissions))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,7 +19,9 @@ import yaml
 
 from e2e.cluster import LocalCluster, NodeLayout
 from e2e.cluster.launcher import free_port
+from e2e.controllers.test_volcano_provider import install_volcano_crd
 from e2e.kube import Kube
+from e2e.operator_process import answers_ready, reaped
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -187,3 +191,164 @@ async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> Non
         assert "leases" not in line
     finally:
         await kube.close()
+
+
+async def _new_namespace(kube: Kube) -> str:
+    namespace = f"op-{uuid.uuid4().hex[:8]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    return namespace
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that another socket listens on."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield int(busy.getsockname()[1])
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--webhook-port", "{port}"),
+    ("--health-port", "{port}"),
+    ("--metrics-bind-address", "127.0.0.1:{port}"),
+], ids=["webhook", "health", "metrics"])
+async def test_a_port_in_use_is_one_line_naming_the_flag(private: LocalCluster, busy_port: int,
+                                                         flag: str, value: str) -> None:
+    """Each of the three ports, taken by another process: exit 1 with one line naming the
+    flag, the address and the reason; no traceback, and (the webhook port) no endless retry
+    once the certificate is there."""
+    await asyncio.to_thread(private.install_crd)
+    kube = await Kube.connect(str(private.kubeconfig))
+    try:
+        namespace = await _new_namespace(kube)
+    finally:
+        await kube.close()
+    code, err = await run_operator(private.kubeconfig, "--namespace", namespace,
+                                   flag, value.format(port=busy_port))
+    assert code == 1, err
+    [line] = startup_errors(err)
+    assert line.endswith(f"startup error: {flag} {busy_port}: cannot listen on "
+                         f"127.0.0.1:{busy_port}: address already in use"), line
+
+
+async def _operator_until_watching(kubeconfig: Path | str, log: Path, *flags: str
+                                   ) -> asyncio.subprocess.Process:
+    """``lws-operator run`` logging to ``log``, once its kopf watches have started (kopf logs
+    its initial authentication from its own thread, after the point where it would warn about
+    signals)."""
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(kubeconfig),
+            "--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
+            "--health-port", str(free_port()),
+            "--metrics-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "text",
+            *flags, cwd=REPO, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL)
+    try:
+        async with asyncio.timeout(120):
+            while KOPF_STARTED not in await asyncio.to_thread(log.read_text, errors="replace"):
+                assert proc.returncode is None, log.read_text(errors="replace")  # noqa: ASYNC240
+                await asyncio.sleep(0.2)
+    except BaseException:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc
+
+
+KOPF_STARTED = "Initial authentication has finished."
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_signals_stop_the_operator_and_kopf_does_not_claim_otherwise(
+        private: LocalCluster, tmp_path: Path, sig: signal.Signals) -> None:
+    """kopf runs in a thread of its own, where it warns at every start that "OS signals are
+    ignored". They are not: the main thread's handlers set the stop flag kopf watches. The
+    warning is gone from the log, and SIGTERM and SIGINT each still stop the whole process
+    cleanly (exit 0, no traceback) while the watches run."""
+    await asyncio.to_thread(private.install_crd)
+    kube = await Kube.connect(str(private.kubeconfig))
+    try:
+        namespace = await _new_namespace(kube)
+    finally:
+        await kube.close()
+    log = tmp_path / "operator.log"
+    proc = await _operator_until_watching(private.kubeconfig, log, "--namespace", namespace,
+                                          "--metrics-secure=false")
+    proc.send_signal(sig)
+    code = await reaped(proc, 60)
+    text = log.read_text(errors="replace")
+    assert code == 0, text
+    assert "OS signals are ignored" not in text
+    assert "Traceback" not in text
+    assert text.rstrip().endswith("lws_operator: stopped"), text[-2000:]
+
+
+VOLCANO_MISSING = ("startup error: --scheduler-provider volcano: the CustomResourceDefinition "
+                   "podgroups.scheduling.volcano.sh (version v1beta1) is not installed: "
+                   "install Volcano, or run without a scheduler provider")
+
+
+async def test_volcano_provider_needs_volcanos_crd(private: LocalCluster,
+                                                   tmp_path: Path) -> None:
+    """``--scheduler-provider volcano`` on an API server without Volcano's PodGroup CRD: the
+    start fails with one line naming the flag and the CRD (not a start that then fails every
+    PodGroup create); with the CRD installed the same command starts and watches them."""
+    await asyncio.to_thread(private.install_crd)
+    kube = await Kube.connect(str(private.kubeconfig))
+    try:
+        namespace = await _new_namespace(kube)
+    finally:
+        await kube.close()
+    code, err = await run_operator(private.kubeconfig, "--namespace", namespace,
+                                   "--scheduler-provider", "volcano")
+    assert code == 1, err
+    [line] = startup_errors(err)
+    assert line.endswith(VOLCANO_MISSING), line
+    # Admission alone creates no PodGroups: no Volcano needed there.
+    log = tmp_path / "admission.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "lws_operator", "run", "--kubeconfig",
+            str(private.kubeconfig), "--namespace", namespace, "--disable-controllers",
+            "--scheduler-provider", "volcano", "--webhook-host", "127.0.0.1",
+            "--webhook-port", str(free_port()), "--health-port", str(health := free_port()),
+            "--metrics-bind-address", "0", "--log-format", "text",
+            "--mutating-webhook-configuration", f"lws-mutating-{namespace}",
+            "--validating-webhook-configuration", f"lws-validating-{namespace}",
+            cwd=REPO, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL)
+    try:
+        async with asyncio.timeout(120):
+            while not await asyncio.to_thread(answers_ready, health):
+                assert proc.returncode is None, log.read_text(errors="replace")
+                await asyncio.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert await reaped(proc, 60) == 0, log.read_text(errors="replace")
+
+    await asyncio.to_thread(install_volcano_crd, private)
+    log = tmp_path / "operator.log"
+    proc = await _operator_until_watching(private.kubeconfig, log, "--namespace", namespace,
+                                          "--scheduler-provider", "volcano")
+    proc.send_signal(signal.SIGTERM)
+    assert await reaped(proc, 60) == 0, log.read_text(errors="replace")
+    text = log.read_text(errors="replace")
+    assert "startup error" not in text
+    assert "PodGroup API is not served" not in text
+
+
+async def test_a_metrics_certificate_that_cannot_be_loaded_is_one_line(
+        private: LocalCluster, tmp_path: Path) -> None:
+    await asyncio.to_thread(private.install_crd)
+    kube = await Kube.connect(str(private.kubeconfig))
+    try:
+        namespace = await _new_namespace(kube)
+    finally:
+        await kube.close()
+    missing = tmp_path / "no-such-dir"
+    code, err = await run_operator(private.kubeconfig, "--namespace", namespace,
+                                   "--metrics-cert-path", str(missing))
+    assert code == 1, err
+    [line] = startup_errors(err)
+    assert line.endswith(f"startup error: --metrics-cert-path {missing}: cannot load tls.crt "
+                         "and tls.key: No such file or directory"), line

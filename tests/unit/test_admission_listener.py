@@ -158,3 +158,52 @@ async def test_health_endpoints_follow_their_checks() -> None:
                 assert "controller_runtime_webhook_requests_in_flight" in await resp.text()
     finally:
         await health.stop()
+
+
+async def test_a_port_in_use_is_found_at_reserve_and_start_uses_the_reserved_port() -> None:
+    """The webhook port is bound at startup, before any certificate exists: a port in use is
+    a ``ListenError`` then, naming address and reason, and once the certificate is loaded the
+    server listens on exactly the socket it reserved."""
+    import socket
+
+    from lws_operator.admission.listener import ListenError
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    taken = AdmissionServer(tls=ServingTLS(), handlers=review.handlers(), host="127.0.0.1",
+                            port=port)
+    try:
+        with pytest.raises(ListenError) as exc:
+            taken.reserve()
+        assert str(exc.value) == f"cannot listen on 127.0.0.1:{port}: address already in use"
+        assert exc.value.port == port
+        health = HealthServer("127.0.0.1", port)
+        with pytest.raises(ListenError, match="address already in use"):
+            await health.start()
+    finally:
+        busy.close()
+
+    first = issue()
+    tls = ServingTLS()
+    server = AdmissionServer(tls=tls, handlers=review.handlers(), host="127.0.0.1", port=0)
+    server.reserve()
+    reserved = server.port
+    assert reserved != 0
+    assert not server.listening
+    with pytest.raises(ConnectionRefusedError):  # bound, not listening: as if closed
+        await asyncio.open_connection("127.0.0.1", reserved)
+    tls.load(first["tls.crt"], first["tls.key"])
+    await server.start()
+    try:
+        assert server.port == reserved
+        cert, _ = await peer_certificate(f"https://127.0.0.1:{reserved}", first["ca.crt"])
+        assert cert is not None
+    finally:
+        await server.stop()
+    # Stopping closed the socket: the port can be bound again.
+    again = socket.socket()
+    again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    again.bind(("127.0.0.1", reserved))
+    again.close()

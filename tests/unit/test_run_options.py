@@ -124,6 +124,32 @@ def test_the_metrics_address_comes_from_the_flag_over_the_file(tmp_path: Path) -
                    config="metrics: {bindAddress: ':9090'}\n").metrics_bind == ("127.0.0.1", 8080)
 
 
+def test_origins_name_the_setting_a_message_should_point_at(tmp_path: Path) -> None:
+    """A port in use or a missing Volcano CRD is reported naming the setting that chose the
+    value: the flag, or the file's field when only the file set it."""
+    assert options(tmp_path).origins == {
+        "webhook_port": "--webhook-port", "health": "--health-port",
+        "metrics_bind": "--metrics-bind-address", "scheduler_provider": "--scheduler-provider"}
+    config = tmp_path / "config.yaml"
+    from_file = options(tmp_path, config="webhook: {port: 9444}\n"
+                        "health: {healthProbeBindAddress: ':9081'}\n"
+                        "metrics: {bindAddress: ':9090'}\n"
+                        "gangSchedulingManagement: {schedulerProvider: volcano}\n")
+    assert from_file.origins == {
+        "webhook_port": f"webhook.port of {config}",
+        "health": f"health.healthProbeBindAddress of {config}",
+        "metrics_bind": f"metrics.bindAddress of {config}",
+        "scheduler_provider": f"gangSchedulingManagement.schedulerProvider of {config}"}
+    flags = options(tmp_path, "--webhook-port", "1", "--health-probe-bind-address", ":2",
+                    "--metrics-bind-address", ":3", "--scheduler-provider", "volcano",
+                    config="webhook: {port: 9444}\nmetrics: {bindAddress: ':9090'}\n")
+    assert flags.origins == {
+        "webhook_port": "--webhook-port", "health": "--health-probe-bind-address",
+        "metrics_bind": "--metrics-bind-address", "scheduler_provider": "--scheduler-provider"}
+    assert options(tmp_path, "--health-port", "5", "--health-probe-bind-address", ":2"
+                   ).origins["health"] == "--health-port"  # the port comes from --health-port
+
+
 @pytest.mark.parametrize(("flags", "config", "message"), [
     ((), "leaderElection: {leaseDurationx: 15s}\n", "leaderElection.leaseDurationx: unknown "
                                                     "field"),
