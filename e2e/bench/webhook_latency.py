@@ -227,8 +227,8 @@ class Webhooks:
 
 def options_for(namespace: str, **overrides: Any) -> WebhookOptions:
     """Local mode on 127.0.0.1, a free port, configurations named after and confined to the
-    test namespace. The operator's own namespace (home of the certificate Secret, and excluded
-    from pod admission) is a second one, ``<namespace>-op``."""
+    test namespace. The operator's own namespace (home of the certificate Secret, outside that
+    confinement unless ``only_namespaces`` names it too) is a second one, ``<namespace>-op``."""
     values: dict[str, Any] = {
         "namespace": f"{namespace}-op", "bind_address": "127.0.0.1", "port": 0,
         "webhook_host": "127.0.0.1",

@@ -117,8 +117,8 @@ async def replicas(lws_crd: LocalCluster, tmp_path: Path) -> AsyncIterator[Repli
         # test namespace, so nothing else on the cluster depends on these replicas.
         for obj in registration.render(
                 registration.UrlTarget(f"https://127.0.0.1:{proxy.port}"),
-                operator_namespace=processes[0].namespace, mutating_name=mutating,
-                validating_name=validating, only_namespaces=(namespace,)):
+                mutating_name=mutating, validating_name=validating,
+                only_namespaces=(namespace,)):
             await kube.request("POST", MUTATING if obj["kind"].startswith("Mutating")
                                else VALIDATING, body=obj)
         await asyncio.gather(*(p.start() for p in processes))

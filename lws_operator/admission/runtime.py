@@ -121,7 +121,7 @@ class WebhookRuntime:
         o = self.options
         return registration.render(
             registration.UrlTarget(o.base_url(self.server.port)),
-            operator_namespace=o.namespace, ca_bundle=ca_bundle,
+            ca_bundle=ca_bundle,
             mutating_name=o.mutating_configuration, validating_name=o.validating_configuration,
             only_namespaces=o.only_namespaces)
 

@@ -50,7 +50,7 @@ from lws_operator.kube.client import (
 )
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.logcontext import bind_group
-from lws_operator.logic import gang, hash_groups, volcano
+from lws_operator.logic import gang, hash_groups, unmutated, volcano
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.readiness import containers_ready, pod_ready
@@ -155,6 +155,11 @@ class LeaderWorkerSetReconciler:
         # restart budget twice (the controller-runtime "expectations" pattern).
         self._deleted_leaders: dict[Key, set[str]] = {}
 
+    def _pods(self, key: Key) -> list[dict[str, Any]]:
+        """The pods of ``key`` that the pod webhook admitted: those it never saw have none of
+        the labels a decision reads, and are only reported (``logic.unmutated``)."""
+        return unmutated.split(self.cache["Pod"].owned_by(key))[0]
+
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None."""
         namespace, name = key
@@ -173,14 +178,14 @@ class LeaderWorkerSetReconciler:
         if leader_sts is not None and meta_of(leader_sts).get("deletionTimestamp"):
             return STS_DELETING_REQUEUE
         handled, restart_requeue = await self._handle_failures(
-            key, lws, self.cache["Pod"].owned_by(key), statefulsets,
-            self.cache.take_tombstones(key))
+            key, lws, self._pods(key), statefulsets,
+            unmutated.split(self.cache.take_tombstones(key))[0])
         if handled:
             return restart_requeue  # the writes' watch events bring the next pass
-        await self._stop_workers(lws, self.cache["Pod"].owned_by(key), statefulsets)
+        await self._stop_workers(lws, self._pods(key), statefulsets)
         statefulsets = self.cache["StatefulSet"].owned_by(key)
         workers = [s for s in statefulsets if s is not leader_sts]
-        pods = self.cache["Pod"].owned_by(key)
+        pods = self._pods(key)
         leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
         decision, revisions = await self._ensure_revision(key, lws, leader_sts, workers)
         key_now = decision.current_key
@@ -197,7 +202,7 @@ class LeaderWorkerSetReconciler:
                 # leader StatefulSet waits, and the status says why.
                 await self._write_scheduling_condition(lws, scheduling)
                 return SCHEDULING_RETRY
-            pods = self.cache["Pod"].owned_by(key)
+            pods = self._pods(key)
             leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
         elif self.scheduler_provider == SCHEDULER_PROVIDER_VOLCANO:
             await self._ensure_volcano_pod_groups(lws, leaders)
@@ -260,6 +265,9 @@ class LeaderWorkerSetReconciler:
         stall = find_stall(pods, key_now, self.clock(), self.stall_grace)
         desired_status, stall_events = apply_stall(
             apply_unschedulable(status.status, lws, pods), observed, stall, now)
+        desired_status, progressing_events = unmutated.apply_unmutated(
+            desired_status, observed, namespace, self.cache["Pod"].owned_by((namespace, name)),
+            now, stall_events)
         desired_status = apply_degraded(desired_status, pods,
                                         int(meta_of(lws).get("generation") or 0), now)
         if scheduling is not None:
@@ -274,7 +282,7 @@ class LeaderWorkerSetReconciler:
                 "PATCH", LWS_PATH.format(ns=namespace, name=name) + "/status", body=body,
                 content_type=MERGE_PATCH)
             self.cache["LeaderWorkerSet"].upsert(written)  # the next pass must not redo it
-            for event in (*status.events, *stall_events):
+            for event in (*status.events, *progressing_events):
                 await self.events.record(lws, event)
         if status.update_done:
             await self._prune_revisions(namespace, key_now, revisions)
@@ -289,18 +297,18 @@ class LeaderWorkerSetReconciler:
         name = key[1]
         statefulsets = self.cache["StatefulSet"].owned_by(key)
         handled, restart_requeue = await self._handle_failures(
-            key, lws, self.cache["Pod"].owned_by(key), statefulsets,
-            self.cache.take_tombstones(key))
+            key, lws, self._pods(key), statefulsets,
+            unmutated.split(self.cache.take_tombstones(key))[0])
         if handled:
             return restart_requeue
-        await self._stop_workers(lws, self.cache["Pod"].owned_by(key), statefulsets)
+        await self._stop_workers(lws, self._pods(key), statefulsets)
         deployment = next((d for d in self.cache["Deployment"].owned_by(key)
                            if name_of(d) == name and owned_by(d, lws)), None)
         decision, revisions = await self._ensure_revision(
             key, lws, deployment, self.cache["StatefulSet"].owned_by(key))
         key_now = decision.current_key
 
-        pods = self.cache["Pod"].owned_by(key)
+        pods = self._pods(key)
         admission = hash_groups.plan_admission(lws, pods, read_counts(lws))
         scheduling: dict[str, Any] | None = None
         if gang.level_of(lws) is not None:
@@ -328,7 +336,7 @@ class LeaderWorkerSetReconciler:
             for leader in admission.ungate:
                 await self._ungate(dict(leader))
 
-        pods = self.cache["Pod"].owned_by(key)
+        pods = self._pods(key)
         leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
         workers = self.cache["StatefulSet"].owned_by(key)
         await self._ensure_services(lws, leaders)
@@ -336,7 +344,7 @@ class LeaderWorkerSetReconciler:
         workers = self.cache["StatefulSet"].owned_by(key)
         for change in hash_groups.readiness_updates(leaders, workers):
             await self._set_group_ready(change)
-        pods = self.cache["Pod"].owned_by(key)
+        pods = self._pods(key)
         leaders = [p for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"]
         now = self.now()
         observed = lws.get("status") or {}

@@ -32,8 +32,10 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import epoch_seconds
+from lws_operator.logic.unmutated import REASON_PODS_NOT_MUTATED
 
 REASON_ROLLOUT_STALLED = "RolloutStalled"
+_OVERLAYS = frozenset({REASON_ROLLOUT_STALLED, REASON_PODS_NOT_MUTATED})
 DEFAULT_GRACE_SECONDS = 60.0
 
 
@@ -95,13 +97,13 @@ def _progressing(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 
 def unstall_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The observed status with our ``RolloutStalled`` shown as the ``Progressing=True`` it
-    overrides, for the SPEC 3.7 computation."""
+    """The observed status with our ``RolloutStalled`` (or ``PodsNotMutated``, the overlay of
+    ``logic.unmutated``) shown as the ``Progressing=True`` it overrides, for the SPEC 3.7
+    computation."""
     view = dict(status or {})
     conditions = [dict(c) for c in view.get("conditions") or []]
     for cond in conditions:
-        if cond.get("type") == CONDITION_PROGRESSING and \
-                cond.get("reason") == REASON_ROLLOUT_STALLED:
+        if cond.get("type") == CONDITION_PROGRESSING and cond.get("reason") in _OVERLAYS:
             cond.update(status="True", reason=REASON_GROUPS_PROGRESSING,
                         message=MESSAGE_GROUPS_PROGRESSING)
     if conditions:

@@ -98,9 +98,22 @@ def test_webhook_configurations_are_the_operators(namespace: str) -> None:
     rendered = [o for o in objs if o["kind"].endswith("WebhookConfiguration")]
     for obj in rendered:
         assert obj["metadata"].pop("labels")["app.kubernetes.io/managed-by"] == "Helm"
-    expected = registration.render(registration.ServiceTarget(namespace=namespace),
-                                   operator_namespace=namespace)
+    expected = registration.render(registration.ServiceTarget(namespace=namespace))
     assert sorted(rendered, key=lambda o: o["kind"]) == sorted(expected, key=lambda o: o["kind"])
+
+
+@pytest.mark.parametrize("namespace", ["lws-system", "kube-system"])
+def test_webhooks_serve_every_namespace_by_default(namespace: str) -> None:
+    """As upstream: no namespaceSelector, so a LeaderWorkerSet in the release namespace or
+    kube-system starts like any other; the pod webhooks see LeaderWorkerSet pods only."""
+    objs = objects(render(namespace=namespace))
+    hooks = [h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]]
+    assert len(hooks) == 4
+    for hook in hooks:
+        assert "namespaceSelector" not in hook, hook["name"]
+        if hook["name"] in {"mpod.kb.io", "vpod.kb.io"}:
+            assert hook["objectSelector"] == {"matchExpressions": [
+                {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
 
 
 def test_webhook_names_and_selectors_follow_values() -> None:
@@ -117,7 +130,8 @@ def test_webhook_names_and_selectors_follow_values() -> None:
             assert hook["clientConfig"]["service"]["name"] == "hooks"
             assert hook["clientConfig"]["service"]["port"] == 8443
             assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 5)
-            assert extra in hook["namespaceSelector"]["matchExpressions"]
+            # Exactly the user's: nothing of ours is added, to the pod webhooks either.
+            assert hook["namespaceSelector"] == {"matchExpressions": [extra]}
     service = next(s for s in by_kind(objs, "Service") if s["metadata"]["name"] == "hooks")
     assert service["spec"]["ports"][0]["port"] == 8443
     args = container(objs)["args"]

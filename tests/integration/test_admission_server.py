@@ -213,7 +213,6 @@ async def test_local_mode_takes_over_service_registrations(
     options = options_for(namespace)
     for obj in registration.render(
             registration.ServiceTarget(namespace=options.namespace),
-            operator_namespace=options.namespace,
             mutating_name=options.mutating_configuration,
             validating_name=options.validating_configuration,
             only_namespaces=[namespace]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import pytest
 import yaml
 
 from lws_operator.admission import registration
@@ -42,15 +43,25 @@ def test_upstream_names_paths_and_policies() -> None:
     for name in ("mpod.kb.io", "vpod.kb.io"):
         assert hooks[name]["objectSelector"] == {"matchExpressions": [
             {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
-        assert hooks[name]["namespaceSelector"] == {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-             "values": ["kube-system", "lws-system"]}]}
     for name in ("mleaderworkerset.kb.io", "vleaderworkerset.kb.io"):
         assert hooks[name]["rules"] == [{"apiGroups": ["leaderworkerset.x-k8s.io"],
                                          "apiVersions": ["v1"],
                                          "operations": ["CREATE", "UPDATE"],
                                          "resources": ["leaderworkersets"]}]
-        assert "namespaceSelector" not in hooks[name]
+    for hook in hooks.values():
+        assert "namespaceSelector" not in hook
+
+
+@pytest.mark.parametrize("namespace", ["lws-system", "kube-system", "ml-platform"])
+def test_every_namespace_is_served(namespace: str) -> None:
+    """As upstream's: no namespaceSelector, the operator's own namespace and kube-system
+    included (an LWS there must start); only the objectSelector keeps the pod webhooks away
+    from every pod that is not a LeaderWorkerSet's."""
+    for obj in registration.render(registration.ServiceTarget(namespace=namespace)):
+        for hook in obj["webhooks"]:
+            assert "namespaceSelector" not in hook, (hook["name"], hook["namespaceSelector"])
+    for name, text in registration.manifest_files(namespace).items():
+        assert "namespaceSelector" not in text, name
 
 
 def test_local_mode_renders_the_same_objects_with_urls() -> None:
