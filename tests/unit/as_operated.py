@@ -78,8 +78,8 @@ def _api_defaults(spec: dict[str, Any]) -> None:
 
 
 def created_pod(template: Mapping[str, Any], name: str, *, owner: Mapping[str, Any],
-                service_name: str | None, uid: str,
-                random_key: str = "f" * 40) -> dict[str, Any]:
+                service_name: str | None, uid: str, random_key: str = "f" * 40,
+                scheduler_provider: str | None = None) -> dict[str, Any]:
     """The pod a StatefulSet (``service_name`` set: it names the pod's subdomain and host) or a
     Deployment creates from ``template``, as stored after API defaulting and our webhook."""
     pod: dict[str, Any] = copy.deepcopy(dict(template))
@@ -87,7 +87,8 @@ def created_pod(template: Mapping[str, Any], name: str, *, owner: Mapping[str, A
     meta.update(name=name, namespace=NAMESPACE, uid=uid, resourceVersion="200",
                 creationTimestamp="2026-01-01T00:00:01Z", ownerReferences=[{
                     "apiVersion": "apps/v1", "kind": owner.get("kind"),
-                    "name": owner["metadata"]["name"], "uid": "owner-uid", "controller": True,
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"].get("uid", "owner-uid"), "controller": True,
                     "blockOwnerDeletion": True}])
     meta.setdefault("labels", {})
     meta.setdefault("annotations", {})
@@ -98,20 +99,17 @@ def created_pod(template: Mapping[str, Any], name: str, *, owner: Mapping[str, A
         spec["hostname"] = name
         spec["subdomain"] = service_name
     _api_defaults(spec)
-    admitted = mutate_pod(pod, incarnation=lambda: "inc00001", random_key=lambda: random_key)
+    admitted = mutate_pod(pod, scheduler_provider=scheduler_provider,
+                          incarnation=lambda: "bcdfg", random_key=lambda: random_key)
     admitted["metadata"]["managedFields"] = [{"manager": "kube-controller-manager"}]
     return admitted
 
 
 def running(pod: Mapping[str, Any], node: str = NODE) -> dict[str, Any]:
-    """``pod`` bound to ``node`` and reported Running and Ready by the kubelet."""
+    """``pod`` ungated, bound to ``node`` and reported Running and Ready by the kubelet."""
     out = copy.deepcopy(dict(pod))
+    out["spec"].pop("schedulingGates", None)
     out["spec"]["nodeName"] = node
-    out["spec"]["schedulingGates"] = [g for g in out["spec"].get("schedulingGates") or []
-                                      if g.get("name") != "leaderworkerset.sigs.k8s.io/group-"
-                                      "replacement"] or None
-    if out["spec"]["schedulingGates"] is None:
-        del out["spec"]["schedulingGates"]
     now = "2026-01-01T00:00:05Z"
     out["status"] = {
         "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1", "startTime": now,
