@@ -71,7 +71,8 @@ class Group:
 
 def run_group(manifest: dict[str, Any], group: int = 0, hashed: bool = False) -> Group:
     """One group created the way the operator creates it, every input read from the cache."""
-    lws = cached("LeaderWorkerSet", stored_lws(manifest))
+    full_lws = stored_lws(manifest)
+    lws = cached("LeaderWorkerSet", full_lws)
     decision = decide_revision(lws, None, [])
     assert decision.create is not None
     revision = cached("ControllerRevision", {
@@ -79,11 +80,13 @@ def run_group(manifest: dict[str, Any], group: int = 0, hashed: bool = False) ->
     key = decision.current_key
     if hashed:
         owner = leader_deployment(lws, key)
+        assert owner == leader_deployment(full_lws, key)
         leader_full = created_pod(owner["spec"]["template"], f"sample-7c9d8b6f5-x{group}k2p",
                                   owner=owner, service_name=None, uid=f"leader-{group}",
                                   random_key=f"{group:08x}" + "e" * 32)
     else:
         owner = leader_statefulset(lws, key, 0, int(lws["spec"]["replicas"]))
+        assert owner == leader_statefulset(full_lws, key, 0, int(lws["spec"]["replicas"]))
         leader_full = created_pod(owner["spec"]["template"], f"sample-{group}", owner=owner,
                                   service_name=owner["spec"]["serviceName"],
                                   uid=f"leader-{group}")
