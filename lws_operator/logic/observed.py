@@ -37,13 +37,13 @@ _CONTAINER: Final[Mapping[str, Shape]] = {
     "resources": {"limits": {TPU_RESOURCE: True}, "requests": {TPU_RESOURCE: True}},
 }
 
-# Every part of a pod's spec that a decision reads (the readers in brackets).
+# Every part of a pod's spec that a decision reads (the readers in brackets). Nothing reads a
+# cached pod's subdomain or termination grace period (the webhook reads the pod in the request).
 POD_SPEC_SHAPE: Final[Mapping[str, Shape]] = {
     "nodeName": True,  # placed or not (gang, restart, exclusive placement in the controller)
     "schedulingGates": True,  # gated leaders (gang, hash_groups)
     "schedulingGroup": True,  # the PodGroup a pod joined (gang)
     "readinessGates": True,  # the group-ready gate of a Hash leader (hash_groups)
-    "subdomain": True,  # DNS names (objects.host_name, services)
     "hostname": True,  # a Hash leader's host name (objects.host_name)
     "containers": _CONTAINER,  # whether the leader requests TPUs (statefulsets, tpu)
     "initContainers": _CONTAINER,

@@ -130,10 +130,12 @@ def env_of(pod: Mapping[str, Any]) -> list[list[tuple[str, str]]]:
 
 
 class Misses:
-    """The paths of reads of keys a cached object lacks and the full object has."""
+    """The paths of reads of keys a cached object lacks and the full object has (``paths``),
+    and of every key read (``reads``)."""
 
     def __init__(self) -> None:
         self.paths: set[str] = set()
+        self.reads: set[str] = set()
 
 
 def _wrap(value: Any, full: Any, path: str, misses: Misses) -> Any:
@@ -154,6 +156,7 @@ class Watched(dict[str, Any]):
         self._full, self._path, self._misses = full, path, misses
 
     def _read(self, key: Any) -> None:
+        self._misses.reads.add(f"{self._path}.{key}")
         if not super().__contains__(key) and key in self._full:
             self._misses.paths.add(f"{self._path}.{key}")
 

@@ -31,6 +31,7 @@ import pytest
 import lws_operator
 from lws_operator.logic import gang, group_metrics, hash_groups, volcano
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
+from lws_operator.logic.observed import POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
 from lws_operator.logic.reconcile import decide_revision
 from lws_operator.logic.restart import Recreation, apply_unschedulable, scan_failures
@@ -340,6 +341,21 @@ def test_logic_reads_only_what_the_cache_keeps(world: str, reader: Reader) -> No
     assert not misses.paths, (
         f"the logic read {sorted(misses.paths)} of pods the cache keeps without it: add it to "
         "logic.observed.POD_SPEC_SHAPE")
+
+
+def test_the_cache_keeps_nothing_no_decision_reads() -> None:
+    """The converse: every part of the spec the cache keeps is read by some decision (dead
+    entries in ``POD_SPEC_SHAPE`` only cost memory on every cached pod)."""
+    read: set[str] = set()
+    for make in WORLDS.values():
+        for _, reader in _UNIQUE.values():
+            w = make()
+            misses = Misses()
+            reader(w, [watched("Pod", p, misses, "pod") for p in w.pods])
+            read |= {path.split(".")[2] for path in misses.reads
+                     if path.startswith("pod.spec.")}
+    # The controller reads the leader's nodeName itself (the node of exclusive placement).
+    assert set(POD_SPEC_SHAPE) - read - {"nodeName"} == set()
 
 
 def test_the_guard_sees_a_dropped_key() -> None:
