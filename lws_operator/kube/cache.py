@@ -3,7 +3,8 @@
 A pass never LISTs: it reads the objects of one LeaderWorkerSet from here. Objects are indexed by
 namespace and the ``leaderworkerset.sigs.k8s.io/name`` label (LeaderWorkerSets by their own
 name), which is exactly the grouping a pass needs. ``managedFields`` are dropped on the way in:
-they are the bulk of an object and nothing reads them.
+they are the bulk of an object and nothing reads them; a pod keeps only the parts of its spec
+that some decision reads, as the logic declares them (``lean``).
 
 kopf delivers the events of each object UID in order, but objects of different UIDs in separate
 streams: when a pod is deleted and recreated under the same name (a StatefulSet replacing a
@@ -43,6 +44,7 @@ from typing import Any
 
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.logic.objects import meta_of
+from lws_operator.logic.observed import observed_pod_spec
 
 Key = tuple[str, str]  # (namespace, name)
 GONE_MEMORY = 600.0  # seconds a deleted object's UID is remembered (module docstring)
@@ -59,21 +61,18 @@ def owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
     return (namespace, str(lws)) if lws else None
 
 
-# The only parts of a pod's spec a pass reads. A pod's spec is most of its size (containers with
-# the environment our webhook injects, the service-account token volume, tolerations), and the
-# cache holds every pod of every group: keeping these alone cut the benchmark's memory per pod.
-# A decision that starts reading another field of a cached pod's spec must add it here.
-POD_SPEC_FIELDS = ("nodeName", "schedulingGates", "schedulingGroup", "readinessGates",
-                   "terminationGracePeriodSeconds", "subdomain", "hostname")
+def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """A shallow copy of an object of ``kind`` without ``metadata.managedFields``; a pod also
+    without the parts of its spec no decision reads.
 
-
-def lean(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A shallow copy without ``metadata.managedFields``; a pod also without the parts of its
-    spec no pass reads (``POD_SPEC_FIELDS``)."""
+    What a pod keeps is declared once, in the logic that reads it
+    (``logic.observed.POD_SPEC_SHAPE``): the decisions and this cache share the declaration, so
+    they cannot drift apart (the cache once dropped the containers that tell whether a leader
+    requests TPUs, issue 18). The store's kind decides, not the object's ``kind`` field, which
+    a watch event may lack."""
     out = dict(obj)
-    if out.get("kind", "Pod") == "Pod" and isinstance(out.get("spec"), Mapping) \
-            and "containers" in out["spec"]:
-        out["spec"] = {k: v for k, v in out["spec"].items() if k in POD_SPEC_FIELDS}
+    if kind == "Pod" and isinstance(out.get("spec"), Mapping):
+        out["spec"] = observed_pod_spec(out["spec"])
     meta = dict(meta_of(obj))
     meta.pop("managedFields", None)
     out["metadata"] = meta
@@ -132,7 +131,7 @@ class KindStore:
         if (stored is not None and _newer(stored, obj)) or cached_uid(obj) in self._gone:
             return owner
         self._unindex(key)
-        self._objects[key] = lean(obj)
+        self._objects[key] = lean(obj, self.kind)
         if owner is not None:
             self._by_owner[owner].add(key)
             self._owner_of[key] = owner
@@ -216,13 +215,13 @@ class ClusterCache:
         self._departed: dict[Key, dict[str, Any]] = {}
 
     def bury(self, owner: Key, pod: Mapping[str, Any]) -> None:
-        self._tombstones[owner].append(lean(pod))
+        self._tombstones[owner].append(lean(pod, "Pod"))
 
     def take_tombstones(self, owner: Key) -> list[dict[str, Any]]:
         return self._tombstones.pop(owner, [])
 
     def depart(self, owner: Key, lws: Mapping[str, Any]) -> None:
-        self._departed[owner] = lean(lws)
+        self._departed[owner] = lean(lws, "LeaderWorkerSet")
 
     def departed(self, owner: Key) -> dict[str, Any] | None:
         return self._departed.get(owner)

@@ -328,6 +328,10 @@ def worker_statefulset(
     `revision_lws` is `apply_revision(live_lws, <patch of the leader's revision>)`: the template,
     size, subgroup policy, network config and storage come from it. Metadata, the exclusive
     topology annotations and the StatefulSet's namespace come from `live_lws`.
+    `leader_pod` is the leader as the pod cache holds it, which keeps only what
+    `logic.observed.POD_SPEC_SHAPE` declares: its containers' TPU requests are there because
+    `leader-requests-tpus` is decided from them (without it every worker of a TPU leader took
+    the leader's TPU id, issue 18).
     `leader_node_labels` are the labels of the leader's node; they are needed only when the live
     LWS requests exclusive placement (`exclusive_topology_key`), and then the workers are pinned
     to the leader's topology domain by a nodeSelector.

@@ -14,7 +14,10 @@ Two algorithms, exactly as upstream runs them:
 
 Whether the *leader* holds TPUs decides whether it is a host of the slice: a leader pod that runs
 this code requests TPUs by definition; a worker learns it from the `leader-requests-tpus`
-annotation the pod controller writes into the worker template.
+annotation the pod controller writes into the worker template. The controller decides that with
+`pod_requests_tpus` on the leader as the pod cache holds it, so what this module reads of a
+container (its name and `google.com/tpu` limit and request) is declared in
+`logic.observed.POD_SPEC_SHAPE`, which the cache keeps.
 """
 
 from __future__ import annotations

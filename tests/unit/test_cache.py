@@ -135,18 +135,35 @@ def test_a_deleted_object_never_comes_back_from_a_late_write_answer() -> None:
 
 
 def test_cached_pods_keep_only_the_spec_a_pass_reads() -> None:
+    """Exactly ``logic.observed.POD_SPEC_SHAPE``: of a container, its name and its TPU limit
+    and request (whether a leader requests TPUs decides its workers' TPU environment)."""
     store = KindStore("Pod")
     pod = {**_pod("u", 1), "kind": "Pod", "spec": {
         "nodeName": "n1", "schedulingGates": [{"name": "g"}], "readinessGates": [],
-        "containers": [{"name": "c", "env": [{"name": "LWS_LEADER_ADDRESS"}]}],
-        "volumes": [{"name": "token"}]}, "status": {"phase": "Running"}}
+        "containers": [{"name": "c", "image": "i", "env": [{"name": "LWS_LEADER_ADDRESS"}],
+                        "resources": {"limits": {"google.com/tpu": 4, "cpu": "1"},
+                                      "requests": {"memory": "1Gi"}}}],
+        "initContainers": [{"name": "init", "image": "i"}],
+        "volumes": [{"name": "token"}], "terminationGracePeriodSeconds": 30}, "status": {
+        "phase": "Running"}}
     store.upsert(pod)
     cached = store.get("ns", "lws-0")
     assert cached is not None
-    assert cached["spec"] == {"nodeName": "n1", "schedulingGates": [{"name": "g"}],
-                              "readinessGates": []}
+    assert cached["spec"] == {
+        "nodeName": "n1", "schedulingGates": [{"name": "g"}], "readinessGates": [],
+        "containers": [{"name": "c", "resources": {"limits": {"google.com/tpu": 4},
+                                                   "requests": {}}}],
+        "initContainers": [{"name": "init"}]}
     assert cached["status"] == {"phase": "Running"}
-    assert pod["spec"]["containers"]  # the event's own object is left alone
+    assert pod["spec"]["containers"][0]["env"]  # the event's own object is left alone
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "1"
+
+
+def test_the_store_kind_decides_not_the_object_kind() -> None:
+    """A pod event without ``kind`` is still trimmed; an object of another kind never is."""
+    store = KindStore("Pod")
+    store.upsert({**_pod("u", 1), "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    assert store.get("ns", "lws-0")["spec"] == {"containers": [{"name": "c"}]}  # type: ignore[index]
 
 
 def test_other_kinds_keep_their_spec() -> None:

@@ -1,0 +1,68 @@
+"""What the logic reads of an observed pod: the one declaration the watch cache keeps by.
+
+The cache holds every pod of every group, and a pod's spec is most of its size (the containers
+with the environment the pod webhook injects, the service-account token volume, tolerations), so
+the cache keeps only the parts of a pod's spec that some decision reads (``kube.cache.lean``).
+That trimming once dropped ``containers`` whole, while the worker StatefulSet builder asks whether
+the leader pod requests TPUs: every worker of a TPU set was built as if its leader held none,
+and got the wrong ``TPU_WORKER_ID`` and host list (issue 18).
+
+So the shape kept is declared here, next to the code that reads it, and the cache imports it: the
+logic and the cache cannot drift apart. A decision that starts reading another part of a cached
+pod's spec must add it to ``POD_SPEC_SHAPE``; ``tests/unit/test_cached_pod_reads.py`` runs the
+logic over cached pods that record every read of a dropped key, and fails until it is added.
+
+Why a projection of the containers and not a derived fact (a "requests TPUs" flag computed at
+caching time): the builders keep reading a pod as the API returns it, exactly as the webhook and
+the unit tests read it, with one function (``tpu.pod_requests_tpus``) deciding what "requests
+TPUs" means; the cache stays a plain subset of the object, never a second interpretation of it.
+Only what that function reads of a container is kept: its name (for its error message) and its
+``google.com/tpu`` limit and request, so the memory cost per pod is a few short strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, TypeAlias
+
+from lws_operator.api.constants import TPU_RESOURCE
+
+# A shape: True keeps a value whole; a mapping keeps only the listed keys of a dict (of every
+# dict, for a list of dicts), each value projected by its own shape.
+Shape: TypeAlias = "bool | Mapping[str, Shape]"
+
+# What ``tpu.container_requests_tpus`` reads of a container.
+_CONTAINER: Final[Mapping[str, Shape]] = {
+    "name": True,
+    "resources": {"limits": {TPU_RESOURCE: True}, "requests": {TPU_RESOURCE: True}},
+}
+
+# Every part of a pod's spec that a decision reads (the readers in brackets). Nothing reads a
+# cached pod's subdomain or termination grace period (the webhook reads the pod in the request).
+POD_SPEC_SHAPE: Final[Mapping[str, Shape]] = {
+    "nodeName": True,  # placed or not (gang, restart, exclusive placement in the controller)
+    "schedulingGates": True,  # gated leaders (gang, hash_groups)
+    "schedulingGroup": True,  # the PodGroup a pod joined (gang)
+    "readinessGates": True,  # the group-ready gate of a Hash leader (hash_groups)
+    "hostname": True,  # a Hash leader's host name (objects.host_name)
+    "containers": _CONTAINER,  # whether the leader requests TPUs (statefulsets, tpu)
+    "initContainers": _CONTAINER,
+}
+
+
+def project(value: Any, shape: Shape) -> Any:
+    """``value`` reduced to ``shape``; a value that is not the dict or list the shape expects is
+    kept as it is (the API server never stores one, and dropping it would hide it)."""
+    if shape is True or not isinstance(shape, Mapping):
+        return value
+    if isinstance(value, list):
+        return [project(item, shape) for item in value]
+    if isinstance(value, Mapping):
+        return {k: project(v, shape[k]) for k, v in value.items() if k in shape}
+    return value
+
+
+def observed_pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a pod's spec the cache keeps (``POD_SPEC_SHAPE``); new containers, nothing
+    shared with ``spec`` but the leaves."""
+    return dict(project(spec, POD_SPEC_SHAPE))
