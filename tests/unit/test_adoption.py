@@ -227,9 +227,11 @@ def test_rolled_out_on_objects_as_the_cache_holds_them() -> None:
     for obj in (lws, leader, *workers):
         obj["metadata"]["managedFields"] = [{"manager": "lws"}]
         obj.pop("kind")
-    assert rolled_out(lean(lws), K, lean(leader), [lean(w) for w in workers]) is True
+    cached_workers = [lean(w, "StatefulSet") for w in workers]
+    assert rolled_out(lean(lws, "LeaderWorkerSet"), K, lean(leader, "StatefulSet"),
+                      cached_workers) is True
     owner = deployment(K)
     owner.pop("kind")
-    assert rolled_out(lean(lws), K, lean(owner), []) is True
+    assert rolled_out(lean(lws, "LeaderWorkerSet"), K, lean(owner, "Deployment"), []) is True
     owner["status"]["updatedReplicas"] = 1
-    assert rolled_out(lean(lws), K, lean(owner), []) is False
+    assert rolled_out(lean(lws, "LeaderWorkerSet"), K, lean(owner, "Deployment"), []) is False

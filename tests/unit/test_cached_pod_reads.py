@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 import lws_operator
-from lws_operator.logic import gang, group_metrics, hash_groups, volcano
+from lws_operator.logic import gang, group_metrics, hash_groups, unmutated, volcano
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.observed import POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
@@ -295,6 +295,9 @@ READERS: dict[str, Reader] = {
     "termination.worker_sets_to_stop": lambda w, pods: [
         worker_sets_to_stop(w.lws, pods, _workers_of(w), lws_deleting=deleting)
         for deleting in (False, True)],
+    "unmutated.split": lambda w, pods: unmutated.split(pods),
+    "unmutated.apply_unmutated": lambda w, pods: unmutated.apply_unmutated(
+        {"conditions": []}, None, "ns", pods, NOW),
     "group_metrics.group_views": lambda w, pods: group_metrics.budget_remaining(
         w.lws, group_metrics.group_views(w.lws, pods, _workers_of(w))),
 }
