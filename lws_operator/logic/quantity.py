@@ -13,8 +13,14 @@ Parsing follows apimachinery's ``ParseQuantity``: a signed decimal number (``1``
 SI (``n``, ``u``, ``m``, none, ``k``, ``M``, ``G``, ``T``, ``P``, ``E``) or a decimal exponent
 (``e3``, ``E-2``, ``e+6``); a JSON number is read as its text. The server rounds a value that is
 not a whole number of nano units away from zero to the next one (``0.5n`` is stored as ``1n``)
-and caps binary-SI values at 2^63-1, so both are reproduced here: a value compared unrounded
-would differ from its stored form forever.
+and caps binary-SI values at 2^63-1; the core API's defaulting then rounds every entry of a
+resource list (container and pod resources, overhead, claim requests) up to a whole milli unit
+(``0.5n`` is stored there as ``1m``, ``1.0000000001`` as ``1001m``), while single quantities
+(``emptyDir.sizeLimit``) keep nano units. All of it is reproduced here, measured against the
+real API server (tests/integration/test_quantity_canonical.py): a value compared unrounded would
+differ from its stored form forever. The server keeps the text as written when it already is
+exact and minimal in its own format (``5.``, ``+2``, ``1E3`` stay), so stored text is not a
+canonical form to compare with either: only values are.
 
 Why not ``kubernetes.utils.parse_quantity``: the pure layers may not import the Kubernetes
 client (the import-linter contract), and it is looser and less exact than the server: it accepts
@@ -41,7 +47,8 @@ _SUFFIXES: Final[dict[str, Fraction]] = {
     "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
     "Pi": Fraction(2**50), "Ei": Fraction(2**60),
 }
-_NANO: Final = 10**9
+NANO: Final = Fraction(1, 10**9)
+MILLI: Final = Fraction(1, 10**3)
 # The largest binary-SI value the server keeps (larger ones are stored as this).
 _MAX_BINARY: Final = Fraction(2**63 - 1)
 # Exponents beyond this are left unparsed (compared as text): Go reads them into an int32 and
@@ -49,9 +56,10 @@ _MAX_BINARY: Final = Fraction(2**63 - 1)
 _MAX_EXPONENT: Final = 1000
 
 
-def parse_quantity(value: Any) -> Fraction | None:
+def parse_quantity(value: Any, unit: Fraction = NANO) -> Fraction | None:
     """The exact value the API server stores for ``value`` (a quantity string, or a JSON
-    number), or None when it is not a quantity the server would accept."""
+    number) in a field whose smallest unit is ``unit`` (``MILLI`` in resource lists), or None
+    when it is not a quantity the server would accept."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -81,31 +89,35 @@ def parse_quantity(value: Any) -> Fraction | None:
     else:
         factor = _SUFFIXES[suffix]
     amount = Fraction(int((whole or "0") + fraction), 10 ** len(fraction)) * factor
-    nanos = amount * _NANO
-    amount = Fraction(math.ceil(nanos), _NANO)  # rounds away from zero: the sign comes last
+    amount = math.ceil(amount / NANO) * NANO  # away from zero: the sign comes last
     if suffix.endswith("i"):
         amount = min(amount, _MAX_BINARY)
+    amount = math.ceil(amount / unit) * unit
     return -amount if match["sign"] == "-" else amount
 
 
-def same_quantity(desired: Any, live: Any) -> bool:
-    """Whether ``live`` holds the value ``desired`` asks for; text comparison for anything
-    that is not a quantity (the server would have refused it, so it can only be equal)."""
+def same_quantity(desired: Any, live: Any, unit: Fraction = NANO) -> bool:
+    """Whether ``live`` holds the value ``desired`` asks for in a field whose smallest unit is
+    ``unit``; text comparison for anything that is not a quantity (the server would have
+    refused it, so it can only be equal)."""
     if desired == live:
         return True
-    wanted, held = parse_quantity(desired), parse_quantity(live)
+    wanted, held = parse_quantity(desired, unit), parse_quantity(live, unit)
     return wanted is not None and wanted == held
 
 
-def holds_quantity(keys: Sequence[str]) -> bool:
-    """Whether the field at ``keys`` (the map keys from the object's root, list positions left
-    out) of a StatefulSet or Deployment holds a quantity: an entry of a ``resources.limits`` or
+def quantity_unit(keys: Sequence[str]) -> Fraction | None:
+    """The smallest unit the server keeps in the field at ``keys`` (the map keys from the
+    object's root, list positions left out) of a StatefulSet or Deployment, or None when it
+    holds no quantity. ``MILLI`` for an entry of a resource list: a ``resources.limits`` or
     ``resources.requests`` map (containers and init containers, pod-level resources, claim
-    templates and ephemeral volumes), of a pod's ``overhead``, an ``emptyDir.sizeLimit`` or a
-    ``resourceFieldRef.divisor`` (downward API env vars and volumes). These names mean nothing
-    else anywhere in those objects."""
+    templates and ephemeral volumes) or a pod's ``overhead``; ``NANO`` for an
+    ``emptyDir.sizeLimit`` or a ``resourceFieldRef.divisor`` (downward API env vars and
+    volumes). These names mean nothing else anywhere in those objects."""
     if len(keys) >= 3 and keys[-3] == "resources" and keys[-2] in ("limits", "requests"):
-        return True
+        return MILLI
     if len(keys) >= 2 and keys[-2] == "overhead":
-        return True
-    return tuple(keys[-2:]) in (("emptyDir", "sizeLimit"), ("resourceFieldRef", "divisor"))
+        return MILLI
+    if tuple(keys[-2:]) in (("emptyDir", "sizeLimit"), ("resourceFieldRef", "divisor")):
+        return NANO
+    return None

@@ -24,7 +24,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of
-from lws_operator.logic.quantity import holds_quantity, same_quantity
+from lws_operator.logic.quantity import quantity_unit, same_quantity
 from lws_operator.logic.revision import (
     apply_revision,
     canonical_json,
@@ -77,8 +77,9 @@ def _difference(desired: Any, live: Any, path: str, keys: tuple[str, ...]) -> st
             if found is not None:
                 return found
         return None
-    if holds_quantity(keys):
-        return None if same_quantity(desired, live) else path or "."
+    unit = quantity_unit(keys)
+    if unit is not None:
+        return None if same_quantity(desired, live, unit) else path or "."
     return None if desired == live else path or "."
 
 

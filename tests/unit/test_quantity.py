@@ -10,53 +10,33 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.quantity import holds_quantity, parse_quantity, same_quantity
+from lws_operator.logic.quantity import (
+    MILLI,
+    NANO,
+    parse_quantity,
+    quantity_unit,
+    same_quantity,
+)
 from lws_operator.logic.reconcile import first_difference
-
-# (written in a template, what the API server stores): the server's canonical form. The api
-# tier checks the same pairs against a real kube-apiserver
-# (tests/integration/test_quantity_canonical.py).
-CANONICAL: list[tuple[Any, str]] = [
-    (4, "4"),
-    (125, "125"),
-    ("4", "4"),
-    ("1000m", "1"),
-    ("1500m", "1500m"),
-    (0.5, "500m"),
-    ("0.5", "500m"),
-    (".5", "500m"),
-    ("5.", "5"),
-    ("+2", "2"),
-    ("1024Mi", "1Gi"),
-    ("1Gi", "1Gi"),
-    ("0.5Gi", "512Mi"),
-    ("1.5Gi", "1536Mi"),
-    ("1536Mi", "1536Mi"),
-    ("2048Ki", "2Mi"),
-    ("1073741824", "1073741824"),
-    ("1k", "1k"),
-    ("1000", "1k"),
-    ("1000000", "1M"),
-    ("1e3", "1e3"),
-    ("1E3", "1e3"),
-    ("1e+3", "1e3"),
-    ("1.5e3", "1500"),
-    ("100e-3", "100m"),
-    ("0.1m", "100u"),
-    ("0.5n", "1n"),
-    ("1.0000000001", "1000000001n"),
-    ("1E", "1E"),
-    ("1Ei", "1Ei"),
-    ("0", "0"),
-    ("0.0", "0"),
-    ("000100m", "100m"),
-]
+from tests.unit.quantity_table import IN_RESOURCE_LIST, SINGLE
 
 
-@pytest.mark.parametrize(("written", "stored"), CANONICAL)
-def test_a_value_equals_its_stored_form(written: Any, stored: str) -> None:
+@pytest.mark.parametrize(("written", "stored"), IN_RESOURCE_LIST)
+def test_a_resource_list_value_equals_its_stored_form(written: Any, stored: str) -> None:
+    assert parse_quantity(written, MILLI) == parse_quantity(stored, MILLI)
+    assert same_quantity(written, stored, MILLI)
+
+
+@pytest.mark.parametrize(("written", "stored"), SINGLE)
+def test_a_single_value_equals_its_stored_form(written: Any, stored: str) -> None:
     assert parse_quantity(written) == parse_quantity(stored)
-    assert same_quantity(written, stored)
+    assert same_quantity(written, stored, NANO)
+
+
+def test_sub_milli_values_differ_outside_resource_lists() -> None:
+    assert not same_quantity("0.5n", "1m")
+    assert same_quantity("0.5n", "1m", MILLI)
+    assert parse_quantity("-0.5n", MILLI) == Fraction(-1, 1000)
 
 
 @pytest.mark.parametrize(
@@ -128,30 +108,31 @@ def test_same_quantity(desired: Any, live: Any, same: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("keys", "holds"),
+    ("keys", "unit"),
     [
-        (("spec", "template", "spec", "containers", "resources", "limits", "google.com/tpu"), True),
-        (("spec", "template", "spec", "initContainers", "resources", "requests", "cpu"), True),
-        (("spec", "template", "spec", "resources", "limits", "memory"), True),  # pod level
-        (("spec", "template", "spec", "overhead", "cpu"), True),
-        (("spec", "volumeClaimTemplates", "spec", "resources", "requests", "storage"), True),
+        (("spec", "template", "spec", "containers", "resources", "limits", "google.com/tpu"),
+         MILLI),
+        (("spec", "template", "spec", "initContainers", "resources", "requests", "cpu"), MILLI),
+        (("spec", "template", "spec", "resources", "limits", "memory"), MILLI),  # pod level
+        (("spec", "template", "spec", "overhead", "cpu"), MILLI),
+        (("spec", "volumeClaimTemplates", "spec", "resources", "requests", "storage"), MILLI),
         (("spec", "template", "spec", "volumes", "ephemeral", "volumeClaimTemplate", "spec",
-          "resources", "requests", "storage"), True),
-        (("spec", "template", "spec", "volumes", "emptyDir", "sizeLimit"), True),
+          "resources", "requests", "storage"), MILLI),
+        (("spec", "template", "spec", "volumes", "emptyDir", "sizeLimit"), NANO),
         (("spec", "template", "spec", "containers", "env", "valueFrom", "resourceFieldRef",
-          "divisor"), True),
+          "divisor"), NANO),
         (("spec", "template", "spec", "volumes", "downwardAPI", "items", "resourceFieldRef",
-          "divisor"), True),
-        (("spec", "template", "spec", "containers", "env", "value"), False),
-        (("spec", "template", "metadata", "annotations", "example.com/cpu"), False),
-        (("spec", "replicas"), False),
-        (("spec", "template", "spec", "containers", "resources", "claims", "name"), False),
-        (("spec", "template", "spec", "containers", "resources", "limits"), False),
-        (("limits", "cpu"), False),
+          "divisor"), NANO),
+        (("spec", "template", "spec", "containers", "env", "value"), None),
+        (("spec", "template", "metadata", "annotations", "example.com/cpu"), None),
+        (("spec", "replicas"), None),
+        (("spec", "template", "spec", "containers", "resources", "claims", "name"), None),
+        (("spec", "template", "spec", "containers", "resources", "limits"), None),
+        (("limits", "cpu"), None),
     ],
 )
-def test_holds_quantity(keys: tuple[str, ...], holds: bool) -> None:
-    assert holds_quantity(keys) is holds
+def test_quantity_unit(keys: tuple[str, ...], unit: Fraction | None) -> None:
+    assert quantity_unit(keys) == unit
 
 
 def _statefulset(tpu: Any, cpu: Any, memory: Any, storage: Any, size_limit: Any,
