@@ -90,16 +90,17 @@ def requests_tpus(template: dict[str, Any]) -> list[int]:
 
 
 def tpu_env(lws: str, group: int, worker: int, size: int, count: int, position: int,
-            leader_requests: bool) -> list[dict[str, str]]:
+            leader_requests: bool, subdomain: str | None = None) -> list[dict[str, str]]:
     """SPEC 2.9 (a) for TPU container ``position`` of ``count`` in pod ``worker`` of ``group``
-    (Shared subdomain ``lws``)."""
+    (subdomain ``lws`` by default: the Shared policy)."""
+    lws_sub = subdomain or lws
     leader = f"{lws}-{group}"
     index = worker if (worker == 0 or leader_requests) else worker - 1
     hosts: list[str] = []
     if leader_requests or worker == 0:
-        hosts += [f"{leader}.{lws}"] * count
+        hosts += [f"{leader}.{lws_sub}"] * count
     for k in range(1, size):
-        hosts += [f"{leader}-{k}.{lws}"] * count
+        hosts += [f"{leader}-{k}.{lws_sub}"] * count
     ports = [TPU_PORT + j for j in range(count)]
     addresses = [f"{h}:{ports[i % count]}" for i, h in enumerate(hosts)]
     return [{"name": "TPU_WORKER_HOSTNAMES", "value": ",".join(hosts)},
@@ -107,6 +108,31 @@ def tpu_env(lws: str, group: int, worker: int, size: int, count: int, position: 
             {"name": "TPU_NAME", "value": leader},
             {"name": "TPU_PROCESS_ADDRESSES", "value": ",".join(addresses)},
             {"name": "TPU_PROCESS_PORT", "value": str(ports[position])}]
+
+
+def _env(entries: list[dict[str, str]]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in entries}
+
+
+def test_the_expected_tpu_env_reproduces_the_spec_examples() -> None:
+    """SPEC 2.9's own examples, so the expectations above are the spec's, not a guess."""
+    leader = _env(tpu_env("test-sample", 1, 0, 5, 1, 0, True, "default"))
+    assert leader["TPU_WORKER_HOSTNAMES"] == ",".join(
+        ["test-sample-1.default"] + [f"test-sample-1-{k}.default" for k in range(1, 5)])
+    assert leader["TPU_WORKER_ID"] == "0"
+    worker = _env(tpu_env("test-sample", 1, 3, 5, 1, 0, False, "default"))
+    assert worker["TPU_WORKER_HOSTNAMES"] == ",".join(
+        f"test-sample-1-{k}.default" for k in range(1, 5))
+    assert worker["TPU_WORKER_ID"] == "2"
+    for pod, ids in ((0, ("0", "1")), (1, ("2", "3"))):
+        for position in (0, 1):
+            env = _env(tpu_env("L", 0, pod, 2, 2, position, True, "sub"))
+            assert env["TPU_WORKER_HOSTNAMES"] == "L-0.sub,L-0.sub,L-0-1.sub,L-0-1.sub"
+            assert env["TPU_PROCESS_ADDRESSES"] == (
+                "L-0.sub:8476,L-0.sub:8477,L-0-1.sub:8476,L-0-1.sub:8477")
+            assert env["TPU_WORKER_ID"] == ids[position]
+            assert env["TPU_PROCESS_PORT"] == str(8476 + position)
+            assert env["TPU_NAME"] == "L-0"
 
 
 def exclusive_terms(key: str, topology: str) -> dict[str, Any]:
