@@ -253,6 +253,17 @@ def tracebacks() -> Iterator[Tracebacks]:
     ours.setLevel(level)
 
 
+def test_the_traceback_check_sees_the_operators_log(tracebacks: Tracebacks) -> None:
+    """A traceback logged by the controller at info level is caught (the check is live)."""
+    logged = len(tracebacks.records)
+    try:
+        raise ValueError("probe")
+    except ValueError:
+        logging.getLogger("lws_operator.controllers.leaderworkerset").info("probe", exc_info=True)
+    assert len(tracebacks.records) == logged + 1
+    assert "ValueError: probe" in tracebacks.records.pop()
+
+
 async def _owned(op: Operator, name: str) -> list[str]:
     selector = f"{P}name={name}"
     out = [f"Pod/{p['metadata']['name']}" for p in await op.kube.list(
