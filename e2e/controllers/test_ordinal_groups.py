@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import REPO
-from e2e.cluster.nodes import NodeLayout, node_manifests
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.controllers.harness import Operator
 from e2e.kube import MERGE_PATCH, condition, is_ready, wait_for
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.full
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 P = "leaderworkerset.sigs.k8s.io/"
-SAMPLES = REPO.parent / "shared" / "reference" / "upstream-samples"
+SAMPLES = Path(__file__).parent / "upstream_samples"  # upstream's, see test_upstream_samples
 
 
 def sample(name: str, replicas: int = 2, size: int = 4, **spec: Any) -> dict[str, Any]:
@@ -205,10 +204,37 @@ async def test_leader_ready_holds_the_workers(operator: Operator) -> None:
     await converged(op, "patient", 1, 3)
 
 
+def quantity_sample(name: str, identity: str = "Ordinal") -> dict[str, Any]:
+    """A set whose template writes its quantities as no API server stores them (issue 18
+    item 3): bare integers as upstream's TPU and vLLM samples do (``google.com/tpu: 4``,
+    ``cpu: 125``), a decimal fraction, milli-units of a whole number, ``Mi`` of a whole
+    ``Gi``, in the container's resources, a downward-API divisor and an emptyDir size limit.
+    (A JSON float such as ``cpu: 0.5`` never gets this far: the CRD's int-or-string schema
+    refuses it, as upstream's does.)"""
+    body = sample(name, replicas=2, size=2)
+    if identity != "Ordinal":
+        body["spec"]["groupIdentity"] = identity
+    pod = body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    container = pod["containers"][0]
+    container["resources"] = {
+        "limits": {"nvidia.com/gpu": 1, "cpu": "1000m", "memory": "1024Mi"},
+        "requests": {"nvidia.com/gpu": 1, "cpu": "0.5", "memory": 536870912}}
+    container["env"] = [{"name": "CPUS", "valueFrom": {"resourceFieldRef": {
+        "resource": "limits.cpu", "divisor": 1}}}]
+    container["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    pod["volumes"] = [{"name": "scratch", "emptyDir": {"sizeLimit": "1024Mi"}}]
+    return body
+
+
 async def test_a_converged_lws_costs_no_writes(operator: Operator) -> None:
+    """Sets at rest, one with plain quantities and two (Ordinal and Hash) whose templates write
+    them in non-canonical forms, cost no write while every one gets passes over and over."""
     op, ns = operator, operator.namespace
     await op.kube.create(sample("quiet", replicas=2, size=2), ns)
-    await converged(op, "quiet", 2, 2)
+    await op.kube.create(quantity_sample("quiet-quantities"), ns)
+    await op.kube.create(quantity_sample("quiet-hash-quantities", identity="Hash"), ns)
+    for name in ("quiet", "quiet-quantities", "quiet-hash-quantities"):
+        await converged(op, name, 2, 2)
     async def alone() -> bool:
         # Other modules' namespaces (ours are "t-…", the chaos and bench ones are named
         # otherwise) are deleted in the background: the namespace controller's deletions count
@@ -268,14 +294,32 @@ async def test_the_hpa_sample_scales_through_the_scale_subresource(operator: Ope
 async def test_a_restarted_operator_changes_nothing(operator: Operator) -> None:
     """A second operator instance starting against settled LeaderWorkerSets (what a restart or
     an upgrade does) primes its caches and reconciles every one of them without a single write,
-    and no pod or StatefulSet changes."""
+    and no pod or StatefulSet changes; templates with non-canonical quantities included (in
+    Ordinal and Hash mode: a leader StatefulSet and a leader Deployment)."""
     op, ns = operator, operator.namespace
+    names = ("steady", "steady-quantities", "steady-hash-quantities")
     await op.kube.create(sample("steady", replicas=2, size=2), ns)
-    await converged(op, "steady", 2, 2)
+    await op.kube.create(quantity_sample("steady-quantities"), ns)
+    await op.kube.create(quantity_sample("steady-hash-quantities", identity="Hash"), ns)
+    for name in names:
+        await converged(op, name, 2, 2)
     await asyncio.sleep(2)
-    pods = {p["metadata"]["uid"] for p in await pods_of(op, "steady")}
-    sts = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in await op.kube.list(
-        "apps/v1", "StatefulSet", ns, label_selector=f"{P}name=steady")}
+
+    async def state() -> dict[str, str]:
+        """Every pod's UID and every leader and worker object's resourceVersion."""
+        out: dict[str, str] = {}
+        for name in names:
+            selector = f"{P}name={name}"
+            out.update({f"Pod/{p['metadata']['name']}": p["metadata"]["uid"]
+                        for p in await pods_of(op, name)})
+            for kind in ("StatefulSet", "Deployment"):
+                out.update({f"{kind}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+                            for o in await op.kube.list("apps/v1", kind, ns,
+                                                        label_selector=selector)})
+        return out
+
+    before = await state()
+    assert "Deployment/steady-hash-quantities" in before  # both leader kinds are covered
     second = await start_controllers(op.kubeconfig, workers=2)
     await wait_for(lambda: _settled(second.runtime), timeout=60,
                    what="the second instance's passes")
@@ -283,9 +327,7 @@ async def test_a_restarted_operator_changes_nothing(operator: Operator) -> None:
     await second.close()
     restarted = Operator(op.kube, ns, second.runtime, second.registry, op.kubeconfig, op.cluster)
     assert restarted.writes() == {}
-    assert {p["metadata"]["uid"] for p in await pods_of(op, "steady")} == pods
-    assert {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in await op.kube.list(
-        "apps/v1", "StatefulSet", ns, label_selector=f"{P}name=steady")} == sts
+    assert await state() == before
 
 
 async def _settled(runtime: ControllerRuntime) -> bool:
@@ -313,54 +355,6 @@ async def test_resize_rolls_every_group_to_the_new_size(operator: Operator) -> N
                                                  label_selector=f"{P}name=resized")
                    if s["metadata"]["name"] != "resized"]
         assert len(workers) == (0 if size == 1 else 2)
-
-
-async def _delete_and_wait(op: Operator, name: str) -> None:
-    await op.kube.delete(API, KIND, name, op.namespace)
-
-    async def gone() -> bool:
-        return (await op.kube.get(API, KIND, name, op.namespace) is None
-                and not await pods_of(op, name))
-
-    await wait_for(gone, timeout=90, what=f"{name} and its pods to be gone")
-
-
-async def test_every_upstream_sample_converges_unchanged(operator: Operator) -> None:
-    """Each LeaderWorkerSet sample, exactly as upstream ships it (they share one name, so one at
-    a time). The TPU sample needs three 4x4 slices of four hosts: the test adds the TPU nodes it
-    lacks and removes them afterwards."""
-    op, ns = operator, operator.namespace
-    await op.kube.delete("autoscaling/v2", "HorizontalPodAutoscaler", "example-hpa", ns)
-    # Exclusive placement keeps a group's node pool free of every other group of the namespace,
-    # so the earlier tests' LeaderWorkerSets must go first.
-    for lws in await op.kube.list(API, KIND, ns):
-        await _delete_and_wait(op, lws["metadata"]["name"])
-    extra_tpu_nodes = [f"tpu-node-{i:03d}" for i in range(4, 12)]
-    for node in node_manifests(NodeLayout(gpu_nodes=0, tpu_nodes=12)):
-        if node["metadata"]["name"] in extra_tpu_nodes:
-            await op.kube.create(node)
-    try:
-        for path in sorted(SAMPLES.glob("leaderworkerset_*.yaml")):
-            doc = yaml.safe_load(path.read_text())
-            name = doc["metadata"]["name"]
-            await _delete_and_wait(op, name)
-            await op.kube.create(doc, ns)
-            spec = doc["spec"]
-            pods = await converged(op, name, spec["replicas"],
-                                   spec["leaderWorkerTemplate"]["size"], timeout=120)
-            if "exclusive-topology" in str(doc["metadata"].get("annotations")):
-                pools: dict[str, set[str]] = {}
-                for pod in pods:
-                    placed = await op.kube.get("v1", "Node", pod["spec"]["nodeName"])
-                    assert placed is not None
-                    pool = placed["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
-                    pools.setdefault(pod["metadata"]["labels"][P + "group-index"], set()).add(pool)
-                assert all(len(p) == 1 for p in pools.values()), pools
-                assert len({next(iter(p)) for p in pools.values()}) == len(pools), pools
-            await _delete_and_wait(op, name)
-    finally:
-        for node_name in extra_tpu_nodes:
-            await op.kube.delete("v1", "Node", node_name)
 
 
 async def test_volume_claim_templates_give_every_pod_its_own_claim(operator: Operator) -> None:

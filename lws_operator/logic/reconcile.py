@@ -3,7 +3,8 @@
 * Which revision is current, and whether this pass must create one (SPEC 3.2 steps 3-4).
 * Whether a desired object is already in place, so a pass that changes nothing writes nothing:
   the desired object must be contained in the live one (the server adds defaults and status, so
-  equality would never hold).
+  equality would never hold), and resource quantities must have the same value, not the same
+  text (the server stores them in canonical form).
 * The ControllerRevision object itself.
 """
 
@@ -24,6 +25,7 @@ from lws_operator.api.constants import (
 from lws_operator.logic.adoption import rolled_out
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of
+from lws_operator.logic.quantity import quantity_unit, same_quantity
 from lws_operator.logic.revision import (
     canonical_json,
     revision_key,
@@ -45,7 +47,15 @@ def contains(desired: Any, live: Any) -> bool:
 
 def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
     """The path of the first field of ``desired`` that ``live`` lacks or holds differently
-    (``.`` for the whole object), or None when ``live`` contains ``desired``."""
+    (``.`` for the whole object), or None when ``live`` contains ``desired``.
+
+    Resource quantities are compared by value (``logic.quantity``): the server stores them in
+    canonical form (``4`` as ``"4"``, ``"1024Mi"`` as ``"1Gi"``), the desired object holds the
+    template's values as written."""
+    return _difference(desired, live, path, ())
+
+
+def _difference(desired: Any, live: Any, path: str, keys: tuple[str, ...]) -> str | None:
     if isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
             return path or "."
@@ -56,7 +66,7 @@ def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
                 if _omitted_when_empty(value):
                     continue
                 return f"{path}.{key}"
-            found = first_difference(value, live[key], f"{path}.{key}")
+            found = _difference(value, live[key], f"{path}.{key}", (*keys, str(key)))
             if found is not None:
                 return found
         return None
@@ -64,10 +74,13 @@ def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
         if not isinstance(live, list) or len(desired) != len(live):
             return path or "."
         for i, (d, x) in enumerate(zip(desired, live, strict=True)):
-            found = first_difference(d, x, f"{path}[{i}]")
+            found = _difference(d, x, f"{path}[{i}]", keys)
             if found is not None:
                 return found
         return None
+    unit = quantity_unit(keys)
+    if unit is not None:
+        return None if same_quantity(desired, live, unit) else path or "."
     return None if desired == live else path or "."
 
 
