@@ -36,11 +36,11 @@ lean that way on purpose.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Final
+
+from lws_operator.logic.quantity import parse_quantity
 
 # Map-typed fields (``map[string]...``): entries are user data and are never dropped.
 _MAP_FIELDS: Final = frozenset({
@@ -93,15 +93,6 @@ _POINTER_SCALARS_UNDER: Final[Mapping[str, frozenset[str]]] = {
     "ephemeralContainers": frozenset({"restartPolicy"}),
 }
 
-_QUANTITY: Final = re.compile(
-    r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
-_SUFFIX: Final[Mapping[str, Fraction]] = {
-    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 10**3),
-    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
-    "P": Fraction(10**15), "E": Fraction(10**18), "Ki": Fraction(2**10), "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30), "Ti": Fraction(2**40), "Pi": Fraction(2**50), "Ei": Fraction(2**60),
-}
-_NANO: Final = 10**9
 
 
 class _Absent:
@@ -112,29 +103,6 @@ class _Absent:
 
 
 ABSENT: Final = _Absent()
-
-
-def quantity_value(value: Any) -> Fraction | None:
-    """The value of a quantity written as a string or a JSON number, rounded up to the nano unit
-    (Go's ``resource.Quantity`` precision); None when it is not a quantity."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        # Go reads a JSON number's digits, not a binary float: 0.1 is exactly one tenth.
-        value = repr(value) if math.isfinite(value) else ""
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY.fullmatch(value)
-    if match is None:
-        return None
-    number, suffix = Fraction(match.group(1)), match.group(2) or ""
-    if suffix[:1] in ("e", "E") and len(suffix) > 1:
-        scaled = number * Fraction(10) ** int(suffix[1:])
-    else:
-        scaled = number * _SUFFIX.get(suffix, Fraction(1))
-    return Fraction(math.ceil(scaled * _NANO), _NANO)
 
 
 def normal_form(value: Any, key: str = "", holder: str = "") -> Any:
@@ -177,7 +145,7 @@ def _is_zero(value: Any) -> bool:
 
 
 def _quantity_or_self(value: Any) -> Any:
-    quantity = quantity_value(value)
+    quantity = parse_quantity(value)  # nano units, as Go's resource.Quantity keeps them
     return value if quantity is None else quantity
 
 

@@ -22,8 +22,6 @@ container (its name and `google.com/tpu` limit and request) is declared in
 
 from __future__ import annotations
 
-import re
-from decimal import Decimal
 from typing import Any, Final
 
 from lws_operator.api.constants import (
@@ -41,12 +39,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.keys import parse_int, split_ordinal, trunc_div, trunc_mod
 from lws_operator.logic.objects import host_name
-
-# A Kubernetes quantity: a signed decimal and an optional SI, binary or exponent suffix.
-_QUANTITY: Final = re.compile(
-    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?:Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
-)
+from lws_operator.logic.quantity import parse_quantity
 
 # More host entries than this cannot fit in a Pod the API server would store (its request body
 # limit is a few megabytes); building them would only exhaust the webhook's memory.
@@ -61,14 +54,9 @@ def quantity_is_zero(quantity: Any) -> bool:
     Raises ValueError for something that is not a quantity: the API server would refuse to decode
     such a pod, so it must not silently count as "no TPUs".
     """
-    if isinstance(quantity, bool):
-        raise ValueError(f"{quantity!r} is not a quantity")
-    if isinstance(quantity, int | float):
-        return quantity == 0
-    if isinstance(quantity, str):
-        match = _QUANTITY.fullmatch(quantity)
-        if match is not None:
-            return Decimal(match.group("number")) == 0
+    value = parse_quantity(quantity)
+    if value is not None:
+        return value == 0
     raise ValueError(f"{quantity!r} is not a quantity")
 
 

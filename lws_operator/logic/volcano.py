@@ -17,7 +17,6 @@ Quantities are summed exactly (as fractions) and written in plain decimal or mil
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -29,31 +28,20 @@ from lws_operator.api.constants import (
     VOLCANO_GROUP_NAME_ANNOTATION,
     VOLCANO_QUEUE_ANNOTATION,
 )
+from lws_operator.logic import quantity
 from lws_operator.logic.objects import labels_of, meta_of
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
-_SUFFIXES = {
-    "": Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
-    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
-    "P": Fraction(10**15), "E": Fraction(10**18),
-    "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50), "Ei": Fraction(2**60),
-}
 Resources = dict[str, Fraction]
 
 
 def parse_quantity(text: Any) -> Fraction:
-    """A Kubernetes quantity (``500m``, ``2Gi``, ``1e3``, ``4``) as an exact fraction."""
-    match = _QUANTITY.match(str(text).strip())
-    if match is None:
+    """A Kubernetes quantity (``500m``, ``2Gi``, ``1e3``, ``4``) as an exact fraction, read as
+    the API server reads it (``logic.quantity``); ValueError for anything it would refuse."""
+    value = quantity.parse_quantity(text)
+    if value is None:
         raise ValueError(f"not a quantity: {text!r}")
-    number, suffix = match.groups()
-    if suffix[:1] in ("e", "E") and suffix[1:].lstrip("+-").isdigit():
-        return Fraction(number) * Fraction(10) ** int(suffix[1:])
-    if suffix not in _SUFFIXES:
-        raise ValueError(f"not a quantity: {text!r}")
-    return Fraction(number) * _SUFFIXES[suffix]
+    return value
 
 
 def format_quantity(value: Fraction) -> str:

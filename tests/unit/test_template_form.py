@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from lws_operator.logic.quantity import parse_quantity
 from lws_operator.logic.revision import canonical_json, revision_patch, template_difference
-from lws_operator.logic.template_form import ABSENT, normal_form, quantity_value
+from lws_operator.logic.template_form import ABSENT, normal_form
 
 CONTAINER = {"name": "m", "image": "nginx:1"}
 _GO_HEAD = ('{"spec":{"leaderWorkerTemplate":{"$patch":"replace",'
@@ -220,7 +221,7 @@ def test_controller_only_fields_of_a_stored_revision_are_ignored() -> None:
     ],
 )
 def test_quantity_value(text: Any, value: Fraction | None) -> None:
-    assert quantity_value(text) == value
+    assert parse_quantity(text) == value
 
 
 def test_absent_is_its_own_value() -> None:
