@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 import yaml
 
-from conftest import REPO
 from e2e.cluster.nodes import HOSTNAME_LABEL, NodeLayout, node_manifests
 from e2e.controllers.harness import Operator
 from e2e.kube import MERGE_PATCH, condition, is_ready, wait_for
@@ -39,10 +39,8 @@ pytestmark = pytest.mark.full
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 P = "leaderworkerset.sigs.k8s.io/"
-# The samples live beside the repository (or beside the directory of its worktrees).
-REFERENCE = next((d / "shared" / "reference" for d in REPO.parents
-                  if (d / "shared" / "reference").is_dir()), REPO.parent / "shared" / "reference")
-SAMPLE = REFERENCE / "upstream-samples" / "leaderworkerset_tpu.yaml"
+# Upstream's sample, as the repository keeps it (test_upstream_samples.py checks the copy).
+SAMPLE = Path(__file__).parent / "upstream_samples" / "leaderworkerset_tpu.yaml"
 EXTRA_NODES = 8
 PORT = 8476  # SPEC 2.9: the default TPU process port, one TPU container per pod here
 

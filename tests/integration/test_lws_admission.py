@@ -26,8 +26,8 @@ from e2e.kube import MERGE_PATCH, Kube
 pytestmark = pytest.mark.api
 
 REPO = Path(__file__).resolve().parents[2]
-# CI and every session lay the read-only shared/ folder beside the repository.
-SAMPLES = REPO.parent / "shared" / "reference" / "upstream-samples"
+# Upstream's samples, as the repository keeps them (e2e/controllers/test_upstream_samples.py).
+SAMPLES = REPO / "e2e" / "controllers" / "upstream_samples"
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
