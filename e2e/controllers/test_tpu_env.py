@@ -36,8 +36,8 @@ import pytest_asyncio
 import yaml
 
 from e2e.controllers.harness import Operator
-from e2e.controllers.tpu_support import EnvVar, extra_tpu_nodes, lws_env, slice_env
-from e2e.kube import MERGE_PATCH, condition, is_ready, wait_for
+from e2e.controllers.tpu_support import EnvVar, extra_tpu_nodes, lws_env, settled, slice_env
+from e2e.kube import MERGE_PATCH, wait_for
 
 pytestmark = pytest.mark.full
 
@@ -76,33 +76,6 @@ def env_of(pod: dict[str, Any]) -> list[list[EnvVar]]:
 def position(pod: dict[str, Any]) -> tuple[int, int]:
     labels = pod["metadata"]["labels"]
     return int(labels[P + "group-index"]), int(labels[P + "worker-index"])
-
-
-async def settled(op: Operator, name: str, replicas: int, size: int,
-                  after: str | None = None) -> list[dict[str, Any]]:
-    """The pods once every group is ready on the leader StatefulSet's revision (one other than
-    ``after``, when given: a roll has finished) and the status says so."""
-
-    async def probe() -> list[dict[str, Any]] | None:
-        lws = await op.kube.get(API, KIND, name, op.namespace)
-        sts = await op.kube.get("apps/v1", "StatefulSet", name, op.namespace)
-        if lws is None or sts is None:
-            return None
-        key = sts["metadata"]["labels"].get(P + "template-revision-hash")
-        status = lws.get("status") or {}
-        pods = await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
-        if (key != after and status.get("readyReplicas") == replicas
-                and status.get("updatedReplicas") == replicas
-                and condition(lws, "Available") == "True" and len(pods) == replicas * size
-                and all(is_ready(p) and not p["metadata"].get("deletionTimestamp")
-                        and p["metadata"]["labels"].get(P + "template-revision-hash") == key
-                        for p in pods)):
-            return pods
-        return None
-
-    pods = await wait_for(probe, timeout=180, what=f"{name} to settle")
-    assert pods is not None
-    return pods
 
 
 async def remove(op: Operator, name: str) -> None:

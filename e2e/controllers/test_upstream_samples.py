@@ -33,8 +33,14 @@ import yaml
 from conftest import REPO
 from e2e.cluster.nodes import NODEPOOL_LABEL
 from e2e.controllers.harness import Operator
-from e2e.controllers.tpu_support import extra_tpu_nodes, lws_env, requests_tpus, tpu_env
-from e2e.kube import condition, is_ready, wait_for
+from e2e.controllers.tpu_support import (
+    extra_tpu_nodes,
+    lws_env,
+    requests_tpus,
+    settled,
+    tpu_env,
+)
+from e2e.kube import wait_for
 from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.full
@@ -250,24 +256,6 @@ async def _remove(op: Operator, name: str) -> None:
     await wait_for(gone, timeout=120, what=f"{name} and everything it owned to be gone")
 
 
-async def _converged(op: Operator, name: str, replicas: int, size: int) -> list[dict[str, Any]]:
-    async def probe() -> list[dict[str, Any]] | None:
-        lws = await op.kube.get(API, KIND, name, op.namespace)
-        status = (lws or {}).get("status") or {}
-        pods = await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
-        if (status.get("readyReplicas") == replicas and status.get("updatedReplicas") == replicas
-                and status.get("replicas") == replicas
-                and condition(lws, "Available") == "True" and len(pods) == replicas * size
-                and all(is_ready(p) and not p["metadata"].get("deletionTimestamp")
-                        for p in pods)):
-            return pods
-        return None
-
-    pods = await wait_for(probe, timeout=180, what=f"{name} to converge")
-    assert pods is not None
-    return pods
-
-
 async def _state(op: Operator, name: str) -> dict[str, str]:
     """Pod UIDs and the resourceVersions of everything the operator writes for the set."""
     selector = f"{P}name={name}"
@@ -296,20 +284,17 @@ async def _no_writes_at_rest(op: Operator, name: str) -> None:
     await wait_for(alone, timeout=180, what="other test namespaces to be deleted")
     await asyncio.sleep(2)  # the last status write and its watch events settle
     before, server_before, state = op.writes(), await op.server_writes(), await _state(op, name)
-    for _ in range(3):
-        for key in list(op.runtime.cache["LeaderWorkerSet"].owners()):
-            op.runtime.queue.add(key)
-        await asyncio.sleep(1)
+    await op.resync()
     assert op.writes() == before
     assert await op.server_writes() == server_before
     second = await start_controllers(op.kubeconfig, workers=2)
 
-    async def settled() -> bool:
+    async def primed() -> bool:
         runtime = second.runtime
         return runtime.cache.synced and len(runtime.queue) == 0 and not runtime.queue.processing()
 
     try:
-        await wait_for(settled, timeout=60, what="the restarted instance's passes")
+        await wait_for(primed, timeout=60, what="the restarted instance's passes")
         await asyncio.sleep(2)
     finally:
         await second.close()
@@ -352,7 +337,7 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, traceba
             hpa = yaml.safe_load((HERE / HPA_SAMPLE).read_text())
             assert hpa["spec"]["scaleTargetRef"]["name"] == name
             await op.kube.create(hpa, ns)
-        pods = {p["metadata"]["name"]: p for p in await _converged(op, name, replicas, size)}
+        pods = {p["metadata"]["name"]: p for p in await settled(op, name, replicas, size)}
 
         if with_hpa:
             async def read_scale() -> bool:

@@ -1,5 +1,6 @@
-"""What the TPU tests on the full tier share (test_tpu_env.py, test_upstream_samples.py): TPU
-hosts added for a while, and the environment SPEC 2.9 and 2.10 give a pod.
+"""What the full-tier tests of the TPU environment and of upstream's samples share
+(test_tpu_env.py, test_upstream_samples.py): TPU hosts added for a while, waiting for a set to
+settle, and the environment SPEC 2.9 and 2.10 give a pod.
 
 The expected environment is computed here from the SPEC's text, never by
 ``lws_operator.logic``: the tests compare the operator's pods against it.
@@ -12,8 +13,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from e2e.cluster.nodes import HOSTNAME_LABEL, NodeLayout, node_manifests
-from e2e.kube import Kube, condition, wait_for
+from e2e.controllers.harness import Operator
+from e2e.kube import Kube, condition, is_ready, wait_for
 
+API = "leaderworkerset.x-k8s.io/v1"
+KIND = "LeaderWorkerSet"
+P = "leaderworkerset.sigs.k8s.io/"
 TPU = "google.com/tpu"
 TPU_PORT = 8476  # SPEC 2.9: the first TPU container's process port
 
@@ -43,6 +48,35 @@ async def extra_tpu_nodes(kube: Kube, names: Sequence[str]) -> AsyncIterator[Non
     finally:
         for name in created:
             await kube.delete("v1", "Node", name)
+
+
+async def settled(op: Operator, name: str, replicas: int, size: int,
+                  after: str | None = None) -> list[dict[str, Any]]:
+    """The pods once every group is ready on the leader StatefulSet's revision (one other than
+    ``after``, when given: a roll has finished) and the status says so (``replicas``,
+    ``readyReplicas``, ``updatedReplicas``, Available); none of them being deleted."""
+
+    async def probe() -> list[dict[str, Any]] | None:
+        lws = await op.kube.get(API, KIND, name, op.namespace)
+        sts = await op.kube.get("apps/v1", "StatefulSet", name, op.namespace)
+        if lws is None or sts is None:
+            return None
+        key = sts["metadata"]["labels"].get(P + "template-revision-hash")
+        status = lws.get("status") or {}
+        pods = await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
+        if (key != after and status.get("readyReplicas") == replicas
+                and status.get("updatedReplicas") == replicas
+                and status.get("replicas") == replicas
+                and condition(lws, "Available") == "True" and len(pods) == replicas * size
+                and all(is_ready(p) and not p["metadata"].get("deletionTimestamp")
+                        and p["metadata"]["labels"].get(P + "template-revision-hash") == key
+                        for p in pods)):
+            return pods
+        return None
+
+    pods = await wait_for(probe, timeout=180, what=f"{name} to settle")
+    assert pods is not None
+    return pods
 
 
 def requests_tpus(template: dict[str, Any]) -> list[int]:
