@@ -49,6 +49,14 @@ class Operator:
                     out[key] = out.get(key, 0.0) + metric.value
         return out
 
+    async def resync(self, passes: int = 3) -> None:
+        """Every LeaderWorkerSet the operator has cached queued for a pass, ``passes`` times,
+        a second apart: what a resync does, and a set at rest must cost no write in it."""
+        for _ in range(passes):
+            for key in list(self.runtime.cache["LeaderWorkerSet"].owners()):
+                self.runtime.queue.add(key)
+            await asyncio.sleep(1)
+
     def writes(self) -> dict[tuple[str, str], float]:
         """The operator's own write requests so far, by (verb, resource)."""
         out: dict[tuple[str, str], float] = {}

@@ -1,22 +1,27 @@
 """End to end on the full tier: the TPU environment of every pod (issue 18 item 1).
 
-The upstream TPU sample is applied exactly as shipped, then both subgroup policy types with TPUs,
-then a ``subdomainPolicy`` change each way; every pod's environment is compared with the exact
-list SPEC 2.9/2.10 and the guide give: the three LWS variables first, then ``TPU_WORKER_HOSTNAMES``,
-``TPU_WORKER_ID``, ``TPU_NAME``, ``TPU_PROCESS_ADDRESSES`` and ``TPU_PROCESS_PORT`` (8476). When the
-leader requests TPUs it is TPU worker 0 and its host name comes first; workers are 1..size-1.
-The expected values are computed here from that text, not by ``lws_operator.logic.tpu``.
+Upstream's TPU template (the sample's) in both subgroup policy types, then a ``subdomainPolicy``
+change each way; every pod's environment is compared with the exact list SPEC 2.9/2.10 and the
+guide give: the three LWS variables first, then ``TPU_WORKER_HOSTNAMES``, ``TPU_WORKER_ID``,
+``TPU_NAME``, ``TPU_PROCESS_ADDRESSES`` and ``TPU_PROCESS_PORT`` (8476). When the leader requests
+TPUs it is TPU worker 0 and its host name comes first; workers are 1..size-1. The expected
+values are computed from that text by ``tpu_support`` (shared with test_upstream_samples.py),
+not by ``lws_operator.logic.tpu``.
 
 Before the fix the pod cache dropped the leader's containers, so the operator never marked the
 worker template ``leader-requests-tpus``: workers of the sample got ids 0..2 and host lists
 without their leader, and the same after every roll.
 
-Capacity: the sample's pods select ``cloud.google.com/gke-tpu-topology: 4x4`` and
+The upstream sample itself, applied unchanged, is test_upstream_samples.py's: it checks the exact
+environment of all 12 pods, that each runs on a TPU host, and ``leader-requests-tpus`` on every
+worker pod and worker StatefulSet template, so this module no longer applies it.
+
+Capacity: the pods select ``cloud.google.com/gke-tpu-topology: 4x4`` and
 ``cloud.google.com/gke-tpu-accelerator: tpu-v5-lite-podslice``, which the default kwok TPU pool
-carries, and each requests ``google.com/tpu: 4``: three 4x4 slices of four hosts need twelve
-such nodes where the default layout has four. This module adds eight for its own duration
-(named apart from the other modules' nodes) rather than growing the layout every test pays for.
-The other cases use a group or two of the same template, so they fit in the same pool.
+carries, and each requests ``google.com/tpu: 4``, a whole host; the cases here need four at a
+time, all of the default layout's four. This module adds eight more for its own duration (named
+apart from the other modules' nodes), so a roll's new pods need not wait for the old ones'
+hosts, rather than growing the layout every test pays for.
 """
 
 from __future__ import annotations
@@ -30,9 +35,9 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from e2e.cluster.nodes import HOSTNAME_LABEL, NodeLayout, node_manifests
 from e2e.controllers.harness import Operator
-from e2e.kube import MERGE_PATCH, condition, is_ready, wait_for
+from e2e.controllers.tpu_support import EnvVar, extra_tpu_nodes, lws_env, settled, slice_env
+from e2e.kube import MERGE_PATCH, wait_for
 
 pytestmark = pytest.mark.full
 
@@ -41,89 +46,36 @@ KIND = "LeaderWorkerSet"
 P = "leaderworkerset.sigs.k8s.io/"
 # Upstream's sample, as the repository keeps it (test_upstream_samples.py checks the copy).
 SAMPLE = Path(__file__).parent / "upstream_samples" / "leaderworkerset_tpu.yaml"
-EXTRA_NODES = 8
-PORT = 8476  # SPEC 2.9: the default TPU process port, one TPU container per pod here
-
-Env = list[tuple[str, str]]
+EXTRA_NODES = [f"tpu-env-node-{i:03d}" for i in range(8)]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def tpu_pool(operator: Operator) -> AsyncIterator[Operator]:
     """The operator, with eight more 4-chip TPU hosts in the sample's 4x4 pool while the module
     runs."""
-    op = operator
-    names = []
-    for i, node in enumerate(node_manifests(NodeLayout(gpu_nodes=0, tpu_nodes=EXTRA_NODES))):
-        name = f"tpu-env-node-{i:03d}"
-        node["metadata"]["name"] = name
-        node["metadata"]["labels"][HOSTNAME_LABEL] = name
-        await op.kube.create(node)
-        names.append(name)
-
-    async def ready() -> bool:
-        nodes = [await op.kube.get("v1", "Node", n) for n in names]
-        return all(condition(node, "Ready") == "True" for node in nodes)
-
-    try:
-        await wait_for(ready, timeout=60, what="the extra TPU nodes to be Ready")
-        yield op
-    finally:
-        for name in names:
-            await op.kube.delete("v1", "Node", name)
+    async with extra_tpu_nodes(operator.kube, EXTRA_NODES):
+        yield operator
 
 
 def expected_env(lws: str, ns: str, group: int, worker: int, size: int, subdomain: str,
-                 tpu: tuple[list[int], int] | None) -> Env:
+                 tpu: tuple[list[int], int] | None) -> list[EnvVar]:
     """SPEC 2.10's three variables, then (``tpu`` = the pod's slice as worker indices, where 0
-    is the leader, and its id within it) SPEC 2.9's five, in their order."""
-    leader = f"{lws}-{group}"
-    env = [("LWS_LEADER_ADDRESS", f"{leader}.{subdomain}.{ns}"), ("LWS_GROUP_SIZE", str(size)),
-           ("LWS_WORKER_INDEX", str(worker))]
+    is the leader, and its id within it) SPEC 2.9's five for its one TPU container."""
+    env = lws_env(lws, ns, group, worker, size, subdomain)
     if tpu is None:
         return env
     members, tpu_id = tpu
-    hosts = [f"{leader}.{subdomain}" if k == 0 else f"{leader}-{k}.{subdomain}" for k in members]
-    return [*env, ("TPU_WORKER_HOSTNAMES", ",".join(hosts)), ("TPU_WORKER_ID", str(tpu_id)),
-            ("TPU_NAME", leader),
-            ("TPU_PROCESS_ADDRESSES", ",".join(f"{h}:{PORT}" for h in hosts)),
-            ("TPU_PROCESS_PORT", str(PORT))]
+    return [*env, *slice_env(f"{lws}-{group}", subdomain, members, tpu_id)]
 
 
-def env_of(pod: dict[str, Any]) -> list[Env]:
-    return [[(e["name"], e.get("value") or "") for e in c.get("env") or []]
-            for c in pod["spec"]["containers"]]
+def env_of(pod: dict[str, Any]) -> list[list[EnvVar]]:
+    """Each container's env, exactly as the pod has it."""
+    return [c.get("env") or [] for c in pod["spec"]["containers"]]
 
 
 def position(pod: dict[str, Any]) -> tuple[int, int]:
     labels = pod["metadata"]["labels"]
     return int(labels[P + "group-index"]), int(labels[P + "worker-index"])
-
-
-async def settled(op: Operator, name: str, replicas: int, size: int,
-                  after: str | None = None) -> list[dict[str, Any]]:
-    """The pods once every group is ready on the leader StatefulSet's revision (one other than
-    ``after``, when given: a roll has finished) and the status says so."""
-
-    async def probe() -> list[dict[str, Any]] | None:
-        lws = await op.kube.get(API, KIND, name, op.namespace)
-        sts = await op.kube.get("apps/v1", "StatefulSet", name, op.namespace)
-        if lws is None or sts is None:
-            return None
-        key = sts["metadata"]["labels"].get(P + "template-revision-hash")
-        status = lws.get("status") or {}
-        pods = await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
-        if (key != after and status.get("readyReplicas") == replicas
-                and status.get("updatedReplicas") == replicas
-                and condition(lws, "Available") == "True" and len(pods) == replicas * size
-                and all(is_ready(p) and not p["metadata"].get("deletionTimestamp")
-                        and p["metadata"]["labels"].get(P + "template-revision-hash") == key
-                        for p in pods)):
-            return pods
-        return None
-
-    pods = await wait_for(probe, timeout=180, what=f"{name} to settle")
-    assert pods is not None
-    return pods
 
 
 async def remove(op: Operator, name: str) -> None:
@@ -155,27 +107,6 @@ async def worker_template_annotations(op: Operator, leader: str) -> dict[str, st
     sts = await op.kube.get("apps/v1", "StatefulSet", leader, op.namespace)
     assert sts is not None
     return dict(sts["spec"]["template"]["metadata"]["annotations"])
-
-
-async def test_upstream_tpu_sample_unchanged(tpu_pool: Operator) -> None:
-    """Three groups of four TPU hosts: the leader (which uses the worker template, so requests
-    TPUs) is TPU worker 0 and first in the host list of every member of its group."""
-    op, ns = tpu_pool, tpu_pool.namespace
-    body = sample()
-    name = body["metadata"]["name"]
-    await op.kube.create(body, ns)
-    try:
-        pods = await settled(op, name, 3, 4)
-        for pod in pods:
-            group, worker = position(pod)
-            assert env_of(pod) == [expected_env(name, ns, group, worker, 4, name,
-                                                ([0, 1, 2, 3], worker))], pod["metadata"]["name"]
-            assert pod["spec"]["nodeName"].startswith("tpu-")
-        for group in range(3):
-            annotations = await worker_template_annotations(op, f"{name}-{group}")
-            assert annotations[P + "leader-requests-tpus"] == "true"
-    finally:
-        await remove(op, name)
 
 
 async def test_leader_worker_subgroups(tpu_pool: Operator) -> None:

@@ -22,17 +22,25 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import yaml
 
 from conftest import REPO
-from e2e.cluster.nodes import NODEPOOL_LABEL, NodeLayout, node_manifests
+from e2e.cluster.nodes import NODEPOOL_LABEL
 from e2e.controllers.harness import Operator
-from e2e.kube import condition, is_ready, wait_for
+from e2e.controllers.tpu_support import (
+    extra_tpu_nodes,
+    lws_env,
+    requests_tpus,
+    settled,
+    tpu_env,
+)
+from e2e.kube import wait_for
 from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.full
@@ -55,8 +63,6 @@ NOT_LEADERWORKERSETS = {
     "lws_v1alpha1_configuration.yaml": "the operator's configuration file, not an object to "
                                        "apply (tests/unit/test_config.py loads it)",
 }
-TPU = "google.com/tpu"
-TPU_PORT = 8476
 EXTRA_TPU_NODES = [f"tpu-node-{i:03d}" for i in range(4, 12)]
 
 
@@ -72,42 +78,6 @@ def test_every_sample_is_classified_and_a_faithful_copy() -> None:
 
 
 # ------------------------------------------------------------------ expectations (from SPEC)
-
-
-def requests_tpus(template: dict[str, Any]) -> list[int]:
-    """Positions (regular containers first, then init containers) of the containers asking for
-    a non-zero ``google.com/tpu`` in limits or, without limits, requests (SPEC 2.9)."""
-    spec = template.get("spec") or {}
-    out = []
-    for i, c in enumerate([*(spec.get("containers") or []), *(spec.get("initContainers") or [])]):
-        resources = c.get("resources") or {}
-        amounts = resources.get("limits") or {}
-        if TPU not in amounts:
-            amounts = resources.get("requests") or {}
-        if str(amounts.get(TPU, "0")) not in ("0", ""):
-            out.append(i)
-    return out
-
-
-def tpu_env(lws: str, group: int, worker: int, size: int, count: int, position: int,
-            leader_requests: bool, subdomain: str | None = None) -> list[dict[str, str]]:
-    """SPEC 2.9 (a) for TPU container ``position`` of ``count`` in pod ``worker`` of ``group``
-    (subdomain ``lws`` by default: the Shared policy)."""
-    lws_sub = subdomain or lws
-    leader = f"{lws}-{group}"
-    index = worker if (worker == 0 or leader_requests) else worker - 1
-    hosts: list[str] = []
-    if leader_requests or worker == 0:
-        hosts += [f"{leader}.{lws_sub}"] * count
-    for k in range(1, size):
-        hosts += [f"{leader}-{k}.{lws_sub}"] * count
-    ports = [TPU_PORT + j for j in range(count)]
-    addresses = [f"{h}:{ports[i % count]}" for i, h in enumerate(hosts)]
-    return [{"name": "TPU_WORKER_HOSTNAMES", "value": ",".join(hosts)},
-            {"name": "TPU_WORKER_ID", "value": str(index * count + position)},
-            {"name": "TPU_NAME", "value": leader},
-            {"name": "TPU_PROCESS_ADDRESSES", "value": ",".join(addresses)},
-            {"name": "TPU_PROCESS_PORT", "value": str(ports[position])}]
 
 
 def _env(entries: list[dict[str, str]]) -> dict[str, str]:
@@ -196,15 +166,14 @@ def check_pod(pod: dict[str, Any], doc: dict[str, Any], ns: str, group: int, wor
     assert spec["hostname"] == pod_name
     assert spec["subdomain"] == name
     tpu_positions = requests_tpus(template)
+    if tpu_positions:
+        assert spec["nodeName"].startswith("tpu-"), pod_name
     containers = [*spec["containers"], *(spec.get("initContainers") or [])]
     template_containers = [*template["spec"]["containers"],
                            *(template["spec"].get("initContainers") or [])]
     for position, (container, written) in enumerate(
             zip(containers, template_containers, strict=True)):
-        expected = [{"name": "LWS_LEADER_ADDRESS", "value": f"{name}-{group}.{name}.{ns}"},
-                    {"name": "LWS_GROUP_SIZE", "value": str(size)},
-                    {"name": "LWS_WORKER_INDEX", "value": str(worker)},
-                    *(written.get("env") or [])]
+        expected = [*lws_env(name, ns, group, worker, size), *(written.get("env") or [])]
         if position in tpu_positions:
             expected += tpu_env(name, group, worker, size, len(tpu_positions),
                                 tpu_positions.index(position), leader_requests)
@@ -287,24 +256,6 @@ async def _remove(op: Operator, name: str) -> None:
     await wait_for(gone, timeout=120, what=f"{name} and everything it owned to be gone")
 
 
-async def _converged(op: Operator, name: str, replicas: int, size: int) -> list[dict[str, Any]]:
-    async def probe() -> list[dict[str, Any]] | None:
-        lws = await op.kube.get(API, KIND, name, op.namespace)
-        status = (lws or {}).get("status") or {}
-        pods = await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
-        if (status.get("readyReplicas") == replicas and status.get("updatedReplicas") == replicas
-                and status.get("replicas") == replicas
-                and condition(lws, "Available") == "True" and len(pods) == replicas * size
-                and all(is_ready(p) and not p["metadata"].get("deletionTimestamp")
-                        for p in pods)):
-            return pods
-        return None
-
-    pods = await wait_for(probe, timeout=180, what=f"{name} to converge")
-    assert pods is not None
-    return pods
-
-
 async def _state(op: Operator, name: str) -> dict[str, str]:
     """Pod UIDs and the resourceVersions of everything the operator writes for the set."""
     selector = f"{P}name={name}"
@@ -333,20 +284,17 @@ async def _no_writes_at_rest(op: Operator, name: str) -> None:
     await wait_for(alone, timeout=180, what="other test namespaces to be deleted")
     await asyncio.sleep(2)  # the last status write and its watch events settle
     before, server_before, state = op.writes(), await op.server_writes(), await _state(op, name)
-    for _ in range(3):
-        for key in list(op.runtime.cache["LeaderWorkerSet"].owners()):
-            op.runtime.queue.add(key)
-        await asyncio.sleep(1)
+    await op.resync()
     assert op.writes() == before
     assert await op.server_writes() == server_before
     second = await start_controllers(op.kubeconfig, workers=2)
 
-    async def settled() -> bool:
+    async def primed() -> bool:
         runtime = second.runtime
         return runtime.cache.synced and len(runtime.queue) == 0 and not runtime.queue.processing()
 
     try:
-        await wait_for(settled, timeout=60, what="the restarted instance's passes")
+        await wait_for(primed, timeout=60, what="the restarted instance's passes")
         await asyncio.sleep(2)
     finally:
         await second.close()
@@ -360,9 +308,21 @@ async def _no_writes_at_rest(op: Operator, name: str) -> None:
 # ------------------------------------------------------------------ the samples
 
 
+@pytest_asyncio.fixture(loop_scope="session")
+async def capacity(operator: Operator, sample: str) -> AsyncIterator[None]:
+    """The TPU sample's twelve hosts while it runs (gone after its set is): the 8 hosts
+    ``EXTRA_TPU_NODES`` beside the cluster's 4, named as a 12-host layout would name them."""
+    doc = yaml.safe_load((HERE / sample).read_text())
+    if not requests_tpus(doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]):
+        yield
+        return
+    async with extra_tpu_nodes(operator.kube, EXTRA_TPU_NODES):
+        yield
+
+
 @pytest.mark.parametrize("sample", LWS_SAMPLES)
 async def test_the_upstream_sample_converges_exactly(operator: Operator, tracebacks: Tracebacks,
-                                                     sample: str) -> None:
+                                                     capacity: None, sample: str) -> None:
     op, ns = operator, operator.namespace
     logged = len(tracebacks.records)
     doc = yaml.safe_load((HERE / sample).read_text())
@@ -371,18 +331,13 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, traceba
     for left in await op.kube.list(API, KIND, ns):  # they share names and node pools
         await _remove(op, left["metadata"]["name"])
     with_hpa = sample == "leaderworkerset_v1_leaderworkerset.yaml"
-    tpu = bool(requests_tpus(doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]))
-    if tpu:
-        for node in node_manifests(NodeLayout(gpu_nodes=0, tpu_nodes=4 + len(EXTRA_TPU_NODES))):
-            if node["metadata"]["name"] in EXTRA_TPU_NODES:
-                await op.kube.create(node)
     try:
         await op.kube.create(doc, ns)
         if with_hpa:
             hpa = yaml.safe_load((HERE / HPA_SAMPLE).read_text())
             assert hpa["spec"]["scaleTargetRef"]["name"] == name
             await op.kube.create(hpa, ns)
-        pods = {p["metadata"]["name"]: p for p in await _converged(op, name, replicas, size)}
+        pods = {p["metadata"]["name"]: p for p in await settled(op, name, replicas, size)}
 
         if with_hpa:
             async def read_scale() -> bool:
@@ -421,6 +376,8 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, traceba
                 if r["metadata"]["ownerReferences"][0]["kind"] == KIND] == [revision]
         assert sorted(pods) == sorted(
             f"{name}-{g}" + (f"-{w}" if w else "") for g in range(replicas) for w in range(size))
+        lwt = doc["spec"]["leaderWorkerTemplate"]
+        leader_requests = bool(requests_tpus(lwt.get("leaderTemplate") or lwt["workerTemplate"]))
         for group in range(replicas):
             for worker in range(size):
                 pod = pods[f"{name}-{group}" + (f"-{worker}" if worker else "")]
@@ -437,6 +394,10 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, traceba
                 P + "group-key": hashlib.sha1(f"{ns}/{name}-{group}".encode()).hexdigest(),
                 P + "template-revision-hash": revision}
             assert (sts["metadata"].get("annotations") or {}) == lws_annotations
+            # SPEC 2.9 and 4.3: the worker template says whether the leader pod requests TPUs.
+            template_annotations = sts["spec"]["template"]["metadata"].get("annotations") or {}
+            assert template_annotations.get(P + "leader-requests-tpus") == (
+                "true" if leader_requests else None), f"{name}-{group}"
 
         topology = (doc["metadata"].get("annotations") or {}).get(P + "exclusive-topology")
         if topology:
@@ -462,6 +423,3 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, traceba
         if with_hpa:
             await op.kube.delete("autoscaling/v2", "HorizontalPodAutoscaler", "example-hpa", ns)
         await _remove(op, name)
-        if tpu:
-            for node_name in EXTRA_TPU_NODES:
-                await op.kube.delete("v1", "Node", node_name)

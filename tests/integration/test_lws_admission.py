@@ -22,6 +22,7 @@ from kubernetes.aio.dynamic.exceptions import DynamicApiError
 from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
 from e2e.kube import MERGE_PATCH, Kube
+from tests.unit.lws_bodies import ruc, set_fields, upstream_defaults
 
 pytestmark = pytest.mark.api
 
@@ -47,12 +48,7 @@ def new_lws(name: str, **spec: Any) -> dict[str, Any]:
         "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
             {"name": "main", "image": "nginx:1.27"}]}}}},
     }
-    for key, value in spec.items():
-        if key.startswith("t_"):
-            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
-        else:
-            body["spec"][key] = value
-    return body
+    return set_fields(body, spec)
 
 
 def unique(prefix: str) -> str:
@@ -90,10 +86,6 @@ async def rejected(kube: Kube, ns: str, body: dict[str, Any]) -> str:
         await kube.create(body, ns)
     assert await kube.get(API, KIND, body["metadata"]["name"], ns) is None, "half-applied"
     return denied_by_webhook(exc.value)
-
-
-def ruc(**config: Any) -> dict[str, Any]:
-    return {"type": "RollingUpdate", "rollingUpdateConfiguration": config}
 
 
 # ------------------------------------------------------------------------------- defaulting
@@ -466,16 +458,7 @@ def as_upstream_stores(name: str, **spec: Any) -> dict[str, Any]:
     """A LeaderWorkerSet as it sits in etcd after upstream's webhooks admitted it: upstream's
     defaults (SPEC 1.10) written out, none of the guide-only fields (``groupIdentity``,
     ``podTerminationPolicy``, ``groupReplacementPolicy``)."""
-    body = new_lws(name, replicas=1, startupPolicy="LeaderCreated",
-                   rolloutStrategy=ruc(maxUnavailable=1, maxSurge=0, partition=0),
-                   networkConfig={"subdomainPolicy": "Shared"}, t_size=2,
-                   t_restartPolicy="RecreateGroupOnPodRestart")
-    for key, value in spec.items():
-        if key.startswith("t_"):
-            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
-        else:
-            body["spec"][key] = value
-    return body
+    return new_lws(name, **{"replicas": 1, "t_size": 2, **upstream_defaults(), **spec})
 
 
 def image_patch(image: str) -> dict[str, Any]:

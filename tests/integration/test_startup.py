@@ -11,7 +11,7 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,13 +40,21 @@ def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         cluster.down()
 
 
+def operator_command(kubeconfig: Path | str, *flags: str, health_port: int | None = None,
+                     metrics_address: str | None = None) -> list[str]:
+    """``lws-operator run`` on free local ports (``health_port`` and ``metrics_address`` when
+    given), text logs, then ``flags``."""
+    return [sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(kubeconfig),
+            "--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
+            "--health-port", str(health_port or free_port()),
+            "--metrics-bind-address", metrics_address or f"127.0.0.1:{free_port()}",
+            "--log-format", "text", *flags]
+
+
 async def run_operator(kubeconfig: Path | str, *flags: str, timeout: float = 60.0,  # noqa: ASYNC109
                        ) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(kubeconfig),
-        "--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
-        "--health-port", str(free_port()), "--metrics-bind-address", f"127.0.0.1:{free_port()}",
-        "--log-format", "text", *flags,
+        *operator_command(kubeconfig, *flags),
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         _, err = await asyncio.wait_for(proc.communicate(), timeout)
@@ -86,6 +94,22 @@ async def test_an_invalid_flag_exits_2(private: LocalCluster) -> None:
     assert "Traceback" not in err
 
 
+async def _new_namespace(kube: Kube) -> str:
+    namespace = f"op-{uuid.uuid4().hex[:8]}"
+    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    return namespace
+
+
+async def _crd_and_namespace(cluster: LocalCluster) -> str:
+    """The CRD installed (if it was not) and a new namespace for the operator."""
+    await asyncio.to_thread(cluster.install_crd)
+    kube = await Kube.connect(str(cluster.kubeconfig))
+    try:
+        return await _new_namespace(kube)
+    finally:
+        await kube.close()
+
+
 async def test_missing_namespace_and_crd(private: LocalCluster) -> None:
     """Both missing at once: one line naming both; the process ends instead of retrying."""
     code, err = await run_operator(private.kubeconfig, "--namespace", "no-such-namespace")
@@ -99,9 +123,7 @@ async def test_missing_namespace_and_crd(private: LocalCluster) -> None:
 async def test_missing_crd_alone(private: LocalCluster) -> None:
     kube = await Kube.connect(str(private.kubeconfig))
     try:
-        namespace = f"op-{uuid.uuid4().hex[:8]}"
-        await kube.create({"apiVersion": "v1", "kind": "Namespace",
-                           "metadata": {"name": namespace}})
+        namespace = await _new_namespace(kube)
         code, err = await run_operator(private.kubeconfig, "--namespace", namespace)
     finally:
         await kube.close()
@@ -141,9 +163,7 @@ async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> Non
     await asyncio.to_thread(private.install_crd)
     kube = await Kube.connect(str(private.kubeconfig))
     try:
-        namespace = f"op-{uuid.uuid4().hex[:8]}"
-        await kube.create({"apiVersion": "v1", "kind": "Namespace",
-                           "metadata": {"name": namespace}})
+        namespace = await _new_namespace(kube)
         kubeconfig = tmp_path / "operator.kubeconfig"
         await _service_account_kubeconfig(kube, private, namespace, kubeconfig)
         # Everything but the LeaderWorkerSets and the Lease.
@@ -193,12 +213,6 @@ async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> Non
         await kube.close()
 
 
-async def _new_namespace(kube: Kube) -> str:
-    namespace = f"op-{uuid.uuid4().hex[:8]}"
-    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    return namespace
-
-
 @pytest.fixture
 def busy_port() -> Iterator[int]:
     """A port on 127.0.0.1 that another socket listens on."""
@@ -218,12 +232,7 @@ async def test_a_port_in_use_is_one_line_naming_the_flag(private: LocalCluster, 
     """Each of the three ports, taken by another process: exit 1 with one line naming the
     flag, the address and the reason; no traceback, and (the webhook port) no endless retry
     once the certificate is there."""
-    await asyncio.to_thread(private.install_crd)
-    kube = await Kube.connect(str(private.kubeconfig))
-    try:
-        namespace = await _new_namespace(kube)
-    finally:
-        await kube.close()
+    namespace = await _crd_and_namespace(private)
     code, err = await run_operator(private.kubeconfig, "--namespace", namespace,
                                    flag, value.format(port=busy_port))
     assert code == 1, err
@@ -232,21 +241,16 @@ async def test_a_port_in_use_is_one_line_naming_the_flag(private: LocalCluster, 
                          f"127.0.0.1:{busy_port}: address already in use"), line
 
 
-async def _operator_until_watching(kubeconfig: Path | str, log: Path, *flags: str
-                                   ) -> asyncio.subprocess.Process:
-    """``lws-operator run`` logging to ``log``, once its kopf watches have started (kopf logs
-    its initial authentication from its own thread, after the point where it would warn about
-    signals)."""
+async def _operator_until(ready: Callable[[], bool], log: Path, command: list[str]
+                          ) -> asyncio.subprocess.Process:
+    """``command`` (an :func:`operator_command`) logging to ``log``, once ``ready()`` (called
+    in a thread) is true; killed if it exits or is not ready within 120 s."""
     with log.open("wb") as out:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(kubeconfig),
-            "--webhook-host", "127.0.0.1", "--webhook-port", str(free_port()),
-            "--health-port", str(free_port()),
-            "--metrics-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "text",
-            *flags, cwd=REPO, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL)
+            *command, cwd=REPO, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL)
     try:
         async with asyncio.timeout(120):
-            while KOPF_STARTED not in await asyncio.to_thread(log.read_text, errors="replace"):
+            while not await asyncio.to_thread(ready):
                 assert proc.returncode is None, log.read_text(errors="replace")  # noqa: ASYNC240
                 await asyncio.sleep(0.2)
     except BaseException:
@@ -254,6 +258,15 @@ async def _operator_until_watching(kubeconfig: Path | str, log: Path, *flags: st
         await proc.wait()
         raise
     return proc
+
+
+async def _operator_until_watching(kubeconfig: Path | str, log: Path, *flags: str
+                                   ) -> asyncio.subprocess.Process:
+    """``lws-operator run`` logging to ``log``, once its kopf watches have started (kopf logs
+    its initial authentication from its own thread, after the point where it would warn about
+    signals)."""
+    return await _operator_until(lambda: KOPF_STARTED in log.read_text(errors="replace"), log,
+                                 operator_command(kubeconfig, *flags))
 
 
 KOPF_STARTED = "Initial authentication has finished."
@@ -266,12 +279,7 @@ async def test_signals_stop_the_operator_and_kopf_does_not_claim_otherwise(
     ignored". They are not: the main thread's handlers set the stop flag kopf watches. The
     warning is gone from the log, and SIGTERM and SIGINT each still stop the whole process
     cleanly (exit 0, no traceback) while the watches run."""
-    await asyncio.to_thread(private.install_crd)
-    kube = await Kube.connect(str(private.kubeconfig))
-    try:
-        namespace = await _new_namespace(kube)
-    finally:
-        await kube.close()
+    namespace = await _crd_and_namespace(private)
     log = tmp_path / "operator.log"
     proc = await _operator_until_watching(private.kubeconfig, log, "--namespace", namespace,
                                           "--metrics-secure=false")
@@ -294,12 +302,7 @@ async def test_volcano_provider_needs_volcanos_crd(private: LocalCluster,
     """``--scheduler-provider volcano`` on an API server without Volcano's PodGroup CRD: the
     start fails with one line naming the flag and the CRD (not a start that then fails every
     PodGroup create); with the CRD installed the same command starts and watches them."""
-    await asyncio.to_thread(private.install_crd)
-    kube = await Kube.connect(str(private.kubeconfig))
-    try:
-        namespace = await _new_namespace(kube)
-    finally:
-        await kube.close()
+    namespace = await _crd_and_namespace(private)
     code, err = await run_operator(private.kubeconfig, "--namespace", namespace,
                                    "--scheduler-provider", "volcano")
     assert code == 1, err
@@ -307,24 +310,15 @@ async def test_volcano_provider_needs_volcanos_crd(private: LocalCluster,
     assert line.endswith(VOLCANO_MISSING), line
     # Admission alone creates no PodGroups: no Volcano needed there.
     log = tmp_path / "admission.log"
-    with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "lws_operator", "run", "--kubeconfig",
-            str(private.kubeconfig), "--namespace", namespace, "--disable-controllers",
-            "--scheduler-provider", "volcano", "--webhook-host", "127.0.0.1",
-            "--webhook-port", str(free_port()), "--health-port", str(health := free_port()),
-            "--metrics-bind-address", "0", "--log-format", "text",
-            "--mutating-webhook-configuration", f"lws-mutating-{namespace}",
-            "--validating-webhook-configuration", f"lws-validating-{namespace}",
-            cwd=REPO, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL)
-    try:
-        async with asyncio.timeout(120):
-            while not await asyncio.to_thread(answers_ready, health):
-                assert proc.returncode is None, log.read_text(errors="replace")
-                await asyncio.sleep(0.2)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert await reaped(proc, 60) == 0, log.read_text(errors="replace")
+    health = free_port()
+    proc = await _operator_until(lambda: answers_ready(health), log, operator_command(
+        private.kubeconfig, "--namespace", namespace, "--disable-controllers",
+        "--scheduler-provider", "volcano",
+        "--mutating-webhook-configuration", f"lws-mutating-{namespace}",
+        "--validating-webhook-configuration", f"lws-validating-{namespace}",
+        health_port=health, metrics_address="0"))
+    proc.send_signal(signal.SIGTERM)
+    assert await reaped(proc, 60) == 0, log.read_text(errors="replace")
 
     await asyncio.to_thread(install_volcano_crd, private)
     log = tmp_path / "operator.log"
@@ -339,12 +333,7 @@ async def test_volcano_provider_needs_volcanos_crd(private: LocalCluster,
 
 async def test_a_metrics_certificate_that_cannot_be_loaded_is_one_line(
         private: LocalCluster, tmp_path: Path) -> None:
-    await asyncio.to_thread(private.install_crd)
-    kube = await Kube.connect(str(private.kubeconfig))
-    try:
-        namespace = await _new_namespace(kube)
-    finally:
-        await kube.close()
+    namespace = await _crd_and_namespace(private)
     missing = tmp_path / "no-such-dir"
     code, err = await run_operator(private.kubeconfig, "--namespace", namespace,
                                    "--metrics-cert-path", str(missing))

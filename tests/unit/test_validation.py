@@ -17,6 +17,7 @@ from lws_operator.api.validation import (
     validate,
     warnings,
 )
+from tests.unit.lws_bodies import ruc, set_fields, upstream_defaults
 
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
 SGS = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
@@ -32,16 +33,7 @@ def lws(name: str = "sample", annotations: dict[str, str] | None = None,
         "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
             {"name": "main", "image": "nginx"}]}}}},
     }
-    for key, value in spec.items():
-        if key.startswith("t_"):
-            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
-        else:
-            body["spec"][key] = value
-    return apply_defaults(body)
-
-
-def ruc(**config: Any) -> dict[str, Any]:
-    return {"type": "RollingUpdate", "rollingUpdateConfiguration": config}
+    return apply_defaults(set_fields(body, spec))
 
 
 def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
@@ -359,21 +351,11 @@ def stored_by_upstream(**spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": "sample", "namespace": "default"},
-        "spec": {
-            "replicas": 2, "startupPolicy": "LeaderCreated",
-            "rolloutStrategy": ruc(maxUnavailable=1, maxSurge=0, partition=0),
-            "networkConfig": {"subdomainPolicy": "Shared"},
-            "leaderWorkerTemplate": {
-                "size": 4, "restartPolicy": "RecreateGroupOnPodRestart",
-                "workerTemplate": {"spec": {"containers": [{"name": "main", "image": "v1"}]}}},
-        },
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {
+            "size": 4,
+            "workerTemplate": {"spec": {"containers": [{"name": "main", "image": "v1"}]}}}},
     }
-    for key, value in spec.items():
-        if key.startswith("t_"):
-            body["spec"]["leaderWorkerTemplate"][key[2:]] = value
-        else:
-            body["spec"][key] = value
-    return body
+    return set_fields(body, {**upstream_defaults(), **spec})
 
 
 def with_image(obj: dict[str, Any], image: str) -> dict[str, Any]:
