@@ -60,7 +60,7 @@ test: build-cluster lint ## everything CI runs: lint, unit, integration and end-
 
 .PHONY: chaos
 chaos: build-cluster ## reliability runs at full size (operator kills, API and webhook faults, fuzzing, load)
-	LWS_CHAOS=full $(BIN)/pytest e2e/chaos -s --timeout 7200 $(PYTEST_ARGS)
+	LWS_CHAOS=full $(BIN)/pytest e2e/chaos tests/integration/test_cert_rotation.py -s --timeout 7200 $(PYTEST_ARGS)
 
 .PHONY: e2e-metrics
 e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), upgrade safety
