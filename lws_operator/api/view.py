@@ -18,18 +18,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeAlias
 
 from lws_operator.api.constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     GROUP_IDENTITY_HASH,
     GROUP_INDEX_LABEL,
+    RECREATE_GROUP_AFTER_START_ANNOTATION,
+    REPLICAS_ANNOTATION,
+    SUBDOMAIN_POLICY_SHARED,
+    SUBGROUP_POLICY_LEADER_WORKER,
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
-from lws_operator.api.defaults import DEFAULT_RESTART_POLICY, DEFAULT_ROLLING_UPDATE
+from lws_operator.api.defaults import (
+    DEFAULT_BACKOFF_BASE_SECONDS,
+    DEFAULT_BACKOFF_CAP_SECONDS,
+    DEFAULT_RESTART_POLICY,
+    DEFAULT_ROLLING_UPDATE,
+)
+from lws_operator.api.validation import scheduling_level
 
 LEADER_INDEX = "0"
+# The restart policies under which a failed pod recreates its group (guide "Failure Handling").
+RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
+RECREATE_GROUP_AFTER_START = "RecreateGroupAfterStart"
+RECREATING_POLICIES = (RECREATE_GROUP_ON_POD_RESTART, RECREATE_GROUP_AFTER_START)
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -44,25 +58,43 @@ def labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     return _map(metadata(obj).get("labels"))
 
 
-def is_leader(pod: Mapping[str, Any]) -> bool:
-    """Whether ``pod`` is the leader of its group (worker index 0)."""
+def annotations_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return _map(metadata(obj).get("annotations"))
+
+
+def is_leader(pod: Mapping[str, Any] | None) -> bool:
+    """Whether ``pod`` is the leader of its group: the pod webhook labels a leader with worker
+    index 0 (SPEC 2.2), and a pod without the label is a worker. Works on the labels of a pod
+    template or a pod being admitted as well (``metadata.labels``)."""
     return labels(pod).get(WORKER_INDEX_LABEL) == LEADER_INDEX
 
 
-def group_index(obj: Mapping[str, Any]) -> str | None:
+def group_index(obj: Mapping[str, Any] | None) -> str | None:
     """The group (replica) index label of a pod or worker StatefulSet, as written."""
     value = labels(obj).get(GROUP_INDEX_LABEL)
     return None if value is None else str(value)
 
 
-def revision_of(obj: Mapping[str, Any]) -> str:
+def revision_of(obj: Mapping[str, Any] | None) -> str:
     """The template revision key an object carries ('' when it carries none)."""
     return str(labels(obj).get(TEMPLATE_REVISION_HASH_LABEL) or "")
 
 
-def deleting(obj: Mapping[str, Any]) -> bool:
+def deleting(obj: Mapping[str, Any] | None) -> bool:
     """Whether ``obj`` is being deleted (it has a deletionTimestamp)."""
     return bool(metadata(obj).get("deletionTimestamp"))
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative integer field as written: an int, or a string of digits (a field edited
+    by hand); None when absent or anything else (a bool is not a count)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
 
 
 @dataclass(frozen=True)
@@ -73,6 +105,72 @@ class RollingUpdate:
     max_unavailable: int | str
     max_surge: int | str
     partition: int
+
+
+@dataclass(frozen=True)
+class SubGroupPolicy:
+    """``leaderWorkerTemplate.subGroupPolicy``. ``policy_type`` is as written (None when the
+    object was stored before the CRD default existed): the worker template carries the type
+    only when the revision names one, the leader template the effective type (SPEC 3.4)."""
+
+    policy_type: str | None
+    size: int | None
+
+    @property
+    def effective_type(self) -> str:
+        """The type with the CRD default (``LeaderWorker``) for one stored without it."""
+        return self.policy_type or SUBGROUP_POLICY_LEADER_WORKER
+
+
+@dataclass(frozen=True)
+class RestartBackoff:
+    """``leaderWorkerTemplate.restartBackoff`` with the guide's defaults (10 s base, 300 s cap)."""
+
+    base_seconds: int
+    cap_seconds: int
+
+
+@dataclass(frozen=True)
+class StatefulSetView:
+    """A leader or worker StatefulSet as the logic reads it, with the API's defaults: an absent
+    ``spec.replicas`` is 1, an absent partition 0 (we always write it; upstream would crash on
+    one without it), an absent ``status.replicas`` 0 (the field is omitted when zero)."""
+
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, sts: Mapping[str, Any] | StatefulSetView) -> StatefulSetView:
+        return sts if isinstance(sts, StatefulSetView) else cls(sts)
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return _map(self.raw.get("spec"))
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return _map(self.raw.get("status"))
+
+    @property
+    def replicas(self) -> int:
+        value = self.spec.get("replicas")
+        return 1 if value is None else int(value)
+
+    @property
+    def partition(self) -> int:
+        rolling = _map(_map(self.spec.get("updateStrategy")).get("rollingUpdate"))
+        value = rolling.get("partition")
+        return 0 if value is None else int(value)
+
+    @property
+    def replicas_annotation(self) -> str | None:
+        """The ``replicas`` annotation the leader StatefulSet carries (SPEC 3.6 case 4), when it
+        is a string."""
+        value = annotations_of(self.raw).get(REPLICAS_ANNOTATION)
+        return value if isinstance(value, str) else None
+
+    @property
+    def status_replicas(self) -> int:
+        return int(self.status.get("replicas") or 0)
 
 
 @dataclass(frozen=True)
@@ -160,11 +258,65 @@ class LeaderWorkerSetView:
         return value if isinstance(value, Mapping) else None
 
     @property
+    def leader_pod_source(self) -> Mapping[str, Any]:
+        """The template leader pods are made from: the leader template, or the worker template
+        when there is none (an empty leader template is a template, as upstream reads it)."""
+        leader = self.leader_template
+        return self.worker_template if leader is None else leader
+
+    @property
+    def subgroup_policy(self) -> SubGroupPolicy | None:
+        """``subGroupPolicy``, None when the set has none."""
+        value = self.template.get("subGroupPolicy")
+        if not isinstance(value, Mapping):
+            return None
+        policy_type, size = value.get("subGroupPolicyType"), value.get("subGroupSize")
+        return SubGroupPolicy(None if policy_type is None else str(policy_type),
+                              None if size is None else int(size))
+
+    @property
+    def volume_claim_templates(self) -> list[Mapping[str, Any]]:
+        return [c for c in self.template.get("volumeClaimTemplates") or []
+                if isinstance(c, Mapping)]
+
+    @property
+    def pvc_retention_policy(self) -> Mapping[str, Any] | None:
+        value = self.template.get("persistentVolumeClaimRetentionPolicy")
+        return value if isinstance(value, Mapping) else None
+
+    @property
+    def max_group_restarts(self) -> int | None:
+        """``maxGroupRestarts``; None: no budget (guide "Limit Automatic Group Recreation")."""
+        return _count(self.template.get("maxGroupRestarts"))
+
+    @property
+    def restart_backoff(self) -> RestartBackoff | None:
+        """``restartBackoff`` with its defaults, None without the block (no backoff)."""
+        value = self.template.get("restartBackoff")
+        if not isinstance(value, Mapping):
+            return None
+        base, cap = _count(value.get("baseSeconds")), _count(value.get("capSeconds"))
+        return RestartBackoff(DEFAULT_BACKOFF_BASE_SECONDS if base is None else base,
+                              DEFAULT_BACKOFF_CAP_SECONDS if cap is None else cap)
+
+    @property
     def restart_policy(self) -> str:
         """``RecreateGroupOnPodRestart`` (default), ``RecreateGroupAfterStart`` or ``None``;
         the deprecated ``Default`` reads as ``None``, as the webhook stores it."""
         value = self.template.get("restartPolicy") or DEFAULT_RESTART_POLICY
         return "None" if value == "Default" else str(value)
+
+    @property
+    def recreates_groups(self) -> bool:
+        """Whether a failed pod recreates its group at all (SPEC 4.6)."""
+        return self.restart_policy in RECREATING_POLICIES
+
+    @property
+    def recreate_after_start(self) -> bool:
+        """``RecreateGroupAfterStart``, or the legacy experimental annotation that asks for it
+        (the annotation applies whatever the policy says, as upstream reads it)."""
+        return (self.restart_policy == RECREATE_GROUP_AFTER_START
+                or RECREATE_GROUP_AFTER_START_ANNOTATION in self.annotations)
 
     @property
     def startup_policy(self) -> str:
@@ -184,8 +336,36 @@ class LeaderWorkerSetView:
         return str(self.spec.get("podTerminationPolicy") or "Sequential")
 
     @property
+    def group_replacement_policy(self) -> str:
+        """``PostTermination`` (default) or ``Immediate`` (guide "Group Replacement")."""
+        return str(self.spec.get("groupReplacementPolicy") or "PostTermination")
+
+    @property
+    def network_config(self) -> Mapping[str, Any]:
+        """``spec.networkConfig`` as written (empty when absent)."""
+        return _map(self.spec.get("networkConfig"))
+
+    @property
     def subdomain_policy(self) -> str:
-        return str(_map(self.spec.get("networkConfig")).get("subdomainPolicy") or "Shared")
+        """``Shared`` (default, also without ``networkConfig``) or ``UniquePerReplica``."""
+        return str(self.network_config.get("subdomainPolicy") or SUBDOMAIN_POLICY_SHARED)
+
+    @property
+    def rollout_type(self) -> str:
+        """``spec.rolloutStrategy.type``: ``RollingUpdate`` unless written otherwise."""
+        return str(_map(self.spec.get("rolloutStrategy")).get("type") or "RollingUpdate")
+
+    @property
+    def scheduling(self) -> Mapping[str, Any] | None:
+        """``spec.scheduling`` (native gang scheduling), None when absent."""
+        value = self.spec.get("scheduling")
+        return value if isinstance(value, Mapping) else None
+
+    @property
+    def scheduling_level(self) -> str | None:
+        """The active level of ``spec.scheduling`` (``lws``, ``replica`` or ``role``; ``mixed``
+        for a combination validation rejects), None without native gang scheduling."""
+        return scheduling_level(self.spec.get("scheduling"))
 
     @property
     def exclusive_topology(self) -> str | None:
@@ -201,9 +381,15 @@ class LeaderWorkerSetView:
             value = config.get(key)
             return DEFAULT_ROLLING_UPDATE[key] if value is None else value
 
-        return RollingUpdate(pick("maxUnavailable"), pick("maxSurge"), int(pick("partition")))
+        # ``or 0``: a null partition is no partition (the webhook defaults it to 0).
+        return RollingUpdate(pick("maxUnavailable"), pick("maxSurge"),
+                             int(config.get("partition") or 0))
 
 
-def lws_view(lws: Mapping[str, Any] | LeaderWorkerSetView) -> LeaderWorkerSetView:
+# What the logic functions accept: the object as the API sends it, or its view.
+LeaderWorkerSetLike: TypeAlias = "Mapping[str, Any] | LeaderWorkerSetView"
+
+
+def lws_view(lws: LeaderWorkerSetLike) -> LeaderWorkerSetView:
     """Shorthand for :meth:`LeaderWorkerSetView.of`."""
     return LeaderWorkerSetView.of(lws)

@@ -1,7 +1,9 @@
 """Safe readers of Kubernetes object metadata, for objects as the API sends them (dicts).
 
 Observed objects can be partial (a cache entry, a tombstone, a test's hand-made pod); these never
-raise on a missing or malformed ``metadata``, which every layer relies on.
+raise on a missing or malformed ``metadata``, which every layer relies on. The metadata and
+label readers are ``api.view``'s (one implementation); the pod predicates (``is_leader``,
+``group_index``, ``revision_of``, ``deleting``) live there too.
 """
 
 from __future__ import annotations
@@ -10,17 +12,17 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from lws_operator.api.view import labels, metadata
+
 
 def meta_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """``obj.metadata``, or an empty mapping."""
-    meta = (obj or {}).get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    """``obj.metadata``, or an empty mapping (``api.view.metadata``)."""
+    return metadata(obj)
 
 
 def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """``obj.metadata.labels``, or an empty mapping."""
-    labels = meta_of(obj).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
+    """``obj.metadata.labels``, or an empty mapping (``api.view.labels``)."""
+    return labels(obj)
 
 
 def name_of(obj: Mapping[str, Any] | None) -> str:
