@@ -63,11 +63,20 @@ from lws_operator.api.constants import (
     SCHEDULING_LEVEL_LABEL,
     SIZE_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
-    WORKER_INDEX_LABEL,
     WORKLOAD_NAME_ANNOTATION,
     WORKLOAD_SCHEDULING_ANNOTATION,
 )
-from lws_operator.api.validation import effective_priority_class, scheduling_level
+from lws_operator.api.validation import effective_priority_class
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import (
+    LeaderWorkerSetView,
+    annotations_of,
+    deleting,
+    group_index,
+    is_leader,
+    lws_view,
+    revision_of,
+)
 from lws_operator.logic.objects import labels_of, meta_of, name_of
 from lws_operator.logic.revision import safe_encode
 
@@ -87,10 +96,10 @@ REASON_PARENT_NOT_READY = "ParentWorkloadNotReady"
 REASON_CLEANUP_BLOCKED = "PodGroupCleanupBlocked"
 
 
-def level_of(lws: Mapping[str, Any]) -> Level | None:
+def level_of(lws: LWS) -> Level | None:
     """The active level of ``spec.scheduling``; None without native gang scheduling (or with a
     mix of levels, which validation rejects)."""
-    found = scheduling_level((lws.get("spec") or {}).get("scheduling"))
+    found = lws_view(lws).scheduling_level
     return found if found in ("lws", "replica", "role") else None  # type: ignore[return-value]
 
 
@@ -109,10 +118,10 @@ def uid_hash(uid: str) -> str:
     return safe_encode(str(fnv1a_32(f"(types.UID){uid}".encode())))
 
 
-def workload_name(lws: Mapping[str, Any]) -> str:
+def workload_name(lws: LWS) -> str:
     """``<lws>-<uid-hash>``: the Workload, and the stem of every runtime PodGroup name."""
-    meta = meta_of(lws)
-    return f"{meta.get('name')}-{uid_hash(str(meta.get('uid') or ''))}"
+    view = lws_view(lws)
+    return f"{view.meta.get('name')}-{uid_hash(view.uid)}"
 
 
 def whole_set_pod_group_name(workload: str) -> str:
@@ -132,7 +141,7 @@ def new_incarnation() -> str:
     return "".join(secrets.choice(_ALPHABET) for _ in range(INCARNATION_LENGTH))
 
 
-def template_annotations(lws: Mapping[str, Any]) -> dict[str, str]:
+def template_annotations(lws: LWS) -> dict[str, str]:
     """What both pod templates carry so the pod webhook can name a pod's PodGroup."""
     level = level_of(lws)
     if level is None:
@@ -140,11 +149,10 @@ def template_annotations(lws: Mapping[str, Any]) -> dict[str, str]:
     return {WORKLOAD_SCHEDULING_ANNOTATION: level, WORKLOAD_NAME_ANNOTATION: workload_name(lws)}
 
 
-def worker_template_annotations(lws: Mapping[str, Any],
-                                leader_pod: Mapping[str, Any]) -> dict[str, str]:
+def worker_template_annotations(lws: LWS, leader_pod: Mapping[str, Any]) -> dict[str, str]:
     """The worker template's: the leader's incarnation on top of ``template_annotations``."""
     out = template_annotations(lws)
-    incarnation = (meta_of(leader_pod).get("annotations") or {}).get(GROUP_INCARNATION_ANNOTATION)
+    incarnation = annotations_of(leader_pod).get(GROUP_INCARNATION_ANNOTATION)
     if out and incarnation:
         out[GROUP_INCARNATION_ANNOTATION] = str(incarnation)
     return out
@@ -217,20 +225,11 @@ def gates_without_ours(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------ the objects
 
 
-def _size(lws: Mapping[str, Any]) -> int:
-    return int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size") or 1)
-
-
-def _replicas(lws: Mapping[str, Any]) -> int:
-    replicas = (lws.get("spec") or {}).get("replicas")
-    return 1 if replicas is None else int(replicas)
-
-
-def _settings(lws: Mapping[str, Any], level: Level,
+def _settings(lws: LeaderWorkerSetView, level: Level,
               role: str | None) -> Mapping[str, Any] | None:
     """The user's settings of one template (``spec.scheduling``, ``.replica`` or a role); None
     for a role the user did not set."""
-    scheduling = (lws.get("spec") or {}).get("scheduling") or {}
+    scheduling = lws.scheduling or {}
     if level == "lws":
         return scheduling
     replica = scheduling.get("replica") or {}
@@ -252,60 +251,61 @@ def _policy(settings: Mapping[str, Any] | None, min_count: int) -> dict[str, Any
     return {"gang": {"minCount": max(1, min_count)}}
 
 
-def _template(lws: Mapping[str, Any], level: Level, name: str, role: str | None,
+def _template(lws: LeaderWorkerSetView, level: Level, name: str, role: str | None,
               min_count: int) -> dict[str, Any]:
     settings = _settings(lws, level, role)
     template: dict[str, Any] = {"name": name, "schedulingPolicy": _policy(settings, min_count)}
     for key in _GANG_FIELDS:
         if settings is not None and settings.get(key) is not None:
             template[key] = settings[key]
-    priority_class = effective_priority_class(dict(lws.get("spec") or {}))
+    priority_class = effective_priority_class(dict(lws.spec))
     if priority_class:
         template["priorityClassName"] = priority_class
     return template
 
 
-def whole_set_min_count(lws: Mapping[str, Any], leaders: Iterable[Mapping[str, Any]]) -> int:
+def whole_set_min_count(lws: LWS, leaders: Iterable[Mapping[str, Any]]) -> int:
     """Σ over replica indices ``0 .. replicas-1`` of the size their existing leader was created
     with (a replica the rollout has not replaced yet counts its previous size), else the
     current size. Surge replicas are not counted: once the gang's minimum runs, they place one
     pod at a time, as the guide describes."""
-    replicas, size = _replicas(lws), _size(lws)
+    view = lws_view(lws)
+    replicas, size = view.replicas, view.size
     sizes: dict[str, int] = {}
     for leader in leaders:
-        if meta_of(leader).get("deletionTimestamp"):
+        if deleting(leader):
             continue
-        index = str(labels_of(leader).get(GROUP_INDEX_LABEL, ""))
-        raw = (meta_of(leader).get("annotations") or {}).get(SIZE_ANNOTATION)
+        index = group_index(leader) or ""
+        raw = annotations_of(leader).get(SIZE_ANNOTATION)
         if raw is not None and str(raw).isdigit():
             sizes[index] = int(raw)
     return sum(sizes.get(str(i), size) for i in range(replicas))
 
 
-def desired_workload(lws: Mapping[str, Any], leaders: Iterable[Mapping[str, Any]]
-                     ) -> dict[str, Any] | None:
+def desired_workload(lws: LWS, leaders: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The Workload LWS owns, or None (no gang scheduling, or a parent owns the Workload)."""
-    level = level_of(lws)
-    annotations = meta_of(lws).get("annotations") or {}
-    if level is None or annotations.get(GROUP_TEMPLATE_NAME_ANNOTATION):
+    view = lws_view(lws)
+    level = level_of(view)
+    if level is None or view.annotations.get(GROUP_TEMPLATE_NAME_ANNOTATION):
         return None
-    size = _size(lws)
+    size = view.size
     if level == "lws":
-        templates = [_template(lws, level, LWS_TEMPLATE, None, whole_set_min_count(lws, leaders))]
+        templates = [_template(view, level, LWS_TEMPLATE, None,
+                               whole_set_min_count(view, leaders))]
     elif level == "replica":
-        templates = [_template(lws, level, REPLICA_TEMPLATE, None, size)]
+        templates = [_template(view, level, REPLICA_TEMPLATE, None, size)]
     else:
-        templates = [_template(lws, level, LEADER, LEADER, 1),
-                     _template(lws, level, WORKER, WORKER, size - 1)]
-    meta = meta_of(lws)
+        templates = [_template(view, level, LEADER, LEADER, 1),
+                     _template(view, level, WORKER, WORKER, size - 1)]
+    meta = view.meta
     return {
         "apiVersion": SCHEDULING_API_VERSION,
         "kind": "Workload",
         "metadata": {
-            "name": workload_name(lws),
+            "name": workload_name(view),
             "namespace": meta.get("namespace"),
             "labels": {NAME_LABEL: meta.get("name")},
-            "ownerReferences": [_reference(lws, API_VERSION, KIND, block=True)],
+            "ownerReferences": [_reference(view.raw, API_VERSION, KIND, block=True)],
         },
         "spec": {
             "controllerRef": {"apiGroup": GROUP, "kind": KIND, "name": meta.get("name")},
@@ -334,13 +334,14 @@ class Source:
     parent_template: str | None = None
 
 
-def find_parent_workload(lws: Mapping[str, Any], workloads: Iterable[Mapping[str, Any]]
+def find_parent_workload(lws: LWS, workloads: Iterable[Mapping[str, Any]]
                          ) -> tuple[Source | None, str]:
     """The parent-owned Workload named by ``scheduling.k8s.io/group-template-name``: the
     Workload of the LeaderWorkerSet's namespace whose ``controllerRef`` is the LeaderWorkerSet's
     controller owner and which has that template. Returns (None, why) when it is not there."""
-    template = str((meta_of(lws).get("annotations") or {}).get(GROUP_TEMPLATE_NAME_ANNOTATION))
-    owner = next((r for r in meta_of(lws).get("ownerReferences") or [] if r.get("controller")),
+    view = lws_view(lws)
+    template = str(view.annotations.get(GROUP_TEMPLATE_NAME_ANNOTATION))
+    owner = next((r for r in view.meta.get("ownerReferences") or [] if r.get("controller")),
                  None)
     if owner is None:
         return None, (f"{GROUP_TEMPLATE_NAME_ANNOTATION} is set but the LeaderWorkerSet has no "
@@ -350,7 +351,7 @@ def find_parent_workload(lws: Mapping[str, Any], workloads: Iterable[Mapping[str
         ref = (workload.get("spec") or {}).get("controllerRef") or {}
         if (ref.get("kind") != owner.get("kind") or ref.get("name") != owner.get("name")
                 or (ref.get("apiGroup") or "") != group
-                or meta_of(workload).get("namespace") != meta_of(lws).get("namespace")):
+                or meta_of(workload).get("namespace") != view.meta.get("namespace")):
             continue
         templates = {str(t.get("name")): t
                      for t in (workload.get("spec") or {}).get("podGroupTemplates") or []}
@@ -362,7 +363,7 @@ def find_parent_workload(lws: Mapping[str, Any], workloads: Iterable[Mapping[str
                   f"(for PodGroup template {template!r})")
 
 
-def _pod_group(lws: Mapping[str, Any], source: Source, name: str, template_name: str,
+def _pod_group(lws: LeaderWorkerSetView, source: Source, name: str, template_name: str,
                template: Mapping[str, Any], labels: dict[str, str],
                owner: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"workloadRef": {"workloadName": source.workload,
@@ -373,46 +374,46 @@ def _pod_group(lws: Mapping[str, Any], source: Source, name: str, template_name:
     return {
         "apiVersion": SCHEDULING_API_VERSION,
         "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": meta_of(lws).get("namespace"),
-                     "labels": {NAME_LABEL: str(meta_of(lws).get("name")), **labels},
+        "metadata": {"name": name, "namespace": lws.meta.get("namespace"),
+                     "labels": {NAME_LABEL: str(lws.meta.get("name")), **labels},
                      "ownerReferences": [owner]},
         "spec": spec,
     }
 
 
-def desired_pod_groups(lws: Mapping[str, Any], source: Source,
+def desired_pod_groups(lws: LWS, source: Source,
                        leaders: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every runtime PodGroup that should exist now (created if absent; only a whole-LWS
     PodGroup's ``minCount`` is ever updated). Terminating leaders get none: nothing is built
     for a group that is going away."""
-    level = level_of(lws)
+    view = lws_view(lws)
+    level = level_of(view)
     if level is None:
         return []
-    live = [p for p in leaders if not meta_of(p).get("deletionTimestamp")]
-    stem = workload_name(lws)  # names follow the LeaderWorkerSet, even under a parent Workload
+    live = [p for p in leaders if not deleting(p)]
+    stem = workload_name(view)  # names follow the LeaderWorkerSet, even under a parent Workload
 
     def template(name: str, role: str | None, min_count: int) -> tuple[str, Mapping[str, Any]]:
         if source.parent_templates is not None and source.parent_template:
             return source.parent_template, source.parent_templates[source.parent_template]
-        return name, _template(lws, level, name, role, min_count)
+        return name, _template(view, level, name, role, min_count)
 
     if level == "lws":
-        if _replicas(lws) == 0:
+        if view.replicas == 0:
             return []
-        template_name, body = template(LWS_TEMPLATE, None, whole_set_min_count(lws, live))
-        return [_pod_group(lws, source, whole_set_pod_group_name(stem),
+        template_name, body = template(LWS_TEMPLATE, None, whole_set_min_count(view, live))
+        return [_pod_group(view, source, whole_set_pod_group_name(stem),
                            template_name, body, {SCHEDULING_LEVEL_LABEL: "lws"},
-                           _reference(lws, API_VERSION, KIND, block=True))]
+                           _reference(view.raw, API_VERSION, KIND, block=True))]
     out = []
     for leader in live:
-        labels = labels_of(leader)
-        annotations = meta_of(leader).get("annotations") or {}
-        index = str(labels.get(GROUP_INDEX_LABEL, ""))
-        revision = str(labels.get(TEMPLATE_REVISION_HASH_LABEL, ""))
+        annotations = annotations_of(leader)
+        index = group_index(leader) or ""
+        revision = revision_of(leader)
         if not index or not revision:
             continue
-        raw = str(annotations.get(SIZE_ANNOTATION) or _size(lws))
-        size = int(raw) if raw.isdigit() else _size(lws)
+        raw = str(annotations.get(SIZE_ANNOTATION) or view.size)
+        size = int(raw) if raw.isdigit() else view.size
         incarnation = annotations.get(GROUP_INCARNATION_ANNOTATION)
         base = {GROUP_INDEX_LABEL: index, TEMPLATE_REVISION_HASH_LABEL: revision,
                 SCHEDULING_LEVEL_LABEL: level}
@@ -427,20 +428,18 @@ def desired_pod_groups(lws: Mapping[str, Any], source: Source,
         for role, name, min_count in roles:
             template_name, body = template(name, role, min_count)
             group_name = group_pod_group_name(stem, incarnation, index, revision, role)
-            out.append(_pod_group(lws, source, group_name, template_name, body,
+            out.append(_pod_group(view, source, group_name, template_name, body,
                                   {**base, **({ROLE_LABEL: role} if role else {})}, owner))
     return out
 
 
-def names_for_leader(lws: Mapping[str, Any], workload: str,
-                     leader: Mapping[str, Any]) -> list[str]:
+def names_for_leader(lws: LWS, workload: str, leader: Mapping[str, Any]) -> list[str]:
     """The PodGroups a gated leader needs before its gate is lifted."""
     level = level_of(lws)
-    labels = labels_of(leader)
-    annotations = meta_of(leader).get("annotations") or {}
+    annotations = annotations_of(leader)
     incarnation = annotations.get(GROUP_INCARNATION_ANNOTATION)
-    index = str(labels.get(GROUP_INDEX_LABEL, ""))
-    revision = str(labels.get(TEMPLATE_REVISION_HASH_LABEL, ""))
+    index = group_index(leader) or ""
+    revision = revision_of(leader)
     if level == "replica":
         return [group_pod_group_name(workload, incarnation, index, revision)]
     if level == "role":
@@ -492,7 +491,7 @@ def workload_update(desired: Mapping[str, Any], live: Mapping[str, Any]) -> dict
             "spec": {"podGroupTemplates": templates}}
 
 
-def mismatched_groups(lws: Mapping[str, Any], workload: str,
+def mismatched_groups(lws: LWS, workload: str,
                       pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Leaders whose workers joined another PodGroup than the leader's workers must (a leader
     admitted by this version whose workers an earlier controller created, upgrade skew): they
@@ -502,15 +501,13 @@ def mismatched_groups(lws: Mapping[str, Any], workload: str,
         return []
     pods = list(pods)
     leaders = {name_of(p): p for p in pods
-               if labels_of(p).get(WORKER_INDEX_LABEL) == "0"
-               and not meta_of(p).get("deletionTimestamp")
-               and (meta_of(p).get("annotations") or {}).get(GROUP_INCARNATION_ANNOTATION)}
+               if is_leader(p) and not deleting(p)
+               and annotations_of(p).get(GROUP_INCARNATION_ANNOTATION)}
     out: dict[str, Mapping[str, Any]] = {}
     by_leader: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
-        leader_name = str((meta_of(pod).get("annotations") or {}).get(
-            LEADER_NAME_ANNOTATION) or "")
-        if labels_of(pod).get(WORKER_INDEX_LABEL) != "0" and leader_name in leaders:
+        leader_name = str(annotations_of(pod).get(LEADER_NAME_ANNOTATION) or "")
+        if not is_leader(pod) and leader_name in leaders:
             by_leader.setdefault(leader_name, []).append(pod)
     for leader_name, workers in by_leader.items():
         leader = leaders[leader_name]

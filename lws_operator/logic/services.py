@@ -21,6 +21,7 @@ controller ownerReference and the effective subdomain policy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lws_operator.api.constants import (
@@ -31,15 +32,18 @@ from lws_operator.api.constants import (
     SUBDOMAIN_POLICY_SHARED,
     SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA,
 )
-from lws_operator.logic.objects import host_name
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import group_index, lws_view
+from lws_operator.logic.objects import host_name, meta_of
 
 
-def controller_reference(owner: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+def controller_reference(owner: Mapping[str, Any], api_version: str,
+                         kind: str) -> dict[str, Any]:
     """A controller ownerReference to ``owner`` that blocks its foreground deletion.
 
     Raises ValueError when the owner has no name or uid: the API server would reject the reference,
     and an object created without its owner would never be garbage-collected."""
-    metadata = owner.get("metadata") or {}
+    metadata = meta_of(owner)
     name, uid = metadata.get("name"), metadata.get("uid")
     if not name or not uid:
         raise ValueError(f"owner {kind} {name or '<unnamed>'} has no name or uid")
@@ -53,24 +57,23 @@ def controller_reference(owner: dict[str, Any], api_version: str, kind: str) -> 
     }
 
 
-def lws_reference(lws: dict[str, Any]) -> dict[str, Any]:
+def lws_reference(lws: LWS) -> dict[str, Any]:
     """The controller ownerReference of an object owned by the LeaderWorkerSet itself."""
-    return controller_reference(lws, API_VERSION, KIND)
+    return controller_reference(lws_view(lws).raw, API_VERSION, KIND)
 
 
-def pod_reference(pod: dict[str, Any]) -> dict[str, Any]:
+def pod_reference(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The controller ownerReference of an object owned by a leader pod."""
     return controller_reference(pod, "v1", "Pod")
 
 
-def subdomain_policy(lws: dict[str, Any]) -> str:
+def subdomain_policy(lws: LWS) -> str:
     """`spec.networkConfig.subdomainPolicy`, `Shared` when unset (as the defaulting webhook and
     the revision snapshot both treat a missing `networkConfig`)."""
-    network = (lws.get("spec") or {}).get("networkConfig") or {}
-    return str(network.get("subdomainPolicy") or SUBDOMAIN_POLICY_SHARED)
+    return lws_view(lws).subdomain_policy
 
 
-def wants_shared_service(lws: dict[str, Any]) -> bool:
+def wants_shared_service(lws: LWS) -> bool:
     """Whether the LeaderWorkerSet controller keeps the Service `<lws>`.
 
     A switch to UniquePerReplica leaves an existing shared Service in place (upstream never
@@ -78,7 +81,7 @@ def wants_shared_service(lws: dict[str, Any]) -> bool:
     return subdomain_policy(lws) == SUBDOMAIN_POLICY_SHARED
 
 
-def wants_replica_service(lws: dict[str, Any]) -> bool:
+def wants_replica_service(lws: LWS) -> bool:
     """Whether the pod controller creates a Service per leader pod. Decided on the *live* LWS
     (SPEC 4.2 step 8), not the leader's revision."""
     return subdomain_policy(lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
@@ -104,33 +107,30 @@ def _headless_service(
     }
 
 
-def shared_service(lws: dict[str, Any]) -> dict[str, Any]:
+def shared_service(lws: LWS) -> dict[str, Any]:
     """The Service `<lws>` selecting every pod of the set, owned by the LeaderWorkerSet."""
-    metadata = lws.get("metadata") or {}
-    name = str(metadata.get("name") or "")
+    view = lws_view(lws)
     return _headless_service(
-        name, str(metadata.get("namespace") or ""), name, {NAME_LABEL: name}, lws_reference(lws)
+        view.name, view.namespace, view.name, {NAME_LABEL: view.name}, lws_reference(view)
     )
 
 
-def replica_service(lws: dict[str, Any], leader_pod: dict[str, Any]) -> dict[str, Any]:
+def replica_service(lws: LWS, leader_pod: Mapping[str, Any]) -> dict[str, Any]:
     """The Service `<leader host name>` (the pod name in Ordinal mode) selecting one group by its
     `group-index`, owned by the leader pod. It carries only the `name` label, like upstream's
     (no `group-index` label).
 
     Raises ValueError when the leader has no `group-index` label (the pod webhook sets it on
     every leader; without it the Service would select the whole set)."""
-    metadata = lws.get("metadata") or {}
-    lws_name = str(metadata.get("name") or "")
-    pod_metadata = leader_pod.get("metadata") or {}
-    leader_name = str(pod_metadata.get("name") or "")
-    group_index = (pod_metadata.get("labels") or {}).get(GROUP_INDEX_LABEL)
-    if group_index is None:
+    view = lws_view(lws)
+    leader_name = str(meta_of(leader_pod).get("name") or "")
+    index = group_index(leader_pod)
+    if index is None:
         raise ValueError(f"leader pod {leader_name} has no {GROUP_INDEX_LABEL} label")
     return _headless_service(
         host_name(leader_pod),
-        str(metadata.get("namespace") or ""),
-        lws_name,
-        {NAME_LABEL: lws_name, GROUP_INDEX_LABEL: str(group_index)},
+        view.namespace,
+        view.name,
+        {NAME_LABEL: view.name, GROUP_INDEX_LABEL: index},
         pod_reference(leader_pod),
     )

@@ -64,16 +64,17 @@ from lws_operator.api.constants import (
     SUBDOMAIN_POLICY_ANNOTATION,
     SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA,
     SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    SUBGROUP_POLICY_LEADER_WORKER,
     SUBGROUP_POLICY_TYPE_ANNOTATION,
     SUBGROUP_SIZE_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
 from lws_operator.api.validation import scaled_value
+from lws_operator.api.view import LEADER_INDEX, LeaderWorkerSetView, SubGroupPolicy, lws_view
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.logic.gang import template_annotations, worker_template_annotations
-from lws_operator.logic.objects import host_name
-from lws_operator.logic.services import lws_reference, pod_reference, subdomain_policy
+from lws_operator.logic.objects import host_name, meta_of
+from lws_operator.logic.services import lws_reference, pod_reference
 from lws_operator.logic.tpu import pod_requests_tpus
 
 _PVC_REQUIREMENTS = ("limits", "requests")
@@ -84,58 +85,41 @@ _RETENTION_FIELDS = ("whenDeleted", "whenScaled")
 _BOOKKEEPING = frozenset({GROUP_RESTART_COUNTS_ANNOTATION, GROUP_RESTART_COUNTED_ANNOTATION})
 
 
-def copied_annotations(lws: dict[str, Any]) -> dict[str, Any]:
+
+def copied_annotations(lws: LWS) -> dict[str, Any]:
     """The LeaderWorkerSet's annotations the leader StatefulSet or Deployment carries."""
-    annotations = _metadata(lws).get("annotations") or {}
-    return {k: v for k, v in annotations.items() if k not in _BOOKKEEPING}
+    return {k: v for k, v in lws_view(lws).annotations.items() if k not in _BOOKKEEPING}
 
 
-def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, dict) else {}
+def spec_replicas(lws: LWS) -> int:
+    """``spec.replicas``, 1 when absent (the API default; ``LeaderWorkerSetView.replicas``)."""
+    return lws_view(lws).replicas
 
 
-def _template_spec(lws: dict[str, Any]) -> dict[str, Any]:
-    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate")
-    return lwt if isinstance(lwt, dict) else {}
-
-
-def _group_size(lws: dict[str, Any]) -> int:
-    size = _template_spec(lws).get("size")
-    return 1 if size is None else int(size)
-
-
-def spec_replicas(lws: Mapping[str, Any]) -> int:
-    """``spec.replicas``, 1 when absent (the API default)."""
-    replicas = (lws.get("spec") or {}).get("replicas")
-    return 1 if replicas is None else int(replicas)
-
-
-def _non_empty_annotation(lws: dict[str, Any], key: str) -> str | None:
-    value = (_metadata(lws).get("annotations") or {}).get(key)
+def _non_empty_annotation(lws: LeaderWorkerSetView, key: str) -> str | None:
+    value = lws.annotations.get(key)
     return str(value) if value else None
 
 
-def exclusive_topology_key(lws: dict[str, Any]) -> str | None:
+def exclusive_topology_key(lws: LWS) -> str | None:
     """The node label key of exclusive group placement, or None when it is not requested.
 
     The pod controller must wait for the leader to be scheduled when this is set (SPEC 4.2 step
     14) and read the leader's node labels for `worker_statefulset`. An empty value counts as
     not requested (see the module docstring)."""
-    return _non_empty_annotation(lws, EXCLUSIVE_TOPOLOGY_ANNOTATION)
+    return lws_view(lws).exclusive_topology
 
 
-def _scaled(config: dict[str, Any], field: str, default: int, total: int, up: bool) -> int:
-    raw = config.get(field)
-    value = scaled_value(default if raw is None else raw, total, up)
-    if value is None or value < 0:
+def _scaled(value: int | str, field: str, total: int, up: bool) -> int:
+    scaled = scaled_value(value, total, up)
+    if scaled is None or scaled < 0:
         raise ValueError(
-            f"spec.rolloutStrategy.rollingUpdateConfiguration.{field}: invalid value {raw!r}"
+            f"spec.rolloutStrategy.rollingUpdateConfiguration.{field}: invalid value {value!r}"
         )
-    return value
+    return scaled
 
 
-def leader_max_unavailable(lws: dict[str, Any]) -> int:
+def leader_max_unavailable(lws: LWS) -> int:
     """The leader StatefulSet's own `maxUnavailable`: the LWS budget plus the surge, at least 1.
 
     The LWS partition is what paces a rollout; this only keeps the StatefulSet controller from
@@ -143,15 +127,14 @@ def leader_max_unavailable(lws: dict[str, Any]) -> int:
     to 0). maxUnavailable rounds down, maxSurge rounds up and is capped at `spec.replicas`, both
     scaled against `spec.replicas`. Raises ValueError for a value the validating webhook rejects.
     """
-    spec = lws.get("spec") or {}
-    config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-    total = spec_replicas(lws)
-    max_unavailable = _scaled(config, "maxUnavailable", 1, total, up=False)
-    max_surge = _scaled(config, "maxSurge", 0, total, up=True)
+    view = lws_view(lws)
+    config, total = view.rolling_update, view.replicas
+    max_unavailable = _scaled(config.max_unavailable, "maxUnavailable", total, up=False)
+    max_surge = _scaled(config.max_surge, "maxSurge", total, up=True)
     return max(1, max_unavailable + min(max_surge, total))
 
 
-def volume_claim_templates(lws: dict[str, Any]) -> list[dict[str, Any]]:
+def volume_claim_templates(lws: LWS) -> list[dict[str, Any]]:
     """The LWS volume claim templates as both StatefulSets carry them (SPEC 3.4).
 
     Each keeps only its name (in the LWS namespace) and the spec's `accessModes`,
@@ -159,9 +142,10 @@ def volume_claim_templates(lws: dict[str, Any]) -> list[dict[str, Any]]:
     volume names and the template's own labels and annotations are dropped, as upstream does.
     `storageClassName: ""` (no dynamic provisioning) is kept: it is set, not absent.
     """
-    namespace = _metadata(lws).get("namespace")
+    view = lws_view(lws)
+    namespace = view.meta.get("namespace")
     out: list[dict[str, Any]] = []
-    for claim in _template_spec(lws).get("volumeClaimTemplates") or []:
+    for claim in view.volume_claim_templates:
         claim_spec = claim.get("spec") or {}
         spec: dict[str, Any] = {}
         if claim_spec.get("accessModes"):
@@ -180,18 +164,18 @@ def volume_claim_templates(lws: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": {"name": _metadata(claim).get("name"), "namespace": namespace},
+            "metadata": {"name": meta_of(claim).get("name"), "namespace": namespace},
             "spec": spec,
         })
     return out
 
 
-def _add_storage(sts_spec: dict[str, Any], lws: dict[str, Any]) -> None:
+def _add_storage(sts_spec: dict[str, Any], lws: LeaderWorkerSetView) -> None:
     claims = volume_claim_templates(lws)
     if claims:
         sts_spec["volumeClaimTemplates"] = claims
-    policy = _template_spec(lws).get("persistentVolumeClaimRetentionPolicy")
-    if isinstance(policy, dict):
+    policy = lws.pvc_retention_policy
+    if policy is not None:
         sts_spec["persistentVolumeClaimRetentionPolicy"] = {
             field: policy[field] for field in _RETENTION_FIELDS if policy.get(field) is not None
         }
@@ -209,49 +193,45 @@ def _overlay_template(
 
 
 def _subgroup_annotations(
-    subgroup_policy: dict[str, Any], live_lws: dict[str, Any], policy_type: str | None
+    subgroup_policy: SubGroupPolicy, live_lws: LeaderWorkerSetView, policy_type: str | None
 ) -> dict[str, str]:
     annotations: dict[str, str] = {}
     if policy_type is not None:
         annotations[SUBGROUP_POLICY_TYPE_ANNOTATION] = policy_type
-    subgroup_size = subgroup_policy.get("subGroupSize")
-    if subgroup_size is not None:
-        annotations[SUBGROUP_SIZE_ANNOTATION] = str(int(subgroup_size))
+    if subgroup_policy.size is not None:
+        annotations[SUBGROUP_SIZE_ANNOTATION] = str(subgroup_policy.size)
     topology = _non_empty_annotation(live_lws, SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION)
     if topology is not None:
         annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology
     return annotations
 
 
-def leader_pod_template(lws: dict[str, Any], key: str) -> dict[str, Any]:
+def leader_pod_template(lws: LWS, key: str) -> dict[str, Any]:
     """The leader pod template of revision `key`: the user's leader template (or the worker
     template), with the LWS identity labels and the annotations the pod webhook reads. Shared
     by the leader StatefulSet (Ordinal) and the leader Deployment (Hash)."""
-    name = str(_metadata(lws).get("name") or "")
-    lwt = _template_spec(lws)
-    source = lwt.get("leaderTemplate")
-    if source is None:
-        source = lwt.get("workerTemplate")
-    annotations = {SIZE_ANNOTATION: str(_group_size(lws))}
-    topology = exclusive_topology_key(lws)
+    view = lws_view(lws)
+    name = view.name
+    annotations = {SIZE_ANNOTATION: str(view.size)}
+    topology = view.exclusive_topology
     if topology is not None:
         annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology
-    subgroup_policy = lwt.get("subGroupPolicy")
-    if isinstance(subgroup_policy, dict):
-        policy_type = subgroup_policy.get("subGroupPolicyType") or SUBGROUP_POLICY_LEADER_WORKER
-        annotations.update(_subgroup_annotations(subgroup_policy, lws, str(policy_type)))
-    if subdomain_policy(lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA:
+    subgroup_policy = view.subgroup_policy
+    if subgroup_policy is not None:
+        annotations.update(
+            _subgroup_annotations(subgroup_policy, view, subgroup_policy.effective_type))
+    if view.subdomain_policy == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA:
         annotations[SUBDOMAIN_POLICY_ANNOTATION] = SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
-    annotations.update(template_annotations(lws))
+    annotations.update(template_annotations(view))
     return _overlay_template(
-        copy.deepcopy(source or {}),
-        {WORKER_INDEX_LABEL: "0", NAME_LABEL: name, TEMPLATE_REVISION_HASH_LABEL: key},
+        copy.deepcopy(dict(view.leader_pod_source)),
+        {WORKER_INDEX_LABEL: LEADER_INDEX, NAME_LABEL: name, TEMPLATE_REVISION_HASH_LABEL: key},
         annotations,
     )
 
 
 def leader_statefulset(
-    lws: dict[str, Any], key: str, partition: int, replicas: int
+    lws: LWS, key: str, partition: int, replicas: int
 ) -> dict[str, Any]:
     """The server-side-apply body of the leader StatefulSet `<lws>` (SPEC 3.4).
 
@@ -261,27 +241,26 @@ def leader_statefulset(
     """
     if partition < 0 or replicas < 0:
         raise ValueError(f"partition {partition} and replicas {replicas} must not be negative")
-    metadata = _metadata(lws)
-    name = str(metadata.get("name") or "")
-    spec = lws.get("spec") or {}
-    template = leader_pod_template(lws, key)
+    view = lws_view(lws)
+    metadata = view.meta
+    name = view.name
+    template = leader_pod_template(view, key)
 
-    rollout_type = (spec.get("rolloutStrategy") or {}).get("type") or "RollingUpdate"
     sts_spec: dict[str, Any] = {
         "replicas": replicas,
         "serviceName": name,
         "podManagementPolicy": "Parallel",
-        "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
+        "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: LEADER_INDEX}},
         "updateStrategy": {
-            "type": rollout_type,
+            "type": view.rollout_type,
             "rollingUpdate": {
                 "partition": partition,
-                "maxUnavailable": leader_max_unavailable(lws),
+                "maxUnavailable": leader_max_unavailable(view),
             },
         },
         "template": template,
     }
-    _add_storage(sts_spec, lws)
+    _add_storage(sts_spec, view)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -294,31 +273,31 @@ def leader_statefulset(
                 TEMPLATE_REVISION_HASH_LABEL: key,
             },
             "annotations": {
-                **copied_annotations(lws),
-                REPLICAS_ANNOTATION: str(spec_replicas(lws)),
+                **copied_annotations(view),
+                REPLICAS_ANNOTATION: str(view.replicas),
             },
-            "ownerReferences": [lws_reference(lws)],
+            "ownerReferences": [lws_reference(view)],
         },
         "spec": sts_spec,
     }
 
 
-def hashed(lws: dict[str, Any]) -> bool:
+def hashed(lws: LWS) -> bool:
     """Whether the LeaderWorkerSet uses Hash group identity (a leader Deployment)."""
-    return (lws.get("spec") or {}).get("groupIdentity") == GROUP_IDENTITY_HASH
+    return lws_view(lws).hashed
 
 
-def _leader_label(leader_pod: dict[str, Any], label: str) -> str:
-    value = (_metadata(leader_pod).get("labels") or {}).get(label)
+def _leader_label(leader_pod: Mapping[str, Any], label: str) -> str:
+    value = (meta_of(leader_pod).get("labels") or {}).get(label)
     if value is None:
-        name = _metadata(leader_pod).get("name")
+        name = meta_of(leader_pod).get("name")
         raise ValueError(f"leader pod {name} has no {label} label")
     return str(value)
 
 
 def worker_statefulset(
-    revision_lws: dict[str, Any],
-    live_lws: dict[str, Any],
+    revision_lws: LWS,
+    live_lws: LWS,
     leader_pod: dict[str, Any],
     leader_node_labels: dict[str, str] | None,
 ) -> dict[str, Any]:
@@ -342,37 +321,36 @@ def worker_statefulset(
     `node does not have topology label: <key>`. Upstream's message leaves the key out (it
     interpolates the empty lookup result); ours names it.
     """
-    live_metadata = _metadata(live_lws)
-    lws_name = str(live_metadata.get("name") or "")
-    leader_name = str(_metadata(leader_pod).get("name") or "")
+    live, revision = lws_view(live_lws), lws_view(revision_lws)
+    live_metadata = live.meta
+    lws_name = live.name
+    leader_name = str(meta_of(leader_pod).get("name") or "")
     host = host_name(leader_pod)
     group_index = _leader_label(leader_pod, GROUP_INDEX_LABEL)
     group_key = _leader_label(leader_pod, GROUP_KEY_LABEL)
     revision_key = _leader_label(leader_pod, TEMPLATE_REVISION_HASH_LABEL)
-    lwt = _template_spec(revision_lws)
-    size = _group_size(revision_lws)
+    size = revision.size
     if size < 1:
         raise ValueError(f"revision size {size} must be at least 1")
 
     selector = {GROUP_INDEX_LABEL: group_index, NAME_LABEL: lws_name, GROUP_KEY_LABEL: group_key}
     identity = {**selector, TEMPLATE_REVISION_HASH_LABEL: revision_key}
     annotations = {SIZE_ANNOTATION: str(size), LEADER_NAME_ANNOTATION: leader_name}
-    topology = exclusive_topology_key(live_lws)
+    topology = live.exclusive_topology
     if topology is not None:
         annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology
-    subgroup_policy = lwt.get("subGroupPolicy")
-    if isinstance(subgroup_policy, dict):
-        policy_type = subgroup_policy.get("subGroupPolicyType")
-        annotations.update(_subgroup_annotations(
-            subgroup_policy, live_lws, None if policy_type is None else str(policy_type)
-        ))
+    subgroup_policy = revision.subgroup_policy
+    if subgroup_policy is not None:
+        # The type only when the revision names one (module docstring).
+        annotations.update(
+            _subgroup_annotations(subgroup_policy, live, subgroup_policy.policy_type))
     if pod_requests_tpus(leader_pod):
         annotations[LEADER_REQUESTS_TPUS_ANNOTATION] = "true"
-    if hashed(live_lws):
+    if live.hashed:
         annotations[GROUP_IDENTITY_ANNOTATION] = GROUP_IDENTITY_HASH
-    annotations.update(worker_template_annotations(live_lws, leader_pod))
+    annotations.update(worker_template_annotations(live, leader_pod))
     template = _overlay_template(
-        copy.deepcopy(lwt.get("workerTemplate") or {}), identity, annotations
+        copy.deepcopy(dict(revision.worker_template)), identity, annotations
     )
     if topology is not None:
         if leader_node_labels is None:
@@ -390,9 +368,7 @@ def worker_statefulset(
         template["spec"] = pod_spec
 
     service_name = (
-        host
-        if subdomain_policy(revision_lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
-        else lws_name
+        host if revision.subdomain_policy == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA else lws_name
     )
     sts_spec: dict[str, Any] = {
         "replicas": size - 1,
@@ -402,7 +378,7 @@ def worker_statefulset(
         "selector": {"matchLabels": selector},
         "template": template,
     }
-    _add_storage(sts_spec, revision_lws)
+    _add_storage(sts_spec, revision)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
