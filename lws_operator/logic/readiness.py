@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lws_operator.api.constants import TEMPLATE_REVISION_HASH_LABEL
+from lws_operator.api.view import StatefulSetView, revision_of
 
 
 def _condition_true(pod: Mapping[str, Any], condition_type: str) -> bool:
@@ -51,24 +51,18 @@ def pod_running_and_ready(pod: Mapping[str, Any]) -> bool:
 
 def statefulset_ready(sts: Mapping[str, Any]) -> bool:
     """All desired replicas available and no revision change pending."""
-    spec = sts.get("spec") or {}
-    status = sts.get("status") or {}
-    desired = spec.get("replicas")
-    desired = 1 if desired is None else desired
+    view = StatefulSetView.of(sts)
+    status = view.status
     available = status.get("availableReplicas") or 0
     return bool(
-        desired == available
+        view.replicas == available
         and (status.get("currentRevision") or "") == (status.get("updateRevision") or "")
     )
 
 
 def revision_key(obj: Mapping[str, Any] | None) -> str:
-    """The object's `template-revision-hash` label, empty when absent."""
-    if obj is None:
-        return ""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    value = labels.get(TEMPLATE_REVISION_HASH_LABEL)
-    return value if isinstance(value, str) else ""
+    """The object's `template-revision-hash` label, empty when absent (``api.view.revision_of``)."""
+    return revision_of(obj)
 
 
 def group_ready(leader: Mapping[str, Any], worker_sts: Mapping[str, Any] | None, size: int) -> bool:

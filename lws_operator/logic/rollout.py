@@ -51,14 +51,14 @@ from lws_operator.api.constants import (
     EVENT_ACTION_DELETE,
     EVENT_ACTION_UPDATE,
     EVENT_TYPE_NORMAL,
-    GROUP_INDEX_LABEL,
     NAME_LABEL,
     REASON_GROUPS_PROGRESSING,
     REASON_GROUPS_UPDATING,
     REPLICAS_ANNOTATION,
-    WORKER_INDEX_LABEL,
 )
 from lws_operator.api.validation import scaled_value
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import StatefulSetView, group_index, is_leader, lws_view
 from lws_operator.logic.events import Event
 from lws_operator.logic.keys import parse_int
 from lws_operator.logic.objects import labels_of, name_of
@@ -153,9 +153,8 @@ def leader_sts_max_unavailable(
 
 
 def _group_index(obj: Mapping[str, Any]) -> int | None:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    value = labels.get(GROUP_INDEX_LABEL)
-    if not isinstance(value, str):
+    value = group_index(obj)
+    if value is None:
         return None
     try:
         return parse_int(value)
@@ -199,8 +198,7 @@ def group_states(
         (
             pod
             for pod in leader_pods
-            if labels_of(pod).get(NAME_LABEL) == lws_name
-            and labels_of(pod).get(WORKER_INDEX_LABEL) == "0"
+            if labels_of(pod).get(NAME_LABEL) == lws_name and is_leader(pod)
         ),
         count,
     )
@@ -229,7 +227,7 @@ def group_states(
 
 
 def rollout_snapshot(
-    lws: Mapping[str, Any],
+    lws: LWS,
     leader_sts: Mapping[str, Any] | None,
     leader_pods: Iterable[Mapping[str, Any]],
     worker_statefulsets: Iterable[Mapping[str, Any]],
@@ -238,41 +236,28 @@ def rollout_snapshot(
 ) -> RolloutSnapshot:
     """Build the snapshot from observed API dicts (the LWS is assumed defaulted; absent fields
     fall back to the API defaults: 1 replica, size 1, partition 0, maxUnavailable 1, maxSurge 0)."""
-    name = name_of(lws)
-    spec = lws.get("spec") or {}
-    replicas = spec.get("replicas")
-    replicas = 1 if replicas is None else int(replicas)
-    size = (spec.get("leaderWorkerTemplate") or {}).get("size")
-    size = 1 if size is None else int(size)
-    config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-    max_unavailable = config.get("maxUnavailable")
-    max_surge = config.get("maxSurge")
+    view = lws_view(lws)
+    name = view.name
+    config = view.rolling_update
     sts_state: LeaderStatefulSetState | None = None
     groups: tuple[GroupState, ...] = ()
     if leader_sts is not None:
-        sts_spec = leader_sts.get("spec") or {}
-        sts_replicas = sts_spec.get("replicas")
-        sts_replicas = 1 if sts_replicas is None else int(sts_replicas)
-        partition = ((sts_spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get(
-            "partition"
-        )
-        annotations = (leader_sts.get("metadata") or {}).get("annotations") or {}
-        annotation = annotations.get(REPLICAS_ANNOTATION)
+        sts = StatefulSetView.of(leader_sts)
         sts_state = LeaderStatefulSetState(
-            replicas=sts_replicas,
-            partition=0 if partition is None else int(partition),
-            replicas_annotation=annotation if isinstance(annotation, str) else None,
+            replicas=sts.replicas,
+            partition=sts.partition,
+            replicas_annotation=sts.replicas_annotation,
         )
         groups = group_states(
-            name, size, current_key, sts_replicas, leader_pods, worker_statefulsets
+            name, view.size, current_key, sts.replicas, leader_pods, worker_statefulsets
         )
     return RolloutSnapshot(
         lws_name=name,
-        replicas=replicas,
-        lws_partition=int(config.get("partition") or 0),
-        max_unavailable=1 if max_unavailable is None else max_unavailable,
-        max_surge=0 if max_surge is None else max_surge,
-        size=size,
+        replicas=view.replicas,
+        lws_partition=config.partition,
+        max_unavailable=config.max_unavailable,
+        max_surge=config.max_surge,
+        size=view.size,
         lws_updated=lws_updated,
         current_key=current_key,
         leader_sts=sts_state,

@@ -53,6 +53,15 @@ from lws_operator.api.constants import (
     REASON_GROUPS_UPDATING,
     WORKER_INDEX_LABEL,
 )
+from lws_operator.api.view import (
+    LEADER_INDEX,
+    LeaderWorkerSetView,
+    StatefulSetView,
+    deleting,
+    is_leader,
+    lws_view,
+)
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.logic.events import Event
 from lws_operator.logic.keys import parse_int
 from lws_operator.logic.objects import host_name, meta_of
@@ -103,7 +112,7 @@ class StatusDecision:
 
 def hpa_pod_selector(lws_name: str) -> str:
     """The label selector HPA uses through the scale subresource: leader pods only."""
-    return f"{NAME_LABEL}={lws_name},{WORKER_INDEX_LABEL}=0"
+    return f"{NAME_LABEL}={lws_name},{WORKER_INDEX_LABEL}={LEADER_INDEX}"
 
 
 def count_groups(
@@ -121,7 +130,7 @@ def count_groups(
     for pod in leader_pods:
         meta = meta_of(pod)
         labels = meta.get("labels") or {}
-        if labels.get(NAME_LABEL) != lws_name or labels.get(WORKER_INDEX_LABEL) != "0":
+        if labels.get(NAME_LABEL) != lws_name or not is_leader(pod):
             continue
         raw_index = labels.get(GROUP_INDEX_LABEL)
         try:
@@ -226,7 +235,7 @@ def merge_conditions(
 
 
 def compute_status(
-    lws: Mapping[str, Any],
+    lws: LWS,
     current_key: str,
     leader_sts: Mapping[str, Any],
     leader_pods: Iterable[Mapping[str, Any]],
@@ -237,33 +246,23 @@ def compute_status(
 
     `leader_sts` is the freshly read leader StatefulSet (its status.replicas is copied); `now`
     is the RFC 3339 timestamp stamped on conditions that change."""
-    name = str(meta_of(lws).get("name") or "")
-    spec = lws.get("spec") or {}
-    replicas = spec.get("replicas")
-    replicas = 1 if replicas is None else int(replicas)
-    size = (spec.get("leaderWorkerTemplate") or {}).get("size")
-    size = 1 if size is None else int(size)
-    config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-    lws_partition = int(config.get("partition") or 0)
-
+    view = lws_view(lws)
+    replicas, lws_partition = view.replicas, view.rolling_update.partition
     counts = count_groups(
-        name, replicas, size, lws_partition, current_key, leader_pods, worker_statefulsets
+        view.name, replicas, view.size, lws_partition, current_key, leader_pods,
+        worker_statefulsets,
     )
     update_done = lws_partition == 0 and counts.partitioned_updated_and_ready == replicas
-    return _decide(lws, counts, int((leader_sts.get("status") or {}).get("replicas") or 0),
-                   update_done, now)
+    # status.replicas copies the leader StatefulSet's, terminating leaders included (SPEC 3.7).
+    return _decide(view, counts, StatefulSetView.of(leader_sts).status_replicas, update_done,
+                   now)
 
 
-def _decide(lws: Mapping[str, Any], counts: GroupCounts, observed_replicas: int,
+def _decide(lws: LeaderWorkerSetView, counts: GroupCounts, observed_replicas: int,
             update_done: bool, now: str) -> StatusDecision:
     """The status from the group counters, shared by both group identity modes."""
-    meta = meta_of(lws)
-    name = str(meta.get("name") or "")
-    generation = int(meta.get("generation") or 0)
-    replicas = (lws.get("spec") or {}).get("replicas")
-    replicas = 1 if replicas is None else int(replicas)
-    observed = lws.get("status")
-    observed = observed if isinstance(observed, Mapping) else {}
+    name, generation, replicas = lws.name, lws.generation, lws.replicas
+    observed = lws.status
     chosen = select_conditions(counts, replicas)
     conditions, conditions_changed = merge_conditions(
         observed.get("conditions") or (), chosen, generation, now
@@ -287,7 +286,7 @@ def _decide(lws: Mapping[str, Any], counts: GroupCounts, observed_replicas: int,
 
 
 def compute_hash_status(
-    lws: Mapping[str, Any],
+    lws: LWS,
     current_key: str,
     leader_pods: Iterable[Mapping[str, Any]],
     worker_statefulsets: Iterable[Mapping[str, Any]],
@@ -301,17 +300,13 @@ def compute_hash_status(
     mode, with the worker StatefulSet found by the leader's host name. The conditions see at most
     ``replicas`` groups, and the update is done once ``replicas`` groups are updated and ready
     and no group of another revision is left."""
-    spec = lws.get("spec") or {}
-    replicas = spec.get("replicas")
-    replicas = 1 if replicas is None else int(replicas)
-    size = (spec.get("leaderWorkerTemplate") or {}).get("size")
-    size = 1 if size is None else int(size)
+    view = lws_view(lws)
+    replicas, size = view.replicas, view.size
     workers = {meta_of(sts).get("name"): sts for sts in worker_statefulsets}
     live = counted = ready = updated = updated_ready = 0
     outdated = False
     for pod in leader_pods:
-        if meta_of(pod).get("deletionTimestamp") or (
-                (meta_of(pod).get("labels") or {}).get(WORKER_INDEX_LABEL) != "0"):
+        if deleting(pod) or not is_leader(pod):
             continue
         live += 1
         outdated |= revision_key(pod) != current_key
@@ -330,4 +325,4 @@ def compute_hash_status(
                          min(updated, current - 1 if outdated else current),
                          min(updated_ready, replicas))
     update_done = not outdated and updated_ready >= replicas
-    return _decide(lws, counts, live, update_done, now)
+    return _decide(view, counts, live, update_done, now)
