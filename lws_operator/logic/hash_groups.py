@@ -53,6 +53,8 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
+from lws_operator.api.view import LEADER_INDEX, deleting, is_leader, lws_view, revision_of
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.logic.gang import gated
 from lws_operator.logic.objects import host_name, labels_of, meta_of
 from lws_operator.logic.readiness import statefulset_ready
@@ -76,8 +78,8 @@ __all__ = [
 ]
 
 
-def immediate(lws: Mapping[str, Any]) -> bool:
-    return (lws.get("spec") or {}).get("groupReplacementPolicy") == "Immediate"
+def immediate(lws: LWS) -> bool:
+    return lws_view(lws).group_replacement_policy == "Immediate"
 
 
 def _is_zero(value: Any) -> bool:
@@ -86,7 +88,7 @@ def _is_zero(value: Any) -> bool:
                           and value.endswith("%"))
 
 
-def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
+def leader_deployment(lws: LWS, key: str) -> dict[str, Any]:
     """The server-side-apply body of the leader Deployment ``<lws>`` on revision ``key``.
 
     ``maxSurge`` and ``maxUnavailable`` are handed to the Deployment unchanged (integers or
@@ -94,19 +96,17 @@ def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
     leader StatefulSet's plus the Hash marker the pod webhook reads and the headless Service as
     subdomain; ``revisionHistoryLimit`` is 0 because the LeaderWorkerSet keeps its own history in
     ControllerRevisions."""
-    meta = meta_of(lws)
-    name = str(meta.get("name") or "")
-    spec = lws.get("spec") or {}
-    config = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-    max_unavailable = 1 if config.get("maxUnavailable") is None else config["maxUnavailable"]
-    max_surge = 0 if config.get("maxSurge") is None else config["maxSurge"]
+    view = lws_view(lws)
+    meta = view.meta
+    name = view.name
+    max_unavailable, max_surge = view.rolling_update.max_unavailable, view.rolling_update.max_surge
     if _is_zero(max_unavailable) and _is_zero(max_surge):
         # The LeaderWorkerSet allows both at zero while replicas is 0 (SPEC 1.11 rule 14); a
         # Deployment never does, so the apply failed until the set was deleted. With no group
         # to keep available, one unavailable group is the same rollout (found by the
         # bad-input fuzzing, issue 11 item 5).
         max_unavailable = 1
-    template = leader_pod_template(lws, key)
+    template = leader_pod_template(view, key)
     template["metadata"]["annotations"][GROUP_IDENTITY_ANNOTATION] = GROUP_IDENTITY_HASH
     pod_spec = dict(template.get("spec") or {})
     pod_spec.setdefault("subdomain", name)
@@ -119,14 +119,14 @@ def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
             "namespace": meta.get("namespace"),
             "labels": {**(meta.get("labels") or {}), NAME_LABEL: name,
                        TEMPLATE_REVISION_HASH_LABEL: key},
-            "annotations": {**copied_annotations(lws),
-                            REPLICAS_ANNOTATION: str(spec_replicas(lws))},
-            "ownerReferences": [lws_reference(lws)],
+            "annotations": {**copied_annotations(view),
+                            REPLICAS_ANNOTATION: str(view.replicas)},
+            "ownerReferences": [lws_reference(view)],
         },
         "spec": {
-            "replicas": spec_replicas(lws),
+            "replicas": view.replicas,
             "revisionHistoryLimit": 0,
-            "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
+            "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: LEADER_INDEX}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {
                 "maxUnavailable": max_unavailable, "maxSurge": max_surge}},
             "template": template,
@@ -137,20 +137,8 @@ def leader_deployment(lws: dict[str, Any], key: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ group facts
 
 
-def _leader(pod: Mapping[str, Any]) -> bool:
-    return labels_of(pod).get(WORKER_INDEX_LABEL) == "0"
-
-
-def _terminating(pod: Mapping[str, Any]) -> bool:
-    return bool(meta_of(pod).get("deletionTimestamp"))
-
-
 def _key(pod: Mapping[str, Any]) -> str:
     return str(labels_of(pod).get(GROUP_KEY_LABEL) or "")
-
-
-def _revision(pod: Mapping[str, Any]) -> str:
-    return str(labels_of(pod).get(TEMPLATE_REVISION_HASH_LABEL) or "")
 
 
 def _group(pod: Mapping[str, Any]) -> str:
@@ -166,12 +154,12 @@ def tearing_down(pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """The groups tearing down, by group key, with their revision: some pod of the group still
     exists, and its leader is terminating or gone."""
     pods = list(pods)
-    live_leaders = {_key(p) for p in pods if _leader(p) and not _terminating(p)}
+    live_leaders = {_key(p) for p in pods if is_leader(p) and not deleting(p)}
     out: dict[str, str] = {}
     for pod in pods:
         key = _key(pod)
         if key and key not in live_leaders:
-            out.setdefault(key, _revision(pod))
+            out.setdefault(key, revision_of(pod))
     return out
 
 
@@ -185,25 +173,25 @@ class Admission:
     waiting: int = 0  # gated leaders held back
 
 
-def plan_admission(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+def plan_admission(lws: LWS, pods: Iterable[Mapping[str, Any]],
                    counts: Mapping[str, int]) -> Admission:
     """Which gated Hash leaders may schedule now (module docstring), and how restart counts
     move to them."""
     pods = list(pods)
-    leaders = [p for p in pods if _leader(p) and not _terminating(p)]
+    leaders = [p for p in pods if is_leader(p) and not deleting(p)]
     waiting = sorted((p for p in leaders if gated(p)), key=_age_order)
     down = tearing_down(pods)
-    retained = sum(1 for p in pods if _leader(p) and exhausted(p))
+    retained = sum(1 for p in pods if is_leader(p) and exhausted(p))
     held = retained if immediate(lws) else max(len(down), retained)
     admissible = waiting[:max(0, len(waiting) - held)]
     replicas = spec_replicas(lws)
     ungated: dict[str, int] = {}
     for pod in leaders:
         if not gated(pod):
-            ungated[_revision(pod)] = ungated.get(_revision(pod), 0) + 1
+            ungated[revision_of(pod)] = ungated.get(revision_of(pod), 0) + 1
     admit: list[Mapping[str, Any]] = []
     for pod in admissible:
-        revision = _revision(pod)
+        revision = revision_of(pod)
         if ungated.get(revision, 0) >= replicas:
             continue  # a surplus surge leader: stays gated, removed first on scale-down
         ungated[revision] = ungated.get(revision, 0) + 1
@@ -219,7 +207,7 @@ def _moved_counts(counts: Mapping[str, int], leaders: list[Mapping[str, Any]],
     no replacement can claim any more; None when nothing changes."""
     if not counts:
         return None
-    live_groups = {(_revision(p), _group(p)) for p in leaders}
+    live_groups = {(revision_of(p), _group(p)) for p in leaders}
     orphans: dict[str, list[str]] = {}
     for entry in sorted(counts):
         revision, _, group = entry.partition("/")
@@ -229,11 +217,11 @@ def _moved_counts(counts: Mapping[str, int], leaders: list[Mapping[str, Any]],
         return None
     moved = dict(counts)
     for pod in admit:
-        pending = orphans.get(_revision(pod))
+        pending = orphans.get(revision_of(pod))
         if pending:
             entry = pending.pop(0)
-            moved[count_key(_revision(pod), _group(pod))] = moved.pop(entry)
-    still_waiting = {_revision(p) for p in waiting if p not in admit}
+            moved[count_key(revision_of(pod), _group(pod))] = moved.pop(entry)
+    still_waiting = {revision_of(p) for p in waiting if p not in admit}
     tearing = set(down.values())
     for revision, entries in orphans.items():
         if revision not in still_waiting and revision not in tearing:
@@ -272,10 +260,10 @@ def readiness_updates(leaders: Iterable[Mapping[str, Any]],
     by_name = {str(meta_of(s).get("name")): s for s in workers}
     out: list[GroupReadiness] = []
     for leader in leaders:
-        if _terminating(leader) or not _has_gate(leader):
+        if deleting(leader) or not _has_gate(leader):
             continue
         sts = by_name.get(host_name(leader))
-        ready = sts is not None and not _terminating(sts) and statefulset_ready(sts)
+        ready = sts is not None and not deleting(sts) and statefulset_ready(sts)
         if _condition(leader) != ("True" if ready else "False"):
             if not ready and _condition(leader) is None:
                 continue  # absent counts as not ready: nothing to write yet
@@ -292,20 +280,20 @@ def group_ready_condition(ready: bool, now: dt.datetime) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ retained groups
 
 
-def release_scaled_down(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+def release_scaled_down(lws: LWS, pods: Iterable[Mapping[str, Any]],
                         current_key: str) -> set[str]:
     """The group indices of retained (exhausted) groups to release: those of another revision
     than the current one (the rollout replaced them), and on scale-down the surplus of retained
     groups over the gated leaders of their revision left to hold back, oldest first, once the
     Deployment has all the live leaders it wants."""
     pods = list(pods)
-    retained = sorted((p for p in pods if _leader(p) and exhausted(p)), key=_age_order)
+    retained = sorted((p for p in pods if is_leader(p) and exhausted(p)), key=_age_order)
     if not retained:
         return set()
-    leaders = [p for p in pods if _leader(p) and not _terminating(p)]
-    out = {_group(p) for p in retained if _revision(p) != current_key}
-    current = [p for p in retained if _revision(p) == current_key]
-    gated_now = sum(1 for p in leaders if gated(p) and _revision(p) == current_key)
+    leaders = [p for p in pods if is_leader(p) and not deleting(p)]
+    out = {_group(p) for p in retained if revision_of(p) != current_key}
+    current = [p for p in retained if revision_of(p) == current_key]
+    gated_now = sum(1 for p in leaders if gated(p) and revision_of(p) == current_key)
     if len(leaders) >= spec_replicas(lws) and len(current) > gated_now:
         out |= {_group(p) for p in current[:len(current) - gated_now]}
     return out

@@ -34,14 +34,11 @@ from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     MESSAGE_GROUPS_PROGRESSING,
     REASON_GROUPS_PROGRESSING,
-    RECREATE_GROUP_AFTER_START_ANNOTATION,
-    TEMPLATE_REVISION_HASH_LABEL,
-    WORKER_INDEX_LABEL,
 )
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import deleting, is_leader, lws_view, revision_of
 from lws_operator.logic.keys import split_ordinal
 from lws_operator.logic.objects import host_name, labels_of, meta_of
-
-RECREATING_POLICIES = ("RecreateGroupOnPodRestart", "RecreateGroupAfterStart")
 
 
 def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -91,8 +88,7 @@ def pending_state(pod: Mapping[str, Any]) -> PendingState | None:
 def unschedulable_groups(pods: Iterable[Mapping[str, Any]]) -> list[str]:
     """The group indexes with a live pod the scheduler could not place, sorted."""
     groups = {str(labels_of(p).get(GROUP_INDEX_LABEL) or "") for p in pods
-              if not meta_of(p).get("deletionTimestamp")
-              and pending_state(p) == "unschedulable"}
+              if not deleting(p) and pending_state(p) == "unschedulable"}
     return sorted(groups, key=lambda g: (len(g), g))
 
 
@@ -144,7 +140,7 @@ def _starting(pods: list[Mapping[str, Any]], group: str,
               size: int) -> tuple[bool, Mapping[str, Any] | None]:
     """Whether the group is still starting, and its first unschedulable pod if any."""
     members = [p for p in pods if labels_of(p).get(GROUP_INDEX_LABEL) == group
-               and not meta_of(p).get("deletionTimestamp")]
+               and not deleting(p)]
     states = [(pending_state(p), p) for p in members]
     blocked = next((p for state, p in states if state == "unschedulable"), None)
     return len(members) != size or any(state for state, _ in states), blocked
@@ -171,38 +167,35 @@ def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
                 and sts_owner.get("uid") == leader_meta.get("uid"))
 
 
-def plan_recreations(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+def plan_recreations(lws: LWS, pods: Iterable[Mapping[str, Any]],
                      statefulsets: Iterable[Mapping[str, Any]],
                      deleted: Iterable[Mapping[str, Any]] = ()) -> list[Recreation]:
     """The groups to recreate this pass, at most one per leader."""
     return scan_failures(lws, pods, statefulsets, deleted).recreations
 
 
-def recreating(lws: Mapping[str, Any]) -> bool:
+def recreating(lws: LWS) -> bool:
     """Whether the restart policy recreates groups at all."""
-    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
-    return (template.get("restartPolicy") or "RecreateGroupOnPodRestart") in RECREATING_POLICIES
+    return lws_view(lws).recreates_groups
 
 
-def scan_failures(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+def scan_failures(lws: LWS, pods: Iterable[Mapping[str, Any]],
                   statefulsets: Iterable[Mapping[str, Any]],
                   deleted: Iterable[Mapping[str, Any]] = ()) -> FailureScan:
     """The groups to recreate this pass (at most one per leader), and the recreations skipped
     because a pod of the group is unschedulable."""
-    spec = lws.get("spec") or {}
-    template = spec.get("leaderWorkerTemplate") or {}
-    policy = template.get("restartPolicy") or "RecreateGroupOnPodRestart"
-    if policy not in RECREATING_POLICIES:
+    view = lws_view(lws)
+    if not view.recreates_groups:
         return FailureScan([], [])
-    waits = after_start(lws)
-    size = int(template.get("size") or 1)
+    waits = view.recreate_after_start
+    size = view.size
     live = list(pods)
     by_name = {str(meta_of(p).get("name")): p for p in live}
     # A worker names its leader by host name (the pod name in Ordinal mode, `<lws>-<key prefix>`
     # in Hash mode).
-    by_host = {host_name(p): p for p in live if labels_of(p).get(WORKER_INDEX_LABEL) == "0"}
+    by_host = {host_name(p): p for p in live if is_leader(p)}
     sts_by_name = {str(meta_of(s).get("name")): s for s in statefulsets}
-    triggers = [p for p in live if restarted(p) or meta_of(p).get("deletionTimestamp")]
+    triggers = [p for p in live if restarted(p) or deleting(p)]
     triggers += list(deleted)
     out: dict[str, Recreation] = {}
     skips: dict[str, UnschedulableSkip] = {}
@@ -217,7 +210,7 @@ def scan_failures(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
                     str(meta_of(blocked).get("name"))))
             if starting:
                 continue
-        if labels_of(pod).get(WORKER_INDEX_LABEL) == "0":
+        if is_leader(pod):
             leader: Mapping[str, Any] | None = by_name.get(name)
             if leader is None or meta_of(leader).get("uid") != meta_of(pod).get("uid"):
                 continue  # this leader is gone already: its group is being recreated
@@ -226,19 +219,18 @@ def scan_failures(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
             leader = by_host.get(parsed[0]) if parsed else None
             if leader is None:
                 continue
-            if (labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL)
-                    != labels_of(pod).get(TEMPLATE_REVISION_HASH_LABEL)):
+            if revision_of(leader) != revision_of(pod):
                 continue
             if not _belongs_to(pod, leader, sts_by_name):
                 continue
         leader_meta = meta_of(leader)
-        if leader_meta.get("deletionTimestamp"):
+        if deleting(leader):
             continue
         leader_name = str(leader_meta.get("name"))
         out.setdefault(leader_name, Recreation(
             leader_name, str(leader_meta.get("uid")), name,
             str(labels_of(leader).get(GROUP_INDEX_LABEL) or group),
-            str(labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL) or ""),
+            revision_of(leader),
             str(leader_meta.get("creationTimestamp") or ""), _why(pod, leader)))
     return FailureScan(list(out.values()), list(skips.values()))
 
@@ -246,21 +238,21 @@ def scan_failures(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
 REASON_GROUP_UNSCHEDULABLE = "GroupUnschedulable"
 
 
-def after_start(lws: Mapping[str, Any]) -> bool:
-    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
-    return template.get("restartPolicy") == "RecreateGroupAfterStart" or (
-        RECREATE_GROUP_AFTER_START_ANNOTATION in (meta_of(lws).get("annotations") or {}))
+def after_start(lws: LWS) -> bool:
+    """RecreateGroupAfterStart, by policy or by the legacy annotation."""
+    return lws_view(lws).recreate_after_start
 
 
-def apply_unschedulable(status: dict[str, Any], lws: Mapping[str, Any],
+def apply_unschedulable(status: dict[str, Any], lws: LWS,
                         pods: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Under RecreateGroupAfterStart, a True ``Progressing`` condition says ``GroupUnschedulable``
     and how many replicas cannot be scheduled while any can't (the guide); it goes back to the
     standard reason and message once none is. Its status and transition time are left alone."""
-    if not after_start(lws):
+    view = lws_view(lws)
+    if not view.recreate_after_start:
         return status
     groups = unschedulable_groups(pods)
-    replicas = int((lws.get("spec") or {}).get("replicas") or 0)
+    replicas = view.replicas
     conditions = [dict(c) for c in status.get("conditions") or []]
     for cond in conditions:
         if cond.get("type") != CONDITION_PROGRESSING or cond.get("status") != "True":

@@ -48,9 +48,9 @@ from lws_operator.api.constants import (
     GROUP_RESTART_COUNTED_ANNOTATION,
     GROUP_RESTART_COUNTS_ANNOTATION,
     RECOVER_ANNOTATION,
-    TEMPLATE_REVISION_HASH_LABEL,
-    WORKER_INDEX_LABEL,
 )
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import annotations_of, deleting, is_leader, lws_view, revision_of
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import epoch_seconds, labels_of, meta_of
 from lws_operator.logic.restart import Recreation
@@ -78,9 +78,9 @@ def count_key(revision: str, group: str) -> str:
     return f"{revision}/{group}"
 
 
-def _json_object(lws: Mapping[str, Any], annotation: str) -> dict[str, Any]:
+def _json_object(lws: LWS, annotation: str) -> dict[str, Any]:
     """A JSON-object annotation; missing or unreadable (edited by hand) reads as empty."""
-    raw = (meta_of(lws).get("annotations") or {}).get(annotation)
+    raw = lws_view(lws).annotations.get(annotation)
     if not raw:
         return {}
     try:
@@ -90,7 +90,7 @@ def _json_object(lws: Mapping[str, Any], annotation: str) -> dict[str, Any]:
     return decoded if isinstance(decoded, dict) else {}
 
 
-def read_counts(lws: Mapping[str, Any]) -> dict[str, int]:
+def read_counts(lws: LWS) -> dict[str, int]:
     """The counter annotation; an unreadable value (edited by hand) counts as empty."""
     decoded = _json_object(lws, GROUP_RESTART_COUNTS_ANNOTATION)
     out: dict[str, int] = {}
@@ -124,7 +124,7 @@ def settled_counts(counts: Mapping[str, int], current_key: str,
     return kept if len(kept) != len(counts) else None
 
 
-def read_counted(lws: Mapping[str, Any]) -> dict[str, str]:
+def read_counted(lws: LWS) -> dict[str, str]:
     """The counted-leaders annotation (count key -> leader UID); unreadable counts as empty."""
     decoded = _json_object(lws, GROUP_RESTART_COUNTED_ANNOTATION)
     return {str(k): v for k, v in decoded.items() if isinstance(v, str) and v}
@@ -157,17 +157,14 @@ class RestartLimits:
         return float(min(self.base_seconds * 2.0 ** min(count, 64), cap))
 
 
-def limits_of(lws: Mapping[str, Any]) -> RestartLimits:
-    template = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
-    budget = _int(template.get("maxGroupRestarts"))
-    backoff = template.get("restartBackoff")
-    base = cap = None
-    if isinstance(backoff, Mapping):
-        base_value = _int(backoff.get("baseSeconds"))
-        cap_value = _int(backoff.get("capSeconds"))
-        base = float(10 if base_value is None else base_value)
-        cap = float(300 if cap_value is None else cap_value)
-    return RestartLimits(budget, base, cap)
+def limits_of(lws: LWS) -> RestartLimits:
+    """``maxGroupRestarts`` and ``restartBackoff`` as the view reads them (defaults there)."""
+    view = lws_view(lws)
+    backoff = view.restart_backoff
+    if backoff is None:
+        return RestartLimits(view.max_group_restarts, None, None)
+    return RestartLimits(view.max_group_restarts, float(backoff.base_seconds),
+                         float(backoff.cap_seconds))
 
 
 @dataclass(frozen=True)
@@ -197,7 +194,7 @@ class RestartPlan:
     counted: dict[str, str] | None = None  # with ``counts``: the leaders they were spent on
 
 
-def plan_restarts(lws: Mapping[str, Any], candidates: Iterable[Recreation],
+def plan_restarts(lws: LWS, candidates: Iterable[Recreation],
                   now: float) -> RestartPlan:
     """Apply the budget and the backoff to the recreations the restart policy asks for."""
     limits = limits_of(lws)
@@ -241,9 +238,7 @@ def still_pending(deferred: Iterable[Recreation], pods: Iterable[Mapping[str, An
     is still the same live incarnation (a deleted worker is seen once, and must not be
     forgotten while its group waits out the backoff)."""
     out = {r.leader_uid: r for r in fresh}
-    live = {str(meta_of(p).get("uid")) for p in pods
-            if labels_of(p).get(WORKER_INDEX_LABEL) == "0"
-            and not meta_of(p).get("deletionTimestamp")}
+    live = {str(meta_of(p).get("uid")) for p in pods if is_leader(p) and not deleting(p)}
     for recreation in deferred:
         if recreation.leader_uid in live:
             out.setdefault(recreation.leader_uid, recreation)
@@ -251,7 +246,7 @@ def still_pending(deferred: Iterable[Recreation], pods: Iterable[Mapping[str, An
 
 
 def exhausted(pod: Mapping[str, Any]) -> bool:
-    annotations = meta_of(pod).get("annotations") or {}
+    annotations = annotations_of(pod)
     return str(annotations.get(GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION, "")).lower() == "true"
 
 
@@ -261,7 +256,7 @@ def exhaustion_note(recreation: Recreation, budget: int | None) -> str:
             f"leader pod {recreation.leader} with {RECOVER_ANNOTATION}=true to recover it")
 
 
-def exhaustion_events(plan: RestartPlan, lws: Mapping[str, Any]) -> list[tuple[Recreation, Event]]:
+def exhaustion_events(plan: RestartPlan, lws: LWS) -> list[tuple[Recreation, Event]]:
     budget = limits_of(lws).max_restarts
     return [(r, Event(REASON_BUDGET_EXCEEDED, EVENT_TYPE_WARNING, EVENT_ACTION_DELETE,
                       exhaustion_note(r, budget))) for r in plan.exhaust]
@@ -276,12 +271,9 @@ def unfinished_exhaustions(pods: Iterable[Mapping[str, Any]]) -> list[Recreation
     out = []
     for pod in pods:
         meta = meta_of(pod)
-        if (labels_of(pod).get(WORKER_INDEX_LABEL) == "0" and exhausted(pod)
-                and not meta.get("deletionTimestamp")):
-            labels = labels_of(pod)
+        if is_leader(pod) and exhausted(pod) and not deleting(pod):
             out.append(Recreation(str(meta.get("name")), str(meta.get("uid")),
-                                  str(meta.get("name")), str(labels.get(GROUP_INDEX_LABEL) or ""),
-                                  str(labels.get(TEMPLATE_REVISION_HASH_LABEL) or ""),
+                                  str(meta.get("name")), _group_of(pod), revision_of(pod),
                                   str(meta.get("creationTimestamp") or "")))
     return out
 
@@ -322,12 +314,12 @@ def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, cur
     clear: list[str] = []
     recovered: list[str] = []
     for leader in pods:
-        if labels_of(leader).get(WORKER_INDEX_LABEL) != "0" or not exhausted(leader):
+        if not is_leader(leader) or not exhausted(leader):
             continue
         group = _group_of(leader)
         index = _int(group)
-        revision = str(labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL) or "")
-        annotations = meta_of(leader).get("annotations") or {}
+        revision = revision_of(leader)
+        annotations = annotations_of(leader)
         if str(annotations.get(RECOVER_ANNOTATION, "")).lower() == "true":
             release_groups.add(group)
             clear.append(count_key(revision, group))
@@ -337,7 +329,7 @@ def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, cur
                 or (revision != current_key and index >= partition)):  # rolled
             release_groups.add(group)
     # Retained pods of a group whose leader is gone already (released before) go too.
-    leader_groups = {_group_of(p) for p in pods if labels_of(p).get(WORKER_INDEX_LABEL) == "0"}
+    leader_groups = {_group_of(p) for p in pods if is_leader(p)}
     return Release([p for p in retained if _group_of(p) in release_groups
                     or _group_of(p) not in leader_groups], clear, recovered)
 
@@ -351,8 +343,7 @@ def degraded_condition(pods: Iterable[Mapping[str, Any]], observed: Iterable[Map
     """The ``Degraded`` condition: True while a retained leader is marked exhausted; False once
     none is (only if it was ever set, so LeaderWorkerSets that never ran out keep no such
     condition). None: leave the conditions as they are."""
-    groups = sorted({_group_of(p) for p in pods
-                     if labels_of(p).get(WORKER_INDEX_LABEL) == "0" and exhausted(p)},
+    groups = sorted({_group_of(p) for p in pods if is_leader(p) and exhausted(p)},
                     key=lambda g: (len(g), g))
     before = next((c for c in observed if c.get("type") == CONDITION_DEGRADED), None)
     if groups:
