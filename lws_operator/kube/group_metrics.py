@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from lws_operator.api.view import deleting, lws_view
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.metrics import _once
 from lws_operator.logic import group_metrics as derive
@@ -90,10 +91,11 @@ class GroupMetrics:
         if not cache.synced:
             return
         namespace, name = key
-        lws = cache["LeaderWorkerSet"].get(namespace, name)
-        if lws is None or meta_of(lws).get("deletionTimestamp"):
+        obj = cache["LeaderWorkerSet"].get(namespace, name)
+        if obj is None or deleting(obj):
             self.forget(key)
             return
+        lws = lws_view(obj)  # built once, handed to every derivation
         pods = cache["Pod"].owned_by(key)
         statefulsets = cache["StatefulSet"].owned_by(key)
         views = derive.group_views(lws, pods, statefulsets)

@@ -31,17 +31,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from lws_operator.api.constants import (
-    CONDITION_UPDATE_IN_PROGRESS,
-    GROUP_INDEX_LABEL,
-    WORKER_INDEX_LABEL,
-)
+from lws_operator.api.constants import CONDITION_UPDATE_IN_PROGRESS
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import deleting, group_index, is_leader, lws_view
 from lws_operator.logic.gang import gated
-from lws_operator.logic.objects import epoch_seconds, host_name, labels_of, meta_of
+from lws_operator.logic.objects import epoch_seconds, host_name, meta_of
 from lws_operator.logic.readiness import group_ready, revision_key
 from lws_operator.logic.restart import pending_state, restarted
 from lws_operator.logic.restart_budget import count_key, exhausted, limits_of, read_counts
-from lws_operator.logic.statefulsets import hashed
 
 STATES: Final = ("ready", "progressing", "failed", "gated", "unschedulable", "terminating",
                  "exhausted", "missing")
@@ -64,23 +61,22 @@ class GroupView:
     failure_seen: bool  # a member failed or restarted (sticky over the incarnation's life)
 
 
-def group_views(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
+def group_views(lws: LWS, pods: Iterable[Mapping[str, Any]],
                 statefulsets: Iterable[Mapping[str, Any]]) -> list[GroupView]:
     """Every group with a leader pod, in group order."""
-    size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size") or 1)
+    size = lws_view(lws).size
     workers = {str(meta_of(s).get("name")): s for s in statefulsets}
     members: dict[str, list[Mapping[str, Any]]] = {}
     leaders: dict[str, Mapping[str, Any]] = {}
     for pod in pods:
-        labels = labels_of(pod)
-        group = labels.get(GROUP_INDEX_LABEL)
-        if not isinstance(group, str):
+        group = group_index(pod)
+        if group is None:
             continue
         members.setdefault(group, []).append(pod)
-        if labels.get(WORKER_INDEX_LABEL) == "0":
+        if is_leader(pod):
             current = leaders.get(group)
             # Two incarnations at once (the old one terminating): the live one speaks.
-            if current is None or meta_of(current).get("deletionTimestamp"):
+            if current is None or deleting(current):
                 leaders[group] = pod
     out = []
     for group in sorted(leaders, key=lambda g: (len(g), g)):
@@ -88,13 +84,12 @@ def group_views(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
         meta = meta_of(leader)
         uid = str(meta.get("uid") or "")
         # Pods of this incarnation: the leader, and workers not left over from a previous one.
-        own = [p for p in members[group]
-               if p is leader or not meta_of(p).get("deletionTimestamp")]
+        own = [p for p in members[group] if p is leader or not deleting(p)]
         failure = any(_failed(p) for p in own)
         worker_sts = workers.get(host_name(leader))
         if exhausted(leader):
             state = "exhausted"
-        elif meta.get("deletionTimestamp"):
+        elif deleting(leader):
             state = "terminating"
         elif group_ready(leader, worker_sts, size):
             state = "ready"
@@ -111,15 +106,16 @@ def group_views(lws: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
     return out
 
 
-def state_counts(lws: Mapping[str, Any], views: Iterable[GroupView]) -> dict[str, int]:
+def state_counts(lws: LWS, views: Iterable[GroupView]) -> dict[str, int]:
     """Groups per state, every state present (zero included) so each series exists."""
     counts = dict.fromkeys(STATES, 0)
     present = set()
     for view in views:
         counts[view.state] += 1
         present.add(view.group)
-    replicas = int((lws.get("spec") or {}).get("replicas") or 0)
-    if hashed(dict(lws)):  # groups have keys, not ordinals: count the shortfall
+    spec = lws_view(lws)
+    replicas = spec.replicas
+    if spec.hashed:  # groups have keys, not ordinals: count the shortfall
         live = sum(n for state, n in counts.items() if state not in ("terminating", "exhausted"))
         counts["missing"] = max(0, replicas - live)
     else:
@@ -127,7 +123,7 @@ def state_counts(lws: Mapping[str, Any], views: Iterable[GroupView]) -> dict[str
     return counts
 
 
-def budget_remaining(lws: Mapping[str, Any], views: Iterable[GroupView]) -> dict[str, int]:
+def budget_remaining(lws: LWS, views: Iterable[GroupView]) -> dict[str, int]:
     """Recreations each group may still have (``maxGroupRestarts`` minus its count for its
     revision); empty without a budget. An exhausted group has 0."""
     budget = limits_of(lws).max_restarts
@@ -151,8 +147,8 @@ class RolloutView:
     replicas: int | None = None
 
 
-def rollout_view(lws: Mapping[str, Any], leader_sts: Mapping[str, Any] | None) -> RolloutView:
-    conditions = (lws.get("status") or {}).get("conditions") or []
+def rollout_view(lws: LWS, leader_sts: Mapping[str, Any] | None) -> RolloutView:
+    conditions = lws_view(lws).status.get("conditions") or []
     in_progress = any(c.get("type") == CONDITION_UPDATE_IN_PROGRESS and c.get("status") == "True"
                       for c in conditions if isinstance(c, Mapping))
     if not in_progress or leader_sts is None:
@@ -194,17 +190,18 @@ def _recreation_reason(old: GroupView, new: GroupView) -> str:
     return "pod-deleted"
 
 
-def observe(memory: Memory | None, lws: Mapping[str, Any], views: list[GroupView],
+def observe(memory: Memory | None, lws: LWS, views: list[GroupView],
             rollout: RolloutView, now: float) -> tuple[Memory, Observations]:
     """The transitions between ``memory`` (None: the first snapshot, which only seeds) and now."""
     first = memory is None
     previous = memory or Memory()
-    replicas = int((lws.get("spec") or {}).get("replicas") or 0)
+    spec = lws_view(lws)
+    replicas = spec.replicas
     ready_seconds: list[float] = []
     recreations: list[str] = []
     groups: dict[str, GroupView] = {}
     ready_done = set()
-    hash_mode = hashed(dict(lws))
+    hash_mode = spec.hashed
     newest = max((v for v in views if v.state != "terminating" and v.created is not None),
                  key=lambda v: v.created or 0.0, default=None)
     for view in views:
