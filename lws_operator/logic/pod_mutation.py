@@ -44,6 +44,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
     WORKLOAD_SCHEDULING_ANNOTATION,
 )
+from lws_operator.api.view import is_leader
 from lws_operator.logic.affinity import set_exclusive_affinities
 from lws_operator.logic.env import add_lws_env
 from lws_operator.logic.gang import assign_pod_group, new_incarnation
@@ -146,7 +147,7 @@ def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
     size = _parse_annotation_int(str(annotations[SIZE_ANNOTATION]), SIZE_ANNOTATION, name)
 
     # A pod is a leader only with worker-index "0"; a pod without the label is a worker.
-    leader = labels.get(WORKER_INDEX_LABEL) == "0"
+    leader = is_leader(pod)
     if leader:
         if annotations.get(GROUP_IDENTITY_ANNOTATION) == GROUP_IDENTITY_HASH:
             _identify_hash_leader(pod, size, labels, annotations, random_key)

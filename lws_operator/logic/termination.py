@@ -21,14 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lws_operator.api.constants import WORKER_INDEX_LABEL
-from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import deleting, is_leader, lws_view
+from lws_operator.logic.objects import meta_of
 
 PARALLEL = "Parallel"
 
 
-def parallel(lws: Mapping[str, Any] | None) -> bool:
-    return ((lws or {}).get("spec") or {}).get("podTerminationPolicy") == PARALLEL
+def parallel(lws: LWS | None) -> bool:
+    return lws is not None and lws_view(lws).pod_termination_policy == PARALLEL
 
 
 def _leader_owner(sts: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -36,22 +37,21 @@ def _leader_owner(sts: Mapping[str, Any]) -> Mapping[str, Any] | None:
                  if r.get("controller") and r.get("kind") == "Pod"), None)
 
 
-def worker_sets_to_stop(lws: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]],
+def worker_sets_to_stop(lws: LWS | None, pods: Iterable[Mapping[str, Any]],
                         statefulsets: Iterable[Mapping[str, Any]], *,
                         lws_deleting: bool = False) -> list[Mapping[str, Any]]:
     """The worker StatefulSets to delete (foreground, by UID) this pass; [] unless Parallel."""
     if not parallel(lws):
         return []
-    leaders = {str(meta_of(p).get("name")): p for p in pods
-               if labels_of(p).get(WORKER_INDEX_LABEL) == "0"}
+    leaders = {str(meta_of(p).get("name")): p for p in pods if is_leader(p)}
     out = []
     for sts in statefulsets:
         owner = _leader_owner(sts)
-        if owner is None or meta_of(sts).get("deletionTimestamp"):
+        if owner is None or deleting(sts):
             continue  # the leader StatefulSet, or already going
         leader = leaders.get(str(owner.get("name")))
         if (lws_deleting or leader is None
                 or meta_of(leader).get("uid") != owner.get("uid")
-                or meta_of(leader).get("deletionTimestamp")):
+                or deleting(leader)):
             out.append(sts)
     return out

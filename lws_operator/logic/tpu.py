@@ -37,6 +37,7 @@ from lws_operator.api.constants import (
     TPU_RESOURCE,
     WORKER_INDEX_LABEL,
 )
+from lws_operator.api.view import is_leader
 from lws_operator.logic.keys import parse_int, split_ordinal, trunc_div, trunc_mod
 from lws_operator.logic.objects import host_name
 from lws_operator.logic.quantity import parse_quantity
@@ -127,10 +128,6 @@ def _check_host_count(count: int, pod_name: str) -> None:
         )
 
 
-def _is_leader(labels: dict[str, Any]) -> bool:
-    return bool(labels.get(WORKER_INDEX_LABEL) == "0")
-
-
 def _split_worker_name(pod_name: str) -> tuple[str, int]:
     """A worker's leader name and ordinal; an unparsable name or an empty parent rejects."""
     parsed = split_ordinal(pod_name)
@@ -167,12 +164,11 @@ def _add_group_env(pod: dict[str, Any], size: int) -> None:
         return
     metadata = pod.get("metadata") or {}
     pod_name = metadata.get("name") or ""
-    labels = metadata.get("labels") or {}
     annotations = metadata.get("annotations") or {}
     subdomain = (pod.get("spec") or {}).get("subdomain") or ""
     leader_has_tpus = annotations.get(LEADER_REQUESTS_TPUS_ANNOTATION) == "true"
 
-    if _is_leader(labels):
+    if is_leader(pod):
         leader_name, rank = host_name(pod), 0  # a Hash leader has no name yet, only a host
     else:
         leader_name, rank = _split_worker_name(pod_name)
@@ -180,7 +176,7 @@ def _add_group_env(pod: dict[str, Any], size: int) -> None:
             rank -= 1
 
     count = len(containers)
-    with_leader = leader_has_tpus or _is_leader(labels)
+    with_leader = leader_has_tpus or is_leader(pod)
     _check_host_count(count * (max(size - 1, 0) + int(with_leader)), pod_name)
     ports = [
         port
@@ -242,7 +238,7 @@ def _add_subgroup_env(pod: dict[str, Any]) -> None:
     if size == 0:
         raise ValueError(f"annotation {SUBGROUP_SIZE_ANNOTATION} must not be 0 for pod {pod_name}")
 
-    leader = _is_leader(labels)
+    leader = is_leader(pod)
     rank = trunc_mod(worker, size)
     if not leader and not leader_has_tpus:
         # Without a TPU leader, TPU subgroups are cut from the workers alone, counted from 1.

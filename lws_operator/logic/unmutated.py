@@ -35,6 +35,7 @@ from lws_operator.api.constants import (
     NAME_LABEL,
     WORKER_INDEX_LABEL,
 )
+from lws_operator.api.view import deleting, is_leader
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of, meta_of
 
@@ -51,7 +52,7 @@ def missing_labels(pod: Mapping[str, Any]) -> tuple[str, ...]:
         return ()
     if WORKER_INDEX_LABEL not in labels:
         return (WORKER_INDEX_LABEL,)
-    if labels[WORKER_INDEX_LABEL] == "0":
+    if is_leader(pod):
         return tuple(k for k in (GROUP_INDEX_LABEL, GROUP_KEY_LABEL) if k not in labels)
     return ()
 
@@ -71,7 +72,7 @@ def not_mutated_message(namespace: str, pods: Iterable[Mapping[str, Any]]) -> st
     """What the condition and the Event say about the live (not terminating) pods among
     ``pods`` that the webhook never saw; None when there is none."""
     live = sorted((str(meta_of(p).get("name") or ""), missing_labels(p)) for p in pods
-                  if missing_labels(p) and not meta_of(p).get("deletionTimestamp"))
+                  if missing_labels(p) and not deleting(p))
     if not live:
         return None
     name, missing = live[0]

@@ -28,6 +28,8 @@ from lws_operator.api.constants import (
     VOLCANO_GROUP_NAME_ANNOTATION,
     VOLCANO_QUEUE_ANNOTATION,
 )
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import lws_view
 from lws_operator.logic import quantity
 from lws_operator.logic.objects import labels_of, meta_of
 
@@ -88,21 +90,22 @@ def pod_requests(template: Mapping[str, Any]) -> Resources:
     return total
 
 
-def pod_group(lws: Mapping[str, Any], leader: Mapping[str, Any]) -> dict[str, Any] | None:
+def pod_group(lws: LWS, leader: Mapping[str, Any]) -> dict[str, Any] | None:
     """The volcano PodGroup of ``leader``'s group, or None when the leader carries no
     ``scheduling.k8s.io/group-name`` annotation (admitted without the provider)."""
     name = (meta_of(leader).get("annotations") or {}).get(VOLCANO_GROUP_NAME_ANNOTATION)
     if not name:
         return None
-    spec = lws.get("spec") or {}
-    lwt = spec.get("leaderWorkerTemplate") or {}
-    size = int(lwt.get("size") or 1)
-    leader_template = lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}
+    view = lws_view(lws)
+    size = view.size
+    # ``or``: an empty leader template sizes the leader like a worker here (unlike the leader
+    # StatefulSet's template, which copies it as it is: ``LeaderWorkerSetView.leader_pod_source``).
+    leader_template = view.leader_template or view.worker_template
     resources = pod_requests(leader_template)
-    _add(resources, pod_requests(lwt.get("workerTemplate") or {}), size - 1)
-    lws_annotations = meta_of(lws).get("annotations") or {}
+    _add(resources, pod_requests(view.worker_template), size - 1)
+    lws_annotations = view.annotations
     group_spec: dict[str, Any] = {
-        "minMember": 1 if spec.get("startupPolicy") == "LeaderReady" else size,
+        "minMember": 1 if view.startup_policy == "LeaderReady" else size,
         "minResources": {k: format_quantity(v) for k, v in sorted(resources.items())},
     }
     if lws_annotations.get(VOLCANO_QUEUE_ANNOTATION):
@@ -114,7 +117,7 @@ def pod_group(lws: Mapping[str, Any], leader: Mapping[str, Any]) -> dict[str, An
         "kind": "PodGroup",
         "metadata": {
             "name": name,
-            "namespace": meta_of(lws).get("namespace"),
+            "namespace": view.meta.get("namespace"),
             "labels": {key: str(labels.get(key, "")) for key in
                        (NAME_LABEL, GROUP_INDEX_LABEL, TEMPLATE_REVISION_HASH_LABEL)},
             "annotations": {k: v for k, v in lws_annotations.items()
