@@ -25,17 +25,19 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lws_operator.api.constants import TEMPLATE_REVISION_HASH_LABEL
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import lws_view
 from lws_operator.logic.objects import labels_of, meta_of
 
 
-def rolled_out(lws: Mapping[str, Any], key: str, leader_owner: Mapping[str, Any] | None,
+def rolled_out(lws: LWS, key: str, leader_owner: Mapping[str, Any] | None,
                workers: Iterable[Mapping[str, Any]]) -> bool:
     """Whether the revision ``key`` is rolled out completely on ``lws`` (module docstring):
     ``leader_owner`` is its leader StatefulSet or Deployment, ``workers`` its worker
     StatefulSets."""
-    generation = meta_of(lws).get("generation")
-    status = lws.get("status")
-    observed = status.get("observedGeneration") if isinstance(status, Mapping) else None
+    view = lws_view(lws)
+    generation = view.meta.get("generation")  # absent: not observed yet (no 0 default here)
+    observed = view.status.get("observedGeneration")
     if not key or leader_owner is None or generation is None or observed != generation:
         return False
     return all(_carries(owner, key) and _settled(owner) for owner in (leader_owner, *workers))

@@ -22,6 +22,8 @@ from lws_operator.api.constants import (
     REASON_CREATING_REVISION,
     TEMPLATE_REVISION_HASH_LABEL,
 )
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import lws_view, revision_of
 from lws_operator.logic.adoption import rolled_out
 from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of
@@ -99,11 +101,11 @@ def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mappin
     return max(matching, key=lambda r: int(r.get("revision") or 0), default=None)
 
 
-def controller_revision(lws: dict[str, Any], key: str,
+def controller_revision(lws: LWS, key: str,
                         revisions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """A ControllerRevision holding ``lws``'s current templates, labelled ``key``, numbered one
     above the highest existing revision."""
-    meta = lws.get("metadata") or {}
+    meta = lws_view(lws).meta
     number = 1 + max((int(r.get("revision") or 0) for r in revisions), default=0)
     return {
         "apiVersion": "apps/v1",
@@ -130,7 +132,7 @@ class RevisionDecision:
     events: tuple[Event, ...] = ()
 
 
-def _template_difference(lws: dict[str, Any], stored: Mapping[str, Any]) -> str | None:
+def _template_difference(lws: LWS, stored: Mapping[str, Any]) -> str | None:
     """Where the stored revision and ``lws``'s templates differ; None when it describes them:
     identical bytes, or the same templates however each was written (another controller's
     JSON, ``logic.template_form``)."""
@@ -144,42 +146,43 @@ def _revision_event(note: str) -> Event:
     return Event(REASON_CREATING_REVISION, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE, note)
 
 
-def decide_revision(lws: dict[str, Any], leader_sts: Mapping[str, Any] | None,
+def decide_revision(lws: LWS, leader_sts: Mapping[str, Any] | None,
                     revisions: list[Mapping[str, Any]],
                     workers: Iterable[Mapping[str, Any]] = ()) -> RevisionDecision:
     """SPEC 3.2 steps 3-4: ensure a revision exists for the leader StatefulSet's key, then detect
     a template update against it. ``leader_sts`` is the leader StatefulSet (or Deployment),
     ``workers`` the worker StatefulSets, which tell whether the key is rolled out completely."""
-    computed = revision_key(lws)
-    sts_key = str(labels_of(leader_sts).get(TEMPLATE_REVISION_HASH_LABEL) or "")
+    view = lws_view(lws)
+    computed = revision_key(view)
+    sts_key = revision_of(leader_sts)
     if leader_sts is None or not sts_key:
         if revision_for_key(revisions, computed) is not None:
             return RevisionDecision(computed, None, False)
         note = f"Creating revision with key {computed} for a newly created {KIND}"
-        return RevisionDecision(computed, controller_revision(lws, computed, revisions), False,
+        return RevisionDecision(computed, controller_revision(view, computed, revisions), False,
                                 (_revision_event(note),))
     stored = revision_for_key(revisions, sts_key)
     if stored is None:
         # A leader StatefulSet whose revision is gone (or made by another hash algorithm):
         # record the current templates under its key, as upstream does.
         note = f"Creating missing revision with key {sts_key} for existing {KIND}"
-        return RevisionDecision(sts_key, controller_revision(lws, sts_key, revisions), False,
+        return RevisionDecision(sts_key, controller_revision(view, sts_key, revisions), False,
                                 (_revision_event(note),))
-    difference = _template_difference(lws, stored)
+    difference = _template_difference(view, stored)
     if difference is None:
         return RevisionDecision(sts_key, None, False)
-    if rolled_out(lws, sts_key, leader_sts, workers):
+    if rolled_out(view, sts_key, leader_sts, workers):
         # The previous controller rolled this very spec out (logic.adoption): the stored
         # revision is another rendering of the live templates. Record them under its key (the
         # highest revision of a key is the one used), so later passes compare exactly.
         note = (f"Creating revision with key {sts_key} for the rolled-out templates of existing "
                 f"{KIND} (stored differently at {difference})")
-        return RevisionDecision(sts_key, controller_revision(lws, sts_key, revisions), False,
+        return RevisionDecision(sts_key, controller_revision(view, sts_key, revisions), False,
                                 (_revision_event(note),))
     if revision_for_key(revisions, computed) is not None:
         return RevisionDecision(computed, None, True)  # e.g. back to an earlier template
     note = f"Creating revision with key {computed} for updated LWS"
-    return RevisionDecision(computed, controller_revision(lws, computed, revisions), True,
+    return RevisionDecision(computed, controller_revision(view, computed, revisions), True,
                             (_revision_event(note),))
 
 

@@ -29,6 +29,9 @@ import copy
 import json
 from typing import Any
 
+from lws_operator.api.constants import SUBDOMAIN_POLICY_SHARED
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import lws_view
 from lws_operator.logic.template_form import first_difference, normal_form
 
 _SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -39,15 +42,18 @@ _NAME_LIMIT = 220
 _NOT_IN_REVISION = ("maxGroupRestarts", "restartBackoff")
 
 
-def revision_patch(lws: dict[str, Any]) -> dict[str, Any]:
-    """The revision snapshot of ``lws`` as a strategic-merge patch."""
-    spec = lws.get("spec") or {}
-    template = copy.deepcopy(spec.get("leaderWorkerTemplate") or {})
+def revision_patch(lws: LWS) -> dict[str, Any]:
+    """The revision snapshot of ``lws`` as a strategic-merge patch: a copy of its templates as
+    written, with a missing subdomain policy filled in. Exactly as written otherwise (not the
+    view's effective values): the bytes are hashed into the revision key, and a key that moves
+    rolls every group."""
+    view = lws_view(lws)
+    template = copy.deepcopy(dict(view.template))
     for controller_only in _NOT_IN_REVISION:
         template.pop(controller_only, None)
-    network = copy.deepcopy(spec.get("networkConfig") or {"subdomainPolicy": "Shared"})
+    network = copy.deepcopy(dict(view.network_config))
     if network.get("subdomainPolicy") is None:
-        network["subdomainPolicy"] = "Shared"
+        network["subdomainPolicy"] = SUBDOMAIN_POLICY_SHARED
     template["$patch"] = "replace"
     network["$patch"] = "replace"
     return {"spec": {"leaderWorkerTemplate": template, "networkConfig": network}}
@@ -72,7 +78,7 @@ def safe_encode(text: str) -> str:
     return "".join(_SAFE_ALPHABET[ord(c) % len(_SAFE_ALPHABET)] for c in text)
 
 
-def revision_key(lws: dict[str, Any]) -> str:
+def revision_key(lws: LWS) -> str:
     """The ``template-revision-hash`` of ``lws``'s current templates."""
     return safe_encode(str(fnv1_32(canonical_json(revision_patch(lws)))))
 
@@ -98,13 +104,13 @@ def _strategic_replace(target: dict[str, Any], patch: dict[str, Any]) -> dict[st
     return out
 
 
-def apply_revision(live: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def apply_revision(live: LWS, patch: dict[str, Any]) -> dict[str, Any]:
     """The live LWS with the templates stored in revision ``patch`` (live metadata, replicas and
     rollout strategy are kept): what the old groups of a rollout are rebuilt from."""
-    return _strategic_replace(live, patch)
+    return _strategic_replace(dict(lws_view(live).raw), patch)
 
 
-def template_difference(lws: dict[str, Any], patch: dict[str, Any]) -> str | None:
+def template_difference(lws: LWS, patch: dict[str, Any]) -> str | None:
     """Where the templates stored in revision ``patch`` differ from ``lws``'s, or None when they
     are the same templates however each was written (``logic.template_form``): the stored ones
     are restored onto the live object first, as upstream compares, so a revision without
