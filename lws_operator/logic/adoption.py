@@ -24,10 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lws_operator.api.constants import TEMPLATE_REVISION_HASH_LABEL
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
-from lws_operator.api.view import lws_view
-from lws_operator.logic.objects import labels_of, meta_of
+from lws_operator.api.view import lws_view, revision_of
+from lws_operator.logic.objects import meta_of
 
 
 def rolled_out(lws: LWS, key: str, leader_owner: Mapping[str, Any] | None,
@@ -47,8 +46,7 @@ def _carries(owner: Mapping[str, Any], key: str) -> bool:
     """The owner and the pod template it stamps out are both labelled with ``key``."""
     spec = owner.get("spec")
     template = spec.get("template") if isinstance(spec, Mapping) else None
-    return (labels_of(owner).get(TEMPLATE_REVISION_HASH_LABEL) == key
-            and labels_of(template).get(TEMPLATE_REVISION_HASH_LABEL) == key)
+    return revision_of(owner) == key and revision_of(template) == key
 
 
 def _settled(owner: Mapping[str, Any]) -> bool:

@@ -456,7 +456,7 @@ def stale_pod_groups(pod_groups: Iterable[Mapping[str, Any]], desired: Iterable[
     replaced revisions) and those an earlier version named without an incarnation."""
     keep = set(desired) | {n for n in (pod_group_of(p) for p in pods) if n}
     return [g for g in pod_groups
-            if name_of(g) not in keep and not meta_of(g).get("deletionTimestamp")
+            if name_of(g) not in keep and not deleting(g)
             and labels_of(g).get(SCHEDULING_LEVEL_LABEL)]
 
 
@@ -515,8 +515,7 @@ def mismatched_groups(lws: LWS, workload: str,
         if level == "role" and len(names_for_leader(lws, workload, leader)) < 2:
             continue
         wrong = [w for w in workers if pod_group_of(w) not in (None, expected)
-                 and labels_of(w).get(TEMPLATE_REVISION_HASH_LABEL)
-                 == labels_of(leader).get(TEMPLATE_REVISION_HASH_LABEL)]
+                 and revision_of(w) == revision_of(leader)]
         if wrong and not any((w.get("spec") or {}).get("nodeName") for w in workers):
             out[leader_name] = leader
     return list(out.values())

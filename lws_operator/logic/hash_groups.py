@@ -45,7 +45,6 @@ from typing import Any
 from lws_operator.api.constants import (
     GROUP_IDENTITY_ANNOTATION,
     GROUP_IDENTITY_HASH,
-    GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
     GROUP_READY_CONDITION,
     NAME_LABEL,
@@ -53,7 +52,14 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
-from lws_operator.api.view import LEADER_INDEX, deleting, is_leader, lws_view, revision_of
+from lws_operator.api.view import (
+    LEADER_INDEX,
+    deleting,
+    group_index,
+    is_leader,
+    lws_view,
+    revision_of,
+)
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.logic.gang import gated
 from lws_operator.logic.objects import host_name, labels_of, meta_of
@@ -142,7 +148,7 @@ def _key(pod: Mapping[str, Any]) -> str:
 
 
 def _group(pod: Mapping[str, Any]) -> str:
-    return str(labels_of(pod).get(GROUP_INDEX_LABEL) or "")
+    return group_index(pod) or ""
 
 
 def _age_order(pod: Mapping[str, Any]) -> tuple[str, str]:

@@ -26,7 +26,6 @@ from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import lws_view, revision_of
 from lws_operator.logic.adoption import rolled_out
 from lws_operator.logic.events import Event
-from lws_operator.logic.objects import labels_of
 from lws_operator.logic.quantity import quantity_unit, same_quantity
 from lws_operator.logic.revision import (
     canonical_json,
@@ -97,7 +96,7 @@ def _omitted_when_empty(value: Any) -> bool:
 
 def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
     """The revision labelled with ``key`` (the highest ``revision`` number if several)."""
-    matching = [r for r in revisions if labels_of(r).get(TEMPLATE_REVISION_HASH_LABEL) == key]
+    matching = [r for r in revisions if revision_of(r) == key]
     return max(matching, key=lambda r: int(r.get("revision") or 0), default=None)
 
 

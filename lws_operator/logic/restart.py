@@ -31,14 +31,13 @@ from typing import Any, Literal
 
 from lws_operator.api.constants import (
     CONDITION_PROGRESSING,
-    GROUP_INDEX_LABEL,
     MESSAGE_GROUPS_PROGRESSING,
     REASON_GROUPS_PROGRESSING,
 )
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
-from lws_operator.api.view import deleting, is_leader, lws_view, revision_of
+from lws_operator.api.view import deleting, group_index, is_leader, lws_view, revision_of
 from lws_operator.logic.keys import split_ordinal
-from lws_operator.logic.objects import host_name, labels_of, meta_of
+from lws_operator.logic.objects import host_name, meta_of
 
 
 def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -87,7 +86,7 @@ def pending_state(pod: Mapping[str, Any]) -> PendingState | None:
 
 def unschedulable_groups(pods: Iterable[Mapping[str, Any]]) -> list[str]:
     """The group indexes with a live pod the scheduler could not place, sorted."""
-    groups = {str(labels_of(p).get(GROUP_INDEX_LABEL) or "") for p in pods
+    groups = {group_index(p) or "" for p in pods
               if not deleting(p) and pending_state(p) == "unschedulable"}
     return sorted(groups, key=lambda g: (len(g), g))
 
@@ -139,8 +138,7 @@ class FailureScan:
 def _starting(pods: list[Mapping[str, Any]], group: str,
               size: int) -> tuple[bool, Mapping[str, Any] | None]:
     """Whether the group is still starting, and its first unschedulable pod if any."""
-    members = [p for p in pods if labels_of(p).get(GROUP_INDEX_LABEL) == group
-               and not deleting(p)]
+    members = [p for p in pods if group_index(p) == group and not deleting(p)]
     states = [(pending_state(p), p) for p in members]
     blocked = next((p for state, p in states if state == "unschedulable"), None)
     return len(members) != size or any(state for state, _ in states), blocked
@@ -201,7 +199,7 @@ def scan_failures(lws: LWS, pods: Iterable[Mapping[str, Any]],
     skips: dict[str, UnschedulableSkip] = {}
     for pod in triggers:
         name = str(meta_of(pod).get("name"))
-        group = str(labels_of(pod).get(GROUP_INDEX_LABEL) or "")
+        group = group_index(pod) or ""
         if waits:
             starting, blocked = _starting(live, group, size)
             if blocked is not None:
@@ -229,7 +227,7 @@ def scan_failures(lws: LWS, pods: Iterable[Mapping[str, Any]],
         leader_name = str(leader_meta.get("name"))
         out.setdefault(leader_name, Recreation(
             leader_name, str(leader_meta.get("uid")), name,
-            str(labels_of(leader).get(GROUP_INDEX_LABEL) or group),
+            group_index(leader) or group,
             revision_of(leader),
             str(leader_meta.get("creationTimestamp") or ""), _why(pod, leader)))
     return FailureScan(list(out.values()), list(skips.values()))

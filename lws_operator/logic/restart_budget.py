@@ -43,16 +43,22 @@ from lws_operator.api.constants import (
     EVENT_ACTION_DELETE,
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
-    GROUP_INDEX_LABEL,
     GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
     GROUP_RESTART_COUNTED_ANNOTATION,
     GROUP_RESTART_COUNTS_ANNOTATION,
     RECOVER_ANNOTATION,
 )
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
-from lws_operator.api.view import annotations_of, deleting, is_leader, lws_view, revision_of
+from lws_operator.api.view import (
+    annotations_of,
+    deleting,
+    group_index,
+    is_leader,
+    lws_view,
+    revision_of,
+)
 from lws_operator.logic.events import Event
-from lws_operator.logic.objects import epoch_seconds, labels_of, meta_of
+from lws_operator.logic.objects import epoch_seconds, meta_of
 from lws_operator.logic.restart import Recreation
 
 # The finalizer that keeps an exhausted group's pods as API objects after they stopped.
@@ -288,7 +294,7 @@ class Release:
 
 
 def _group_of(pod: Mapping[str, Any]) -> str:
-    return str(labels_of(pod).get(GROUP_INDEX_LABEL) or "")
+    return group_index(pod) or ""
 
 
 def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, current_key: str,

@@ -28,10 +28,10 @@ from lws_operator.api.constants import (
     EVENT_TYPE_WARNING,
     MESSAGE_GROUPS_PROGRESSING,
     REASON_GROUPS_PROGRESSING,
-    TEMPLATE_REVISION_HASH_LABEL,
 )
+from lws_operator.api.view import deleting, revision_of
 from lws_operator.logic.events import Event
-from lws_operator.logic.objects import epoch_seconds
+from lws_operator.logic.objects import epoch_seconds, meta_of
 from lws_operator.logic.unmutated import REASON_PODS_NOT_MUTATED
 
 REASON_ROLLOUT_STALLED = "RolloutStalled"
@@ -63,10 +63,7 @@ def find_stall(pods: Iterable[Mapping[str, Any]], current_key: str, now: float,
     stalled: list[tuple[str, str]] = []
     recheck: float | None = None
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            continue
-        if (meta.get("labels") or {}).get(TEMPLATE_REVISION_HASH_LABEL) != current_key:
+        if deleting(pod) or revision_of(pod) != current_key:
             continue
         found = _unschedulable_since(pod)
         if found is None:
@@ -74,7 +71,7 @@ def find_stall(pods: Iterable[Mapping[str, Any]], current_key: str, now: float,
         since, message = found
         remaining = since + grace - now
         if remaining <= 0:
-            stalled.append((str(meta.get("name")), message))
+            stalled.append((str(meta_of(pod).get("name")), message))
         else:
             recheck = remaining if recheck is None else min(recheck, remaining)
     return Stall(tuple(sorted(stalled)), recheck)
