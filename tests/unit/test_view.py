@@ -7,9 +7,11 @@ default written here is the default every decision sees.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lws_operator.api.constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -226,6 +228,53 @@ def test_the_view_of_a_view_is_itself_and_wraps_without_copying() -> None:
     assert v.raw is raw
     raw["spec"]["replicas"] = 5  # a view reads the object it wraps, never a copy
     assert v.replicas == 5
+
+
+CRD = Path(__file__).parents[2] / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+
+
+def _crd_defaults() -> dict[str, Any]:
+    """Every structural default of the CRD's spec schema, by dotted path."""
+    doc = yaml.safe_load(CRD.read_text())
+    schema = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    out: dict[str, Any] = {}
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        if "default" in node:
+            out[path] = node["default"]
+        for key, child in (node.get("properties") or {}).items():
+            if key not in ("leaderTemplate", "workerTemplate", "volumeClaimTemplates"):
+                walk(child, f"{path}.{key}")
+
+    walk(schema, "spec")
+    return out
+
+
+# How the view reads each field the CRD defaults (a field added there must be added here).
+_READ_BY_VIEW = {
+    "spec.replicas": lambda v: v.replicas,
+    "spec.startupPolicy": lambda v: v.startup_policy,
+    "spec.leaderWorkerTemplate.size": lambda v: v.size,
+    "spec.leaderWorkerTemplate.restartPolicy": lambda v: v.restart_policy,
+    "spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType":
+        lambda v: v.subgroup_policy.effective_type,
+    "spec.rolloutStrategy.type": lambda v: v.rollout_type,
+    "spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable":
+        lambda v: v.rolling_update.max_unavailable,
+    "spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge":
+        lambda v: v.rolling_update.max_surge,
+    "spec.rolloutStrategy.rollingUpdateConfiguration.partition":
+        lambda v: v.rolling_update.partition,
+}
+
+
+def test_the_views_defaults_are_the_crds() -> None:
+    """An object stored without a field (written before its default existed, or with a CRD
+    installed without structural defaults) reads as the API server would have defaulted it."""
+    defaults = _crd_defaults()
+    assert set(defaults) == set(_READ_BY_VIEW)
+    bare = view(template={"subGroupPolicy": {"subGroupSize": 2}})
+    assert {path: read(bare) for path, read in _READ_BY_VIEW.items()} == defaults
 
 
 def test_an_undefaulted_object_reads_as_its_defaulted_form() -> None:
