@@ -85,7 +85,6 @@ _RETENTION_FIELDS = ("whenDeleted", "whenScaled")
 _BOOKKEEPING = frozenset({GROUP_RESTART_COUNTS_ANNOTATION, GROUP_RESTART_COUNTED_ANNOTATION})
 
 
-
 def copied_annotations(lws: LWS) -> dict[str, Any]:
     """The LeaderWorkerSet's annotations the leader StatefulSet or Deployment carries."""
     return {k: v for k, v in lws_view(lws).annotations.items() if k not in _BOOKKEEPING}
