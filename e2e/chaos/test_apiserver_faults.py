@@ -12,8 +12,8 @@ then writes nothing.
   StatefulSet deleted, a LeaderWorkerSet scaled, rolled or deleted), etcd is compacted to its
   current revision and kube-apiserver comes back on its own port. The operator's watches
   resume from resourceVersions that no longer exist: 410 Gone, proven by the operator's
-  ``lws_operator_watch_expired_total`` (counted from kopf's own record of the expiry), then a
-  listing, which must be acted on: the change made in the gap is reconciled.
+  ``lws_operator_watch_relistings_total`` (kopf listing a kind again, seen by the listing's
+  objects), then a listing, which must be acted on: the change made in the gap is reconciled.
 
 After each fault: same operator PID, still running; the namespace converges to what the test
 asked for (every group's pods Ready with the right image, one StatefulSet per group plus the
@@ -128,7 +128,7 @@ class Setup:
                                       alive=self.alive)
 
     async def expired(self) -> float:
-        return sum((await counter(self.metrics_port, "lws_operator_watch_expired")).values())
+        return sum((await counter(self.metrics_port, "lws_operator_watch_relistings")).values())
 
     def count(self, key: str, by: float = 1.0) -> None:
         self.tally[key] = self.tally.get(key, 0.0) + by

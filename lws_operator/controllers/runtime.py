@@ -10,13 +10,19 @@ Before the watches start, one chunked LIST per kind fills the caches and marks t
 kopf gives no "initial listing done" signal, and a pass must not act on a half-filled cache.
 Every LeaderWorkerSet is then enqueued once; after that only events wake a pass.
 
-A watch event stream has gaps: kopf lists again when a watch expires (410 Gone: after an API
-server restart, or when etcd has compacted past the watch's resourceVersion) and its own first
-listing comes a moment after ours. A listing only says what exists, never what was deleted in
-the gap, so after each one (seen as events without a type, or kopf's log of the expiry) the
-kind is listed once more and every cached object the listing no longer holds is dropped as if
-its DELETED event had come (``_resync``). Without that, an object deleted while the watch was
-down stayed in the cache for good, and the passes trusted it (a Service never recreated).
+A watch event stream has gaps: kopf lists a kind again when its watch expires (410 Gone: after
+an API server restart, or when the server's history no longer reaches the watch's
+resourceVersion), and its own first listing comes a moment after ours. A listing only says what
+exists, never what was deleted in the gap, so the caches are resynced: each kind is listed once
+more and every cached object the listing no longer holds is dropped as if its DELETED event had
+come (``_resync``). Without that, an object deleted while the watch was down stayed in the
+cache for good, and the passes trusted it (a Service never recreated).
+
+kopf's public API does not say when it lists again (an empty relisting reaches no handler at
+all), so when to resync is decided from signals the operator gets anyway, at no cost while
+nothing goes wrong: any listing's events, our own client finding the API server away and back,
+a LeaderWorkerSet created over cached leftovers of a namesake (``kube.gaps``, which says why
+each is needed and what none of them sees).
 
 kopf runs in a thread of its own, with its own event loop (kopf's documented embedding): when it
 exits it cancels every task of its loop that it did not see start, which in a shared loop would
@@ -27,11 +33,12 @@ each event to the main loop, where the caches and the queue live, with ``call_so
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,19 +50,15 @@ from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.kube.cache import ClusterCache, Key, cached_key, cached_uid
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.events import EventRecorder
+from lws_operator.kube.gaps import WatchGaps
 from lws_operator.kube.group_metrics import GroupMetrics
 from lws_operator.kube.metrics import WatchMetrics
-from lws_operator.kube.workers import EXPECTED_ERRORS, Result, describe_error, run_workers
+from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 CONTROLLER = "leaderworkerset"
-
-# kopf's watcher logs this, at debug level, when a watch answers 410 Gone and it lists again;
-# it is the only trace kopf leaves of an expiry (the ERROR event never reaches a handler).
-KOPF_WATCH_LOGGER = "kopf._cogs.clients.watching"
-KOPF_EXPIRED = "Restarting the watch-stream for "
 
 # kopf warns with this when it starts outside the main thread (SignalsForwarded).
 KOPF_RUNNING_LOGGER = "kopf._core.reactor.running"
@@ -69,13 +72,6 @@ KOPF_SIGNALS_IGNORED = "OS signals are ignored: running not in the main thread"
 WATCH_SERVER_TIMEOUT = 300
 WATCH_CLIENT_TIMEOUT = WATCH_SERVER_TIMEOUT + 60
 WATCH_CONNECT_TIMEOUT = 10
-# How long a kind's events without a type must pause before it is listed again: one LIST
-# per relisting rather than one per chunk of it.
-RESYNC_SETTLE = 1.0
-# A resync that fails (the API server went away again) is tried again after a delay that
-# starts at RESYNC_SETTLE and doubles up to this.
-RESYNC_RETRY_MAX = 30.0
-
 Watch = tuple[str, str, str, str, str, str | None]
 
 # (kind, group, version, plural, list path, label selector)
@@ -133,39 +129,6 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-class WatchExpiries(logging.Filter):
-    """Spots kopf's log record of a watch that expired (410 Gone) and reports the resource
-    (``pods.v1``, ``statefulsets.v1.apps``). kopf logs it at debug level, so the logger is
-    lowered to debug while this filter keeps every record below the level the logger had
-    before out of the handlers: nothing else changes in the operator's log."""
-
-    def __init__(self, on_expired: Callable[[str], None], level: int) -> None:
-        super().__init__()
-        self.on_expired = on_expired
-        self.level = level
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno <= logging.DEBUG:
-            message = record.getMessage()
-            if message.startswith(KOPF_EXPIRED):
-                self.on_expired(message[len(KOPF_EXPIRED):].split(" ", 1)[0])
-        return record.levelno >= self.level
-
-    @classmethod
-    def install(cls, on_expired: Callable[[str], None]) -> WatchExpiries:
-        logger = logging.getLogger(KOPF_WATCH_LOGGER)
-        spotter = cls(on_expired, logger.getEffectiveLevel())
-        logger.addFilter(spotter)
-        logger.setLevel(logging.DEBUG)
-        return spotter
-
-    def uninstall(self) -> None:
-        logger = logging.getLogger(KOPF_WATCH_LOGGER)
-        logger.removeFilter(self)
-        if not any(isinstance(f, WatchExpiries) for f in logger.filters):
-            logger.setLevel(logging.NOTSET)
-
-
 class SignalsForwarded(logging.Filter):
     """Drops kopf's warning ``OS signals are ignored: running not in the main thread`` from
     the thread kopf runs in, which the operator's log would otherwise show at every start.
@@ -199,11 +162,6 @@ class SignalsForwarded(logging.Filter):
         logging.getLogger(KOPF_RUNNING_LOGGER).removeFilter(self)
 
 
-def kopf_resource_name(group: str, version: str, plural: str) -> str:
-    """How kopf names a resource in its log (``plural.version[.group]``)."""
-    return ".".join(p for p in (plural, version, group) if p)
-
-
 class ControllerRuntime:
     """Caches, queue, reconciler and the kopf registry that feeds them."""
 
@@ -230,11 +188,9 @@ class ControllerRuntime:
         # diffbase copies. deque appends and pops are atomic, so no lock is needed.
         self._inbox: deque[tuple[str, str | None, dict[str, Any]]] = deque()
         self._drain_pending = False
-        # Kinds that kopf has listed again since their last resync, and the task per kind
-        # that lists them once more to find what the listing no longer holds.
-        self._relisted: set[str] = set()
-        self._resyncs: dict[str, asyncio.Task[None]] = {}
         self.watch_metrics = WatchMetrics.for_registry(registry)
+        # When to list every kind once more to find what a relisting no longer holds.
+        self.gaps = WatchGaps(self._resync_all, self.watch_metrics)
 
     # ----------------------------------------------------------------------------- watching
 
@@ -248,9 +204,12 @@ class ControllerRuntime:
 
     def _observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Runs on the main loop: update the cache, wake the owning LeaderWorkerSet. An event
-        without a type comes from a listing: the kind is resynced after it."""
+        without a type comes from a listing, a LeaderWorkerSet's ADDED may find leftovers of a
+        namesake: both call for a resync (``kube.gaps``)."""
         if event_type is None:
-            self._relisted_kind(kind)
+            self.gaps.listed(kind)
+        elif kind == "LeaderWorkerSet" and event_type == "ADDED":
+            self._check_leftovers(body)
         store = self.cache[kind]
         owner = store.delete(body, gone=True) if event_type == "DELETED" else store.upsert(body)
         if kind == "Pod" and event_type == "DELETED" and owner is not None:
@@ -262,49 +221,20 @@ class ControllerRuntime:
 
     # ------------------------------------------------------------------------ resyncing
 
-    def _expired(self, resource: str) -> None:
-        """kopf's thread: a watch of ``resource`` expired and is being listed again."""
-        for kind, group, version, plural, _path, _selector in self.watched:
-            if kopf_resource_name(group, version, plural) == resource:
-                self.watch_metrics.expired.labels(resource).inc()
-                log.info("the watch of %s expired (410 Gone); listing again", resource)
-                loop = self._loop
-                if loop is not None and not loop.is_closed():
-                    loop.call_soon_threadsafe(self._relisted_kind, kind)
-                return
+    def _check_leftovers(self, lws: Mapping[str, Any]) -> None:
+        """A LeaderWorkerSet is created: objects cached under its name belong to a deleted
+        namesake, which a pass must not take for the new set's (``kube.gaps``)."""
+        owner = cached_key(lws)
+        if any(store.owned_by(owner) for kind, store in self.cache.stores.items()
+               if kind != "LeaderWorkerSet"):
+            self.gaps.leftovers("LeaderWorkerSet", *owner)
 
-    def _relisted_kind(self, kind: str) -> None:
-        """Main loop: ``kind`` is being listed again; resync it once the listing settles."""
-        self._relisted.add(kind)
-        task = self._resyncs.get(kind)
-        if task is None or task.done():
-            self._resyncs[kind] = asyncio.create_task(self._resync_when_settled(kind),
-                                                      name=f"resync {kind}")
-
-    async def _resync_when_settled(self, kind: str) -> None:
-        """Resync ``kind`` once its relisting has paused for RESYNC_SETTLE. A failed resync is
-        tried again, with a growing delay, until one succeeds: kopf lists again only after
-        the next expiry, which may never come, and until a resync succeeds an object deleted
-        while the watch was down stays in the cache (a worker StatefulSet the controller
-        then never recreates). The watches go on meanwhile."""
-        retry = RESYNC_SETTLE
-        while kind in self._relisted:
-            self._relisted.discard(kind)
-            await asyncio.sleep(RESYNC_SETTLE)
-            if kind in self._relisted:
-                continue  # still listing: wait for the end of it
-            try:
+    async def _resync_all(self) -> None:
+        """Resync every watched kind the cache holds objects of (an empty store has nothing
+        a listing could prove deleted)."""
+        for kind, *_ in self.watched:
+            if len(self.cache[kind]):
                 await self._resync(kind)
-            except EXPECTED_ERRORS as exc:  # the API server is away or overloaded
-                log.warning("resyncing the %s cache failed (%s); retrying in %.0fs", kind,
-                            describe_error(exc), retry)
-            except Exception:
-                log.exception("resyncing the %s cache failed; retrying in %.0fs", kind, retry)
-            else:
-                continue
-            self._relisted.add(kind)
-            await asyncio.sleep(retry - RESYNC_SETTLE)  # the loop's settling wait is the rest
-            retry = min(retry * 2, RESYNC_RETRY_MAX)
 
     async def _resync(self, kind: str) -> None:
         """List ``kind`` and drop every cached object the listing does not hold and that is
@@ -503,17 +433,21 @@ class ControllerRuntime:
             self.group_metrics.observe(key, self.cache)  # what the pass left, even on error
         return Result(requeue_after=requeue)
 
-    def _watch(self, stop: threading.Event) -> None:
+    def _watch(self, stop: threading.Event, ready: concurrent.futures.Future[None]) -> None:
         """kopf's thread: its own event loop, until ``stop`` (set from the main loop, where
-        the process's signals are handled: ``SignalsForwarded``)."""
-        spotter = WatchExpiries.install(self._expired)
+        the process's signals are handled: ``SignalsForwarded``); ``ready`` is set when its
+        watchers start."""
         forwarded = SignalsForwarded.install()
         try:
             asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
-                                      clusterwide=True, standalone=True, stop_flag=stop))
+                                      clusterwide=True, standalone=True, stop_flag=stop,
+                                      ready_flag=ready))
         finally:
             forwarded.uninstall()
-            spotter.uninstall()
+
+    async def _when_started(self, ready: concurrent.futures.Future[None]) -> None:
+        await asyncio.wrap_future(ready)
+        self.gaps.started()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Prime, then run kopf's watches and the workers until ``stop``."""
@@ -522,12 +456,15 @@ class ControllerRuntime:
             return
         await self.discover()
         await self.prime()
+        self.kube.reachability.subscribe(self.gaps.reconnected)
         workers = asyncio.create_task(run_workers(
             self.queue, self._reconcile, concurrency=self.options.workers,
             controller=CONTROLLER, registry=self.metrics, stop=stop, gate=self.gate))
         resync = asyncio.create_task(self._resync_on_leading(stop))
         thread_stop = threading.Event()
-        watching = asyncio.ensure_future(asyncio.to_thread(self._watch, thread_stop))
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        started = asyncio.create_task(self._when_started(ready))
+        watching = asyncio.ensure_future(asyncio.to_thread(self._watch, thread_stop, ready))
         stopping = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait([watching, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -537,14 +474,14 @@ class ControllerRuntime:
         finally:
             stopping.cancel()
             resync.cancel()
+            started.cancel()
             thread_stop.set()
             stop.set()
             self.queue.shutdown()
             await workers
             await asyncio.gather(watching, return_exceptions=True)
-            for task in self._resyncs.values():
-                task.cancel()
-            await asyncio.gather(*self._resyncs.values(), return_exceptions=True)
+            self.kube.reachability.unsubscribe(self.gaps.reconnected)
+            await self.gaps.close()
 
 
 def connection_info(kube: KubeClient) -> kopf.ConnectionInfo:

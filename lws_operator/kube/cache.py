@@ -44,7 +44,7 @@ from typing import Any
 
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.logic.objects import meta_of
-from lws_operator.logic.observed import observed_pod_spec
+from lws_operator.logic.observed import observed_spec
 
 Key = tuple[str, str]  # (namespace, name)
 GONE_MEMORY = 600.0  # seconds a deleted object's UID is remembered (module docstring)
@@ -65,14 +65,14 @@ def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """A shallow copy of an object of ``kind`` without ``metadata.managedFields``; a pod also
     without the parts of its spec no decision reads.
 
-    What a pod keeps is declared once, in the logic that reads it
-    (``logic.observed.POD_SPEC_SHAPE``): the decisions and this cache share the declaration, so
-    they cannot drift apart (the cache once dropped the containers that tell whether a leader
-    requests TPUs, issue 18). The store's kind decides, not the object's ``kind`` field, which
-    a watch event may lack."""
+    Which kinds are trimmed and what they keep is declared once, in the logic that reads them
+    (``logic.observed.CACHED_SPEC_SHAPES``, for pods ``POD_SPEC_SHAPE``): the decisions and
+    this cache share the declaration, so they cannot drift apart (the cache once dropped the
+    containers that tell whether a leader requests TPUs, issue 18). The store's kind decides,
+    not the object's ``kind`` field, which a watch event may lack."""
     out = dict(obj)
-    if kind == "Pod" and isinstance(out.get("spec"), Mapping):
-        out["spec"] = observed_pod_spec(out["spec"])
+    if isinstance(out.get("spec"), Mapping):
+        out["spec"] = observed_spec(kind, out["spec"])
     meta = dict(meta_of(obj))
     meta.pop("managedFields", None)
     out["metadata"] = meta

@@ -10,15 +10,18 @@ and the API server's ``Status`` body.
 ``raw`` is the single path every call takes, so it is where the process-wide rate limiter is
 awaited and where every request is counted (``ClientMetrics``), by HTTP method and status as
 controller-runtime counts them and by Kubernetes verb and resource (``request_info``) so one can
-tell, say, status writes of LeaderWorkerSets from pod patches.
+tell, say, status writes of LeaderWorkerSets from pod patches. It is also where the process
+learns, for free, that the API server was away (``Reachability``): the watch layer resyncs its
+caches when it answers again (``controllers.runtime``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -35,6 +38,7 @@ __all__ = [
     "STRATEGIC_MERGE_PATCH",
     "ApiException",
     "KubeClient",
+    "Reachability",
     "in_cluster",
     "is_status",
     "request_info",
@@ -64,16 +68,54 @@ def is_status(exc: BaseException, *codes: int) -> bool:
     return isinstance(exc, ApiException) and exc.status in codes
 
 
+# The code a request is counted with when no HTTP answer came.
+NO_ANSWER = "<error>"
+# Answers that say the API server itself is away or not serving yet (a gateway in front of it,
+# a server starting or shutting down), as opposed to an answer about the request.
+UNAVAILABLE = frozenset({"502", "503", "504"})
+
+
+class Reachability:
+    """Whether the API server answered this process's requests, and who to tell when it answers
+    again after it did not: no answer at all (refused, reset, timed out) or one of
+    ``UNAVAILABLE``. Shared by every client of the process (the Lease's included), so any
+    request notices an outage; it costs nothing when nothing fails."""
+
+    def __init__(self) -> None:
+        self.away = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """``listener`` runs (on the requesting loop) each time the server answers again."""
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def saw(self, code: str) -> None:
+        """A request ended with HTTP status ``code`` (``NO_ANSWER`` if none came)."""
+        if code == NO_ANSWER or code in UNAVAILABLE:
+            self.away = True
+        elif self.away:
+            self.away = False
+            for listener in list(self._listeners):
+                listener()
+
+
 class KubeClient:
     """Raw REST calls with the credentials of a kubeconfig or of the pod's service account."""
 
     def __init__(self, api: client.ApiClient, *, limiter: TokenBucket | None = None,
-                 metrics: ClientMetrics | None = None) -> None:
+                 metrics: ClientMetrics | None = None,
+                 reachability: Reachability | None = None) -> None:
         """``limiter``: awaited before every request (shared by every client of the process
-        to make it a global budget). ``metrics``: where requests are counted."""
+        to make it a global budget). ``metrics``: where requests are counted.
+        ``reachability``: told how each request ended (shared like ``limiter``)."""
         self.api = api
         self.limiter = limiter
         self.metrics = metrics
+        self.reachability = reachability or Reachability()
         self.host = urlsplit(api.configuration.host or "").netloc
 
     @classmethod
@@ -137,7 +179,8 @@ class KubeClient:
             body=body,
             auth_settings=["BearerToken"],
         )
-        code = "<error>"
+        code = NO_ANSWER
+        cancelled = False
         try:
             response = await self.api.call_api(*params, _request_timeout=timeout)
             code = str(response.status)
@@ -145,9 +188,14 @@ class KubeClient:
         except ApiException as exc:  # raised by the library itself, e.g. a retried 429
             code = str(exc.status)
             raise
+        except asyncio.CancelledError:  # our own doing (a deadline, shutdown): no news
+            cancelled = True
+            raise
         finally:
             if self.metrics is not None:
                 self._count(method, path, query, content_type, code)
+            if not cancelled:
+                self.reachability.saw(code)
         if not 200 <= response.status < 300:
             raise ApiException(status=response.status, reason=response.reason,
                                body=data.decode(errors="replace"))

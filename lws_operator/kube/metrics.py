@@ -200,20 +200,31 @@ class LeaderElectionMetrics:
 
 
 class WatchMetrics:
-    """How the watches recover from gaps: ``lws_operator_watch_expired_total{resource}``
-    (410 Gone, so kopf listed again), ``lws_operator_cache_resyncs_total{kind}`` (the lists made
-    after a listing to find deletions it cannot show) and
-    ``lws_operator_cache_resync_dropped_total{kind}`` (cached objects found deleted that way)."""
+    """How the watches recover from gaps (``kube.gaps``):
+    ``lws_operator_watch_relistings_total{kind}`` (kopf listed a kind again after its first
+    listing, so its watch expired: 410 Gone; seen by the listing's objects, so an empty
+    relisting is not counted), ``lws_operator_cache_resync_triggers_total{reason}`` (what asked
+    for a resync: ``listed``, ``reconnected``, ``leftovers``),
+    ``lws_operator_cache_resyncs_total{kind}`` (the lists made to find the deletions a listing
+    cannot show) and ``lws_operator_cache_resync_dropped_total{kind}`` (cached objects found
+    deleted that way)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.expired = Counter(
-            "lws_operator_watch_expired_total",
-            "Watches that expired (410 Gone) and were listed again, by resource.",
-            ["resource"], registry=registry)
+        self.relistings = Counter(
+            "lws_operator_watch_relistings_total",
+            "Listings of a kind after its first one (its watch expired, 410 Gone), seen by "
+            "their objects (an empty one is not seen), by kind.",
+            ["kind"], registry=registry)
+        self.triggers = Counter(
+            "lws_operator_cache_resync_triggers_total",
+            "Resyncs of the watch caches asked for, by what asked: a listing's events "
+            "(listed), the API server answering again after it was away (reconnected), a "
+            "LeaderWorkerSet created over cached objects of a namesake (leftovers).",
+            ["reason"], registry=registry)
         self.resyncs = Counter(
             "lws_operator_cache_resyncs_total",
-            "Lists made after a watch was listed again, to find the objects deleted in the "
-            "gap, by kind.", ["kind"], registry=registry)
+            "Lists made after a gap in the watches, to find the objects deleted in it, by "
+            "kind.", ["kind"], registry=registry)
         self.dropped = Counter(
             "lws_operator_cache_resync_dropped_total",
             "Cached objects a resync found deleted (their DELETED event never came), by kind.",

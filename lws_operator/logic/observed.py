@@ -18,6 +18,11 @@ the unit tests read it, with one function (``tpu.pod_requests_tpus``) deciding w
 TPUs" means; the cache stays a plain subset of the object, never a second interpretation of it.
 Only what that function reads of a container is kept: its name (for its error message) and its
 ``google.com/tpu`` limit and request, so the memory cost per pod is a few short strings.
+
+Pods are the only kind trimmed (``CACHED_SPEC_SHAPES``): there are many of them per group and
+their specs are large. Every other kind is cached whole but for ``metadata.managedFields``,
+which nothing reads, so no read of them can miss; ``tests/unit/test_cached_shapes.py`` checks
+both, and a kind that starts to be trimmed must be declared there, with a guard like the pods'.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ POD_SPEC_SHAPE: Final[Mapping[str, Shape]] = {
 }
 
 
+# The kinds whose spec the watch cache trims, and the shape it keeps of each (module docstring).
+CACHED_SPEC_SHAPES: Final[Mapping[str, Mapping[str, Shape]]] = {"Pod": POD_SPEC_SHAPE}
+
+
 def project(value: Any, shape: Shape) -> Any:
     """``value`` reduced to ``shape``; a value that is not the dict or list the shape expects is
     kept as it is (the API server never stores one, and dropping it would hide it)."""
@@ -66,3 +75,10 @@ def observed_pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a pod's spec the cache keeps (``POD_SPEC_SHAPE``); new containers, nothing
     shared with ``spec`` but the leaves."""
     return dict(project(spec, POD_SPEC_SHAPE))
+
+
+def observed_spec(kind: str, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The part of the spec of an object of ``kind`` that the cache keeps: the declared shape
+    for a trimmed kind, else ``spec`` itself."""
+    shape = CACHED_SPEC_SHAPES.get(kind)
+    return spec if shape is None else dict(project(spec, shape))

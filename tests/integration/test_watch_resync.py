@@ -1,4 +1,4 @@
-"""The resync after a relisting (``ControllerRuntime._resync_when_settled``) against a real
+"""The resync after a relisting (``kube.gaps.WatchGaps``) against a real
 kube-apiserver reached through a TCP relay the test can cut, as an API server that goes away
 again just after a watch was re-established.
 
@@ -23,8 +23,9 @@ from e2e.chaos.admission_load import RoundRobinProxy
 from e2e.cluster import LocalCluster
 from e2e.kube import wait_for
 from lws_operator.api.constants import NAME_LABEL
-from lws_operator.controllers.runtime import RESYNC_SETTLE, ControllerOptions, ControllerRuntime
+from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
+from lws_operator.kube.gaps import RESYNC_SETTLE
 
 pytestmark = pytest.mark.api
 
@@ -79,8 +80,6 @@ async def test_a_failed_resync_is_tried_again_until_it_drops_what_was_deleted(
         assert _counted(registry, "lws_operator_cache_resyncs_total") == 1
         assert _counted(registry, "lws_operator_cache_resync_dropped_total") == 1
     finally:
-        for task in runtime._resyncs.values():
-            task.cancel()
-        await asyncio.gather(*runtime._resyncs.values(), return_exceptions=True)
+        await runtime.gaps.close()
         await relay.stop()
         await kube.close()

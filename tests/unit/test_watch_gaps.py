@@ -1,0 +1,167 @@
+"""When the watch caches are resynced (``kube.gaps``), from kopf's public API and our own
+client only: a listing's events of any kind, the API server answering again after our client
+found it away, a LeaderWorkerSet created over cached leftovers of a namesake. That a resync
+drops exactly what a real listing no longer holds is tested against a real API server
+(``tests/integration/test_watch_gaps.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes.aio import client
+from prometheus_client import CollectorRegistry
+
+from lws_operator.api.constants import NAME_LABEL
+from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
+from lws_operator.kube.client import NO_ANSWER, KubeClient, Reachability
+from lws_operator.kube.gaps import LEFTOVERS, LISTED, RECONNECTED, STARTED, WatchGaps
+from lws_operator.kube.metrics import WatchMetrics
+
+SETTLE = 0.05
+
+
+class Resyncs:
+    """Counts resyncs; fails the first ``failures`` of them as an API server away would."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.done = 0
+        self.failures = failures
+
+    async def __call__(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("refused")
+        self.done += 1
+
+
+def gaps_with(resync: Resyncs) -> tuple[WatchGaps, CollectorRegistry]:
+    registry = CollectorRegistry()
+    return WatchGaps(resync, WatchMetrics.for_registry(registry), settle=SETTLE,
+                     retry_max=4 * SETTLE), registry
+
+
+async def settled(gaps: WatchGaps) -> None:
+    for _ in range(400):
+        if not gaps.pending:
+            return
+        await asyncio.sleep(SETTLE / 5)
+    raise AssertionError("the resync never settled")
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_a_listing_in_chunks_is_one_resync_and_only_a_relisting_is_counted() -> None:
+    resync = Resyncs()
+    gaps, registry = gaps_with(resync)
+    for _ in range(3):  # kopf's initial listing, in chunks with pauses shorter than SETTLE
+        gaps.listed("Pod")
+        await asyncio.sleep(SETTLE / 5)
+    await settled(gaps)
+    assert resync.done == 1
+    assert sample(registry, "lws_operator_watch_relistings_total", kind="Pod") == 0
+
+    for _ in range(3):  # the watch expired: kopf lists again
+        gaps.listed("Pod")
+    gaps.listed("Service")  # empty at the start, so first seen now: a relisting too
+    await settled(gaps)
+    assert resync.done == 2
+    assert sample(registry, "lws_operator_watch_relistings_total", kind="Pod") == 1
+    assert sample(registry, "lws_operator_watch_relistings_total", kind="Service") == 1
+    assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=LISTED) == 2
+    await gaps.close()
+
+
+async def test_kopf_starting_asks_for_a_resync_even_if_every_initial_listing_is_empty() -> None:
+    resync = Resyncs()
+    gaps, registry = gaps_with(resync)
+    gaps.started()
+    gaps.listed("LeaderWorkerSet")  # kopf's initial listing, within the settling time
+    await settled(gaps)
+    assert resync.done == 1
+    assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=STARTED) == 1
+    assert sample(registry, "lws_operator_watch_relistings_total", kind="LeaderWorkerSet") == 0
+
+
+async def test_a_failed_resync_is_tried_again_until_it_succeeds() -> None:
+    resync = Resyncs(failures=3)
+    gaps, _ = gaps_with(resync)
+    gaps.listed("Service")
+    await settled(gaps)
+    assert resync.done == 1
+    assert resync.failures == 0
+    await gaps.close()
+
+
+@pytest.mark.parametrize(("signal", "reason"), [
+    (lambda gaps: gaps.reconnected(), RECONNECTED),
+    (lambda gaps: gaps.leftovers("LeaderWorkerSet", "ns", "x"), LEFTOVERS),
+])
+async def test_each_signal_asks_for_one_resync(signal: Any, reason: str) -> None:
+    resync = Resyncs()
+    gaps, registry = gaps_with(resync)
+    signal(gaps)
+    signal(gaps)
+    await settled(gaps)
+    assert resync.done == 1
+    assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=reason) == 1
+    await gaps.close()
+
+
+def test_reachability_tells_when_the_server_answers_again() -> None:
+    seen: list[str] = []
+    reach = Reachability()
+    reach.subscribe(lambda: seen.append("back"))
+    reach.saw("200")
+    reach.saw("404")  # an answer about the request, not about the server
+    assert seen == []
+    reach.saw(NO_ANSWER)
+    reach.saw("503")
+    assert reach.away
+    assert seen == []
+    reach.saw("409")
+    assert not reach.away
+    assert seen == ["back"]
+    reach.saw("200")
+    assert seen == ["back"]
+
+
+# The runtime's part: which events ask for a resync. Nothing here reaches an API server.
+
+def runtime() -> tuple[ControllerRuntime, CollectorRegistry]:
+    kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
+    registry = CollectorRegistry()
+    return ControllerRuntime(kube, ControllerOptions(), registry), registry
+
+
+def obj(kind: str, name: str, uid: str, owner: str | None = None) -> dict[str, Any]:
+    labels = {NAME_LABEL: owner} if owner else {}
+    return {"kind": kind, "metadata": {"name": name, "namespace": "ns", "uid": uid,
+                                       "resourceVersion": "5", "labels": labels}}
+
+
+async def test_an_event_without_a_type_of_any_kind_asks_for_a_resync() -> None:
+    run, registry = runtime()
+    run._observe("Service", "ADDED", obj("Service", "x", "s1", owner="x"))
+    assert not run.gaps.pending
+    run._observe("ControllerRevision", None, obj("ControllerRevision", "x-1", "c1", owner="x"))
+    assert run.gaps.pending
+    assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=LISTED) == 1
+    await run.gaps.close()
+
+
+async def test_a_set_created_over_cached_leftovers_of_a_namesake_asks_for_a_resync() -> None:
+    run, registry = runtime()
+    run._observe("LeaderWorkerSet", "ADDED", obj("LeaderWorkerSet", "fresh", "l1"))
+    run._observe("LeaderWorkerSet", "MODIFIED", obj("LeaderWorkerSet", "fresh", "l1"))
+    run._observe("Service", "ADDED", obj("Service", "fresh", "s1", owner="fresh"))
+    assert not run.gaps.pending  # a new set, then its own children: no leftovers
+
+    run._observe("Service", "ADDED", obj("Service", "old", "s2", owner="old"))
+    run._observe("LeaderWorkerSet", "ADDED", obj("LeaderWorkerSet", "old", "l2"))
+    assert run.gaps.pending
+    assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=LEFTOVERS) == 1
+    await run.gaps.close()
