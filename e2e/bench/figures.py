@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete", "deletecollection"})
+from e2e.harness.metrics import WRITE_VERBS
 
 # kube-apiserver's verb label for each of our client's verbs.
 APISERVER_VERB = {"create": "POST", "update": "PUT", "patch": "PATCH", "apply": "APPLY",

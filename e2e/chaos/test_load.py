@@ -44,12 +44,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
-from e2e.bench import figures, webhook_latency
-from e2e.bench.process import OperatorProcess
+from e2e.bench import figures
 from e2e.chaos import size
 from e2e.cluster import LocalCluster
 from e2e.cluster.faults import restart_container
+from e2e.harness.admission import ensure_namespace, wait_until_admitting
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready
 from lws_operator.kube.client import ApiException, KubeClient
 
@@ -137,14 +138,14 @@ async def loaded(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory,
     kube = await Kube.connect(kubeconfig)
     client = await KubeClient.connect(kubeconfig)
     log = tmp_path_factory.mktemp("load") / "operator.log"
-    operator = OperatorProcess(kubeconfig, run_id, log, extra_args=[
+    operator = OperatorProcess.measured(kubeconfig, run_id, log, extra_args=[
         "--kube-api-qps", str(QPS), "--kube-api-burst", str(BURST), "--leader-elect=false"])
     namespace = f"chaos-load-{run_id}"
-    await webhook_latency.ensure_namespace(client, operator.namespace)
+    await ensure_namespace(client, operator.namespace)
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     try:
         await operator.start()
-        await webhook_latency.wait_until_admitting(client, namespace)
+        await wait_until_admitting(client, namespace)
         yield kube, namespace, operator
     finally:
         with contextlib.suppress(Exception):

@@ -26,12 +26,12 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Clusters
 from e2e import prometheus
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, wait_for
-from e2e.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.full
 
@@ -83,7 +83,7 @@ async def operator_factory(setup: Setup, tmp_path: Path) -> AsyncIterator[Any]:
     started: list[OperatorProcess] = []
 
     async def start(*metrics_args: str) -> OperatorProcess:
-        op = OperatorProcess(str(setup.cluster.kubeconfig), uuid.uuid4().hex[:8],
+        op = OperatorProcess.local(str(setup.cluster.kubeconfig), uuid.uuid4().hex[:8],
                              tmp_path / "operator.log", extra_args=[*metrics_args])
         await setup.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                  "metadata": {"name": op.namespace}})

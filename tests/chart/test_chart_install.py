@@ -39,9 +39,9 @@ import pytest_asyncio
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Clusters
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
+from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, condition, is_ready, wait_for
 from lws_operator.admission.runtime import WebhookOptions
 from lws_operator.logic import certs

@@ -19,8 +19,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from conftest import Clusters
 from e2e.cluster.launcher import free_port
+from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, wait_for
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.client import KubeClient

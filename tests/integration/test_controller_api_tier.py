@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
+from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
+from e2e.harness.launcher import start_controllers
 from e2e.kube import MERGE_PATCH, Kube, condition, wait_for
-from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.api
 
