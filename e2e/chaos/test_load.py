@@ -49,6 +49,7 @@ from e2e.chaos import size
 from e2e.cluster import LocalCluster
 from e2e.cluster.faults import restart_container
 from e2e.harness.admission import ensure_namespace, wait_until_admitting
+from e2e.harness.builder import API, LeaderWorkerSet
 from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready
@@ -57,7 +58,6 @@ from lws_operator.kube.client import ApiException, KubeClient
 pytestmark = pytest.mark.full
 
 REPO = Path(__file__).resolve().parents[2]
-API = "leaderworkerset.x-k8s.io/v1"
 SET_LABEL = "leaderworkerset.sigs.k8s.io/name"
 ROUND = "chaos.lws-operator.dev/round"
 
@@ -81,12 +81,8 @@ def lws(name: str, round_: int) -> dict[str, Any]:
                  "containers": [{"name": "model", "image": "chaos/model-server:v1",
                                  "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
     }
-    return {"apiVersion": API, "kind": "LeaderWorkerSet", "metadata": {"name": name},
-            "spec": {"replicas": REPLICAS,
-                     "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {
-                         "maxSurge": 1, "maxUnavailable": 1}},
-                     "leaderWorkerTemplate": {"size": GROUP_SIZE, "leaderTemplate": template,
-                                              "workerTemplate": template}}}
+    return (LeaderWorkerSet(name).replicas(REPLICAS).rolling_update(maxSurge=1, maxUnavailable=1)
+            .size(GROUP_SIZE).leader_template(template).worker_template(template).build())
 
 
 def round_patch(round_: int) -> dict[str, Any]:
