@@ -44,10 +44,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.bench import figures
 from e2e.chaos import size
 from e2e.cluster import LocalCluster
 from e2e.cluster.faults import restart_container
+from e2e.harness import metrics
 from e2e.harness.admission import ensure_namespace, wait_until_admitting
 from e2e.harness.builder import API, LeaderWorkerSet
 from e2e.harness.clusters import Clusters
@@ -163,14 +163,14 @@ async def loaded(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory,
 async def sample(operator: OperatorProcess, run: Run, stop: asyncio.Event) -> None:
     while not stop.is_set():
         asked = time.monotonic()
-        scrape = figures.parse(await operator.metrics())
+        scrape = metrics.parse(await operator.metrics())
         run.samples.append(Sample(
             asked=asked, at=time.monotonic(),
-            requests=figures.total(scrape, "rest_client_requests_total"),
-            started=figures.total(scrape, "rest_client_rate_limiter_duration_seconds_count"),
-            limiter_waits=figures.total(scrape, "rest_client_rate_limiter_duration_seconds_sum"),
-            reconciles=figures.total(scrape, "controller_runtime_reconcile_total"),
-            errors=figures.total(scrape, "controller_runtime_reconcile_errors_total"),
+            requests=metrics.total(scrape, "rest_client_requests_total"),
+            started=metrics.total(scrape, "rest_client_rate_limiter_duration_seconds_count"),
+            limiter_waits=metrics.total(scrape, "rest_client_rate_limiter_duration_seconds_sum"),
+            reconciles=metrics.total(scrape, "controller_runtime_reconcile_total"),
+            errors=metrics.total(scrape, "controller_runtime_reconcile_errors_total"),
             rss=operator.memory()["rss"]))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), SAMPLE_EVERY)
