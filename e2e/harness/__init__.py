@@ -12,7 +12,7 @@ cluster, in one place instead of in the benchmark, in ``conftest`` or in other t
 - ``converge``: what "the operator has finished" means, judged from the API.
 - ``replicas``: operator processes (replicas) started into a confined namespace, for the
   high-availability and operator-kill runs.
-- ``metrics``: counting the operator's writes.
+- ``metrics``: a Prometheus scrape as a dict (``parse``, ``total``) and which verbs are writes.
 
 The test client is ``e2e.kube.Kube`` (dicts in, dicts out, and ``wait_for``).
 """
