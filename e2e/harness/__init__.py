@@ -14,5 +14,7 @@ cluster, in one place instead of in the benchmark, in ``conftest`` or in other t
   high-availability and operator-kill runs.
 - ``metrics``: a Prometheus scrape as a dict (``parse``, ``total``) and which verbs are writes.
 
-The test client is ``e2e.kube.Kube`` (dicts in, dicts out, and ``wait_for``).
+The test client is ``e2e.kube.Kube`` (dicts in, dicts out, and ``wait_for``). The operator's own
+``KubeClient`` appears in tests only where it is what is tested (its limits, metrics, encoding),
+where a runtime under test is built on it, or where a load driver needs its raw paths.
 """
