@@ -8,73 +8,24 @@ next run, which then starts in well under a second). Unmarked tests get no clust
 
 ``LWS_E2E_KUBECONFIG=/path/to/kubeconfig`` runs every cluster test against an existing cluster
 instead (for example kind with kwok, see the README); nothing is started or stopped then.
+
+Fixtures live here; whatever a test imports (the cluster registry, the builder, the launcher,
+the waits) comes from the harness package ``e2e.harness``, never from this module.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import TextIO
 
 import pytest
 import pytest_asyncio
 
-from e2e.cluster import LocalCluster, NodeLayout
+from e2e.cluster import LocalCluster
+from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import Operator, running_operator
 from e2e.kube import Kube
-
-REPO = Path(__file__).resolve().parent
-
-# The controller end-to-end harness: the `operator` fixture (one in-process operator per module).
-pytest_plugins = ["e2e.controllers.harness"]
-
-
-class Clusters:
-    """Starts each tier's cluster on first use and stops all of them at session end.
-
-    A session holds an exclusive lock on each cluster directory it uses, so a second pytest
-    session running at the same time (two developers, or an IDE) takes a directory of its own
-    instead of tearing down the first one's cluster under it.
-    """
-
-    def __init__(self) -> None:
-        self.started: dict[str, LocalCluster] = {}
-        self.locks: list[TextIO] = []
-        self.external = os.environ.get("LWS_E2E_KUBECONFIG")
-
-    def _directory(self, tier: str) -> Path:
-        root = REPO / ".cluster"
-        root.mkdir(exist_ok=True)
-        for candidate in [f"test-{tier}", *(f"test-{tier}-{os.getpid()}-{i}" for i in range(9))]:
-            lock = (root / f"{candidate}.lock").open("w")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
-                continue
-            self.locks.append(lock)
-            return root / candidate
-        raise RuntimeError(f"no free cluster directory for tier {tier}")
-
-    def get(self, tier: str) -> LocalCluster:
-        if self.external:
-            return LocalCluster.external(Path(self.external))
-        if tier not in self.started:
-            directory = self._directory(tier)
-            cluster = LocalCluster(directory)
-            cluster.up(tier, NodeLayout(), timeout=180)  # stops what it started on failure
-            self.started[tier] = cluster
-        return self.started[tier]
-
-    def stop(self) -> None:
-        keep = os.environ.get("LWS_KEEP_CLUSTER") == "1"
-        for cluster in self.started.values():
-            if not keep or cluster.dir.name.count("-") > 1:  # private directories never stay
-                cluster.down()
-        for lock in self.locks:
-            lock.close()
 
 
 @pytest.fixture(scope="session")
@@ -105,8 +56,6 @@ async def admitted(lws_crd: LocalCluster) -> AsyncIterator[tuple[Kube, str]]:
     """A namespace whose LeaderWorkerSets and pods go through our admission webhooks (served
     in-process, registered by URL and confined to it), shared by a module's tests, with a
     client of its own; yields the client and the namespace."""
-    from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
-
     kube = await Kube.connect(str(lws_crd.kubeconfig))
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -148,3 +97,13 @@ async def namespace(kube: Kube) -> AsyncIterator[str]:
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
     await kube.delete("v1", "Namespace", name)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
+    """The full-tier cluster with the CRD, our webhooks (confined to one namespace) and our
+    controllers running in this process (one per module)."""
+    cluster: LocalCluster = clusters.get("full")
+    cluster.install_crd()
+    async with running_operator(cluster) as op:
+        yield op

@@ -13,9 +13,13 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
-WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete", "deletecollection"})
+# Parsing a scrape is the harness's (tests read the operator's metrics the same way).
+from e2e.harness.metrics import WRITE_VERBS as WRITE_VERBS
+from e2e.harness.metrics import Labels as Labels
+from e2e.harness.metrics import Scrape as Scrape
+from e2e.harness.metrics import parse as parse
+from e2e.harness.metrics import select as select
+from e2e.harness.metrics import total as total
 
 # kube-apiserver's verb label for each of our client's verbs.
 APISERVER_VERB = {"create": "POST", "update": "PUT", "patch": "PATCH", "apply": "APPLY",
@@ -29,32 +33,9 @@ APISERVER_VERB = {"create": "POST", "update": "PUT", "patch": "PATCH", "apply": 
 OPERATOR_ONLY = (("apply", "statefulsets"), ("create", "statefulsets"), ("create", "services"),
                  ("patch", "leaderworkersets/status"))
 
-Labels = tuple[tuple[str, str], ...]
-Scrape = dict[tuple[str, Labels], float]
-
-
-def parse(text: str) -> Scrape:
-    """Every sample of a Prometheus text exposition, by (sample name, sorted labels)."""
-    out: Scrape = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
-    return out
-
-
 def delta(after: Scrape, before: Scrape) -> Scrape:
     """What the counters (and histogram buckets) of ``after`` gained since ``before``."""
     return {key: value - before.get(key, 0.0) for key, value in after.items()}
-
-
-def select(scrape: Scrape, metric: str, /, **match: str) -> dict[Labels, float]:
-    """The samples called ``name`` whose labels include ``match``."""
-    return {labels: value for (sample, labels), value in scrape.items()
-            if sample == metric and all(dict(labels).get(k) == v for k, v in match.items())}
-
-
-def total(scrape: Scrape, metric: str, /, **match: str) -> float:
-    return sum(select(scrape, metric, **match).values())
 
 
 def by_labels(scrape: Scrape, metric: str, keys: Iterable[str], /, **match: str,

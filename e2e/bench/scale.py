@@ -8,7 +8,7 @@ Without ``--kubeconfig`` it starts its own full-tier cluster (kwok nodes) in ``-
 and stops it afterwards. Each side goes through the same three phases, timed by one pod watch:
 create (until every pod is Ready), rolling update (until every pod is Ready on the new image) and
 delete (until no pod is left). The baseline runs first, with no operator process alive; then the
-operator starts (a process of its own: ``process.OperatorProcess``) and runs the same phases, with
+operator starts (a process of its own: ``process.ProfiledOperator``) and runs the same phases, with
 a steady-state window after create in which it must write nothing.
 
 The summary (``results/scale-<time>.json``, copied to ``latest.json``) reports every time as a
@@ -45,7 +45,7 @@ from typing import Any
 
 from e2e.bench import figures, webhook_latency
 from e2e.bench.figures import Scrape, Target
-from e2e.bench.process import OperatorProcess
+from e2e.bench.process import ProfiledOperator
 from e2e.bench.tracker import Tracker
 from e2e.bench.workloads import (
     IMAGE,
@@ -62,6 +62,7 @@ from e2e.bench.workloads import (
 )
 from e2e.cluster import LocalCluster, NodeLayout
 from e2e.cluster.launcher import versions
+from e2e.harness.admission import ensure_namespace, wait_until_admitting
 from e2e.kube import MERGE_PATCH, STRATEGIC_PATCH, Kube
 from lws_operator.api.constants import MUTATE_POD_PATH
 from lws_operator.kube.client import ApiException, KubeClient, status_message
@@ -304,7 +305,7 @@ class Run:
         when the LeaderWorkerSet does. Returns the seconds waited."""
         namespace = f"lws-bench-gc-{self.run_id}"
         started = time.monotonic()
-        await webhook_latency.ensure_namespace(self.client, namespace)
+        await ensure_namespace(self.client, namespace)
         try:
             while True:
                 owner = await self.kube.create(leaderworkerset("gc-probe", replace(
@@ -339,17 +340,17 @@ class Run:
 
     async def run_operator(self) -> dict[str, Any]:
         p, o = self.options.profile, self.options
-        operator = OperatorProcess(
+        operator = ProfiledOperator.create(
             self.kubeconfig, self.run_id, o.results / f"scale-{self.stamp}-operator.log",
             o.results / f"scale-{self.stamp}-py-spy.txt" if o.py_spy else None, o.workers)
         side = Side(self.kube, f"lws-bench-op-{self.run_id}", p, True)
         try:
             # The operator's home (its certificate Secret) exists before it starts, as the
             # chart creates it.
-            await webhook_latency.ensure_namespace(self.client, operator.namespace)
+            await ensure_namespace(self.client, operator.namespace)
             await operator.start()
             await side.open()
-            await webhook_latency.wait_until_admitting(self.client, side.namespace)
+            await wait_until_admitting(self.client, side.namespace)
             if o.py_spy:
                 await operator.start_profiler()
             cpu, scrapes, servers = [operator.cpu()], [figures.parse(await operator.metrics())], \
@@ -387,7 +388,7 @@ class Run:
     def _operator_report(self, phases: dict[str, Phase], cpu: list[float], scrapes: list[Scrape],
                          servers: list[Scrape], memory_after_create: dict[str, float],
                          memory: dict[str, float], code: int | None,
-                         operator: OperatorProcess) -> dict[str, Any]:
+                         operator: ProfiledOperator) -> dict[str, Any]:
         p = self.options.profile
         windows = {"create": (0, 1), "steady": (1, 2), "rollout": (2, 3), "delete": (3, 4)}
         ours = {w: figures.delta(scrapes[b], scrapes[a]) for w, (a, b) in windows.items()}
@@ -450,7 +451,7 @@ class Run:
             report["hotspots"] = figures.top_frames(operator.profile_path.read_text())
         return report
 
-    async def _remove_registrations(self, operator: OperatorProcess) -> None:
+    async def _remove_registrations(self, operator: ProfiledOperator) -> None:
         """A killed operator cannot remove its webhook registrations: do it for it."""
         mutating, validating = operator.configurations
         base = "/apis/admissionregistration.k8s.io/v1"

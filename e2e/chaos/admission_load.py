@@ -41,7 +41,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.bench.webhook_latency import is_mutated, lws_pod
+from e2e.harness.admission import is_mutated, lws_pod
 from lws_operator.kube.client import ApiException, KubeClient, status_message
 from lws_operator.logic import certs
 

@@ -1,3 +1,4 @@
+
 """Helpers of the API server fault runs (issue 11, item 2): what the cluster should look like
 once the operator has converged, and whether it then stays still.
 
@@ -20,12 +21,11 @@ import aiohttp
 from kubernetes.aio.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from e2e.harness.builder import API, KIND, LeaderWorkerSet
 from e2e.kube import Kube, is_ready
 
 T = TypeVar("T")
 
-API = "leaderworkerset.x-k8s.io/v1"
-KIND = "LeaderWorkerSet"
 NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 SIZE = 2
 
@@ -36,10 +36,7 @@ WATCHED_KINDS = (("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("apps/v1",
 
 
 def lws(name: str, replicas: int, image: str) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
-            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": SIZE,
-                     "workerTemplate": {"spec": {"containers": [
-                         {"name": "engine", "image": image}]}}}}}
+    return LeaderWorkerSet(name).replicas(replicas).size(SIZE).image(image).build()
 
 
 @dataclass

@@ -37,7 +37,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
 from e2e.chaos import size
 from e2e.chaos.apiserver_faults import (
     API,
@@ -52,8 +51,9 @@ from e2e.chaos.apiserver_faults import (
 )
 from e2e.cluster import LocalCluster, NodeLayout
 from e2e.cluster.launcher import free_port
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, wait_for
-from e2e.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.full
 REPO = Path(__file__).resolve().parents[2]
@@ -162,7 +162,7 @@ async def setup(own_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFact
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     metrics_port = free_port()
     logs: Path = tmp_path_factory.mktemp("apiserver-faults")
-    op = OperatorProcess(str(cluster.kubeconfig), uuid.uuid4().hex[:8], logs / "operator.log",
+    op = OperatorProcess.local(str(cluster.kubeconfig), uuid.uuid4().hex[:8], logs / "operator.log",
                          extra_args=["--metrics-bind-address", f"127.0.0.1:{metrics_port}",
                                      "--metrics-secure=false", "--workers", "4",
                                      *LEADER_ELECTION])

@@ -31,7 +31,6 @@ import pytest_asyncio
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from e2e.bench.webhook_latency import served_certificate, wait_until_admitting
 from e2e.chaos import FULL, size
 from e2e.chaos.admission_load import (
     MUTATING,
@@ -50,8 +49,9 @@ from e2e.chaos.admission_load import (
 )
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
+from e2e.harness.admission import served_certificate, wait_until_admitting
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import wait_for
-from e2e.operator_process import OperatorProcess
 from lws_operator.admission import registration
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.logic import certs
@@ -100,7 +100,7 @@ async def replicas(lws_crd: LocalCluster, tmp_path: Path) -> AsyncIterator[Repli
     namespace = f"t-rot-{run_id}"
     metrics_ports = [free_port(), free_port()]
     processes = [
-        OperatorProcess(kubeconfig, run_id, tmp_path / f"replica-{i}.log", extra_args=[
+        OperatorProcess.local(kubeconfig, run_id, tmp_path / f"replica-{i}.log", extra_args=[
             "--no-register-webhooks", "--disable-controllers",
             "--cert-validity", CERT_VALIDITY, "--ca-validity", CA_VALIDITY,
             "--cert-sync-interval", "1s", "--cert-propagation-delay", PROPAGATION,

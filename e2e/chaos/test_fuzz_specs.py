@@ -2,7 +2,7 @@
 
 Specs over every field (``spec_strategies``) go to the full-tier cluster: kube-apiserver with the
 committed CRD (OpenAPI schema, structural defaults), our defaulting and validating webhooks, and
-the controllers, all served by one real ``lws-operator run`` process (``e2e/operator_process``)
+the controllers, all served by one real ``lws-operator run`` process (``e2e/harness/launcher.py``)
 whose log file is read afterwards.
 
 * **Invalid** (a valid spec plus ONE targeted mutation): the create is refused (400/422 from the
@@ -65,7 +65,6 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
-from conftest import Clusters
 from e2e.chaos import FULL, size
 from e2e.chaos.spec_strategies import (
     API,
@@ -76,8 +75,9 @@ from e2e.chaos.spec_strategies import (
     invalid_cases,
     valid_cases,
 )
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, condition, is_ready, wait_for
-from e2e.operator_process import OperatorProcess
 from lws_operator.api.defaults import apply_defaults
 from lws_operator.api.validation import validate
 
@@ -195,7 +195,7 @@ async def fuzz(clusters: Clusters) -> AsyncIterator[Fuzz]:
     kube = await Kube.connect(str(cluster.kubeconfig))
     run_id = uuid.uuid4().hex[:8]
     log = cluster.dir / "logs" / f"fuzz-operator-{run_id}.log"
-    operator = OperatorProcess(str(cluster.kubeconfig), run_id, log,
+    operator = OperatorProcess.local(str(cluster.kubeconfig), run_id, log,
                                # No /metrics: the default :8443 may be taken by another
                                # operator on this machine, and nothing here reads it.
                                extra_args=["--log-format", "json", "--metrics-bind-address", "0"])

@@ -30,23 +30,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
 from e2e.chaos import FULL, size
-from e2e.chaos.kill_support import (
-    API,
-    KIND,
-    READY_DELAY,
-    REVISION,
-    Env,
-    P,
-    converged_now,
-    lws,
-    pods_of,
-    running_env,
-    wait_converged,
-)
+from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
+from e2e.harness.clusters import Clusters
+from e2e.harness.converge import READY_DELAY, REVISION, converged_now, lws_pods, wait_converged
+from e2e.harness.launcher import OperatorProcess
+from e2e.harness.replicas import Env, running_env
 from e2e.kube import Kube, is_ready, polling, wait_for
-from e2e.operator_process import ReplicaProcess
 
 pytestmark = pytest.mark.full
 
@@ -63,12 +53,9 @@ async def env(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
 
 
 def twin(name: str) -> dict[str, Any]:
-    obj = lws(name, replicas=REPLICAS, size=SIZE)
-    obj["spec"]["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": {
-        "maxUnavailable": 1, "maxSurge": 1}}
-    obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"] = {
-        "annotations": {READY_DELAY: "2s"}}
-    return obj
+    return (LeaderWorkerSet(name).replicas(REPLICAS).size(SIZE).image("engine:v1")
+            .rolling_update(maxUnavailable=1, maxSurge=1)
+            .worker_annotations({READY_DELAY: "2s"}).build())
 
 
 def image_patch(image: str) -> dict[str, Any]:
@@ -114,7 +101,7 @@ async def result(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     annotations = {k: v for k, v in (obj["metadata"].get("annotations") or {}).items()
                    if k.startswith(P)}
     out = {
-        "pods": sorted((_pod(p) for p in await pods_of(kube, namespace, name)),
+        "pods": sorted((_pod(p) for p in await lws_pods(kube, namespace, name)),
                        key=lambda p: p["name"]),
         "status": {"replicas": status.get("replicas"),
                    "readyReplicas": status.get("readyReplicas"),
@@ -141,14 +128,14 @@ async def pods_seen(kube: Kube, namespace: str, name: str) -> AsyncIterator[set[
     seen: set[str] = set()
 
     async def probe() -> None:
-        seen.update(p["metadata"]["uid"] for p in await pods_of(kube, namespace, name))
+        seen.update(p["metadata"]["uid"] for p in await lws_pods(kube, namespace, name))
 
     async with polling(probe):
         yield seen
 
 
-async def leader_of(ops: list[ReplicaProcess]) -> ReplicaProcess:
-    async def probe() -> ReplicaProcess | None:
+async def leader_of(ops: list[OperatorProcess]) -> OperatorProcess:
+    async def probe() -> OperatorProcess | None:
         leading = [op for op in ops if op.alive and await op.leading()]
         assert len(leading) <= 1, "two leaders"
         return leading[0] if leading else None
@@ -160,7 +147,7 @@ async def leader_of(ops: list[ReplicaProcess]) -> ReplicaProcess:
 
 async def updated_groups(kube: Kube, namespace: str, name: str, revision: str) -> int:
     """Groups whose pods are all live, Ready and on ``revision``."""
-    pods = [p for p in await pods_of(kube, namespace, name)
+    pods = [p for p in await lws_pods(kube, namespace, name)
             if not p["metadata"].get("deletionTimestamp")]
     groups: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
@@ -174,7 +161,7 @@ async def test_standby_finishes_the_rollout_as_an_undisturbed_one(env: Env) -> N
     kube, ns = env.kube, env.namespace
     serial = 0
 
-    async def new_operator() -> ReplicaProcess:
+    async def new_operator() -> OperatorProcess:
         nonlocal serial
         serial += 1
         op = env.operator(f"ha-{serial}", *TIMINGS, "--workers", "4")

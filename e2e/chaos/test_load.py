@@ -44,19 +44,20 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
-from e2e.bench import figures, webhook_latency
-from e2e.bench.process import OperatorProcess
 from e2e.chaos import size
 from e2e.cluster import LocalCluster
 from e2e.cluster.faults import restart_container
+from e2e.harness import metrics
+from e2e.harness.admission import ensure_namespace, wait_until_admitting
+from e2e.harness.builder import API, LeaderWorkerSet
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready
 from lws_operator.kube.client import ApiException, KubeClient
 
 pytestmark = pytest.mark.full
 
 REPO = Path(__file__).resolve().parents[2]
-API = "leaderworkerset.x-k8s.io/v1"
 SET_LABEL = "leaderworkerset.sigs.k8s.io/name"
 ROUND = "chaos.lws-operator.dev/round"
 
@@ -80,12 +81,8 @@ def lws(name: str, round_: int) -> dict[str, Any]:
                  "containers": [{"name": "model", "image": "chaos/model-server:v1",
                                  "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]},
     }
-    return {"apiVersion": API, "kind": "LeaderWorkerSet", "metadata": {"name": name},
-            "spec": {"replicas": REPLICAS,
-                     "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {
-                         "maxSurge": 1, "maxUnavailable": 1}},
-                     "leaderWorkerTemplate": {"size": GROUP_SIZE, "leaderTemplate": template,
-                                              "workerTemplate": template}}}
+    return (LeaderWorkerSet(name).replicas(REPLICAS).rolling_update(maxSurge=1, maxUnavailable=1)
+            .size(GROUP_SIZE).leader_template(template).worker_template(template).build())
 
 
 def round_patch(round_: int) -> dict[str, Any]:
@@ -137,14 +134,14 @@ async def loaded(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory,
     kube = await Kube.connect(kubeconfig)
     client = await KubeClient.connect(kubeconfig)
     log = tmp_path_factory.mktemp("load") / "operator.log"
-    operator = OperatorProcess(kubeconfig, run_id, log, extra_args=[
+    operator = OperatorProcess.measured(kubeconfig, run_id, log, extra_args=[
         "--kube-api-qps", str(QPS), "--kube-api-burst", str(BURST), "--leader-elect=false"])
     namespace = f"chaos-load-{run_id}"
-    await webhook_latency.ensure_namespace(client, operator.namespace)
+    await ensure_namespace(client, operator.namespace)
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     try:
         await operator.start()
-        await webhook_latency.wait_until_admitting(client, namespace)
+        await wait_until_admitting(client, namespace)
         yield kube, namespace, operator
     finally:
         with contextlib.suppress(Exception):
@@ -166,14 +163,14 @@ async def loaded(clusters: Clusters, tmp_path_factory: pytest.TempPathFactory,
 async def sample(operator: OperatorProcess, run: Run, stop: asyncio.Event) -> None:
     while not stop.is_set():
         asked = time.monotonic()
-        scrape = figures.parse(await operator.metrics())
+        scrape = metrics.parse(await operator.metrics())
         run.samples.append(Sample(
             asked=asked, at=time.monotonic(),
-            requests=figures.total(scrape, "rest_client_requests_total"),
-            started=figures.total(scrape, "rest_client_rate_limiter_duration_seconds_count"),
-            limiter_waits=figures.total(scrape, "rest_client_rate_limiter_duration_seconds_sum"),
-            reconciles=figures.total(scrape, "controller_runtime_reconcile_total"),
-            errors=figures.total(scrape, "controller_runtime_reconcile_errors_total"),
+            requests=metrics.total(scrape, "rest_client_requests_total"),
+            started=metrics.total(scrape, "rest_client_rate_limiter_duration_seconds_count"),
+            limiter_waits=metrics.total(scrape, "rest_client_rate_limiter_duration_seconds_sum"),
+            reconciles=metrics.total(scrape, "controller_runtime_reconcile_total"),
+            errors=metrics.total(scrape, "controller_runtime_reconcile_errors_total"),
             rss=operator.memory()["rss"]))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), SAMPLE_EVERY)

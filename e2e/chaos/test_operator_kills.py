@@ -35,25 +35,22 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
 from e2e.chaos import size
-from e2e.chaos.kill_support import (
-    API,
-    KIND,
+from e2e.cluster.faults import restart_container
+from e2e.harness.builder import API, KIND, LeaderWorkerSet
+from e2e.harness.clusters import Clusters
+from e2e.harness.converge import (
     READY_DELAY,
     Converged,
-    Env,
     converged_now,
     group_pods,
-    lws,
-    pods_of,
+    lws_pods,
     restart_counts,
-    running_env,
     wait_converged,
 )
-from e2e.cluster.faults import restart_container
+from e2e.harness.launcher import OperatorProcess
+from e2e.harness.replicas import Env, running_env
 from e2e.kube import wait_for
-from e2e.operator_process import ReplicaProcess
 
 pytestmark = pytest.mark.full
 
@@ -67,6 +64,12 @@ BUDGET = 10_000  # counting on, never exhausted
 async def env(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
     async with running_env(clusters, tmp_path) as out:
         yield out
+
+
+def lws(name: str, replicas: int, size: int, **template: Any) -> dict[str, Any]:
+    """A LeaderWorkerSet whose pods turn Ready at once (kwok)."""
+    return (LeaderWorkerSet(name).replicas(replicas).size(size).template(**template)
+            .image("engine:v1").build())
 
 
 def slow(obj: dict[str, Any], delay: str = "1s") -> dict[str, Any]:
@@ -83,7 +86,7 @@ class Run:
     def __init__(self, env: Env, seed: int) -> None:
         self.env = env
         self.rng = random.Random(seed)
-        self.op: ReplicaProcess | None = None
+        self.op: OperatorProcess | None = None
         self.restarts = 0
         self.image = 1
         self.replicas = 3
@@ -147,7 +150,7 @@ async def test_random_kills_converge(env: Env) -> None:
             born = await run.settled(name, 2, "engine:v1")
 
             async def previous_gone(previous: str = previous) -> bool:
-                return not await pods_of(kube, ns, previous)
+                return not await lws_pods(kube, ns, previous)
 
             await wait_for(previous_gone, timeout=120, what=f"{previous}'s pods gone")
             after = await run.settled("work", run.replicas, image)

@@ -44,12 +44,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
-from e2e.bench.webhook_latency import is_mutated, lws_pod
 from e2e.chaos import size
 from e2e.chaos.admission_load import delete_registrations, lws_body, registered_url
+from e2e.harness.admission import is_mutated, lws_pod
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for
-from e2e.operator_process import OperatorProcess
 from lws_operator.kube.client import ApiException, KubeClient, status_message
 
 pytestmark = pytest.mark.full
@@ -89,7 +89,7 @@ class Setup:
         return f"lws-system-{self.run_id}"
 
     async def start_operator(self) -> OperatorProcess:
-        op = OperatorProcess(self.kubeconfig, self.run_id,
+        op = OperatorProcess.local(self.kubeconfig, self.run_id,
                              self.logs / f"operator-{len(self.started)}.log",
                              extra_args=["--metrics-bind-address", "0"])
         self.started.append(op)
@@ -100,7 +100,7 @@ class Setup:
 
 def leading(op: OperatorProcess) -> bool:
     """Whether the process has taken the Lease (it logs that once; it exits when it loses it)."""
-    return ": leading" in op.log_tail(1_000_000)
+    return ": leading" in op.log_text(1_000_000)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -362,4 +362,4 @@ async def test_lws_pods_fail_closed_while_others_run_and_recover(setup: Setup) -
     await s.kube.patch(API, KIND, NAME, {"metadata": {"annotations": {"example.com/ok": "1"}}},
                        s.namespace, content_type=MERGE_PATCH)
     for op in s.started:
-        assert "Traceback" not in op.log_tail(200_000), op.log_tail()
+        assert "Traceback" not in op.log_text(200_000), op.log_tail()

@@ -20,28 +20,20 @@ import pytest
 
 from e2e.cluster.faults import fail_pod, restart_container, set_node_ready
 from e2e.cluster.stages import STOP_AFTER_GRACE_ANNOTATION
-from e2e.controllers.harness import Operator
+from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
+from e2e.harness.converge import get_lws, pods_of, remove
+from e2e.harness.launcher import Operator
 from e2e.kube import condition, is_ready, wait_for
 
 pytestmark = pytest.mark.full
 
-API = "leaderworkerset.x-k8s.io/v1"
-KIND = "LeaderWorkerSet"
-P = "leaderworkerset.sigs.k8s.io/"
 FINALIZER = P + "cleanup"
 
 
 def lws(name: str, replicas: int = 2, size: int = 3, *, pod: dict[str, Any] | None = None,
         template: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
-    pod_spec: dict[str, Any] = {"containers": [{"name": "engine", "image": "engine:v1"}],
-                                **(pod or {})}
-    lwt: dict[str, Any] = {"size": size, "workerTemplate": {"spec": pod_spec}, **(template or {})}
-    return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
-            "spec": {"replicas": replicas, "leaderWorkerTemplate": lwt, **spec}}
-
-
-async def pods_of(op: Operator, name: str) -> list[dict[str, Any]]:
-    return await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
+    return (LeaderWorkerSet(name).replicas(replicas).size(size).image("engine:v1")
+            .worker_pod(**(pod or {})).template(**(template or {})).spec(**spec).build())
 
 
 def group_of(pod: dict[str, Any]) -> str:
@@ -83,22 +75,6 @@ def group_pods(name: str, group: int, size: int = 3) -> set[str]:
 async def events(op: Operator, reason: str, name: str) -> list[dict[str, Any]]:
     return [e for e in await op.kube.list("events.k8s.io/v1", "Event", op.namespace)
             if e["reason"] == reason and e["regarding"]["name"] == name]
-
-
-async def get_lws(op: Operator, name: str) -> dict[str, Any]:
-    got = await op.kube.get(API, KIND, name, op.namespace)
-    assert got is not None
-    return got
-
-
-async def remove(op: Operator, name: str) -> None:
-    """Delete the LeaderWorkerSet and wait until all its pods are gone (retained ones too)."""
-    await op.kube.delete(API, KIND, name, op.namespace)
-
-    async def gone() -> bool:
-        return not await pods_of(op, name)
-
-    await wait_for(gone, timeout=120, what=f"{name}'s pods gone")
 
 
 def retained(pod: dict[str, Any]) -> bool:

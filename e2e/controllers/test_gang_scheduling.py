@@ -17,8 +17,9 @@ import pytest
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster.nodes import RACK_LABEL
-from e2e.controllers.harness import Operator
-from e2e.controllers.test_ordinal_groups import API, KIND, P, converged, pods_of
+from e2e.harness.builder import API, KIND, P
+from e2e.harness.converge import converged, pods_of
+from e2e.harness.launcher import Operator
 from e2e.kube import MERGE_PATCH, condition, wait_for
 
 pytestmark = pytest.mark.full

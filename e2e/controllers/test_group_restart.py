@@ -13,23 +13,17 @@ from typing import Any
 import pytest
 
 from e2e.cluster.faults import restart_container
-from e2e.controllers.harness import Operator
+from e2e.harness.builder import LeaderWorkerSet, P
+from e2e.harness.launcher import Operator
 from e2e.kube import is_ready, wait_for
 
 pytestmark = pytest.mark.full
 
-API = "leaderworkerset.x-k8s.io/v1"
-KIND = "LeaderWorkerSet"
-P = "leaderworkerset.sigs.k8s.io/"
 
 
 def lws(name: str, policy: str | None = None) -> dict[str, Any]:
-    template: dict[str, Any] = {"size": 3, "workerTemplate": {"spec": {"containers": [
-        {"name": "engine", "image": "engine:v1"}]}}}
-    if policy:
-        template["restartPolicy"] = policy
-    return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
-            "spec": {"replicas": 2, "leaderWorkerTemplate": template}}
+    body = LeaderWorkerSet(name).replicas(2).size(3).image("engine:v1")
+    return (body.restart_policy(policy) if policy else body).build()
 
 
 async def ready_uids(op: Operator, name: str) -> dict[str, str] | None:

@@ -21,10 +21,9 @@ import pytest
 
 from e2e.cluster.faults import fail_pod
 from e2e.cluster.stages import STOP_AFTER_GRACE_ANNOTATION
-from e2e.controllers.harness import Operator
-from e2e.controllers.test_failure_handling import get_lws, pods_of, remove
+from e2e.harness.converge import get_lws, pods_of, remove
+from e2e.harness.launcher import Operator, start_controllers
 from e2e.kube import condition, is_ready, polling, wait_for
-from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.full
 

@@ -13,89 +13,53 @@ nothing here reaches other namespaces of the shared cluster.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
-from e2e.bench.figures import WRITE_VERBS
-from e2e.bench.webhook_latency import confined_namespaces
-from e2e.cluster import LocalCluster
-from e2e.kube import Kube, is_ready, wait_for
-from e2e.operator_process import LEASE, ReplicaProcess
+from e2e.harness.builder import API, LeaderWorkerSet, P
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import LEASE, OperatorProcess
+from e2e.harness.metrics import WRITE_VERBS
+from e2e.harness.replicas import Env, running_env
+from e2e.kube import is_ready, wait_for
 
 pytestmark = pytest.mark.full
 
-API = "leaderworkerset.x-k8s.io/v1"
-P = "leaderworkerset.sigs.k8s.io/"
 # Writes of the admission side and of the election itself, which every replica makes.
 NOT_CONTROLLER = {"leases", "secrets", "mutatingwebhookconfigurations",
                   "validatingwebhookconfigurations", "selfsubjectaccessreviews"}
 
 
-async def controller_writes(op: ReplicaProcess) -> float:
+async def controller_writes(op: OperatorProcess) -> float:
     """Write requests to anything but the admission side's and the Lease's objects."""
     return sum(value for labels, value in await op.samples("lws_operator_api_requests")
                if labels.get("verb") in WRITE_VERBS
                and labels.get("resource", "").split("/")[0] not in NOT_CONTROLLER)
 
 
-@dataclass
-class Setup:
-    cluster: LocalCluster
-    kube: Kube
-    namespace: str
-    operator_namespace: str
-    logs: Path
-    processes: list[ReplicaProcess] = field(default_factory=list)
-
-    async def operator(self, name: str) -> ReplicaProcess:
-        op = ReplicaProcess(name, str(self.cluster.kubeconfig), self.operator_namespace,
-                            self.logs / f"operator-{name}.log",
-                            ["--leader-elect", "--workers", "4"])
-        self.processes.append(op)
-        await op.start()
-        return op
-
-
 @pytest_asyncio.fixture(loop_scope="session")
-async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Setup]:
-    cluster = clusters.get("full")
-    async with confined_namespaces(cluster, "ha") as (kube, namespace, operator_namespace):
-        out = Setup(cluster, kube, namespace, operator_namespace, tmp_path)
-        try:
-            yield out
-        finally:
-            for name in await _lws_names(kube, namespace):
-                await kube.delete(API, "LeaderWorkerSet", name, namespace)
-            with contextlib.suppress(AssertionError):
-                await wait_for(lambda: _no_pods(kube, namespace), timeout=60, what="pods gone")
-            for op in out.processes:
-                await op.terminate()
+async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
+    async with running_env(clusters, tmp_path, suffix="ha", drain_timeout=60) as out:
+        yield out
 
 
-async def _lws_names(kube: Kube, namespace: str) -> list[str]:
-    return [o["metadata"]["name"] for o in await kube.list(API, "LeaderWorkerSet", namespace)]
-
-
-async def _no_pods(kube: Kube, namespace: str) -> bool:
-    return not await kube.list("v1", "Pod", namespace)
+async def started(s: Env, name: str) -> OperatorProcess:
+    """A new replica with leader election, started."""
+    op = s.operator(name, "--leader-elect", "--workers", "4")
+    await op.start()
+    return op
 
 
 def lws(name: str, replicas: int = 2, size: int = 2) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": "LeaderWorkerSet", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size,
-                     "workerTemplate": {"spec": {"containers": [
-                         {"name": "engine", "image": "engine:v1"}]}}}}}
+    return LeaderWorkerSet(name).replicas(replicas).size(size).image("engine:v1").build()
 
 
-async def converged(s: Setup, name: str, replicas: int = 2, size: int = 2) -> None:
+async def converged(s: Env, name: str, replicas: int = 2, size: int = 2) -> None:
     """Every group's pods exist and are Ready (the controllers did their part)."""
     async def probe() -> bool:
         pods = await s.kube.list("v1", "Pod", s.namespace, label_selector=f"{P}name={name}")
@@ -105,25 +69,25 @@ async def converged(s: Setup, name: str, replicas: int = 2, size: int = 2) -> No
     await wait_for(probe, timeout=120, what=f"{name}: {replicas} Ready groups of {size}")
 
 
-async def lease_spec(s: Setup) -> dict[str, Any]:
+async def lease_spec(s: Env) -> dict[str, Any]:
     got = await s.kube.get("coordination.k8s.io/v1", "Lease", LEASE, s.operator_namespace)
     assert got is not None
     spec: dict[str, Any] = got["spec"]
     return spec
 
 
-async def takeover(standby: ReplicaProcess, since: float, what: str) -> float:
+async def takeover(standby: OperatorProcess, since: float, what: str) -> float:
     await wait_for(standby.leading, timeout=30, interval=0.1, what=what)
     took = time.monotonic() - since
     print(f"\n[leader-election e2e] {what}: {took:.2f}s", flush=True)
     return took
 
 
-async def test_failover_and_graceful_handover(setup: Setup) -> None:
+async def test_failover_and_graceful_handover(setup: Env) -> None:
     s = setup
-    a = await s.operator("a")
+    a = await started(s, "a")
     await wait_for(a.leading, timeout=30, what="a leading")
-    b = await s.operator("b")
+    b = await started(s, "b")
     assert not await b.leading()
     holder = (await lease_spec(s))["holderIdentity"]
     assert any(e.get("msg", "").endswith(f"acquired by {holder}: leading")
@@ -151,7 +115,7 @@ async def test_failover_and_graceful_handover(setup: Setup) -> None:
                for e in b.log_entries()), b.log_tail()
 
     # A new standby writes nothing while the leader works.
-    c = await s.operator("c")
+    c = await started(s, "c")
     assert not await c.leading()
     await s.kube.patch(API, "LeaderWorkerSet", "second", {"spec": {"replicas": 1}}, s.namespace)
     await converged(s, "second", replicas=1)
@@ -161,7 +125,7 @@ async def test_failover_and_graceful_handover(setup: Setup) -> None:
     # Lease is released, exit 0; the standby takes over quickly and finishes the job.
     before = (await lease_spec(s))["leaseTransitions"]
     await s.kube.create(lws("third", replicas=1), s.namespace)
-    code = await b.terminate()
+    code = await b.stop(60)
     stopped = time.monotonic()
     assert code == 0, b.log_tail()
     messages = [e.get("msg", "") for e in b.log_entries()]

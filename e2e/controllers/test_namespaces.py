@@ -30,12 +30,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
-from e2e.controllers.harness import Operator
+from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import Operator, start_controllers
 from e2e.kube import Kube, condition, is_ready, wait_for
-from e2e.operator import start_controllers
 from lws_operator.api.defaults import apply_defaults
 
 pytestmark = pytest.mark.full

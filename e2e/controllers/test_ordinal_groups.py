@@ -17,51 +17,22 @@ import pytest
 import yaml
 
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
-from e2e.controllers.harness import Operator
-from e2e.kube import MERGE_PATCH, condition, is_ready, wait_for
-from e2e.operator import start_controllers
+from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
+from e2e.harness.converge import converged, pods_of
+from e2e.harness.launcher import Operator, start_controllers
+from e2e.kube import MERGE_PATCH, is_ready, wait_for
 from lws_operator.controllers.runtime import ControllerRuntime
 
 pytestmark = pytest.mark.full
 
-API = "leaderworkerset.x-k8s.io/v1"
-KIND = "LeaderWorkerSet"
-P = "leaderworkerset.sigs.k8s.io/"
 SAMPLES = Path(__file__).parent / "upstream_samples"  # upstream's, see test_upstream_samples
 
 
 def sample(name: str, replicas: int = 2, size: int = 4, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": API, "kind": KIND, "metadata": {"name": name},
-        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": {
-            "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27", "resources": {
-                "limits": {"nvidia.com/gpu": "1"}}}]}}}},
-    }
-    body["spec"].update(spec)
-    return body
-
-
-async def pods_of(op: Operator, name: str) -> list[dict[str, Any]]:
-    return await op.kube.list("v1", "Pod", op.namespace, label_selector=f"{P}name={name}")
-
-
-async def converged(op: Operator, name: str, replicas: int, size: int,
-                    timeout: float = 90.0) -> list[dict[str, Any]]:  # noqa: ASYNC109
-    """Wait until the LWS reports every group ready and updated and exactly its pods exist."""
-
-    async def probe() -> list[dict[str, Any]] | None:
-        lws = await op.kube.get(API, KIND, name, op.namespace)
-        status = (lws or {}).get("status") or {}
-        pods = [p for p in await pods_of(op, name) if not p["metadata"].get("deletionTimestamp")]
-        if (status.get("readyReplicas") == replicas and status.get("updatedReplicas") == replicas
-                and condition(lws, "Available") == "True" and len(pods) == replicas * size
-                and all(is_ready(p) for p in pods)):
-            return pods
-        return None
-
-    pods = await wait_for(probe, timeout=timeout, what=f"{name} to converge")
-    assert pods is not None
-    return pods
+    """The guide's architecture example: nginx workers with one GPU each."""
+    return (LeaderWorkerSet(name).replicas(replicas).size(size)
+            .image("nginx:1.27", name="nginx", resources={"limits": {"nvidia.com/gpu": "1"}})
+            .spec(**spec).build())
 
 
 async def test_architecture_example(operator: Operator) -> None:

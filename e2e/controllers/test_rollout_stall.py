@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from e2e.controllers.harness import Operator
+from e2e.harness.launcher import Operator
 from e2e.kube import MERGE_PATCH, condition, is_ready, wait_for
 
 pytestmark = pytest.mark.full

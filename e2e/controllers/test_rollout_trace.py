@@ -18,7 +18,7 @@ import pytest
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
-from e2e.controllers.harness import Operator
+from e2e.harness.launcher import Operator
 from e2e.kube import MERGE_PATCH, is_ready, wait_for
 
 pytestmark = pytest.mark.full

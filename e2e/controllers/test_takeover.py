@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from conftest import Clusters
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
+from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import start_controllers
 from e2e.kube import Kube, is_ready, polling, wait_for
-from e2e.operator import start_controllers
 from lws_operator.api.constants import FIELD_MANAGER
 from lws_operator.controllers.runtime import ControllerRuntime
 from lws_operator.logic.revision import apply_revision, fnv1_32, safe_encode

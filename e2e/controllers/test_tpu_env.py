@@ -35,8 +35,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from e2e.controllers.harness import Operator
 from e2e.controllers.tpu_support import EnvVar, extra_tpu_nodes, lws_env, settled, slice_env
+from e2e.harness.launcher import Operator
 from e2e.kube import MERGE_PATCH, wait_for
 
 pytestmark = pytest.mark.full

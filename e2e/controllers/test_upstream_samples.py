@@ -30,9 +30,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from conftest import REPO
 from e2e.cluster.nodes import NODEPOOL_LABEL
-from e2e.controllers.harness import Operator
 from e2e.controllers.tpu_support import (
     extra_tpu_nodes,
     lws_env,
@@ -40,8 +38,9 @@ from e2e.controllers.tpu_support import (
     settled,
     tpu_env,
 )
+from e2e.harness.clusters import REPO
+from e2e.harness.launcher import Operator, start_controllers
 from e2e.kube import wait_for
-from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.full
 

@@ -7,42 +7,24 @@ volcano PodGroup per group and revision with the right minMember, minResources a
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from conftest import REPO, Clusters
 from e2e.cluster import LocalCluster
-from e2e.controllers.harness import Operator, running_operator
-from e2e.controllers.test_ordinal_groups import API, KIND, P, converged, sample
+from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
+from e2e.harness.clusters import Clusters, install_volcano_crd
+from e2e.harness.converge import converged
+from e2e.harness.launcher import Operator, running_operator
 from e2e.kube import wait_for
 
 pytestmark = pytest.mark.full
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
-CRDS = REPO / "e2e" / "cluster" / "volcano-crds.yaml"
-
-
-def install_volcano_crd(cluster: LocalCluster, timeout: float = 60.0) -> None:
-    cluster.kubectl("apply", "--server-side", "--field-manager=lws-operator-tests", "-f",
-                    str(CRDS))
-    deadline = time.monotonic() + timeout
-    while True:
-        out = cluster.kubectl("get", "crd", "podgroups.scheduling.volcano.sh", "-o",
-                              "jsonpath={.status.conditions}")
-        established = any(c["type"] == "Established" and c["status"] == "True"
-                          for c in (json.loads(out) if out.strip() else None) or [])
-        # The operator finds the API by discovery, which may lag behind Established.
-        if established and '"podgroups"' in cluster.kubectl(
-                "get", "--raw", "/apis/scheduling.volcano.sh/v1beta1", check=False):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError("the volcano PodGroup CRD is not Established")
-        time.sleep(0.5)
+NGINX = "nginx:1.27"  # the guide's architecture example: nginx workers with one GPU each
+GPU = {"limits": {"nvidia.com/gpu": "1"}}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -63,9 +45,9 @@ async def volcano_groups(op: Operator, name: str, revision: str | None = None
 
 async def test_pod_groups_per_group_and_revision(volcano_operator: Operator) -> None:
     op, ns = volcano_operator, volcano_operator.namespace
-    body = sample("vc", replicas=2, size=4)
-    body["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "team-a",
-                                       "volcano.sh/preemptable": "false"}
+    body = (LeaderWorkerSet("vc").replicas(2).size(4).image(NGINX, name="nginx", resources=GPU)
+            .annotations({"scheduling.volcano.sh/queue-name": "team-a",
+                          "volcano.sh/preemptable": "false"}).build())
     await op.kube.create(body, ns)
     pods = await converged(op, "vc", 2, 4)
     revision = pods[0]["metadata"]["labels"][P + "template-revision-hash"]
@@ -111,7 +93,9 @@ async def test_pod_groups_per_group_and_revision(volcano_operator: Operator) -> 
 
 async def test_leader_ready_uses_a_min_member_of_one(volcano_operator: Operator) -> None:
     op, ns = volcano_operator, volcano_operator.namespace
-    await op.kube.create(sample("vcready", replicas=1, size=3, startupPolicy="LeaderReady"), ns)
+    await op.kube.create(
+        LeaderWorkerSet("vcready").replicas(1).size(3).spec(startupPolicy="LeaderReady")
+        .image(NGINX, name="nginx", resources=GPU).build(), ns)
     await converged(op, "vcready", 1, 3)
     groups = await volcano_groups(op, "vcready")
     assert [g["spec"]["minMember"] for g in groups] == [1]

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from e2e.cluster.nodes import HOSTNAME_LABEL, NodeLayout, node_manifests
-from e2e.controllers.harness import Operator
+from e2e.harness.launcher import Operator
 from e2e.kube import Kube, condition, is_ready, wait_for
 
 API = "leaderworkerset.x-k8s.io/v1"

@@ -26,16 +26,16 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Clusters
 from e2e import prometheus
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
+from e2e.harness.builder import API, LeaderWorkerSet
+from e2e.harness.clusters import Clusters
+from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, wait_for
-from e2e.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.full
 
-API = "leaderworkerset.x-k8s.io/v1"
 RBAC = "rbac.authorization.k8s.io/v1"
 
 # controller-runtime's names (SPEC 7.5; the webhook series as upstream's e2e checks them), each
@@ -83,7 +83,7 @@ async def operator_factory(setup: Setup, tmp_path: Path) -> AsyncIterator[Any]:
     started: list[OperatorProcess] = []
 
     async def start(*metrics_args: str) -> OperatorProcess:
-        op = OperatorProcess(str(setup.cluster.kubeconfig), uuid.uuid4().hex[:8],
+        op = OperatorProcess.local(str(setup.cluster.kubeconfig), uuid.uuid4().hex[:8],
                              tmp_path / "operator.log", extra_args=[*metrics_args])
         await setup.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                  "metadata": {"name": op.namespace}})
@@ -99,10 +99,7 @@ async def operator_factory(setup: Setup, tmp_path: Path) -> AsyncIterator[Any]:
 
 
 def lws(name: str, replicas: int, size: int) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": "LeaderWorkerSet", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size,
-                     "workerTemplate": {"spec": {"containers": [
-                         {"name": "main", "image": "serve:1"}]}}}}}
+    return LeaderWorkerSet(name).replicas(replicas).size(size).image("serve:1", name="main").build()
 
 
 async def series_present(prom: prometheus.Prometheus, exprs: tuple[str, ...]) -> list[str]:

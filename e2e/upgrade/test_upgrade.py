@@ -33,20 +33,18 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import REPO, Clusters
-from e2e.bench.figures import WRITE_VERBS
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import cache_root, free_port
 from e2e.cluster.nodes import RACK_LABEL
+from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
+from e2e.harness.clusters import REPO, Clusters
+from e2e.harness.launcher import OperatorProcess
+from e2e.harness.metrics import WRITE_VERBS
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for
-from e2e.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.full
 
 PREVIOUS = "8a7f47e"
-API = "leaderworkerset.x-k8s.io/v1"
-KIND = "LeaderWorkerSet"
-P = "leaderworkerset.sigs.k8s.io/"
 
 
 def previous_release(commit: str = PREVIOUS) -> Path:
@@ -79,11 +77,8 @@ def previous_release(commit: str = PREVIOUS) -> Path:
 def workloads() -> list[dict[str, Any]]:
     def lws(name: str, replicas: int, size: int, annotations: dict[str, str] | None = None,
             **template: Any) -> dict[str, Any]:
-        return {"apiVersion": API, "kind": KIND,
-                "metadata": {"name": name, "annotations": annotations or {}},
-                "spec": {"replicas": replicas, "leaderWorkerTemplate": {
-                    "size": size, **template, "workerTemplate": {"spec": {"containers": [
-                        {"name": "main", "image": "serve:1"}]}}}}}
+        return (LeaderWorkerSet(name).annotations(annotations or {}).replicas(replicas)
+                .size(size).template(**template).image("serve:1", name="main").build())
 
     return [
         lws("single", 2, 1),
@@ -165,10 +160,10 @@ async def test_upgrade_from_previous_release_leaves_workloads_alone(
     old_exe = await asyncio.to_thread(previous_release)
     run_id = uuid.uuid4().hex[:8]
     namespace = f"t-{run_id}"
-    old = OperatorProcess(str(cluster.kubeconfig), run_id, tmp_path / "old.log",
+    old = OperatorProcess.local(str(cluster.kubeconfig), run_id, tmp_path / "old.log",
                           executable=old_exe)
     metrics_port = free_port()
-    new = OperatorProcess(str(cluster.kubeconfig), run_id, tmp_path / "new.log",
+    new = OperatorProcess.local(str(cluster.kubeconfig), run_id, tmp_path / "new.log",
                           extra_args=["--metrics-bind-address", f"127.0.0.1:{metrics_port}",
                                       "--metrics-secure=false"])
     for ns in (namespace, old.namespace):

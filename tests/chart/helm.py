@@ -1,4 +1,5 @@
-"""The chart's test helpers: the pinned helm binary, rendering, and the golden cases.
+"""The chart's test helpers: the pinned helm binary, rendering, the golden cases, and running
+the operator as the chart's container would (``start``, ``stop``, ``http_get``).
 
 ``python -m tests.chart.helm`` (``make chart-golden``) rewrites ``golden/*.yaml`` from the
 current chart; review the diff like any other change.
@@ -7,9 +8,13 @@ current chart; review the diff like any other change.
 from __future__ import annotations
 
 import os
+import signal
+import ssl
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +124,36 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def http_get(url: str, token: str | None = None) -> tuple[int, str]:
+    """GET ``url``; HTTPS without verifying the certificate (the operator's self-signed
+    metrics certificate), with ``token`` as the bearer token if given."""
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("wb") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> int:
+    """SIGTERM, SIGKILL after ``grace`` seconds; the exit code."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()

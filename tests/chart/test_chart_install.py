@@ -23,11 +23,7 @@ import base64
 import datetime as dt
 import json
 import os
-import signal
-import ssl
-import subprocess
 import sys
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -39,13 +35,13 @@ import pytest_asyncio
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Clusters
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
+from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, condition, is_ready, wait_for
 from lws_operator.admission.runtime import WebhookOptions
 from lws_operator.logic import certs
-from tests.chart.helm import CHART, helm, objects
+from tests.chart.helm import CHART, helm, http_get, objects, start, stop
 
 pytestmark = pytest.mark.full
 
@@ -235,23 +231,6 @@ def operator_argv(release: Release, kubeconfig: Path, webhook_port: int, health_
             f"--metrics-bind-address=127.0.0.1:{metrics_port}"]
 
 
-def http_get(url: str, token: str | None = None) -> tuple[int, str]:
-    """GET ``url``; HTTPS without verifying the certificate (the operator's self-signed
-    metrics certificate), with ``token`` as the bearer token if given."""
-    request = urllib.request.Request(
-        url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(request, timeout=5, context=context) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError as exc:
-        return 0, str(exc)
-
-
 def sample(name: str, replicas: int, size: int, gpus: str | None = None,
            **spec: Any) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": "engine:1"}
@@ -375,22 +354,6 @@ def check_refusals(metrics: str, log_text: str) -> None:
     assert not rbac, "requests were refused:\n" + "\n".join(rbac)
     assert refused <= len(lines), (
         f"{refused:.0f} requests were refused (403), {len(lines)} logged:\n" + "\n".join(lines))
-
-
-def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("wb") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env)
-
-
-def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> int:
-    """SIGTERM, SIGKILL after ``grace`` seconds; the exit code."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
 
 
 def forbidden_requests(metrics: str) -> tuple[float, float]:

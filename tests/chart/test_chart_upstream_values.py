@@ -25,8 +25,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from conftest import Clusters
 from e2e.cluster import LocalCluster
+from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, is_ready, wait_for
 from tests.chart.helm import CHART, UPSTREAM_VALUES, UPSTREAM_VALUES_FILE, helm, objects
 

@@ -24,11 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Clusters
 from e2e.cluster.launcher import cache_root, free_port
+from e2e.harness.clusters import Clusters
 from e2e.kube import wait_for
-from tests.chart.helm import REPO
-from tests.chart.test_chart_install import http_get, start, stop
+from tests.chart.helm import REPO, http_get, start, stop
 
 SCRIPT = REPO / "hack" / "image-venv.sh"
 LOCK = REPO / "requirements.lock"

@@ -24,7 +24,8 @@ import pytest
 import pytest_asyncio
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
-from e2e.bench.webhook_latency import (
+from e2e.cluster import LocalCluster
+from e2e.harness.admission import (
     Webhooks,
     is_mutated,
     lws_pod,
@@ -33,7 +34,6 @@ from e2e.bench.webhook_latency import (
     stop_webhooks,
     wait_until_admitting,
 )
-from e2e.cluster import LocalCluster
 from e2e.kube import Kube, wait_for
 from lws_operator.admission import registration
 from lws_operator.api.constants import (

@@ -20,7 +20,8 @@ import os
 import pytest
 from cryptography import x509
 
-from e2e.bench.webhook_latency import (
+from e2e.cluster import LocalCluster
+from e2e.harness.admission import (
     LoadResult,
     drive,
     options_for,
@@ -28,7 +29,6 @@ from e2e.bench.webhook_latency import (
     start_webhooks,
     stop_webhooks,
 )
-from e2e.cluster import LocalCluster
 from e2e.kube import wait_for
 from lws_operator.admission.runtime import WebhookRuntime
 from lws_operator.kube.client import KubeClient

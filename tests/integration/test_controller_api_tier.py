@@ -12,16 +12,14 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
+from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
+from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
+from e2e.harness.launcher import start_controllers
 from e2e.kube import MERGE_PATCH, Kube, condition, wait_for
-from e2e.operator import start_controllers
 
 pytestmark = pytest.mark.api
 
-API = "leaderworkerset.x-k8s.io/v1"
-KIND = "LeaderWorkerSet"
-P = "leaderworkerset.sigs.k8s.io/"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -40,16 +38,8 @@ async def env(lws_crd: LocalCluster) -> AsyncIterator[tuple[Kube, str]]:
 
 
 def lws(replicas: int = 2, size: int = 2, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": API, "kind": KIND, "metadata": {"name": "test-sample"},
-        "spec": {"replicas": replicas, "leaderWorkerTemplate": {
-            "size": size,
-            "leaderTemplate": {"spec": {"containers": [{"name": "leader", "image": "nginx:1"}]}},
-            "workerTemplate": {"spec": {"containers": [{"name": "worker", "image": "nginx:1"}]}},
-        }},
-    }
-    body["spec"].update(spec)
-    return body
+    return (LeaderWorkerSet("test-sample").replicas(replicas).size(size)
+            .leader_image("nginx:1").image("nginx:1", name="worker").spec(**spec).build())
 
 
 async def sts(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:

@@ -8,7 +8,6 @@ pinned server's own OpenAPI documents.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import CRD_FILE, CRD_NAME
+from e2e.harness.builder import LeaderWorkerSet
 from e2e.kube import MERGE_PATCH, Kube
 
 if TYPE_CHECKING:
@@ -186,12 +186,7 @@ def kubectl(cluster: LocalCluster, tmp: Path, *args: str, stdin: str | None = No
 
 
 def lws(name: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": API, "kind": KIND, "metadata": {"name": name},
-        "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": copy.deepcopy(POD_SPEC)}}},
-    }
-    body["spec"].update(spec)
-    return body
+    return LeaderWorkerSet(name).worker_template({"spec": POD_SPEC}).spec(**spec).build()
 
 
 DELETE = object()  # set_path value: remove the key

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster
+from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.kube import MERGE_PATCH, Kube
 from tests.unit.lws_bodies import ruc, set_fields, upstream_defaults
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from conftest import Clusters
+from e2e.harness.clusters import Clusters
 from lws_operator.api.constants import FIELD_MANAGER
 from lws_operator.kube.client import APPLY_PATCH, KubeClient
 from lws_operator.logic.hash_groups import leader_deployment

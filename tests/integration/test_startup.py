@@ -19,9 +19,9 @@ import yaml
 
 from e2e.cluster import LocalCluster, NodeLayout
 from e2e.cluster.launcher import free_port
-from e2e.controllers.test_volcano_provider import install_volcano_crd
+from e2e.harness.clusters import install_volcano_crd
+from e2e.harness.launcher import answers_ready, reaped
 from e2e.kube import Kube
-from e2e.operator_process import answers_ready, reaped
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,6 +10,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.admission import review
 from lws_operator.api.constants import (
     MUTATE_LWS_PATH,
@@ -60,12 +61,8 @@ def leader_pod(annotations: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def lws(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-        "metadata": {"name": "sample", "namespace": "default"},
-        "spec": {"replicas": 2, "leaderWorkerTemplate": {
-            "size": 2, "workerTemplate": {"spec": {"containers": [{"name": "c"}]}}}, **spec},
-    }
+    return (LeaderWorkerSet("sample", "default").replicas(2).size(2)
+            .worker_pod(containers=[{"name": "c"}]).spec(**spec).build())
 
 
 def test_lws_pod_is_labelled_and_gets_env() -> None:

@@ -7,24 +7,21 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.api.defaults import apply_defaults
+
+TEMPLATE_FIELDS = ("size", "restartPolicy", "subGroupPolicy", "restartBackoff", "maxGroupRestarts")
 
 
 def lws(**spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": "sample", "namespace": "default"},
-        "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
-            {"name": "main", "image": "nginx"}]}}}},
-    }
+    """A set with only ``spec`` given; the fields of ``TEMPLATE_FIELDS`` go into the template."""
+    body = LeaderWorkerSet("sample", "default").image("nginx", name="main")
     for key, value in spec.items():
-        if key in ("size", "restartPolicy", "subGroupPolicy", "restartBackoff",
-                   "maxGroupRestarts"):
-            body["spec"]["leaderWorkerTemplate"][key] = value
+        if key in TEMPLATE_FIELDS:
+            body.template(**{key: value})
         else:
-            body["spec"][key] = value
-    return body
+            body.spec(**{key: value})
+    return body.build()
 
 
 def test_minimal_object_gets_every_default() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.api.defaults import apply_defaults
 from lws_operator.api.validation import validate
 from lws_operator.logic import gang
@@ -25,16 +26,11 @@ GATE = {"name": P + "group-replacement"}
 
 def make_lws(scheduling: Any = None, replicas: int = 2, size: int = 4,
              annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-        "metadata": {"name": "inference", "namespace": "ns", "uid": UID,
-                     "annotations": annotations or {}},
-        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": {
-            "spec": {"containers": [{"name": "w", "image": "x"}]}}}, **spec},
-    }
+    body = (LeaderWorkerSet("inference", "ns").meta(uid=UID).annotations(annotations or {})
+            .replicas(replicas).size(size).image("x", name="w").spec(**spec))
     if scheduling is not None:
-        body["spec"]["scheduling"] = scheduling
-    return apply_defaults(body)
+        body.spec(scheduling=scheduling)
+    return apply_defaults(body.build())
 
 
 def leader(index: int = 0, revision: str = "rev1", size: int = 4, incarnation: str | None = "abcde",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.logic.group_metrics import group_views, state_counts
 from lws_operator.logic.hash_groups import (
     leader_deployment,
@@ -31,14 +32,10 @@ NOW = "2026-11-29T10:00:00Z"
 
 def lws(replicas: int = 2, size: int = 3, policy: str = "PostTermination",
         **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-            "metadata": {"name": "s", "namespace": "ns", "uid": "lws-uid", "generation": 2,
-                         "labels": {"team": "a"}},
-            "spec": {"replicas": replicas, "groupIdentity": "Hash",
-                     "groupReplacementPolicy": policy,
-                     "leaderWorkerTemplate": {"size": size, "workerTemplate": {
-                         "spec": {"containers": [{"name": "c", "image": "i"}]}}},
-                     **spec}}
+    return (LeaderWorkerSet("s", "ns").meta(uid="lws-uid", generation=2)
+            .labels({"team": "a"}).replicas(replicas)
+            .spec(groupIdentity="Hash", groupReplacementPolicy=policy)
+            .size(size).image("i", name="c").spec(**spec).build())
 
 
 def leader(key: str, *, rev: str = "r1", created: int = 0, gated: bool = False,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.logic.services import (
     controller_reference,
     replica_service,
@@ -23,16 +24,11 @@ POD_UID = "uid-pod"
 
 
 def make_lws(network: dict[str, Any] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"replicas": 2, "leaderWorkerTemplate": {"size": 2}}
+    body = (LeaderWorkerSet("sample", "ns").meta(uid=UID).labels({"team": "ml"})
+            .annotations({"a": "b"}).replicas(2).size(2))
     if network is not None:
-        spec["networkConfig"] = network
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": "sample", "namespace": "ns", "uid": UID,
-                     "labels": {"team": "ml"}, "annotations": {"a": "b"}},
-        "spec": spec,
-    }
+        body.spec(networkConfig=network)
+    return body.build()
 
 
 def make_leader(index: int = 3) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.logic.revision import apply_revision, revision_patch
 from lws_operator.logic.statefulsets import (
     exclusive_topology_key,
@@ -55,39 +56,19 @@ def make_lws(
     rolling: dict[str, Any] | None = None,
     **template: Any,
 ) -> dict[str, Any]:
-    lwt: dict[str, Any] = {
-        "size": size,
-        "restartPolicy": "RecreateGroupOnPodRestart",
-        "workerTemplate": copy.deepcopy(worker or WORKER),
-        **template,
-    }
+    body = (LeaderWorkerSet("sample", "ns").meta(uid=UID).labels({"team": "ml"})
+            .annotations(annotations or {"owner": "alice"})
+            .spec(startupPolicy="LeaderCreated")
+            .rolling_update(**(rolling or {"partition": 0, "maxUnavailable": 1, "maxSurge": 0}))
+            .size(size).restart_policy("RecreateGroupOnPodRestart")
+            .worker_template(worker or WORKER).template(**template))
     if leader is not None:
-        lwt["leaderTemplate"] = leader
-    spec: dict[str, Any] = {
-        "startupPolicy": "LeaderCreated",
-        "rolloutStrategy": {
-            "type": "RollingUpdate",
-            "rollingUpdateConfiguration": rolling
-            or {"partition": 0, "maxUnavailable": 1, "maxSurge": 0},
-        },
-        "leaderWorkerTemplate": lwt,
-    }
+        body.leader_template(leader)
     if replicas is not None:
-        spec["replicas"] = replicas
+        body.replicas(replicas)
     if network is not None:
-        spec["networkConfig"] = network
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {
-            "name": "sample",
-            "namespace": "ns",
-            "uid": UID,
-            "labels": {"team": "ml"},
-            "annotations": annotations or {"owner": "alice"},
-        },
-        "spec": spec,
-    }
+        body.spec(networkConfig=network)
+    return body.build()
 
 
 def make_leader(*, index: int = 1, key: str = "old4", tpus: int = 0) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.api.defaults import apply_defaults
 from lws_operator.api.validation import (
     DNS1035_MESSAGE,
@@ -26,13 +27,8 @@ SGS = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
 def lws(name: str = "sample", annotations: dict[str, str] | None = None,
         **spec: Any) -> dict[str, Any]:
     """A defaulted LWS; keyword ``t_<field>`` goes into leaderWorkerTemplate."""
-    body: dict[str, Any] = {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
-        "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
-            {"name": "main", "image": "nginx"}]}}}},
-    }
+    body = (LeaderWorkerSet(name, "default").annotations(annotations or {})
+            .image("nginx", name="main").build())
     return apply_defaults(set_fields(body, spec))
 
 

@@ -1,98 +1,71 @@
-"""Shared by the operator-kill and leader-failover runs (issue 11, items 1 and 4): real
-``lws-operator run`` processes that a test SIGKILLs, a confined test namespace, and the checks of
-"converged" that every iteration ends with.
+"""What "the operator has finished" means, judged from the API alone.
 
-The operator processes run the controllers (cluster-wide, as a user runs them) and serve their
-webhooks in Service mode, registered nowhere: admission for the test namespace comes from
-webhooks in the test process, confined to it. Killing an operator therefore stops exactly the
-controllers, never the admission of other namespaces of the shared cluster.
-
-"Converged" is judged from the API alone: every group index ``0..replicas-1`` exists once with
-``size`` live, Ready pods named as the StatefulSets name them, all on one template revision and
-the expected image, nothing left terminating, and a status that says so for the current
-generation.
+Two strengths. ``converged`` (in-process operator tests): the status says every group is ready
+and updated, and exactly the set's pods exist, all Ready. ``converged_now``/``wait_converged``
+(the chaos runs, after faults): every group index ``0..replicas-1`` exists once with ``size``
+live, Ready pods named as the StatefulSets name them, all on one template revision and the
+expected image, nothing left terminating, and a status that says so for the current generation.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from conftest import Clusters
-from e2e.bench.webhook_latency import confined_namespaces
-from e2e.cluster import LocalCluster
+from e2e.harness.builder import API, KIND, P
+from e2e.harness.launcher import Operator
 from e2e.kube import Kube, condition, is_ready, wait_for
-from e2e.operator_process import ReplicaProcess
 
-API = "leaderworkerset.x-k8s.io/v1"
-KIND = "LeaderWorkerSet"
-P = "leaderworkerset.sigs.k8s.io/"
 REVISION = P + "template-revision-hash"
 COUNTS = P + "group-restart-counts"
 READY_DELAY = "e2e.lws-operator.dev/ready-delay"
 
 
-@dataclass
-class Env:
-    """A test namespace with confined admission, and the operator processes started for it."""
-
-    cluster: LocalCluster
-    kube: Kube
-    namespace: str
-    operator_namespace: str
-    logs: Path
-    processes: list[ReplicaProcess] = field(default_factory=list)
-
-    def operator(self, name: str, *extra_args: str) -> ReplicaProcess:
-        """A new operator process (not started); its log is ``operator-<name>.log``."""
-        op = ReplicaProcess(name, str(self.cluster.kubeconfig), self.operator_namespace,
-                             self.logs / f"operator-{name}.log", list(extra_args))
-        self.processes.append(op)
-        return op
-
-
-@contextlib.asynccontextmanager
-async def running_env(clusters: Clusters, logs: Path) -> AsyncIterator[Env]:
-    """The full-tier cluster with the CRD, a fresh namespace with our webhooks confined to it,
-    a second one for the operators; at the end everything created there is deleted (with an
-    operator running, since our finalizer may hold retained pods) and the operators stopped."""
-    cluster = clusters.get("full")
-    async with confined_namespaces(cluster, "ctl") as (kube, namespace, operator_namespace):
-        out = Env(cluster, kube, namespace, operator_namespace, logs)
-        try:
-            yield out
-        finally:
-            # Delete while an operator still runs (our finalizer may hold retained pods).
-            if not any(op.alive for op in out.processes):
-                with contextlib.suppress(Exception):
-                    await out.operator("cleanup").start()
-            for obj in await kube.list(API, KIND, namespace):
-                await kube.delete(API, KIND, obj["metadata"]["name"], namespace)
-
-            async def no_pods() -> bool:
-                return not await kube.list("v1", "Pod", namespace)
-
-            with contextlib.suppress(AssertionError):
-                await wait_for(no_pods, timeout=120, what="pods gone")
-            for op in out.processes:
-                await op.terminate()
-
-
-def lws(name: str, replicas: int = 2, size: int = 2, image: str = "engine:v1",
-        **template: Any) -> dict[str, Any]:
-    """A LeaderWorkerSet whose pods turn Ready at once (kwok)."""
-    return {"apiVersion": API, "kind": KIND, "metadata": {"name": name},
-            "spec": {"replicas": replicas, "leaderWorkerTemplate": {
-                "size": size, **template, "workerTemplate": {"spec": {"containers": [
-                    {"name": "engine", "image": image}]}}}}}
-
-
-async def pods_of(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+async def lws_pods(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The pods of LeaderWorkerSet ``name`` (terminating ones too)."""
     return await kube.list("v1", "Pod", namespace, label_selector=f"{P}name={name}")
+
+
+async def pods_of(op: Operator, name: str) -> list[dict[str, Any]]:
+    """The pods of LeaderWorkerSet ``name`` in the operator's namespace."""
+    return await lws_pods(op.kube, op.namespace, name)
+
+
+async def get_lws(op: Operator, name: str) -> dict[str, Any]:
+    """LeaderWorkerSet ``name`` in the operator's namespace, which must exist."""
+    got = await op.kube.get(API, KIND, name, op.namespace)
+    assert got is not None
+    return got
+
+
+async def remove(op: Operator, name: str) -> None:
+    """Delete the LeaderWorkerSet and wait until all its pods are gone (retained ones too)."""
+    await op.kube.delete(API, KIND, name, op.namespace)
+
+    async def gone() -> bool:
+        return not await pods_of(op, name)
+
+    await wait_for(gone, timeout=120, what=f"{name}'s pods gone")
+
+
+async def converged(op: Operator, name: str, replicas: int, size: int,
+                    timeout: float = 90.0) -> list[dict[str, Any]]:  # noqa: ASYNC109
+    """Wait until the LWS reports every group ready and updated and exactly its pods exist."""
+
+    async def probe() -> list[dict[str, Any]] | None:
+        lws = await op.kube.get(API, KIND, name, op.namespace)
+        status = (lws or {}).get("status") or {}
+        pods = [p for p in await pods_of(op, name) if not p["metadata"].get("deletionTimestamp")]
+        if (status.get("readyReplicas") == replicas and status.get("updatedReplicas") == replicas
+                and condition(lws, "Available") == "True" and len(pods) == replicas * size
+                and all(is_ready(p) for p in pods)):
+            return pods
+        return None
+
+    pods = await wait_for(probe, timeout=timeout, what=f"{name} to converge")
+    assert pods is not None
+    return pods
 
 
 def uids(pods: list[dict[str, Any]]) -> dict[str, str]:
@@ -126,7 +99,7 @@ async def converged_now(kube: Kube, namespace: str, name: str, replicas: int, si
     obj = await kube.get(API, KIND, name, namespace)
     if obj is None:
         return "no LeaderWorkerSet"
-    pods = await pods_of(kube, namespace, name)
+    pods = await lws_pods(kube, namespace, name)
     terminating = [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
     if terminating:
         return f"terminating: {sorted(terminating)}"
