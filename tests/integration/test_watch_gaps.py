@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.bench.webhook_latency import options_for, start_webhooks, stop_webhooks
 from e2e.cluster import LocalCluster, NodeLayout
+from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
+from e2e.harness.launcher import Controllers, start_controllers
 from e2e.kube import Kube, wait_for
-from e2e.operator import Controllers, start_controllers
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.kube.cache import cached_key, cached_uid
 from lws_operator.kube.client import KubeClient
