@@ -115,7 +115,8 @@ class LeaderWorkerSetReconciler:
         self.cache.forget_departed(key)
         if not self.cache.synced:
             return NOT_SYNCED_REQUEUE
-        tombstones = tuple(unmutated.split(self.cache.take_tombstones(key))[0])
+        buried = self.cache.tombstones(key)
+        tombstones = tuple(unmutated.split(buried)[0])
         decided = NOTHING_DECIDED
         collected: tuple[str, ...] = ()
         requeue: float | None = None
@@ -128,8 +129,13 @@ class LeaderWorkerSetReconciler:
                 decided = plan.carry
                 if decided.memory is not None:
                     self._remember(key, decided.memory)
-                    decided = replace(decided, memory=None)
             outcome = await self.executor.execute(plan, obs.body)
+            if decided.kept_tombstones is not None and not outcome.interrupted:
+                # The failures step acted on the tombstones: only those that still trigger
+                # something stay (``logic.steps.failures``).
+                self.cache.drop_tombstones(key, {str(meta_of(t).get("uid")) for t in buried}
+                                           - decided.kept_tombstones)
+            decided = replace(decided, memory=None, kept_tombstones=None)
             collected, requeue = tuple(outcome.collected), outcome.requeue_after
             if outcome.stop:
                 return requeue

@@ -49,12 +49,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Outcome:
-    """What carrying out a plan came to: whether the pass ends here, when to look again, and
-    the reasons of the failures the plan chose to collect (``Policy.collect``)."""
+    """What carrying out a plan came to: whether the pass ends here, when to look again, the
+    reasons of the failures the plan chose to collect (``Policy.collect``), and whether an
+    action's policy cut the plan short (``interrupted``: its later actions did not run)."""
 
     stop: bool = False
     requeue_after: float | None = None
     collected: list[str] = field(default_factory=list)
+    interrupted: bool = False
 
 
 class _Stop(Exception):
@@ -82,7 +84,8 @@ class Executor:
             for action in plan.actions:
                 await self._one(action, regarding, outcome)
         except _Stop as stop:
-            return Outcome(stop=True, requeue_after=stop.requeue, collected=outcome.collected)
+            return Outcome(stop=True, requeue_after=stop.requeue, collected=outcome.collected,
+                           interrupted=True)
         finally:
             bind_group(None)
         return outcome

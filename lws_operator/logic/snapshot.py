@@ -8,7 +8,9 @@ scheduling facts) travels in ``decided``, put there by the runner from the earli
 it lives for one pass and nothing else carries state between steps.
 
 ``memory`` is the one thing that outlives a pass, and it is bounded and documented where it is
-kept (``Memory``).
+kept (``Memory``); nothing a pass must not lose lives there: what must survive a failed pass or a
+change of leader is derived from the objects (pods, the restart annotations) and the tombstones
+the watch cache keeps.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from lws_operator.api.view import LeaderWorkerSetView, is_leader
 from lws_operator.logic.hash_groups import Admission
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.reconcile import owned_by
-from lws_operator.logic.restart import Recreation
 from lws_operator.logic.rollout import RolloutDecision
 
 Obj = dict[str, Any]
@@ -53,14 +54,17 @@ class Memory:
       restart budget twice (controller-runtime's "expectations"). Bounded by the pods that
       exist; after a leader change the counted-leader annotation (``logic.restart_budget``)
       keeps the count from being spent twice.
-    * ``deferred``: the recreations the restart backoff defers (a deleted worker is seen once,
-      and its group must be recreated once the delay is over), and whose GroupRestartBackoff
-      Event was recorded. Bounded by the live leaders.
+    * ``backoff_reported``: the leaders whose recreation the restart backoff defers and whose
+      GroupRestartBackoff Event was recorded (once per deferral, not once per pass). The
+      deferral itself is recomputed every pass, from the pods, the restart counts annotation
+      and the tombstones the cache keeps until they trigger nothing (``kube.cache``), so it
+      survives a failed pass and a change of leader; losing this set on a leader change only
+      records the Event once more.
     """
 
     reported: frozenset[str] = frozenset()
     expected_gone: frozenset[str] = frozenset()
-    deferred: tuple[Recreation, ...] = ()
+    backoff_reported: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,9 @@ class Decided:
     scheduling: Mapping[str, Any] | None = None
     requeue: float | None = None
     memory: Memory | None = None
+    # The UIDs of the tombstones that still trigger something (a deferred recreation); None
+    # until the failures step has run. The runner drops the others once its plan has run.
+    kept_tombstones: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from lws_operator.logic.plan import (
 from lws_operator.logic.restart import (
     REASON_GROUP_UNSCHEDULABLE,
     Recreation,
-    recreating,
     scan_failures,
 )
 from lws_operator.logic.restart_budget import (
@@ -41,7 +40,6 @@ from lws_operator.logic.restart_budget import (
     backoff_event,
     exhaustion_events,
     plan_restarts,
-    still_pending,
     unfinished_exhaustions,
 )
 from lws_operator.logic.snapshot import Memory, Observed
@@ -65,20 +63,23 @@ def step(obs: Observed) -> Plan:
             actions.append(Record(Event(REASON_GROUP_UNSCHEDULABLE, EVENT_TYPE_WARNING,
                                         EVENT_ACTION_DELETE, skip.note)))
     expected_gone = set(memory.expected_gone & live)
-    deferred = memory.deferred if recreating(body) else ()
-    candidates = [r for r in still_pending(deferred, pods, scan.recreations)
-                  if r.leader_uid not in expected_gone]
+    candidates = [r for r in scan.recreations if r.leader_uid not in expected_gone]
     restarts = plan_restarts(body, candidates, obs.clock)
     exhaust = {r.leader_uid: r for r in [*restarts.exhaust, *unfinished_exhaustions(pods)]}
-    before = {r.leader_uid for r in memory.deferred}
+    before = memory.backoff_reported & live
     actions += [Record(backoff_event(d)) for d in restarts.deferred
                 if d.recreation.leader_uid not in before]
     expected_gone |= {r.leader_uid for r in restarts.recreate}
-    remembered = Memory(reported=frozenset(reported), expected_gone=frozenset(expected_gone),
-                        deferred=tuple(d.recreation for d in restarts.deferred))
+    remembered = Memory(
+        reported=frozenset(reported), expected_gone=frozenset(expected_gone),
+        backoff_reported=frozenset(d.recreation.leader_uid for d in restarts.deferred))
+    # A deleted worker is seen once: its tombstone stays while its recreation is deferred.
+    triggers = {d.recreation.trigger for d in restarts.deferred}
+    kept = frozenset(str(meta_of(t).get("uid")) for t in obs.tombstones
+                     if name_of(t) in triggers)
+    decided = replace(obs.decided, memory=remembered, kept_tombstones=kept)
     if not restarts.recreate and not exhaust:
-        return Plan(tuple(actions), carry=replace(obs.decided, memory=remembered,
-                                                  requeue=restarts.requeue_after))
+        return Plan(tuple(actions), carry=replace(decided, requeue=restarts.requeue_after))
     if restarts.counts is not None:
         actions.append(counts_patch(obs, restarts.counts, restarts.counted))
     for recreation in restarts.recreate:
@@ -90,8 +91,7 @@ def step(obs: Observed) -> Plan:
         actions += _retain_group(obs, recreation)
         if recreation.leader_uid in notes:
             actions.append(Record(notes[recreation.leader_uid]))
-    return Plan(tuple(actions), stop=True, requeue_after=restarts.requeue_after,
-                carry=replace(obs.decided, memory=remembered))
+    return Plan(tuple(actions), stop=True, requeue_after=restarts.requeue_after, carry=decided)
 
 
 def _retain_group(obs: Observed, recreation: Recreation) -> list[Action]:
