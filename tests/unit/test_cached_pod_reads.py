@@ -368,7 +368,8 @@ def test_the_cache_keeps_nothing_no_decision_reads() -> None:
             reader(w, [watched("Pod", p, misses, "pod") for p in w.pods])
             read |= {path.split(".")[2] for path in misses.reads
                      if path.startswith("pod.spec.")}
-    # The controller reads the leader's nodeName itself (the node of exclusive placement).
+    # The worker StatefulSet step reads the leader's nodeName itself (the node to read for
+    # exclusive placement, logic.steps.workers).
     assert set(POD_SPEC_SHAPE) - read - {"nodeName"} == set()
 
 
