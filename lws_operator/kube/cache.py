@@ -207,8 +207,11 @@ class ClusterCache:
 
     def __init__(self) -> None:
         self.stores = {kind: KindStore(kind) for kind in self.KINDS}
-        # The last state of pods seen deleted, per LeaderWorkerSet, until its next pass: a pod
-        # may vanish without ever being seen terminating, and its deletion can matter.
+        # The last state of pods seen deleted, per LeaderWorkerSet: a pod may vanish without
+        # ever being seen terminating, and its deletion can matter (a deleted worker recreates
+        # its group). Kept until a pass has acted on them (``drop_tombstones``), so a pass that
+        # fails does not lose the trigger, and a standby, whose cache sees the same DELETED
+        # events, has them when it takes over.
         self._tombstones: dict[Key, list[dict[str, Any]]] = defaultdict(list)
         # The last state of LeaderWorkerSets seen deleted, until their objects are gone: cleaning
         # up after one (its pod termination policy) needs its spec after it has vanished.
@@ -219,6 +222,20 @@ class ClusterCache:
 
     def take_tombstones(self, owner: Key) -> list[dict[str, Any]]:
         return self._tombstones.pop(owner, [])
+
+    def tombstones(self, owner: Key) -> list[dict[str, Any]]:
+        """The tombstones of ``owner``, left in place."""
+        return list(self._tombstones.get(owner, ()))
+
+    def drop_tombstones(self, owner: Key, uids: Iterable[str]) -> None:
+        """Forget the tombstones of these pod UIDs (a pass acted on them, or they no longer
+        trigger anything); tombstones buried since the pass read them stay."""
+        gone = set(uids)
+        kept = [t for t in self._tombstones.get(owner, ()) if cached_uid(t) not in gone]
+        if kept:
+            self._tombstones[owner] = kept
+        else:
+            self._tombstones.pop(owner, None)
 
     def depart(self, owner: Key, lws: Mapping[str, Any]) -> None:
         self._departed[owner] = lean(lws, "LeaderWorkerSet")

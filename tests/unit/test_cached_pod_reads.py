@@ -322,8 +322,19 @@ TAKE_NO_PODS = frozenset({
     "group_metrics.state_counts",
 })
 
-# The modules that hand cached pods to the logic.
-CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py")
+# The modules that hand cached pods to the logic: the controller's shell, and the steps and
+# scheduler providers of a pass (pure themselves, they call the policy modules with the pods of
+# the snapshot the shell built from the cache).
+CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py",
+           "kube/executor.py", "logic/snapshot.py",
+           *(str(p.relative_to(Path(lws_operator.__file__).parent)) for folder in
+             ("logic/steps", "logic/providers")
+             for p in sorted((Path(lws_operator.__file__).parent / folder).glob("*.py"))))
+
+# The pass's own modules, scanned as callers above: a call into one of them is not a call
+# into the policy the tables classify.
+PASS_MODULES = ("lws_operator.logic.steps", "lws_operator.logic.providers",
+                "lws_operator.logic.plan", "lws_operator.logic.snapshot")
 
 
 # Each reader once (several functions share one), named after the first function it covers.
@@ -357,7 +368,8 @@ def test_the_cache_keeps_nothing_no_decision_reads() -> None:
             reader(w, [watched("Pod", p, misses, "pod") for p in w.pods])
             read |= {path.split(".")[2] for path in misses.reads
                      if path.startswith("pod.spec.")}
-    # The controller reads the leader's nodeName itself (the node of exclusive placement).
+    # The worker StatefulSet step reads the leader's nodeName itself (the node to read for
+    # exclusive placement, logic.steps.workers).
     assert set(POD_SPEC_SHAPE) - read - {"nodeName"} == set()
 
 
@@ -385,6 +397,8 @@ def _logic_calls(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
                 "lws_operator.logic"):
             for alias in node.names:
+                if f"{node.module}.{alias.name}".startswith(PASS_MODULES):
+                    continue
                 if node.module == "lws_operator.logic":
                     modules[alias.asname or alias.name] = alias.name
                 else:

@@ -1,0 +1,153 @@
+"""``Observed``: everything one step of a LeaderWorkerSet pass reads, as one immutable value.
+
+The controller builds it from the watch caches before every step (``controllers.
+leaderworkerset``), so a step sees the answers of the writes the steps before it made (the
+executor stores each answer in the cache). What a later step needs of an earlier step's
+*decision* (the revision key, the rollout's partition, the admission of Hash leaders, the
+scheduling facts) travels in ``decided``, put there by the runner from the earlier step's plan:
+it lives for one pass and nothing else carries state between steps.
+
+``memory`` is the one thing that outlives a pass, and it is bounded and documented where it is
+kept (``Memory``); nothing a pass must not lose lives there: what must survive a failed pass or a
+change of leader is derived from the objects (pods, the restart annotations) and the tombstones
+the watch cache keeps.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from lws_operator.api.view import LeaderWorkerSetView, is_leader
+from lws_operator.logic.hash_groups import Admission
+from lws_operator.logic.objects import meta_of, name_of
+from lws_operator.logic.reconcile import owned_by
+from lws_operator.logic.rollout import RolloutDecision
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Options:
+    """The operator's options a pass reads: how long a rollout may stall before it is
+    reported, the scheduler provider (``--scheduler-provider``), and whether the API server
+    serves the native Workload and PodGroup kinds (found by discovery at start)."""
+
+    stall_grace: float
+    provider: str | None = None
+    native_scheduling: bool = True
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the controller remembers per LeaderWorkerSet between passes (``controllers.
+    leaderworkerset`` keeps it; a step returns the new value in ``Decided.memory``).
+
+    * ``reported``: the failed pods whose GroupUnschedulable Warning was recorded, so it is
+      recorded once per pod and not once per pass. Bounded by the pods that exist (a pass
+      forgets the others); losing it on a leader change records one more Warning per pod.
+    * ``expected_gone``: the leaders we deleted, until the cache shows them gone: a watch event
+      older than our delete may still show one alive, and a second recreation would spend
+      restart budget twice (controller-runtime's "expectations"). Bounded by the pods that
+      exist; after a leader change the counted-leader annotation (``logic.restart_budget``)
+      keeps the count from being spent twice.
+    * ``backoff_reported``: the leaders whose recreation the restart backoff defers and whose
+      GroupRestartBackoff Event was recorded (once per deferral, not once per pass). The
+      deferral itself is recomputed every pass, from the pods, the restart counts annotation
+      and the tombstones the cache keeps until they trigger nothing (``kube.cache``), so it
+      survives a failed pass and a change of leader; losing this set on a leader change only
+      records the Event once more.
+    """
+
+    reported: frozenset[str] = frozenset()
+    expected_gone: frozenset[str] = frozenset()
+    backoff_reported: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What earlier steps of this pass decided, for the later ones (module docstring)."""
+
+    key: str = ""
+    updated: bool = False
+    revisions: tuple[Mapping[str, Any], ...] = ()
+    rollout: RolloutDecision | None = None
+    admission: Admission | None = None
+    scheduling: Mapping[str, Any] | None = None
+    requeue: float | None = None
+    memory: Memory | None = None
+    # The UIDs of the tombstones that still trigger something (a deferred recreation); None
+    # until the failures step has run. The runner drops the others once its plan has run.
+    kept_tombstones: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A LeaderWorkerSet and its objects as the caches hold them, plus the clock and options.
+
+    ``pods`` are the pods the pod webhook admitted (``logic.unmutated``: the others carry none
+    of the labels a decision reads, and are only reported, from ``all_pods``). ``collected``:
+    the failure reasons the previous step's plan collected (``logic.plan.Policy.collect``).
+    ``fetched``: the objects a step asked the runner to read (``logic.plan.Read``)."""
+
+    body: Obj
+    pods: tuple[Obj, ...]
+    all_pods: tuple[Obj, ...]
+    statefulsets: tuple[Obj, ...]
+    deployments: tuple[Obj, ...]
+    services: Mapping[str, Obj]
+    revisions: tuple[Obj, ...]
+    pod_groups: tuple[Obj, ...]
+    workloads: Mapping[str, Obj]  # every Workload of the namespace, by name
+    volcano_groups: Mapping[str, Obj]
+    tombstones: tuple[Obj, ...]
+    now: str
+    clock: float
+    options: Options
+    memory: Memory = Memory()
+    decided: Decided = Decided()
+    collected: tuple[str, ...] = ()
+    fetched: Mapping[str, Obj] = field(default_factory=dict)
+
+    @cached_property
+    def lws(self) -> LeaderWorkerSetView:
+        return LeaderWorkerSetView(self.body)
+
+    @property
+    def leaders(self) -> list[Obj]:
+        return [p for p in self.pods if is_leader(p)]
+
+    @property
+    def moment(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.clock, dt.UTC)
+
+    @property
+    def leader_statefulset(self) -> Obj | None:
+        """The Ordinal leader StatefulSet: named after the set and controlled by it."""
+        return next((s for s in self.statefulsets
+                     if name_of(s) == self.lws.name and owned_by(s, self.body)), None)
+
+    @property
+    def leader_deployment(self) -> Obj | None:
+        """The Hash leader Deployment: named after the set and controlled by it."""
+        return next((d for d in self.deployments
+                     if name_of(d) == self.lws.name and owned_by(d, self.body)), None)
+
+    @property
+    def worker_statefulsets(self) -> list[Obj]:
+        leader = self.leader_statefulset
+        return [s for s in self.statefulsets if s is not leader]
+
+    @property
+    def own_revisions(self) -> list[Mapping[str, Any]]:
+        return [r for r in self.revisions if owned_by(r, self.body)]
+
+    def pod(self, name: str) -> Obj | None:
+        return next((p for p in self.all_pods if name_of(p) == name), None)
+
+    def uids(self, pods: tuple[Obj, ...] | list[Obj] | None = None) -> frozenset[str]:
+        return frozenset(str(meta_of(p).get("uid")) for p in (self.pods if pods is None
+                                                               else pods))

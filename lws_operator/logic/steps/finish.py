@@ -1,0 +1,69 @@
+"""The end of a pass in both identity modes.
+
+* ``counts``: once an update is done, the restart counts of revisions that are gone are
+  pruned (Ordinal; Hash moves and drops its counts as it admits leaders).
+* ``status``: the computed status with the stall, unschedulable, unmutated-pods, Degraded and
+  scheduling conditions over it, one write if it differs (with its Events), then the revisions
+  other than the current one are deleted once the update is done. Its requeue is the pass's:
+  the earliest of what earlier steps asked for and the stall's next check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lws_operator.api.view import revision_of
+from lws_operator.logic import gang, unmutated
+from lws_operator.logic.objects import meta_of, name_of
+from lws_operator.logic.plan import (
+    EMPTY,
+    GONE_OR_CHANGED_SKIP,
+    Action,
+    Common,
+    Delete,
+    Plan,
+    apps,
+    earliest,
+)
+from lws_operator.logic.restart import apply_unschedulable
+from lws_operator.logic.restart_budget import apply_degraded, read_counts, settled_counts
+from lws_operator.logic.snapshot import Observed
+from lws_operator.logic.stall import apply_stall, find_stall
+from lws_operator.logic.statefulsets import spec_replicas
+from lws_operator.logic.steps.leader import owner_of
+from lws_operator.logic.steps.writes import counts_patch, status_patch
+
+
+def counts(obs: Observed) -> Plan:
+    owner = owner_of(obs)
+    if not owner.prunes_counts or not owner.status(obs).update_done:
+        return EMPTY
+    pruned = settled_counts(read_counts(obs.body), obs.decided.key, spec_replicas(obs.body))
+    return EMPTY if pruned is None else Plan((counts_patch(obs, pruned),))
+
+
+def status(obs: Observed) -> Plan:
+    decision = owner_of(obs).status(obs)
+    observed: dict[str, Any] = obs.body.get("status") or {}
+    pods = list(obs.pods)
+    stall = find_stall(pods, obs.decided.key, obs.clock, obs.options.stall_grace)
+    desired, stall_events = apply_stall(
+        apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
+    desired, progressing_events = unmutated.apply_unmutated(
+        desired, observed, obs.lws.namespace, list(obs.all_pods), obs.now, stall_events)
+    desired = apply_degraded(desired, pods, obs.lws.generation, obs.now)
+    if obs.decided.scheduling is not None:
+        desired = gang.apply_condition(desired, gang.scheduling_condition(
+            observed.get("conditions") or [], now=obs.now, generation=obs.lws.generation,
+            **obs.decided.scheduling))
+    actions: list[Action] = []
+    if desired != observed:
+        actions.append(status_patch(obs, desired, (*decision.events, *progressing_events)))
+    if decision.update_done:
+        actions += [
+            Delete(apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision"),
+                   name_of(revision), str(meta_of(revision).get("uid")),
+                   forget=revision, common=Common(policy=GONE_OR_CHANGED_SKIP))
+            for revision in obs.decided.revisions
+            if revision_of(revision) != obs.decided.key]
+    return Plan(tuple(actions), requeue_after=earliest(obs.decided.requeue, stall.recheck_after))

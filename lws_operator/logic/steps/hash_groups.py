@@ -1,0 +1,41 @@
+"""Steps of Hash group identity only (``logic.hash_groups``); empty plans for Ordinal sets.
+
+* ``admit``: the restart counts that move to admitted leaders, then (without native gang
+  scheduling, whose provider lifts gates once the PodGroups exist) the gates of the leaders
+  admitted by the ``prepare`` of ``logic.steps.leader``.
+* ``readiness``: each gated leader's ``group-ready`` condition follows its worker StatefulSet
+  (strategic merge on the status subresource: the other conditions are the kubelet's).
+"""
+
+from __future__ import annotations
+
+from lws_operator.logic import gang
+from lws_operator.logic.hash_groups import group_ready_condition, readiness_updates
+from lws_operator.logic.objects import meta_of, name_of
+from lws_operator.logic.plan import EMPTY, GONE_OR_CHANGED_SKIP, Action, Common, Patch, Plan, core
+from lws_operator.logic.snapshot import Observed
+from lws_operator.logic.steps.writes import counts_patch, ungate
+
+
+def admit(obs: Observed) -> Plan:
+    admission = obs.decided.admission
+    if not obs.lws.hashed or admission is None:
+        return EMPTY
+    actions: list[Action] = []
+    if admission.counts is not None:
+        actions.append(counts_patch(obs, admission.counts))
+    if gang.level_of(obs.body) is None:
+        actions += [ungate(dict(leader)) for leader in admission.ungate]
+    return Plan(tuple(actions))
+
+
+def readiness(obs: Observed) -> Plan:
+    if not obs.lws.hashed:
+        return EMPTY
+    return Plan(tuple(
+        Patch(core(str(meta_of(change.leader).get("namespace")), "pods", "Pod"),
+              name_of(change.leader),
+              {"metadata": {"resourceVersion": meta_of(change.leader).get("resourceVersion")},
+               "status": {"conditions": [group_ready_condition(change.ready, obs.moment)]}},
+              strategic=True, subresource="status", common=Common(policy=GONE_OR_CHANGED_SKIP))
+        for change in readiness_updates(obs.leaders, obs.statefulsets)))

@@ -1,0 +1,268 @@
+"""The reconciler as a table: observed state in, the pass's plan out, no API server.
+
+Each row is a state the end-to-end suites drive a set into (``e2e/controllers``), built as
+production builds it (``tests/unit/reconciler_world.py``), and the writes and Events one pass
+plans for it, in order; a set at rest plans nothing at all (DESIGN: steady state costs zero
+writes).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lws_operator.logic.plan import Apply, Delete, Patch, Then
+from lws_operator.logic.snapshot import Options
+from tests.unit.reconciler_world import (
+    P,
+    Pass,
+    World,
+    at_rest,
+    built_world,
+    manifest,
+    new_world,
+    plan_pass,
+)
+
+GATE = {"name": P + "group-replacement"}
+
+
+def change_pod(world: World, name: str, how: Callable[[dict[str, Any]], None]) -> None:
+    pod = copy.deepcopy(world.cache["Pod"].get("ns", name))
+    assert pod is not None
+    how(pod)
+    pod["metadata"]["resourceVersion"] = "400"
+    world.cache["Pod"].upsert(pod)
+
+
+def change_lws(world: World, how: Callable[[dict[str, Any]], None], spec: bool = True) -> None:
+    """``how`` applied to the stored set; a change of its spec moves its generation."""
+    lws = world.lws
+    how(lws)
+    lws["metadata"]["resourceVersion"] = "500"
+    if spec:
+        lws["metadata"]["generation"] = 2
+    world.cache["LeaderWorkerSet"].upsert(lws)
+
+
+def restarted(pod: dict[str, Any]) -> None:
+    pod["status"]["containerStatuses"][0]["restartCount"] = 1
+
+
+def unplaced(pod: dict[str, Any]) -> None:
+    pod["spec"].pop("nodeName", None)
+
+
+def scale_to(replicas: int) -> Callable[[dict[str, Any]], None]:
+    def how(lws: dict[str, Any]) -> None:
+        lws["spec"]["replicas"] = replicas
+    return how
+
+
+def new_image(lws: dict[str, Any]) -> None:
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "image"] = "app:2"
+
+
+def worker_deleted(world: World) -> World:
+    pod = world.cache["Pod"].get("ns", "sample-1-1")
+    assert pod is not None
+    world.cache["Pod"].delete(pod, gone=True)
+    world.cache.bury(world.key, pod)
+    return world
+
+
+def counted(count: int) -> Callable[[World], World]:
+    """Group 1 has been recreated ``count`` times at its revision."""
+    def how(world: World) -> World:
+        leader = world.cache["Pod"].get("ns", "sample-1")
+        assert leader is not None
+        key = leader["metadata"]["labels"][P + "template-revision-hash"]
+        change_lws(world, lambda lws: lws["metadata"]["annotations"].update(
+            {P + "group-restart-counts": json.dumps({f"{key}/1": count})}), spec=False)
+        change_pod(world, "sample-1-2", restarted)
+        return world
+    return how
+
+
+def with_options(world: World, **options: Any) -> World:
+    world.options = Options(600.0, **options)
+    return world
+
+
+def on_nodes(world: World) -> World:
+    world.nodes = {"tpu-node-000": {"rack": "r7"}}
+    return world
+
+
+def then(world: World, *changes: Callable[[World], object]) -> World:
+    for change in changes:
+        change(world)
+    return world
+
+
+@dataclass(frozen=True)
+class Row:
+    world: Callable[[], World]
+    writes: list[str]
+    events: list[str]  # reasons, in order
+    requeue: float | None = None
+
+
+ORDINAL = "sample"
+TABLE: dict[str, Row] = {
+    "a new set: its revision, leader StatefulSet, shared Service, status": Row(
+        lambda: new_world(manifest()),
+        ["create ControllerRevision sample-84557c46b4-1", "apply StatefulSet sample",
+         "create Service sample", "status LeaderWorkerSet sample"],
+        ["CreatingRevision", "GroupsProgressing", "GroupsProgressing"]),
+    "at rest: nothing": Row(lambda: at_rest(built_world(manifest())), [], []),
+    "at rest, Hash identity: nothing": Row(
+        lambda: at_rest(built_world(manifest(size=2, groupIdentity="Hash"))), [], []),
+    "scaled up: the leader StatefulSet's replicas": Row(
+        lambda: then(at_rest(built_world(manifest())),
+                     lambda w: change_lws(w, scale_to(3))),
+        ["apply StatefulSet sample", "status LeaderWorkerSet sample"], ["GroupsProgressing"]),
+    "template updated: a revision, the partition moved": Row(
+        lambda: then(at_rest(built_world(manifest())), lambda w: change_lws(w, new_image)),
+        ["create ControllerRevision sample-79bb7766dc-2", "apply StatefulSet sample",
+         "status LeaderWorkerSet sample"], ["CreatingRevision", "GroupsUpdating"]),
+    "leaders without worker StatefulSets: one each": Row(
+        lambda: built_world(manifest(), worker_sets=False),
+        ["create Service sample", "create StatefulSet sample-0", "create StatefulSet sample-1",
+         "status LeaderWorkerSet sample"],
+        ["GroupsProgressing", "GroupsProgressing", "GroupsProgressing"]),
+    "UniquePerReplica: a Service per leader, none shared": Row(
+        lambda: built_world(manifest(networkConfig={"subdomainPolicy": "UniquePerReplica"})),
+        ["create Service sample-0", "create Service sample-1", "status LeaderWorkerSet sample"],
+        ["AllGroupsReady"]),
+    "a worker restarted: its group recreated, the pass ends": Row(
+        lambda: then(at_rest(built_world(manifest())),
+                     lambda w: change_pod(w, "sample-1-2", restarted)),
+        ["delete Pod sample-1"], ["RecreateGroup"]),
+    "a worker deleted (seen only as a tombstone): its group recreated": Row(
+        lambda: worker_deleted(at_rest(built_world(manifest()))),
+        ["delete Pod sample-1"], ["RecreateGroup"]),
+    "restart policy None: a restart recreates nothing": Row(
+        lambda: then(at_rest(built_world(manifest(template={"restartPolicy": "None"}))),
+                     lambda w: change_pod(w, "sample-1-2", restarted)), [], []),
+    "budget left: counted, then recreated": Row(
+        lambda: counted(0)(at_rest(built_world(manifest(template={"maxGroupRestarts": 1})))),
+        ["patch LeaderWorkerSet sample", "delete Pod sample-1"], ["RecreateGroup"]),
+    "budget spent: the group stopped, its pods kept": Row(
+        lambda: counted(1)(at_rest(built_world(manifest(template={"maxGroupRestarts": 1})))),
+        ["patch Pod sample-1-1", "patch Pod sample-1-2", "patch Pod sample-1",
+         "delete Pod sample-1"], ["ReplicaRestartBudgetExceeded"]),
+    "backoff: the recreation deferred, looked at again when due": Row(
+        lambda: counted(0)(at_rest(built_world(manifest(template={
+            "restartBackoff": {"baseSeconds": 3600, "capSeconds": 3600}})))),
+        [], ["GroupRestartBackoff"], 3001.0),
+    "exclusive placement: the unplaced leader's workers wait for its node": Row(
+        lambda: on_nodes(built_world(manifest(annotations={P + "exclusive-topology": "rack"}),
+                                     worker_sets=False, states={"1/0": unplaced})),
+        ["create Service sample", "create StatefulSet sample-0",
+         "status LeaderWorkerSet sample"], ["GroupsProgressing", "GroupsProgressing"]),
+    "Hash identity: a gated leader admitted, group readiness written": Row(
+        lambda: built_world(manifest(size=2, groupIdentity="Hash"),
+                            states={"1/0": lambda p: p["spec"].update(schedulingGates=[GATE])}),
+        ["patch Pod sample-6f7d9c-1x", "create Service sample", "status Pod sample-6f7d9c-0x",
+         "status Pod sample-6f7d9c-1x", "status LeaderWorkerSet sample"], ["AllGroupsReady"]),
+    "gang scheduling: Workload and PodGroup before anything else": Row(
+        lambda: built_world(manifest(size=2, scheduling={"schedulingPolicy": {"gang": {}}})),
+        ["create Workload sample-97dcdb687", "create PodGroup sample-97dcdb687-lws",
+         "create Service sample", "status LeaderWorkerSet sample"],
+        ["GroupsProgressing", "GroupsProgressing", "AllGroupsReady"]),
+    "gang scheduling, API not served: the condition, then wait": Row(
+        lambda: with_options(built_world(manifest(
+            size=2, scheduling={"schedulingPolicy": {"gang": {}}})), native_scheduling=False),
+        ["status LeaderWorkerSet sample"], [], 10.0),
+    "volcano: a PodGroup per group": Row(
+        lambda: with_options(built_world(manifest(size=2, replicas=1), provider="volcano"),
+                             provider="volcano"),
+        ["create VolcanoPodGroup sample-0-78fb79587c", "create Service sample",
+         "status LeaderWorkerSet sample"], ["AllGroupsReady"]),
+    "volcano at rest: nothing": Row(
+        lambda: at_rest(with_options(built_world(manifest(size=2, replicas=1),
+                                                 provider="volcano"), provider="volcano")),
+        [], []),
+}
+
+
+@pytest.mark.parametrize("row", TABLE.values(), ids=TABLE.keys())
+def test_one_pass(row: Row) -> None:
+    planned = plan_pass(row.world())
+    assert planned.writes() == row.writes
+    assert [line.split(":")[0].removeprefix("event ") for line in planned.events()] == row.events
+    assert planned.requeue == row.requeue
+
+
+def _pass(world: World) -> Pass:
+    return plan_pass(world)
+
+
+def test_a_second_pass_after_the_first_plans_nothing() -> None:
+    """What a pass writes is what the next one reads: the cache holds its answers."""
+    world = new_world(manifest())
+    assert _pass(world).writes()
+    assert _pass(world).writes() == []
+
+
+def test_the_leader_statefulset_carries_the_rollout() -> None:
+    """An update starts with the partition at the top (SPEC 3.6): no leader replaced yet."""
+    world = then(at_rest(built_world(manifest(replicas=4))), lambda w: change_lws(w, new_image))
+    applied = [a for a in _pass(world).actions if isinstance(a, Apply)]
+    assert [a.body["spec"]["updateStrategy"]["rollingUpdate"]["partition"] for a in applied] == [
+        4]
+
+
+def test_exclusive_placement_reads_the_leaders_node() -> None:
+    """The node's topology label goes into the worker StatefulSet's affinity."""
+    world = on_nodes(built_world(manifest(annotations={P + "exclusive-topology": "rack"}),
+                                 worker_sets=False))
+    created = [a.body for a in _pass(world).actions
+               if getattr(a, "target", None) and a.target.kind == "StatefulSet"
+               and not isinstance(a, Apply)]
+    assert [b["spec"]["template"]["spec"]["nodeSelector"] for b in created] == [
+        {"rack": "r7"}, {"rack": "r7"}]
+
+
+def test_recreation_is_guarded_by_the_leaders_uid() -> None:
+    world = then(at_rest(built_world(manifest())),
+                 lambda w: change_pod(w, "sample-1-2", restarted))
+    (delete,) = [a for a in _pass(world).actions if isinstance(a, Delete)]
+    assert (delete.uid, delete.propagation) == ("leader-1", "Foreground")
+    assert delete.common.policy.not_found is Then.SKIP
+    assert delete.common.policy.conflict is Then.SKIP
+
+
+def test_a_deferred_recreation_survives_in_the_tombstones() -> None:
+    """No memory of the deferral: the tombstone stays in the cache while it still triggers
+    a recreation, so every pass (or a new leader's first) recomputes it."""
+    world = worker_deleted(at_rest(built_world(manifest(template={
+        "restartBackoff": {"baseSeconds": 3600, "capSeconds": 3600}}))))
+    first = _pass(world)
+    assert first.events()
+    assert first.requeue == 3001.0
+    assert len(world.cache.tombstones(world.key)) == 1
+    world.memory = type(world.memory)()  # a new leader remembers nothing
+    again = _pass(world)
+    assert again.requeue == 3001.0
+    assert again.events() == first.events()
+
+
+def test_tombstones_that_trigger_nothing_are_dropped() -> None:
+    world = worker_deleted(at_rest(built_world(manifest(template={"restartPolicy": "None"}))))
+    assert _pass(world).writes() == []
+    assert world.cache.tombstones(world.key) == []
+
+
+def test_status_writes_are_guarded_by_resource_version() -> None:
+    world = new_world(manifest())
+    (status,) = [a for a in _pass(world).actions
+                 if isinstance(a, Patch) and a.subresource == "status"]
+    assert status.body["metadata"]["resourceVersion"] == "100"
