@@ -323,7 +323,8 @@ TAKE_NO_PODS = frozenset({
 })
 
 # The modules that hand cached pods to the logic.
-CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py")
+CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py",
+           "kube/watch.py")
 
 
 # Each reader once (several functions share one), named after the first function it covers.
