@@ -12,7 +12,7 @@ awaited and where every request is counted (``ClientMetrics``), by HTTP method a
 controller-runtime counts them and by Kubernetes verb and resource (``request_info``) so one can
 tell, say, status writes of LeaderWorkerSets from pod patches. It is also where the process
 learns, for free, that the API server was away (``Reachability``): the watch layer resyncs its
-caches when it answers again (``controllers.runtime``).
+caches when it answers again (``kube.watch``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A watch stream has gaps: when a watch expires (410 Gone, after an API server res
 server's history no longer reaches the watch's resourceVersion), kopf lists the kind again and
 watches on from there. A listing shows what exists, never what was deleted meanwhile, so every
 cached object the new listing lacks must be found and dropped by a LIST of our own (the resync,
-``controllers.runtime``). kopf's public API does not tell when it lists again: the objects of a
+``kube.watch``). kopf's public API does not tell when it lists again: the objects of a
 relisting reach the event handlers as events without a type, the end of the listing does not
 (kopf keeps its ``LISTED`` mark and the server's BOOKMARK events to itself), and an empty
 relisting reaches them not at all. Reading kopf's debug log for the expiry is no API.

@@ -122,12 +122,12 @@ class Env:
         """Until kopf watches every kind again (so it has listed each again: a watch that
         expired is listed before it is watched anew) and no resync is pending, three probes
         in a row: a watch may expire only after a few retries while the server starts."""
-        plurals = {w[3] for w in self.runtime.watched}
+        plurals = {w[3] for w in self.runtime.watches.watched}
         streak = 0
 
         async def steady() -> bool:
             nonlocal streak
-            if plurals <= await self.watching() and not self.runtime.gaps.pending:
+            if plurals <= await self.watching() and not self.runtime.watches.gaps.pending:
                 streak += 1
             else:
                 streak = 0

@@ -68,7 +68,7 @@ async def test_a_failed_resync_is_tried_again_until_it_drops_what_was_deleted(
         return store.get(namespace, "ghost") is None
     try:
         await relay.stop()  # the API server goes away again
-        runtime._observe("Service", None, ghost)  # an event of kopf's relisting
+        runtime.watches._observe("Service", None, ghost)  # an event of kopf's relisting
         assert not await dropped()
 
         await asyncio.sleep(RESYNC_SETTLE + 3)  # the first resync (and a retry) fail
@@ -80,6 +80,6 @@ async def test_a_failed_resync_is_tried_again_until_it_drops_what_was_deleted(
         assert _counted(registry, "lws_operator_cache_resyncs_total") == 1
         assert _counted(registry, "lws_operator_cache_resync_dropped_total") == 1
     finally:
-        await runtime.gaps.close()
+        await runtime.watches.gaps.close()
         await relay.stop()
         await kube.close()

@@ -326,7 +326,7 @@ TAKE_NO_PODS = frozenset({
 # scheduler providers of a pass (pure themselves, they call the policy modules with the pods of
 # the snapshot the shell built from the cache).
 CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py",
-           "kube/executor.py", "logic/snapshot.py",
+           "kube/watch.py", "kube/executor.py", "logic/snapshot.py",
            *(str(p.relative_to(Path(lws_operator.__file__).parent)) for folder in
              ("logic/steps", "logic/providers")
              for p in sorted((Path(lws_operator.__file__).parent / folder).glob("*.py"))))

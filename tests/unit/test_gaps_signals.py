@@ -145,23 +145,24 @@ def obj(kind: str, name: str, uid: str, owner: str | None = None) -> dict[str, A
 
 async def test_an_event_without_a_type_of_any_kind_asks_for_a_resync() -> None:
     run, registry = runtime()
-    run._observe("Service", "ADDED", obj("Service", "x", "s1", owner="x"))
-    assert not run.gaps.pending
-    run._observe("ControllerRevision", None, obj("ControllerRevision", "x-1", "c1", owner="x"))
-    assert run.gaps.pending
+    run.watches._observe("Service", "ADDED", obj("Service", "x", "s1", owner="x"))
+    assert not run.watches.gaps.pending
+    revision = obj("ControllerRevision", "x-1", "c1", owner="x")
+    run.watches._observe("ControllerRevision", None, revision)
+    assert run.watches.gaps.pending
     assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=LISTED) == 1
-    await run.gaps.close()
+    await run.watches.gaps.close()
 
 
 async def test_a_set_created_over_cached_leftovers_of_a_namesake_asks_for_a_resync() -> None:
     run, registry = runtime()
-    run._observe("LeaderWorkerSet", "ADDED", obj("LeaderWorkerSet", "fresh", "l1"))
-    run._observe("LeaderWorkerSet", "MODIFIED", obj("LeaderWorkerSet", "fresh", "l1"))
-    run._observe("Service", "ADDED", obj("Service", "fresh", "s1", owner="fresh"))
-    assert not run.gaps.pending  # a new set, then its own children: no leftovers
+    run.watches._observe("LeaderWorkerSet", "ADDED", obj("LeaderWorkerSet", "fresh", "l1"))
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", obj("LeaderWorkerSet", "fresh", "l1"))
+    run.watches._observe("Service", "ADDED", obj("Service", "fresh", "s1", owner="fresh"))
+    assert not run.watches.gaps.pending  # a new set, then its own children: no leftovers
 
-    run._observe("Service", "ADDED", obj("Service", "old", "s2", owner="old"))
-    run._observe("LeaderWorkerSet", "ADDED", obj("LeaderWorkerSet", "old", "l2"))
-    assert run.gaps.pending
+    run.watches._observe("Service", "ADDED", obj("Service", "old", "s2", owner="old"))
+    run.watches._observe("LeaderWorkerSet", "ADDED", obj("LeaderWorkerSet", "old", "l2"))
+    assert run.watches.gaps.pending
     assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=LEFTOVERS) == 1
-    await run.gaps.close()
+    await run.watches.gaps.close()

@@ -1,0 +1,455 @@
+"""The watch layer: kopf watches feed the caches and tell a controller what changed.
+
+kopf is used as the watcher only (DESIGN "Reconciliation model", python-notes 1.2): each
+``@kopf.on.event`` handler stores the object in the cache and calls the controller's
+``changed(kind, owner)``, with which a controller enqueues the owner (the LeaderWorkerSet
+controller: its work queue). No stateful kopf handler, daemon, timer or index is used, so kopf
+writes nothing to our objects (no finalizers, no annotations), and the server-side label
+selectors keep unrelated pods, StatefulSets and Services out of the process entirely.
+``Watches`` is parameterised by the watched kinds (``Watch``) and that callback, so a second
+controller watches its own kinds and feeds its own queue.
+
+Before the watches start, one chunked LIST per kind fills the caches and marks them synced
+(``prime``): kopf gives no "initial listing done" signal, and a pass must not act on a
+half-filled cache. The controller then enqueues what it owns once; after that only events wake
+a pass.
+
+A watch event stream has gaps: kopf lists a kind again when its watch expires (410 Gone: after
+an API server restart, or when the server's history no longer reaches the watch's
+resourceVersion), and its own first listing comes a moment after ours. A listing only says what
+exists, never what was deleted in the gap, so the caches are resynced: each kind is listed once
+more and every cached object the listing no longer holds is dropped as if its DELETED event had
+come (``_resync``). Without that, an object deleted while the watch was down stayed in the
+cache for good, and the passes trusted it (a Service never recreated).
+
+kopf's public API does not say when it lists again (an empty relisting reaches no handler at
+all), so when to resync is decided from signals the operator gets anyway, at no cost while
+nothing goes wrong: any listing's events, our own client finding the API server away and back,
+a LeaderWorkerSet created over cached leftovers of a namesake (``kube.gaps``, which says why
+each is needed and what none of them sees).
+
+kopf runs in a thread of its own, with its own event loop (kopf's documented embedding): when it
+exits it cancels every task of its loop that it did not see start, which in a shared loop would
+include the webhooks' request handlers and whoever is waiting for it to stop. Its handlers hand
+each event to the main loop, where the caches and the queue live, with ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
+
+import kopf
+from prometheus_client import CollectorRegistry
+
+from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
+from lws_operator.kube.cache import ClusterCache, Key, cached_key, cached_uid
+from lws_operator.kube.client import ApiException, KubeClient, is_status
+from lws_operator.kube.gaps import WatchGaps
+from lws_operator.kube.metrics import WatchMetrics
+
+log = logging.getLogger(__name__)
+
+# kopf warns with this when it starts outside the main thread (SignalsForwarded).
+KOPF_RUNNING_LOGGER = "kopf._core.reactor.running"
+KOPF_SIGNALS_IGNORED = "OS signals are ignored: running not in the main thread"
+
+# kopf's watch timeouts (its defaults are none but the 70 s inactivity one): a watch request
+# the server ends every few minutes, a client-side cap on one request in case the server never
+# does (a half-open connection), and a bound on connecting to an API server that is down.
+# Whole seconds: kopf sends the server timeout as str(value), and the API server rejects
+# "300.0" (400 Bad Request, which stops every watch).
+WATCH_SERVER_TIMEOUT = 300
+WATCH_CLIENT_TIMEOUT = WATCH_SERVER_TIMEOUT + 60
+WATCH_CONNECT_TIMEOUT = 10
+
+# (kind, group, version, plural, list path, label selector)
+Watch = tuple[str, str, str, str, str, str | None]
+# What a controller is told of every event: the kind, and the key of the object's owner
+# (namespace and LeaderWorkerSet name, the cache's ``Key``).
+Changed = Callable[[str, Key], None]
+
+# The LeaderWorkerSet controller's kinds.
+WATCHED: tuple[Watch, ...] = (
+    ("LeaderWorkerSet", GROUP, VERSION, PLURAL, f"/apis/{GROUP}/{VERSION}/{PLURAL}", None),
+    ("StatefulSet", "apps", "v1", "statefulsets", "/apis/apps/v1/statefulsets", NAME_LABEL),
+    ("Deployment", "apps", "v1", "deployments", "/apis/apps/v1/deployments", NAME_LABEL),
+    ("Pod", "", "v1", "pods", "/api/v1/pods", NAME_LABEL),
+    ("Service", "", "v1", "services", "/api/v1/services", NAME_LABEL),
+    ("ControllerRevision", "apps", "v1", "controllerrevisions", "/apis/apps/v1/controllerrevisions",
+     NAME_LABEL),
+)
+
+# Watched only where the API server serves them (found by discovery at start): native gang
+# scheduling's PodGroups (ours carry the name label) and Workloads (all of them: a parent
+# controller's Workload, which LWS PodGroups may instantiate, carries no label of ours); and
+# volcano's PodGroups when that provider is configured.
+SCHEDULING_API = "/apis/scheduling.k8s.io/v1beta1"
+VOLCANO_API = "/apis/scheduling.volcano.sh/v1beta1"
+NATIVE_SCHEDULING: tuple[Watch, ...] = (
+    ("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", f"{SCHEDULING_API}/podgroups",
+     NAME_LABEL),
+    ("Workload", "scheduling.k8s.io", "v1beta1", "workloads", f"{SCHEDULING_API}/workloads",
+     None),
+)
+VOLCANO: tuple[Watch, ...] = (
+    ("VolcanoPodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups",
+     f"{VOLCANO_API}/podgroups", NAME_LABEL),
+)
+
+
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """kopf keeps a "last handled" essence of every object to detect changes for its change
+    handlers, building it (a deep copy) on every event even when, as here, only event handlers
+    are registered: the benchmark's profile showed that copy as the operator's top hotspot. We
+    have no change handlers, so there is nothing to build, store or compare."""
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
+class SignalsForwarded(logging.Filter):
+    """Drops kopf's warning ``OS signals are ignored: running not in the main thread`` from
+    the thread kopf runs in, which the operator's log would otherwise show at every start.
+
+    kopf logs it whenever its loop is not the main thread's, because it can then install no
+    signal handlers of its own (``kopf._core.reactor.running.spawn_tasks``), and there is no
+    setting to say that someone else handles them. Here someone does: ``__main__`` handles
+    SIGTERM and SIGINT on the main thread's loop by setting ``stop``, and the controller's
+    ``run`` turns ``stop`` into kopf's ``stop_flag`` (:meth:`Watches.halt`), the termination
+    kopf's embedding guide asks an embedder running it in a thread to provide. So the premise of
+    the warning is false, and running kopf on the main thread instead is no option: at exit it
+    cancels every task of its loop it did not see start (the module docstring). Only that one
+    record of that one thread is dropped; every other kopf record passes."""
+
+    def __init__(self, thread: int) -> None:
+        super().__init__()
+        self.thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.thread == self.thread
+                    and record.getMessage().startswith(KOPF_SIGNALS_IGNORED))
+
+    @classmethod
+    def install(cls) -> SignalsForwarded:
+        """For the calling thread, which must pass kopf a ``stop_flag``."""
+        forwarded = cls(threading.get_ident())
+        logging.getLogger(KOPF_RUNNING_LOGGER).addFilter(forwarded)
+        return forwarded
+
+    def uninstall(self) -> None:
+        logging.getLogger(KOPF_RUNNING_LOGGER).removeFilter(self)
+
+
+class Watches:
+    """kopf's watches of ``watched`` kinds into ``cache``, each event reported to ``changed``.
+
+    ``owner_kind`` is the kind the other kinds' objects belong to (by the name label): its
+    ADDED event looks for cached leftovers of a deleted namesake (``kube.gaps``)."""
+
+    def __init__(self, kube: KubeClient, cache: ClusterCache, registry: CollectorRegistry,
+                 watched: Iterable[Watch], changed: Changed, *,
+                 owner_kind: str = "LeaderWorkerSet", list_chunk_size: int = 500) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.changed = changed
+        self.owner_kind = owner_kind
+        self.list_chunk_size = list_chunk_size
+        self.watched: list[Watch] = list(watched)
+        self.kopf_registry = self._build_registry()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Events handed from kopf's thread to the main loop, drained in batches: waking the
+        # main loop once per event (a self-pipe write each) was the next hotspot after kopf's
+        # diffbase copies. deque appends and pops are atomic, so no lock is needed.
+        self._inbox: deque[tuple[str, str | None, dict[str, Any]]] = deque()
+        self._drain_pending = False
+        self._thread_stop = threading.Event()
+        self._started: asyncio.Task[None] | None = None
+        self.watch_metrics = WatchMetrics.for_registry(registry)
+        # When to list every kind once more to find what a relisting no longer holds.
+        self.gaps = WatchGaps(self._resync_all, self.watch_metrics)
+
+    # ----------------------------------------------------------------------------- watching
+
+    def _drain(self) -> None:
+        """Runs on the main loop: every event queued so far, in arrival order. The flag drops
+        before the queue empties, so an event appended meanwhile either is taken here or
+        schedules the next drain; none is stranded."""
+        self._drain_pending = False
+        while self._inbox:
+            self._observe(*self._inbox.popleft())
+
+    def _observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Runs on the main loop: update the cache, tell the controller of the owner. An event
+        without a type comes from a listing, an owner's ADDED may find leftovers of a
+        namesake: both call for a resync (``kube.gaps``)."""
+        if event_type is None:
+            self.gaps.listed(kind)
+        elif kind == self.owner_kind and event_type == "ADDED":
+            self._check_leftovers(body)
+        store = self.cache[kind]
+        owner = store.delete(body, gone=True) if event_type == "DELETED" else store.upsert(body)
+        if kind == "Pod" and event_type == "DELETED" and owner is not None:
+            self.cache.bury(owner, body)
+        if kind == "LeaderWorkerSet" and event_type == "DELETED" and owner is not None:
+            self.cache.depart(owner, body)
+        if owner is not None and owner[1]:
+            self.changed(kind, owner)
+
+    # ------------------------------------------------------------------------ resyncing
+
+    def _check_leftovers(self, owner_obj: Mapping[str, Any]) -> None:
+        """An owner is created: objects cached under its name belong to a deleted namesake,
+        which a pass must not take for the new one's (``kube.gaps``)."""
+        owner = cached_key(owner_obj)
+        if any(store.owned_by(owner) for kind, store in self.cache.stores.items()
+               if kind != self.owner_kind):
+            self.gaps.leftovers(self.owner_kind, *owner)
+
+    async def _resync_all(self) -> None:
+        """Resync every watched kind the cache holds objects of (an empty store has nothing
+        a listing could prove deleted)."""
+        for kind, *_ in self.watched:
+            if len(self.cache[kind]):
+                await self._resync(kind)
+
+    async def _resync(self, kind: str) -> None:
+        """List ``kind`` and drop every cached object the listing does not hold and that is
+        not newer than it: it was deleted while the watch was down. Objects created after the
+        listing carry a newer resourceVersion and stay; the listed ones reach the cache through
+        kopf's own listing and events."""
+        watch = next(w for w in self.watched if w[0] == kind)
+        listed, version = await self._list_all(watch)
+        if version is None:
+            return
+        self.watch_metrics.resyncs.labels(kind).inc()
+        for obj in self.cache[kind].missing_from(listed, version):
+            log.info("%s %s/%s was deleted while the watch was down; forgetting it",
+                     kind, *cached_key(obj))
+            self.watch_metrics.dropped.labels(kind).inc()
+            self._observe(kind, "DELETED", obj)
+
+    async def _pages(self, path: str, selector: str | None) -> AsyncIterator[dict[str, Any]]:
+        """The pages of one chunked LIST (``list_chunk_size`` items each), in order."""
+        token: str | None = None
+        while True:
+            query = {"limit": str(self.list_chunk_size)}
+            if selector:
+                query["labelSelector"] = selector
+            if token:
+                query["continue"] = token
+            page = await self._list(path, query)
+            yield page
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    async def _list_all(self, watch: Watch) -> tuple[set[tuple[Key, str]], int | None]:
+        """Every (key, uid) of a watched kind, and the listing's resourceVersion (None when
+        it is not an integer: then nothing can be told apart)."""
+        _kind, _group, _version, _plural, path, selector = watch
+        listed: set[tuple[Key, str]] = set()
+        version: int | None = None
+        first = True
+        async for page in self._pages(path, selector):
+            for item in page.get("items") or []:
+                listed.add((cached_key(item), cached_uid(item)))
+            if first:
+                text = str((page.get("metadata") or {}).get("resourceVersion") or "")
+                version = int(text) if text.isdigit() else None
+                first = False
+        return listed, version
+
+    # ---------------------------------------------------------------------------- kopf
+
+    def _build_registry(self) -> kopf.OperatorRegistry:
+        registry = kopf.OperatorRegistry()
+        kube = self.kube
+
+        @kopf.on.login(registry=registry)
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return connection_info(kube)
+
+        for kind, group, version, plural, _path, selector in self.watched:
+            labels = {selector: kopf.PRESENT} if selector else None
+
+            async def handler(type: str | None, body: kopf.Body, _kind: str = kind,
+                              **_: Any) -> None:
+                # kopf's thread: copy the raw object and hand it to the main loop. Async, so
+                # kopf calls it inline instead of through a thread pool for every event.
+                loop = self._loop
+                assert loop is not None, "events arrive only while the watches run"
+                self._inbox.append((_kind, type, dict(body)))
+                if not self._drain_pending:
+                    self._drain_pending = True
+                    loop.call_soon_threadsafe(self._drain)
+
+            kopf.on.event(group, version, plural, labels=labels, registry=registry,
+                          id=f"observe-{plural}.{group}")(handler)
+        return registry
+
+    def settings(self) -> kopf.OperatorSettings:
+        settings = kopf.OperatorSettings()
+        settings.persistence.diffbase_storage = _NoDiffBase()
+        settings.posting.enabled = False
+        settings.peering.standalone = True
+        settings.watching.chunk_size = self.list_chunk_size
+        settings.networking.request_timeout = 60
+        settings.networking.connect_timeout = WATCH_CONNECT_TIMEOUT
+        settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
+        settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
+        settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
+        settings.scanning.disabled = True
+        for _kind, group, version, plural, _path, selector in self.watched:
+            if selector:
+                key = (group, version, plural) if group else (version, plural)
+                settings.watching.label_selectors[key] = selector
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+        return settings
+
+    # ---------------------------------------------------------------------------- priming
+
+    async def wait_for_crd(self, stop: asyncio.Event, interval: float = 5.0,
+                           resource: tuple[str, str, str] = (GROUP, VERSION, PLURAL)) -> bool:
+        """Wait until the custom ``resource`` (group, version, plural; the LeaderWorkerSet by
+        default) is served (the CRD may be installed after the operator starts, e.g. by a Helm
+        hook); False if ``stop`` came first."""
+        group, version, plural = resource
+        path = f"/apis/{group}/{version}/{plural}"
+        while not stop.is_set():
+            try:
+                await self.kube.request("GET", path, query={"limit": "1"})
+                return True
+            except ApiException as exc:
+                if not is_status(exc, 404):
+                    raise
+            log.warning("the %s API is not served yet (is the CRD installed?); retrying in %ss",
+                        f"{plural}.{group}/{version}", interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+        return False
+
+    async def served(self, group_version_path: str, *plurals: str) -> bool:
+        """Whether discovery lists every one of ``plurals`` under ``group_version_path``."""
+        try:
+            found = await self.kube.request("GET", group_version_path)
+        except ApiException as exc:
+            if is_status(exc, 404, 503):
+                return False
+            raise
+        served = {r.get("name") for r in found.get("resources") or []}
+        return all(p in served for p in plurals)
+
+    def watch_also(self, watches: Iterable[Watch]) -> None:
+        """Add optional kinds found served by discovery (before :meth:`discovered`)."""
+        self.watched.extend(watches)
+
+    def discovered(self) -> None:
+        """Discovery is done: the cached kinds not watched stay empty (and synced)."""
+        watched = {w[0] for w in self.watched}
+        for kind in self.cache.stores:
+            if kind not in watched:
+                self.cache[kind].synced = True
+        self.kopf_registry = self._build_registry()
+
+    async def _list(self, path: str, query: dict[str, str], attempts: int = 30
+                    ) -> dict[str, Any]:
+        """One LIST page, retried while the server answers that it is not ready for it yet
+        (429 "storage is (re)initializing" right after a CRD is established, 5xx): starting
+        up must not fail on a transient answer."""
+        for attempt in range(attempts):
+            try:
+                return await self.kube.request("GET", path, query=query)
+            except ApiException as exc:
+                if not is_status(exc, 429, 500, 503, 504) or attempt == attempts - 1:
+                    raise
+                log.info("listing %s: %s, retrying", path, exc.reason)
+                await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
+
+    async def prime(self) -> None:
+        """Fill every cache with one chunked LIST per kind and mark it synced."""
+        for kind, _group, _version, _plural, path, selector in self.watched:
+            async for page in self._pages(path, selector):
+                for item in page.get("items") or []:
+                    # List items carry no apiVersion/kind; watch events do. Cached objects must
+                    # look the same either way (a pass compares them with what it would write).
+                    item.setdefault("apiVersion", page.get("apiVersion"))
+                    item.setdefault("kind", kind)
+                    self.cache[kind].upsert(item)
+            self.cache[kind].synced = True
+
+    # ---------------------------------------------------------------------------- running
+
+    def _watch(self, stop: threading.Event, ready: concurrent.futures.Future[None]) -> None:
+        """kopf's thread: its own event loop, until ``stop`` (set from the main loop, where
+        the process's signals are handled: ``SignalsForwarded``); ``ready`` is set when its
+        watchers start."""
+        forwarded = SignalsForwarded.install()
+        try:
+            asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
+                                      clusterwide=True, standalone=True, stop_flag=stop,
+                                      ready_flag=ready))
+        finally:
+            forwarded.uninstall()
+
+    async def _when_started(self, ready: concurrent.futures.Future[None]) -> None:
+        await asyncio.wrap_future(ready)
+        self.gaps.started()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[asyncio.Future[None]]:
+        """Run kopf's watches in their thread while the block runs; yields the thread's
+        future, which is done only if kopf ended on its own (an error). On exit kopf is
+        stopped (``halt``, which the block may call earlier) and awaited."""
+        self._loop = asyncio.get_running_loop()
+        self.kube.reachability.subscribe(self.gaps.reconnected)
+        self._thread_stop = threading.Event()
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._started = asyncio.create_task(self._when_started(ready))
+        watching = asyncio.ensure_future(asyncio.to_thread(self._watch, self._thread_stop, ready))
+        try:
+            yield watching
+        finally:
+            self.halt()
+            await asyncio.gather(watching, return_exceptions=True)
+            self.kube.reachability.unsubscribe(self.gaps.reconnected)
+            await self.gaps.close()
+
+    def halt(self) -> None:
+        """Tell kopf's thread to stop (it may take a moment: :meth:`running` awaits it)."""
+        if self._started is not None:
+            self._started.cancel()
+        self._thread_stop.set()
+
+
+def connection_info(kube: KubeClient) -> kopf.ConnectionInfo:
+    """kopf's credentials, taken from the operator's own client configuration (kubeconfig or
+    in-cluster), so both talk to the same server as the same identity."""
+    conf = kube.api.configuration
+    token = None
+    for key in ("BearerToken", "authorization"):
+        value = (conf.api_key or {}).get(key)
+        if value:
+            token = str(value).removeprefix("Bearer ").removeprefix("bearer ")
+    return kopf.ConnectionInfo(
+        server=str(conf.host),
+        ca_path=conf.ssl_ca_cert,
+        insecure=not conf.verify_ssl,
+        certificate_path=conf.cert_file,
+        private_key_path=conf.key_file,
+        token=token,
+        scheme="Bearer" if token else None,
+    )
