@@ -130,8 +130,7 @@ async def test_the_guides_rollout_trace(operator: Operator) -> None:
     # shows turning ready together may do so one at a time here, which adds the intermediate
     # steps upstream's rollingUpdateParameters gives that order ((1,6) when R-5 beats R-4, (0,5)
     # when one of is ready before the other), and a pass that sees the last groups ready at
-    # once
-    # goes from (1,6) straight to (0,4) (seen once in CI). The deterministic stages must appear
+    # once goes from (1,6) straight to (0,4) (seen once in CI). The deterministic stages must appear
     # in order; every other state must be one upstream's rollingUpdateParameters allows.
     transitions = recorder.transitions
     assert transitions[:3] == [(0, 4), (4, 6), (2, 6)], transitions

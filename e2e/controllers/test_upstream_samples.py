@@ -190,8 +190,7 @@ def check_pod(pod: dict[str, Any], doc: dict[str, Any], ns: str, group: int, wor
     got_selector = dict(spec.get("nodeSelector") or {})
     if topology and worker:
         # Guide "Exclusive Topology Placement": the workers follow their leader's domain (its value
-        # is checked against
-        # the leader's node by the caller).
+        # is checked against the leader's node by the caller).
         assert got_selector.get(topology), pod_name
         expected_selector[topology] = got_selector[topology]
     assert got_selector == expected_selector, pod_name

@@ -124,8 +124,7 @@ def tpu_env(lws: str, group: int, worker: int, size: int, count: int, position: 
             leader_requests: bool, subdomain: str | None = None) -> list[EnvVar]:
     """Upstream's tpu.go, no subgroups, for TPU container ``position`` of ``count`` in pod
     ``worker`` of ``group`` (subdomain ``lws`` by default: the Shared policy): the whole group is
-    one
-    slice, its leader the first member when it requests TPUs itself."""
+    one slice, its leader the first member when it requests TPUs itself."""
     members = list(range(size) if leader_requests or worker == 0 else range(1, size))
     return slice_env(f"{lws}-{group}", subdomain or lws, members, members.index(worker), count,
                      position)

@@ -166,8 +166,7 @@ class StatefulSetView:
     @property
     def replicas_annotation(self) -> str | None:
         """The ``replicas`` annotation the leader StatefulSet carries (upstream's
-        rollingUpdateParameters (leaderworkerset_controller.go)), when it
-        is a string."""
+        rollingUpdateParameters (leaderworkerset_controller.go)), when it is a string."""
         value = annotations_of(self.raw).get(REPLICAS_ANNOTATION)
         return value if isinstance(value, str) else None
 

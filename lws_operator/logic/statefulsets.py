@@ -108,8 +108,7 @@ def exclusive_topology_key(lws: LWS) -> str | None:
 
     The pod controller must wait for the leader to be scheduled when this is set (upstream's pod
     Reconcile, pod_controller.go) and read the leader's node labels for `worker_statefulset`. An
-    empty value counts as
-    not requested (see the module docstring)."""
+    empty value counts as not requested (see the module docstring)."""
     return lws_view(lws).exclusive_topology
 
 

@@ -91,8 +91,7 @@ class StatusError(ValueError):
 @dataclass(frozen=True)
 class GroupCounts:
     """The counters of upstream's updateStatus. "non-burst" means ordinal < spec.replicas;
-    "partitioned"
-    additionally means ordinal >= the user's partition."""
+    "partitioned" additionally means ordinal >= the user's partition."""
 
     ready: int = 0
     updated: int = 0

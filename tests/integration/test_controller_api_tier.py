@@ -212,8 +212,7 @@ async def test_leader_ready_waits_for_the_leader(env: tuple[Kube, str]) -> None:
 
 async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) -> None:
     """Upstream's "leaderTemplate changed with default strategy": partition 4 -> 3 ('Updating
-    replica 3'), then down as tail groups are
-    updated and ready."""
+    replica 3'), then down as tail groups are updated and ready."""
     kube, ns = env
     await kube.create(lws(replicas=4), ns)
     await group_ready(kube, ns, 2)
