@@ -24,7 +24,8 @@ Where each part comes from:
 
 Decisions:
 
-* CRD defaults are exactly the upstream ones (SPEC 1.10 layer 1): ``replicas=1``, ``size=1``,
+* CRD defaults are exactly the upstream ones (the default markers of upstream's
+leaderworkerset_types.go): ``replicas=1``, ``size=1``,
   ``startupPolicy=LeaderCreated``, ``restartPolicy=RecreateGroupOnPodRestart``,
   ``subGroupPolicyType=LeaderWorker``, ``rolloutStrategy.type=RollingUpdate``, ``partition=0``,
   ``maxUnavailable=1``, ``maxSurge=0``. Fields that exist only in the guide (``groupIdentity``,

@@ -218,7 +218,7 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--disable-controllers", action="store_true",
                      default=_env("disable_controllers", "") in ("1", "true"),
                      help="serve admission only (no reconciliation)")
-    # --- metrics server (upstream's flag names; SPEC 7.2, 7.4); --metrics-bind-address is
+    # --- metrics server (upstream's flag names in cmd/main.go); --metrics-bind-address is
     # with the configuration flags ---
     run.add_argument("--metrics-secure", type=_flag, nargs="?", const=True,
                      default=_flag(_env("metrics_secure", "true")),

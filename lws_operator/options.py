@@ -1,6 +1,7 @@
 """``lws-operator run`` settings: the configuration file and the command line, merged.
 
-Precedence is upstream's (SPEC 7.2): a flag overrides the file only if it was set explicitly (on
+Precedence is upstream's (upstream's flags (cmd/main.go)): a flag overrides the file only if it was
+set explicitly (on
 the command line, or through its ``LWS_*`` environment variable); otherwise the file's value, or
 the file format's default, applies. So a setting has one default, the ``Configuration``'s, whether
 or not ``--config`` is given.

@@ -1,4 +1,4 @@
-"""Reliability runs (issue 11): faults injected into a working system, which must converge.
+"""Reliability runs: faults injected into a working system, which must converge.
 
 Every module here has two sizes. ``make test`` runs the short one, enough to exercise each fault
 path once or a few times within CI's budget; ``make chaos`` sets ``LWS_CHAOS=full`` and runs the

@@ -1,4 +1,4 @@
-"""Helpers of the webhook-fault runs (issue 11, item 3): admission load, a two-replica front,
+"""Helpers of the webhook-fault runs: admission load, a two-replica front,
 certificate observation and registration clean-up.
 
 The load goes through the real API server as server-side dry runs (``?dryRun=All``): admission

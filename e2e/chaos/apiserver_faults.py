@@ -1,5 +1,5 @@
 
-"""Helpers of the API server fault runs (issue 11, item 2): what the cluster should look like
+"""Helpers of the API server fault runs: what the cluster should look like
 once the operator has converged, and whether it then stays still.
 
 The operator's own write counters are cluster-wide, and other modules of the session share the

@@ -1,4 +1,4 @@
-"""Hypothesis strategies over the whole LeaderWorkerSet spec (issue 11, item 5: bad input).
+"""Hypothesis strategies over the whole LeaderWorkerSet spec (the bad-input fuzzing).
 
 Two kinds of cases come out of here, both plain dicts ready to send to the API server:
 
@@ -350,8 +350,8 @@ def valid_cases(draw: st.DrawFn, with_update: bool = True,
     # Ordinal: the StatefulSets are <name> and <name>-<group> (groups below 10 here), and the
     # StatefulSet controller creates no pod for a StatefulSet name over 52 characters (its
     # controller-revision-hash label value would pass 63). Validation accepts up to 63
-    # (upstream's DNS-1035 rule), so such a set is accepted but never runs: reported in the
-    # closing note of issue 11, kept out of the cases that must converge.
+    # (upstream's DNS-1035 rule), so such a set is accepted but never runs: reported when the
+    # fuzzing landed, kept out of the cases that must converge.
     limit = 52 - len("-9")
     if hashed:
         limit = HASH_MODE_NAME_LIMIT_SIZE_ONE if size == 1 else HASH_MODE_NAME_LIMIT

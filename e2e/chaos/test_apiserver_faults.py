@@ -1,4 +1,4 @@
-"""API server faults (issue 11, item 2): a real ``lws-operator run`` process survives
+"""API server faults: a real ``lws-operator run`` process survives
 kube-apiserver restarts and expired watches (410 Gone) without being restarted, converges, and
 then writes nothing.
 

@@ -1,4 +1,4 @@
-"""Certificate rotation under admission load (issue 11, item 3): zero failed admissions.
+"""Certificate rotation under admission load: zero failed admissions.
 
 Two ``lws-operator run`` processes share one certificate Secret, as the chart's two replicas do;
 a round-robin TCP front stands in for their Service, and the webhook configurations (created here,

@@ -1,4 +1,4 @@
-"""Bad input at scale (issue 11, item 5): hypothesis-generated LeaderWorkerSets, real API.
+"""Bad input at scale: hypothesis-generated LeaderWorkerSets, real API.
 
 Specs over every field (``spec_strategies``) go to the full-tier cluster: kube-apiserver with the
 committed CRD (OpenAPI schema, structural defaults), our defaulting and validating webhooks, and

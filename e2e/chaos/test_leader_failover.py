@@ -1,4 +1,4 @@
-"""Leader failover mid-rollout (issue 11, item 4): the standby finishes the rollout with the same
+"""Leader failover mid-rollout: the standby finishes the rollout with the same
 result as an undisturbed one.
 
 Two ``lws-operator run`` processes elect a leader through a Lease (timings shortened to a 6 s

@@ -1,4 +1,4 @@
-"""Load (issue 11, item 6): many LeaderWorkerSets rolled at once while their pods churn.
+"""Load: many LeaderWorkerSets rolled at once while their pods churn.
 
 What a user changing a whole fleet at once worries about: that the operator turns the backlog
 into a storm of failing retries, that it outruns the request budget it was given, or that it

@@ -1,4 +1,4 @@
-"""Operator kills (issue 11, item 1): SIGKILL ``lws-operator run`` at random moments during
+"""Operator kills: SIGKILL ``lws-operator run`` at random moments during
 create, rollout, scale and group recreation; after each restart the system must converge.
 
 One operator process (leader election off, so a restart takes over at once) manages three kinds

@@ -1,4 +1,4 @@
-"""The webhook taken away (issue 11, item 3): LWS pods fail closed, other pods do not notice, and
+"""The webhook taken away: LWS pods fail closed, other pods do not notice, and
 everything recovers when the operator returns.
 
 A real ``lws-operator run`` process manages a running LeaderWorkerSet on the full tier; it

@@ -1,5 +1,5 @@
 """Failure handling end to end (guide "Failure Handling and Restart Policies", "Pod Termination
-Policy"; SPEC 6.3-6.6): pod failures and node failures, the restart budget and its recovery, the
+Policy"): pod failures and node failures, the restart budget and its recovery, the
 restart backoff, RecreateGroupAfterStart's unschedulable state, Parallel termination.
 
 Faults are injected as a kubelet or the node lifecycle would show them (e2e/cluster/faults.py).

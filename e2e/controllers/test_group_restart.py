@@ -1,4 +1,5 @@
-"""Group recreation end to end (SPEC 4.6): a failed pod takes its whole group down and back.
+"""Group recreation end to end (upstream's handleRestartPolicy): a failed pod takes its whole group
+down and back.
 
 A container restart is injected the way a kubelet reports one (restartCount on a Running pod)
 and a pod deletion with a plain delete; each must recreate every pod of that group (new UIDs)

@@ -1,5 +1,5 @@
 """Hash group identity end to end (guide "Group Identity", "Group Replacement", the Hash-mode
-rollout trace; SPEC 6.1, 6.2): the leader Deployment, random group keys and host names, the
+rollout trace): the leader Deployment, random group keys and host names, the
 group-ready readiness gate, replacement pacing under PostTermination and Immediate, scale-down
 that sheds the broken group, and the restart budget carried across a replacement.
 

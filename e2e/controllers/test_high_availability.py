@@ -1,5 +1,5 @@
 """High availability end to end: ``lws-operator run`` processes with leader election on the full
-tier (DESIGN "Operating principles"; SPEC 7.4).
+tier (leader election and servers as in upstream's cmd/main.go).
 
 Only the Lease holder writes; ``kill -9`` of the leader hands the Lease to the standby once it
 expires (leaseDuration, 15 s); SIGTERM of the leader lets its passes finish, releases the Lease

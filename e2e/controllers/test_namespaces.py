@@ -1,4 +1,4 @@
-"""LeaderWorkerSets in every namespace, on the full tier (issue 18, item 2).
+"""LeaderWorkerSets in every namespace, on the full tier.
 
 Upstream serves every namespace. A LeaderWorkerSet in the operator's own namespace or in
 ``kube-system`` must start like any other: its pods admitted by the pod webhook, with their

@@ -176,8 +176,9 @@ async def test_leader_ready_holds_the_workers(operator: Operator) -> None:
 
 
 def quantity_sample(name: str, identity: str = "Ordinal") -> dict[str, Any]:
-    """A set whose template writes its quantities as no API server stores them (issue 18
-    item 3): bare integers as upstream's TPU and vLLM samples do (``google.com/tpu: 4``,
+    """A set whose template writes its quantities as no API server stores them (seen
+    with upstream's samples): bare integers as upstream's TPU and vLLM samples do
+    (``google.com/tpu: 4``,
     ``cpu: 125``), a decimal fraction, milli-units of a whole number, ``Mi`` of a whole
     ``Gi``, in the container's resources, a downward-API divisor and an emptyDir size limit.
     (A JSON float such as ``cpu: 0.5`` never gets this far: the CRD's int-or-string schema

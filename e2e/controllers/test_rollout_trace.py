@@ -128,10 +128,10 @@ async def test_the_guides_rollout_trace(operator: Operator) -> None:
     # The guide's stages: (0,4) at rest -> (4,6) surge created -> (2,6) update ->
     # (0,6) once both surge groups are ready -> (0,4) surge reclaimed. Groups that the guide
     # shows turning ready together may do so one at a time here, which adds the intermediate
-    # steps SPEC 3.6 prescribes for that order ((1,6) when R-5 beats R-4, (0,5) when one of
-    # is ready before the other), and a pass that sees the last groups ready at once
-    # goes from (1,6) straight to (0,4) (seen once in CI). The deterministic stages must appear
-    # in order; every other state must be one SPEC 3.6 allows.
+    # steps upstream's rollingUpdateParameters gives that order ((1,6) when R-5 beats R-4, (0,5)
+    # when one of is ready before the other), and a pass that sees the last groups ready at
+    # once goes from (1,6) straight to (0,4) (seen once in CI). The deterministic stages must appear
+    # in order; every other state must be one upstream's rollingUpdateParameters allows.
     transitions = recorder.transitions
     assert transitions[:3] == [(0, 4), (4, 6), (2, 6)], transitions
     assert transitions[-1] == (0, 4), transitions

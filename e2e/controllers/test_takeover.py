@@ -1,4 +1,4 @@
-"""Taking LeaderWorkerSets over from the upstream Go controller restarts nothing (issue 18 item 5).
+"""Taking LeaderWorkerSets over from the upstream Go controller restarts nothing.
 
 The objects are left exactly as upstream leaves them, with the operator not running: the
 LeaderWorkerSet as upstream's webhook stored it (no guide-only fields: it is created before any

@@ -1,7 +1,8 @@
-"""End to end on the full tier: the TPU environment of every pod (issue 18 item 1).
+"""End to end on the full tier: the TPU environment of every pod.
 
 Upstream's TPU template (the sample's) in both subgroup policy types, then a ``subdomainPolicy``
-change each way; every pod's environment is compared with the exact list SPEC 2.9/2.10 and the
+change each way; every pod's environment is compared with the exact list upstream's
+accelerators/tpu.go, AddLWSVariables (pod_utils.go) and the
 guide give: the three LWS variables first, then ``TPU_WORKER_HOSTNAMES``, ``TPU_WORKER_ID``,
 ``TPU_NAME``, ``TPU_PROCESS_ADDRESSES`` and ``TPU_PROCESS_PORT`` (8476). When the leader requests
 TPUs it is TPU worker 0 and its host name comes first; workers are 1..size-1. The expected
@@ -59,8 +60,9 @@ async def tpu_pool(operator: Operator) -> AsyncIterator[Operator]:
 
 def expected_env(lws: str, ns: str, group: int, worker: int, size: int, subdomain: str,
                  tpu: tuple[list[int], int] | None) -> list[EnvVar]:
-    """SPEC 2.10's three variables, then (``tpu`` = the pod's slice as worker indices, where 0
-    is the leader, and its id within it) SPEC 2.9's five for its one TPU container."""
+    """Upstream's three LWS variables, then (``tpu`` = the pod's slice as worker
+    indices, where 0 is the leader, and its id within it) the five of upstream's
+    accelerators/tpu.go for its one TPU container."""
     env = lws_env(lws, ns, group, worker, size, subdomain)
     if tpu is None:
         return env
@@ -111,7 +113,8 @@ async def worker_template_annotations(op: Operator, leader: str) -> dict[str, st
 
 async def test_leader_worker_subgroups(tpu_pool: Operator) -> None:
     """Size 4 in subgroups of 2, every pod on TPUs: the leader and worker 1 are one slice,
-    workers 2 and 3 another (the guide's LeaderWorker partitioning, SPEC 2.6 and 2.9 b)."""
+    workers 2 and 3 another (the guide's LeaderWorker partitioning; upstream's accelerators/tpu.go
+    with subgroups)."""
     op, ns = tpu_pool, tpu_pool.namespace
     body = small("tpu-leader-worker", 1, 4, subGroupPolicy={
         "subGroupPolicyType": "LeaderWorker", "subGroupSize": 2})

@@ -1,15 +1,16 @@
-"""Every upstream LeaderWorkerSet sample, applied unchanged on the full tier (issue 18, "Done
-when"): each converges, every pod carries exactly the labels, annotations and environment the
+"""Every upstream LeaderWorkerSet sample, applied unchanged on the full tier (the drop-in
+check): each converges, every pod carries exactly the labels, annotations and environment the
 upstream controller gives it, a steady-state window and a restarted operator cost no write, and
 the operator logs no traceback.
 
 The manifests are copies of upstream's samples as the reference snapshot holds them
-(``upstream_samples/``, byte-identical to ``shared/reference/upstream-samples/``; copied so the
+(``upstream_samples/``, byte-identical to upstream's at the reference commit; copied so the
 test runs from a fresh clone). Every file there is classified below; a new one fails the test
-until it is. The expected values are computed here from SPEC sections 1.8, 2.2-2.10 and 4.3,
+until it is. The expected values are computed here from upstream's label keys, pod webhook
+(pod_webhook.go) and worker StatefulSet (pod_controller.go),
 not by the operator's code: pod names, group keys (SHA-1 of ``<namespace>/<leader>``), the
-``LWS_*`` variables, the TPU variables (SPEC 2.9 (a)), the exclusive-placement terms (2.7) and
-the workers' node selector (4.5).
+``LWS_*`` variables, the TPU variables (upstream's accelerators/tpu.go, no subgroups), the
+exclusive-placement terms and the workers' node selector (guide "Exclusive Topology Placement").
 
 Two samples need more than the default cluster offers: the TPU sample runs 3 groups of 4 pods
 each asking for a whole 4-chip TPU host (12 hosts; the cluster has 4), so the test adds 8 TPU
@@ -76,7 +77,7 @@ def test_every_sample_is_classified_and_a_faithful_copy() -> None:
             assert (HERE / name).read_bytes() == (reference / name).read_bytes(), name
 
 
-# ------------------------------------------------------------------ expectations (from SPEC)
+# ------------------------------------------------------------- expectations (from upstream's code)
 
 
 def _env(entries: list[dict[str, str]]) -> dict[str, str]:
@@ -84,7 +85,8 @@ def _env(entries: list[dict[str, str]]) -> dict[str, str]:
 
 
 def test_the_expected_tpu_env_reproduces_the_spec_examples() -> None:
-    """SPEC 2.9's own examples, so the expectations above are the spec's, not a guess."""
+    """The examples of upstream's accelerators/tpu_test.go: the expectations above are not a
+    guess."""
     leader = _env(tpu_env("test-sample", 1, 0, 5, 1, 0, True, "default"))
     assert leader["TPU_WORKER_HOSTNAMES"] == ",".join(
         ["test-sample-1.default"] + [f"test-sample-1-{k}.default" for k in range(1, 5)])
@@ -105,7 +107,8 @@ def test_the_expected_tpu_env_reproduces_the_spec_examples() -> None:
 
 
 def exclusive_terms(key: str, topology: str) -> dict[str, Any]:
-    """SPEC 2.7: a leader's required affinity to its own group and anti-affinity to others."""
+    """Upstream's exclusive affinity (pod_webhook.go): a leader's required affinity to its own
+    group and anti-affinity to others."""
     return {
         "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchExpressions": [
@@ -186,8 +189,8 @@ def check_pod(pod: dict[str, Any], doc: dict[str, Any], ns: str, group: int, wor
     expected_selector = dict(template["spec"].get("nodeSelector") or {})
     got_selector = dict(spec.get("nodeSelector") or {})
     if topology and worker:
-        # SPEC 4.5: the workers follow their leader's domain (its value is checked against
-        # the leader's node by the caller).
+        # Guide "Exclusive Topology Placement": the workers follow their leader's domain (its value
+        # is checked against the leader's node by the caller).
         assert got_selector.get(topology), pod_name
         expected_selector[topology] = got_selector[topology]
     assert got_selector == expected_selector, pod_name
@@ -361,7 +364,7 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, traceba
         leader_sts = await op.kube.get("apps/v1", "StatefulSet", name, ns)
         assert leader_sts is not None
         revision = leader_sts["metadata"]["labels"][P + "template-revision-hash"]
-        # SPEC 3.4: the set's own labels and annotations, overlaid.
+        # upstream's SSAWithStatefulset: the set's own labels and annotations, overlaid.
         assert leader_sts["metadata"]["labels"] == {
             **lws_labels, P + "name": name, P + "template-revision-hash": revision}
         assert leader_sts["metadata"]["annotations"] == {
@@ -387,13 +390,14 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, traceba
             assert sts is not None
             assert sts["spec"]["replicas"] == size - 1
             assert sts["metadata"]["ownerReferences"][0]["name"] == f"{name}-{group}"
-            # SPEC 4.3
+            # upstream's constructWorkerStatefulSetApplyConfiguration (pod_controller.go)
             assert sts["metadata"]["labels"] == {
                 **lws_labels, P + "name": name, P + "group-index": str(group),
                 P + "group-key": hashlib.sha1(f"{ns}/{name}-{group}".encode()).hexdigest(),
                 P + "template-revision-hash": revision}
             assert (sts["metadata"].get("annotations") or {}) == lws_annotations
-            # SPEC 2.9 and 4.3: the worker template says whether the leader pod requests TPUs.
+            # upstream's accelerators/tpu.go and pod_controller.go: the worker template says
+            # whether the leader pod requests TPUs.
             template_annotations = sts["spec"]["template"]["metadata"].get("annotations") or {}
             assert template_annotations.get(P + "leader-requests-tpus") == (
                 "true" if leader_requests else None), f"{name}-{group}"

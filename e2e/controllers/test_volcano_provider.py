@@ -1,7 +1,9 @@
-"""End to end: the volcano scheduler provider (SPEC 5.1) against Volcano's PodGroup CRD.
+"""End to end: the volcano scheduler provider (upstream's pkg/schedulerprovider) against Volcano's
+PodGroup CRD.
 
 No Volcano scheduler runs: pods keep the default scheduler, and what is asserted is LWS's part,
-as upstream's volcano e2e suite (SPEC 9.8) does: the group-name annotation on every pod and one
+as upstream's volcano e2e suite (test/e2e/e2e_gang_scheduling_test.go) does: the group-name
+annotation on every pod and one
 volcano PodGroup per group and revision with the right minMember, minResources and queue.
 """
 

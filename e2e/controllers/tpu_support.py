@@ -1,8 +1,9 @@
 """What the full-tier tests of the TPU environment and of upstream's samples share
 (test_tpu_env.py, test_upstream_samples.py): TPU hosts added for a while, waiting for a set to
-settle, and the environment SPEC 2.9 and 2.10 give a pod.
+settle, and the environment upstream's accelerators/tpu.go and AddLWSVariables (pod_utils.go)
+give a pod.
 
-The expected environment is computed here from the SPEC's text, never by
+The expected environment is computed here from upstream's rules, never by
 ``lws_operator.logic``: the tests compare the operator's pods against it.
 """
 
@@ -20,7 +21,7 @@ API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 P = "leaderworkerset.sigs.k8s.io/"
 TPU = "google.com/tpu"
-TPU_PORT = 8476  # SPEC 2.9: the first TPU container's process port
+TPU_PORT = 8476  # upstream's tpu.go: the first TPU container's process port
 
 EnvVar = dict[str, str]
 
@@ -81,7 +82,7 @@ async def settled(op: Operator, name: str, replicas: int, size: int,
 
 def requests_tpus(template: dict[str, Any]) -> list[int]:
     """Positions (regular containers first, then init containers) of the containers asking for
-    a non-zero ``google.com/tpu`` in limits or, without limits, requests (SPEC 2.9)."""
+    a non-zero ``google.com/tpu`` in limits or, without limits, requests (upstream's tpu.go)."""
     spec = template.get("spec") or {}
     out = []
     for i, c in enumerate([*(spec.get("containers") or []), *(spec.get("initContainers") or [])]):
@@ -96,8 +97,8 @@ def requests_tpus(template: dict[str, Any]) -> list[int]:
 
 def lws_env(lws: str, ns: str, group: int, worker: int, size: int,
             subdomain: str | None = None) -> list[EnvVar]:
-    """SPEC 2.10: the three variables every container gets first (subdomain ``lws`` by
-    default: the Shared policy)."""
+    """Upstream's AddLWSVariables (pod_utils.go): the three variables every container gets first
+    (subdomain ``lws`` by default: the Shared policy)."""
     return [{"name": "LWS_LEADER_ADDRESS", "value": f"{lws}-{group}.{subdomain or lws}.{ns}"},
             {"name": "LWS_GROUP_SIZE", "value": str(size)},
             {"name": "LWS_WORKER_INDEX", "value": str(worker)}]
@@ -105,9 +106,9 @@ def lws_env(lws: str, ns: str, group: int, worker: int, size: int,
 
 def slice_env(leader: str, subdomain: str, members: Sequence[int], tpu_worker: int,
               count: int = 1, position: int = 0) -> list[EnvVar]:
-    """SPEC 2.9 for TPU container ``position`` of ``count`` in the pod that is TPU worker
-    ``tpu_worker`` of a slice made of the pods ``members`` (worker indices in the group of
-    leader pod ``leader``; 0 is the leader), in the SPEC's order."""
+    """Upstream's tpu.go for TPU container ``position`` of ``count`` in the pod that is TPU
+    worker ``tpu_worker`` of a slice made of the pods ``members`` (worker indices in the group of
+    leader pod ``leader``; 0 is the leader), in upstream's order."""
     hosts = [f"{leader}.{subdomain}" if k == 0 else f"{leader}-{k}.{subdomain}"
              for k in members for _ in range(count)]
     ports = [TPU_PORT + j for j in range(count)]
@@ -121,9 +122,9 @@ def slice_env(leader: str, subdomain: str, members: Sequence[int], tpu_worker: i
 
 def tpu_env(lws: str, group: int, worker: int, size: int, count: int, position: int,
             leader_requests: bool, subdomain: str | None = None) -> list[EnvVar]:
-    """SPEC 2.9 (a), no subgroups, for TPU container ``position`` of ``count`` in pod ``worker``
-    of ``group`` (subdomain ``lws`` by default: the Shared policy): the whole group is one
-    slice, its leader the first member when it requests TPUs itself."""
+    """Upstream's tpu.go, no subgroups, for TPU container ``position`` of ``count`` in pod
+    ``worker`` of ``group`` (subdomain ``lws`` by default: the Shared policy): the whole group is
+    one slice, its leader the first member when it requests TPUs itself."""
     members = list(range(size) if leader_requests or worker == 0 else range(1, size))
     return slice_env(f"{lws}-{group}", subdomain or lws, members, members.index(worker), count,
                      position)

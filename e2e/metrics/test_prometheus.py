@@ -38,8 +38,8 @@ pytestmark = pytest.mark.full
 
 RBAC = "rbac.authorization.k8s.io/v1"
 
-# controller-runtime's names (SPEC 7.5; the webhook series as upstream's e2e checks them), each
-# with a label set that must be present.
+# controller-runtime's names (upstream's pkg/metrics; the webhook series as upstream's e2e checks
+# them), each with a label set that must be present.
 CONTROLLER_SERIES = (
     'controller_runtime_reconcile_total{controller="leaderworkerset",result="success"}',
     'controller_runtime_reconcile_errors_total{controller="leaderworkerset"}',

@@ -1,4 +1,5 @@
-"""Upgrading the operator never touches a running workload (DESIGN "Reconciliation model").
+"""Upgrading the operator never touches a running workload (docs/architecture.md: "No hidden
+memory").
 
 The previous release (``PREVIOUS``, the last commit that landed before this work) runs as
 ``lws-operator run`` from a virtualenv of its own and brings several LeaderWorkerSets to Ready:

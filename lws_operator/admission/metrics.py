@@ -1,5 +1,5 @@
 """Webhook metrics under controller-runtime's names, so dashboards built for the Go controller
-keep working (python-notes section 4).
+keep working (controller-runtime's metrics package).
 
 They are created on a registry the caller owns: the process has one registry for everything it
 exports, and tests get a fresh one each.

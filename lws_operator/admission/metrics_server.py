@@ -1,5 +1,6 @@
 """The ``/metrics`` endpoint as upstream serves it: HTTPS on ``:8443``, every scrape
-authenticated and authorized through the API server (SPEC 7.4), or plain HTTP when asked.
+authenticated and authorized through the API server (upstream's servers (cmd/main.go)), or plain
+HTTP when asked.
 
 Upstream's health port serves probes only; metrics live on a port of their own so that exposing
 them to a scraper never exposes them to everyone who can reach the probes. With authentication

@@ -3,8 +3,8 @@
 An in-cluster install registers the webhooks through the ``lws-webhook-service`` Service
 (``webhooks/*.yaml`` are this module's output, and a unit test keeps them equal); ``make run``
 registers the same objects with a ``https://127.0.0.1:<port>`` URL instead. Names, paths, rules and
-selectors are upstream's (SPEC 1.10, 1.11, 2.1), so an install written for the Go controller and
-ours are interchangeable.
+selectors are upstream's (the webhook markers of leaderworkerset_webhook.go and pod_webhook.go), so
+an install written for the Go controller and ours are interchangeable.
 
 Every namespace is served, the operator's own and ``kube-system`` included, as upstream serves
 them: a LeaderWorkerSet there must start like anywhere else (its pods admitted without the pod

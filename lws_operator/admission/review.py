@@ -102,7 +102,8 @@ def validate_pod(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def mutate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``mleaderworkerset.kb.io``: webhook defaulting (SPEC 1.10). It refuses nothing, as
+    """``mleaderworkerset.kb.io``: webhook defaulting (upstream's webhook Default
+    (leaderworkerset_webhook.go)). It refuses nothing, as
     upstream's ``Default`` returns no error. An object of the wrong shape, which upstream's
     decoder answers with a 400 naming a Go type, is passed on undefaulted for the CRD schema to
     reject with the field's path (``defaults._child``): the same decision, a clearer message."""
@@ -110,7 +111,8 @@ def mutate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def validate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``vleaderworkerset.kb.io``: validation (SPEC 1.11), refused as upstream refuses: 403
+    """``vleaderworkerset.kb.io``: validation (upstream's webhook validation
+    (leaderworkerset_webhook.go)), refused as upstream refuses: 403
     ``Forbidden`` with the field-error aggregate as message."""
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):

@@ -1,6 +1,7 @@
 """The operator's configuration file: upstream's ``config.lws.x-k8s.io/v1alpha1`` ``Configuration``.
 
-A file written for the Go manager (SPEC 7.1) must load here unchanged and mean the same thing, so
+A file written for the Go manager (upstream's Configuration (api/config/v1alpha1)) must load here
+unchanged and mean the same thing, so
 the field names, defaults and validation messages are upstream's; decoding is strict as upstream's
 is: an unknown field, or a value of the wrong type, is an error naming the field's path
 (``leaderElection.leaseDuration: ...``), never a silent default.
@@ -131,7 +132,8 @@ class LeaderElection(_Strict):
     retryPeriod: Duration = dt.timedelta(seconds=2)
     resourceLock: str = "leases"
     resourceName: str = DEFAULT_LEASE_NAME
-    # Upstream ignores it: the lease lives in the operator's namespace (SPEC 7.1).
+    # Upstream ignores it: the lease lives in the operator's namespace (upstream's Configuration
+    # (api/config/v1alpha1)).
     resourceNamespace: str = ""
 
     @field_validator("resourceLock")

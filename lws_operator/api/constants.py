@@ -1,6 +1,7 @@
 """The LeaderWorkerSet API's names: group, kinds, labels, annotations, env vars, conditions.
 
-Every key here is an interface fact shared with the upstream Go controller (SPEC 1.8, 2.9, 2.10 and
+Every key here is an interface fact shared with the upstream Go controller (upstream's
+leaderworkerset_types.go, accelerators/tpu.go, pod_utils.go and
 the guide's tables): pods, Services and StatefulSets created by either implementation carry the
 same keys, so users' selectors, dashboards and scripts keep working. Nothing else in the code base
 spells these strings out.
@@ -72,12 +73,13 @@ ROLE_LABEL: Final = _P + "role"
 # DisaggregatedSet labels that may be merged into our templates by a parent controller.
 DISAGGREGATEDSET_NAME_LABEL: Final = "disaggregatedset.x-k8s.io/name"
 
-# Environment variables injected into every container and init container (SPEC 2.10).
+# Environment variables injected into every container and init container (upstream's
+# AddLWSVariables (pod_utils.go)).
 ENV_LEADER_ADDRESS: Final = "LWS_LEADER_ADDRESS"
 ENV_GROUP_SIZE: Final = "LWS_GROUP_SIZE"
 ENV_WORKER_INDEX: Final = "LWS_WORKER_INDEX"
 
-# TPU environment variables (SPEC 2.9).
+# TPU environment variables (upstream's accelerators/tpu.go).
 TPU_RESOURCE: Final = "google.com/tpu"
 ENV_TPU_WORKER_HOSTNAMES: Final = "TPU_WORKER_HOSTNAMES"
 ENV_TPU_WORKER_ID: Final = "TPU_WORKER_ID"
@@ -86,14 +88,15 @@ ENV_TPU_PROCESS_ADDRESSES: Final = "TPU_PROCESS_ADDRESSES"
 ENV_TPU_PROCESS_PORT: Final = "TPU_PROCESS_PORT"
 TPU_DEFAULT_PORT: Final = 8476
 
-# Condition types and reasons (SPEC 1.7 and the guide).
+# Condition types and reasons (upstream's conditions (leaderworkerset_types.go) and the guide).
 CONDITION_AVAILABLE: Final = "Available"
 CONDITION_PROGRESSING: Final = "Progressing"
 CONDITION_UPDATE_IN_PROGRESS: Final = "UpdateInProgress"
 CONDITION_DEGRADED: Final = "Degraded"
 CONDITION_WORKLOAD_SCHEDULING_CREATED: Final = "WorkloadSchedulingCreated"
 
-# Limits (SPEC 1.11 and the guide's Hash-mode naming).
+# Limits (upstream's webhook validation (leaderworkerset_webhook.go) and the guide's Hash-mode
+# naming).
 MAX_REPLICAS: Final = 1_000_000
 MAX_INT32: Final = 2_147_483_647
 HASH_MODE_NAME_LIMIT: Final = 43
@@ -104,27 +107,33 @@ STATEFULSET_NAME_LIMIT: Final = 52
 # A Hash-mode group is named by this many leading characters of its key (guide).
 HASH_KEY_PREFIX: Final = 8
 
-# Admission webhook paths (SPEC 1.10, 1.11, 2.1): kept identical to upstream's so registrations
+# Admission webhook paths (upstream's webhook markers in leaderworkerset_webhook.go and
+# pod_webhook.go): kept identical to upstream's so registrations
 # written for the Go controller can point at us unchanged.
 MUTATE_LWS_PATH: Final = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 VALIDATE_LWS_PATH: Final = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 MUTATE_POD_PATH: Final = "/mutate--v1-pod"
 VALIDATE_POD_PATH: Final = "/validate--v1-pod"
 
-# Enum values the pod webhook compares annotations against (SPEC 2.2), and the one scheduler
-# provider upstream supports (SPEC 5.1).
+# Enum values the pod webhook compares annotations against (upstream's pod webhook Default
+# (pod_webhook.go)), and the one scheduler
+# provider upstream supports (upstream's volcano provider (pkg/schedulerprovider)).
 SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA: Final = "UniquePerReplica"
 SUBGROUP_POLICY_LEADER_EXCLUDED: Final = "LeaderExcluded"
 SCHEDULER_PROVIDER_VOLCANO: Final = "volcano"
 
-# Defaults the controllers fall back to when a stored object predates defaulting (SPEC 1.3, 1.5),
-# and the server-side-apply field manager of the leader StatefulSet (SPEC 3.4).
+# Defaults the controllers fall back to when a stored object predates defaulting (upstream's
+# leaderworkerset_types.go),
+# and the server-side-apply field manager of the leader StatefulSet (upstream's SSAWithStatefulset
+# (leaderworkerset_controller.go)).
 SUBDOMAIN_POLICY_SHARED: Final = "Shared"
 SUBGROUP_POLICY_LEADER_WORKER: Final = "LeaderWorker"
 FIELD_MANAGER: Final = "lws"
 
-# Condition reasons and messages (SPEC 1.7), and the reasons, types and actions of the Events the
-# LWS controller records (SPEC 3.8): tests and users match them verbatim.
+# Condition reasons and messages (upstream's conditions (leaderworkerset_types.go)), and the
+# reasons, types and actions of the Events the
+# LWS controller records (upstream's events (leaderworkerset_controller.go)): tests and users match
+# them verbatim.
 REASON_ALL_GROUPS_READY: Final = "AllGroupsReady"
 REASON_GROUPS_PROGRESSING: Final = "GroupsProgressing"
 REASON_GROUPS_UPDATING: Final = "GroupsUpdating"
@@ -137,7 +146,7 @@ EVENT_ACTION_CREATE: Final = "Create"
 EVENT_ACTION_UPDATE: Final = "Update"
 EVENT_ACTION_DELETE: Final = "Delete"
 
-# Event reasons of the controllers (SPEC 3.8, 4.2).
+# Event reasons of the controllers (upstream's leaderworkerset_controller.go and pod_controller.go).
 REASON_CREATING_REVISION: Final = "CreatingRevision"
 REASON_FAILED_CREATE: Final = "FailedCreate"
 REASON_FAILED_UPDATE: Final = "FailedUpdate"

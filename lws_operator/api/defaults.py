@@ -1,6 +1,7 @@
 """Defaulting of LeaderWorkerSets, as the mutating webhook applies it on CREATE and UPDATE.
 
-Two layers give an object its defaults (SPEC 1.10): the CRD's structural defaults, applied by the
+Two layers give an object its defaults (upstream's webhook Default (leaderworkerset_webhook.go)):
+the CRD's structural defaults, applied by the
 API server before admission, then this function. It repeats the structural ones too, so an
 object is complete even if the CRD was installed without them (an older or hand-edited CRD);
 on a normal install they are no-ops.

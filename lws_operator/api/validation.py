@@ -1,7 +1,9 @@
 """Validation of LeaderWorkerSets, as the validating webhook applies it on CREATE and UPDATE.
 
 Messages and field paths are interface facts: users grep for them, scripts and tests written
-against upstream match them (SPEC 1.11, 1.12), so they are reproduced exactly, and so is the way
+against upstream match them (upstream's ValidateCreate and ValidateUpdate,
+leaderworkerset_webhook.go), so
+they are reproduced exactly, and so is the way
 they reach the client. Upstream's webhook returns ``field.ErrorList.ToAggregate()``, which
 controller-runtime turns into ``admission.Denied(err.Error())`` (code 403, reason ``Forbidden``)
 and the API server prefixes with ``admission webhook "vleaderworkerset.kb.io" denied the
@@ -88,7 +90,7 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     # Free strings in the CRD (upstream's StatefulSet type has no enum marker), but copied into
     # the StatefulSets, whose API accepts only these: an unknown value was accepted here and
     # then failed every StatefulSet write, the set never starting (found by the bad-input
-    # fuzzing, issue 11 item 5).
+    # fuzzing).
     "spec.leaderWorkerTemplate.persistentVolumeClaimRetentionPolicy.whenDeleted": (
         "Retain", "Delete"),
     "spec.leaderWorkerTemplate.persistentVolumeClaimRetentionPolicy.whenScaled": (
@@ -261,7 +263,8 @@ def _validate_int_or_percent(path: str, value: Any) -> list[FieldError]:
 
 
 def _validate_rollout(spec: dict[str, Any]) -> list[FieldError]:
-    """SPEC 1.11 rules 6-14, in upstream's order: the format of each budget, the partition, then
+    """Upstream's rules on the rollout budgets (leaderworkerset_webhook.go), in its order: the
+    format of each budget, the partition, then
     the scaled budgets. A budget whose format is already reported is not scaled: upstream goes on
     to report ``invalid value`` for it, and may count it as 0 (see the module docstring)."""
     config = _get(spec, "rolloutStrategy", "rollingUpdateConfiguration")
@@ -500,7 +503,8 @@ def _immutable(path: str, old: Any, new: Any) -> list[FieldError]:
 
 
 def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
-    """The rules comparing an update with the stored object (SPEC 1.11 update rules, 1.12).
+    """The rules comparing an update with the stored object (upstream's ValidateUpdate,
+    leaderworkerset_webhook.go).
 
     Every comparison is made between the two objects with defaults applied (``apply_defaults``,
     the defaulting webhook's function): a field the stored object lacks means its default, so an
@@ -529,7 +533,8 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError
         errors.append(FieldError(SUBGROUP_SIZE, "cannot remove subGroupSize after enabled",
                                  old_policy.get("subGroupSize")))
     # On the object as sent: defaulting fills the field, which is why the rule never fires
-    # behind the defaulting webhook (SPEC 1.11). Upstream reports the stored value.
+    # behind the defaulting webhook (upstream's webhook validation (leaderworkerset_webhook.go)).
+    # Upstream reports the stored value.
     network = raw_spec.get("networkConfig")
     if isinstance(network, dict) and network.get("subdomainPolicy") is None:
         errors.append(FieldError("spec.networkConfig.subdomainPolicy",

@@ -64,7 +64,8 @@ def annotations_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 def is_leader(pod: Mapping[str, Any] | None) -> bool:
     """Whether ``pod`` is the leader of its group: the pod webhook labels a leader with worker
-    index 0 (SPEC 2.2), and a pod without the label is a worker. Works on the labels of a pod
+    index 0 (upstream's pod webhook Default (pod_webhook.go)), and a pod without the label is a
+    worker. Works on the labels of a pod
     template or a pod being admitted as well (``metadata.labels``)."""
     return labels(pod).get(WORKER_INDEX_LABEL) == LEADER_INDEX
 
@@ -111,7 +112,8 @@ class RollingUpdate:
 class SubGroupPolicy:
     """``leaderWorkerTemplate.subGroupPolicy``. ``policy_type`` is as written (None when the
     object was stored before the CRD default existed): the worker template carries the type
-    only when the revision names one, the leader template the effective type (SPEC 3.4)."""
+    only when the revision names one, the leader template the effective type (upstream's
+    SSAWithStatefulset (leaderworkerset_controller.go))."""
 
     policy_type: str | None
     size: int | None
@@ -163,8 +165,8 @@ class StatefulSetView:
 
     @property
     def replicas_annotation(self) -> str | None:
-        """The ``replicas`` annotation the leader StatefulSet carries (SPEC 3.6 case 4), when it
-        is a string."""
+        """The ``replicas`` annotation the leader StatefulSet carries (upstream's
+        rollingUpdateParameters (leaderworkerset_controller.go)), when it is a string."""
         value = annotations_of(self.raw).get(REPLICAS_ANNOTATION)
         return value if isinstance(value, str) else None
 
@@ -308,7 +310,8 @@ class LeaderWorkerSetView:
 
     @property
     def recreates_groups(self) -> bool:
-        """Whether a failed pod recreates its group at all (SPEC 4.6)."""
+        """Whether a failed pod recreates its group at all (upstream's handleRestartPolicy
+        (pod_controller.go))."""
         return self.restart_policy in RECREATING_POLICIES
 
     @property

@@ -1,7 +1,8 @@
 """One reconcile pass of a LeaderWorkerSet: observe from the caches, plan, carry the plan out.
 
 The upstream controller splits this work between an LWS controller and a pod controller; here one
-pass per LeaderWorkerSet does both (DESIGN: every child event wakes the owning LWS). The pass is
+pass per LeaderWorkerSet does both (docs/architecture.md: every child event wakes the owning LWS).
+The pass is
 the list of pure steps in ``logic.steps.pipeline``: before each step this module builds the
 snapshot it reads (``logic.snapshot.Observed``) from the watch caches, and the executor
 (``kube.executor``) carries out the plan the step returns, storing each answer in the cache and

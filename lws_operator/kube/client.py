@@ -1,7 +1,8 @@
 """A dict-in, dict-out facade over ``kubernetes.aio``'s ApiClient.
 
 The generated typed API round-trips bodies through pydantic models, which drops fields it does not
-know and rejects integer quantities (python-notes 2.1), and its PATCH silently turns a dict body
+know and rejects integer quantities (``cpu: 2`` fails validation), and its PATCH silently turns a
+dict body
 into a strategic-merge patch. So we use only the client's transport, authentication and TLS
 (``param_serialize`` + ``call_api``), send JSON we built ourselves with an explicit content type,
 and decode answers with ``json``. Errors are the library's own ``ApiException``, with ``status``

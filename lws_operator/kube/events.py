@@ -1,7 +1,8 @@
 """Recording Kubernetes Events (``events.k8s.io/v1``) on LeaderWorkerSets.
 
 Events are the user's window into what the controller did (``kubectl describe lws``) and
-upstream's tests match their reason, type and note, so the fields follow SPEC 3.8. Recording is
+upstream's tests match their reason, type and note, so the fields follow upstream's events
+(leaderworkerset_controller.go). Recording is
 best effort: a failed Event write is logged and never fails the pass that decided it.
 """
 

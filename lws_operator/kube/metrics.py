@@ -1,6 +1,6 @@
 """The operator's Prometheus registry and the kube layer's metric families, in one place.
 
-Names and labels are controller-runtime's (python-notes section 4), so dashboards and alerts built
+Names and labels are controller-runtime's (its pkg/metrics), so dashboards and alerts built
 for the Go controller keep working; ``lws_operator_api_requests_total`` is ours, because
 controller-runtime's request counter cannot tell a status write from a spec write.
 

@@ -1,7 +1,8 @@
 """The controllers' work queue: what turns a stream of watch events into reconcile passes.
 
 Watch handlers only add the owning LeaderWorkerSet's key; workers take keys from here. The queue
-gives the guarantees level-triggered reconciliation needs (DESIGN "Reconciliation model"):
+gives the guarantees level-triggered reconciliation needs (docs/architecture.md, "The path of one
+spec change"):
 
 - a key waits at most once: a hundred pod events for one group make one pass, not a hundred;
 - a key is never handed to two workers at once: a key added while it is being processed waits

@@ -1,4 +1,5 @@
-"""Exclusive topology placement: the pod affinity terms behind `exclusive-topology` (SPEC 2.7).
+"""Exclusive topology placement: the pod affinity terms behind `exclusive-topology` (upstream's
+exclusive affinity (pod_webhook.go)).
 
 One required pod-affinity term pulls a group (or subgroup) into a single topology domain, and one
 required anti-affinity term keeps every other group out of it. Both select on a key label whose

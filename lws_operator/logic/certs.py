@@ -77,7 +77,8 @@ class CertPolicy:
 
 
 def service_dns_names(service: str, namespace: str) -> tuple[str, str]:
-    """The names the API server uses for a service-referenced webhook (SPEC 7.3)."""
+    """The names the API server uses for a service-referenced webhook (upstream's cert rotation
+    (pkg/cert/cert.go))."""
     return (f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local")
 
 

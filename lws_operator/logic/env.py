@@ -1,4 +1,5 @@
-"""The LWS environment variables every container of a group sees (SPEC 2.10).
+"""The LWS environment variables every container of a group sees (upstream's AddLWSVariables
+(pod_utils.go)).
 
 Programs in a group find each other through `LWS_LEADER_ADDRESS` (the leader's stable DNS name
 under the headless Service), `LWS_GROUP_SIZE` and `LWS_WORKER_INDEX`. They are injected into
@@ -69,7 +70,7 @@ def add_lws_env(pod: dict[str, Any]) -> None:
 
     The user's other entries keep their order; entries named like one of ours are dropped.
     Upstream additionally collapses duplicate user entries of other names; we leave those alone,
-    as SPEC 2.10 states the rule.
+    as upstream's AddLWSVariables (pod_utils.go) states the rule.
     """
     injected = lws_env(pod)
     ours = {entry["name"] for entry in injected}

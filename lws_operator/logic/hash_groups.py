@@ -1,5 +1,5 @@
-"""Hash group identity (guide "Group Identity", "Group Replacement", Hash-mode rollout; SPEC 6.1,
-6.2): the leader Deployment, replacement pacing, the group-ready readiness gate, and the restart
+"""Hash group identity (guide "Group Identity", "Group Replacement", Hash-mode rollout):
+the leader Deployment, replacement pacing, the group-ready readiness gate, and the restart
 budget across replacements.
 
 In Hash mode a Deployment named after the LeaderWorkerSet owns the leader pods, so rollout and
@@ -107,10 +107,11 @@ def leader_deployment(lws: LWS, key: str) -> dict[str, Any]:
     name = view.name
     max_unavailable, max_surge = view.rolling_update.max_unavailable, view.rolling_update.max_surge
     if _is_zero(max_unavailable) and _is_zero(max_surge):
-        # The LeaderWorkerSet allows both at zero while replicas is 0 (SPEC 1.11 rule 14); a
+        # The LeaderWorkerSet allows both at zero while replicas is 0 (upstream's ValidateCreate,
+        # leaderworkerset_webhook.go); a
         # Deployment never does, so the apply failed until the set was deleted. With no group
         # to keep available, one unavailable group is the same rollout (found by the
-        # bad-input fuzzing, issue 11 item 5).
+        # bad-input fuzzing).
         max_unavailable = 1
     template = leader_pod_template(view, key)
     template["metadata"]["annotations"][GROUP_IDENTITY_ANNOTATION] = GROUP_IDENTITY_HASH

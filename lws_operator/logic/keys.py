@@ -32,7 +32,8 @@ def group_key(namespace: str, leader_name: str) -> str:
 
 
 def subgroup_key(leader_name: str, subgroup_index: int | str) -> str:
-    """The `subgroup-key`. The namespace is deliberately absent (SPEC 2.5): the leader and the
+    """The `subgroup-key`. The namespace is deliberately absent (upstream's pod webhook Default
+    (pod_webhook.go)): the leader and the
     workers of subgroup 0 agree because a worker's `leader-name` annotation is the leader's name."""
     return sha1_hex(f"{leader_name}/{subgroup_index}")
 
@@ -85,7 +86,7 @@ def trunc_mod(a: int, b: int) -> int:
 
 
 def subgroup_index(size: int, subgroup_size: int, worker_index: int) -> int:
-    """The subgroup of a worker (SPEC 2.6).
+    """The subgroup of a worker (upstream's pod webhook Default (pod_webhook.go)).
 
     When only `size - 1` divides evenly, the leader is the extra pod of subgroup 0 and workers
     count from 1; otherwise workers count from 0 alongside the leader. The subgroup policy type

@@ -5,7 +5,7 @@ with the environment the pod webhook injects, the service-account token volume, 
 the cache keeps only the parts of a pod's spec that some decision reads (``kube.cache.lean``).
 That trimming once dropped ``containers`` whole, while the worker StatefulSet builder asks whether
 the leader pod requests TPUs: every worker of a TPU set was built as if its leader held none,
-and got the wrong ``TPU_WORKER_ID`` and host list (issue 18).
+and got the wrong ``TPU_WORKER_ID`` and host list (found running upstream's TPU samples).
 
 So the shape kept is declared here, next to the code that reads it, and the cache imports it: the
 logic and the cache cannot drift apart. A decision that starts reading another part of a cached

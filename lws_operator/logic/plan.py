@@ -8,7 +8,7 @@ decided (409) is skipped, or ends the pass to be decided again, or fails it; any
 records the failure Event the action names and then fails the pass, or is collected (its reason
 goes into a status message through the next snapshot) and the plan goes on.
 
-The vocabulary is the one DESIGN's reconciliation model names: server-side apply with our field
+The vocabulary is the one docs/architecture.md ("The plan") names: server-side apply with our field
 manager, create-if-absent, patches guarded by the resourceVersion in their body, deletes with a
 UID precondition, Events. A second controller (DisaggregatedSet) plans with the same types and
 runs on the same executor.

@@ -1,4 +1,5 @@
-"""What the pod admission webhook does to a LeaderWorkerSet pod at creation (SPEC 2.2 to 2.10).
+"""What the pod admission webhook does to a LeaderWorkerSet pod at creation (upstream's pod webhook
+Default, pod_webhook.go).
 
 StatefulSets create the pods of a group from templates that cannot know a pod's ordinal, so the
 per-pod facts are filled in at admission: the group index and group key of a leader, the worker
@@ -135,7 +136,7 @@ def _parse_annotation_int(value: str, key: str, pod_name: str) -> int:
 
 def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
             incarnation: Callable[[], str], random_key: Callable[[], str]) -> None:
-    """SPEC 2.2 steps 2 to 8, in place, on the copy."""
+    """Upstream's pod webhook Default (pod_webhook.go), in place, on the copy."""
     metadata = _child(pod, "metadata")
     name = str(metadata.get("name") or "")
     labels = _child(metadata, "labels")
@@ -160,7 +161,8 @@ def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
     if native:
         assign_pod_group(pod, leader=leader, incarnation=incarnation)
     elif scheduler_provider == SCHEDULER_PROVIDER_VOLCANO:
-        # One volcano PodGroup per group and revision (SPEC 5.1); leaders and workers alike.
+        # One volcano PodGroup per group and revision (upstream's volcano provider
+        # (pkg/schedulerprovider)); leaders and workers alike.
         _child(metadata, "annotations")[VOLCANO_GROUP_NAME_ANNOTATION] = (
             f"{labels.get(NAME_LABEL, '')}-{labels.get(GROUP_INDEX_LABEL, '')}"
             f"-{labels.get(TEMPLATE_REVISION_HASH_LABEL, '')}"
@@ -174,7 +176,8 @@ def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
 def _mutate_leader(
     pod: dict[str, Any], name: str, labels: dict[str, Any], annotations: dict[str, Any]
 ) -> None:
-    """SPEC 2.2 step 4. Every write is guarded by a presence check, so a second pass is a no-op."""
+    """The leader step of upstream's pod webhook Default (pod_webhook.go). Every write is guarded
+    by a presence check, so a second pass is a no-op."""
     if GROUP_INDEX_LABEL not in labels:
         labels[GROUP_INDEX_LABEL] = str(_ordinal(name))
 
@@ -244,7 +247,8 @@ def _mutate_worker(
     labels: dict[str, Any],
     annotations: dict[str, Any],
 ) -> None:
-    """SPEC 2.2 step 5. Group labels come from the worker StatefulSet's template; workers never
+    """The worker step of upstream's pod webhook Default (pod_webhook.go). Group labels come from
+    the worker StatefulSet's template; workers never
     get group-level affinity (the pod controller pins them with a nodeSelector instead)."""
     worker = _ordinal(name)
     labels[WORKER_INDEX_LABEL] = str(worker)

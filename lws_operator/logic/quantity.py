@@ -5,7 +5,7 @@ template, its claim templates) in canonical form: ``4`` becomes ``"4"``, ``"1000
 ``0.5`` ``"500m"``, ``"1024Mi"`` ``"1Gi"``. The objects the controller builds carry the values
 exactly as the user wrote them in the LeaderWorkerSet, a custom resource the server stores as
 written. Compared as text, desired and live never matched for such a template, and every pass
-applied the leader StatefulSet again for nothing (issue 18 item 3: upstream's TPU sample, with
+applied the leader StatefulSet again for nothing (found running upstream's TPU sample, with
 ``google.com/tpu: 4``). So the fields that hold quantities are compared by value.
 
 Parsing follows apimachinery's ``ParseQuantity``: a signed decimal number (``1``, ``1.5``,

@@ -1,6 +1,8 @@
-"""When a pod, a worker StatefulSet or a whole group counts as ready or updated (SPEC 4.7).
+"""When a pod, a worker StatefulSet or a whole group counts as ready or updated (upstream's
+readiness helpers (pod_utils.go)).
 
-The rollout pacing (SPEC 3.6), the status counters (SPEC 3.7) and the `LeaderReady` startup policy
+The rollout pacing (upstream's rollingUpdateParameters), the status counters (its updateStatus) and
+the `LeaderReady` startup policy
 all ask these same questions; answering them in one place keeps the three in agreement, which is
 what users observe: a group the status calls ready is exactly a group the rollout may advance past.
 They read plain API dicts (as a watch cache holds them) and never fail on missing fields, because a

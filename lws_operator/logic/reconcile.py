@@ -1,6 +1,7 @@
 """Decisions of one LeaderWorkerSet pass that are not about rollout pacing or status.
 
-* Which revision is current, and whether this pass must create one (SPEC 3.2 steps 3-4).
+* Which revision is current, and whether this pass must create one (upstream's Reconcile
+(leaderworkerset_controller.go)).
 * Whether a desired object is already in place, so a pass that changes nothing writes nothing:
   the desired object must be contained in the live one (the server adds defaults and status, so
   equality would never hold), and resource quantities must have the same value, not the same
@@ -90,7 +91,7 @@ def _omitted_when_empty(value: Any) -> bool:
     map, or false, in an ``omitempty`` field (a container's ``args: []``, an env var's
     ``value: ""``). Comparing it with the missing key as a difference made every pass re-apply
     the leader StatefulSet or Deployment of a set whose template held one (found by the
-    bad-input fuzzing, issue 11 item 5)."""
+    bad-input fuzzing)."""
     return value is False or (isinstance(value, (str, list, Mapping)) and len(value) == 0)
 
 
@@ -148,7 +149,8 @@ def _revision_event(note: str) -> Event:
 def decide_revision(lws: LWS, leader_sts: Mapping[str, Any] | None,
                     revisions: list[Mapping[str, Any]],
                     workers: Iterable[Mapping[str, Any]] = ()) -> RevisionDecision:
-    """SPEC 3.2 steps 3-4: ensure a revision exists for the leader StatefulSet's key, then detect
+    """Upstream's Reconcile (leaderworkerset_controller.go): ensure a revision exists for the
+    leader StatefulSet's key, then detect
     a template update against it. ``leader_sts`` is the leader StatefulSet (or Deployment),
     ``workers`` the worker StatefulSets, which tell whether the key is rolled out completely."""
     view = lws_view(lws)

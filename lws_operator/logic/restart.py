@@ -1,4 +1,5 @@
-"""Group restart policies (SPEC 4.6, guide "Failure Handling"): which groups to recreate.
+"""Group restart policies (upstream's handleRestartPolicy (pod_controller.go), guide "Failure
+Handling"): which groups to recreate.
 
 A group is the unit of failure: when one of its pods restarts a container or is deleted, the
 whole group is recreated by deleting its leader with foreground propagation (the leader
@@ -20,7 +21,7 @@ deletion of an old group's workers would recreate the replacement leader again.
 
 Deletions are seen either as a ``deletionTimestamp`` or, because kwok and kubelets may delete a
 pod before any watcher sees it terminating, as the pod's final state from a watch DELETED event
-(SPEC 4.6 porting note): the caller passes those as ``deleted``.
+(a porting note on upstream's handleRestartPolicy): the caller passes those as ``deleted``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Restart budget and backoff (guide "Limit Automatic Group Recreation", "Group Restart Backoff";
-SPEC 6.3, 6.4): whether a group that failed is recreated now, later, or stopped for good.
+"""Restart budget and backoff (guide "Limit Automatic Group Recreation", "Group Restart Backoff"):
+whether a group that failed is recreated now, later, or stopped for good.
 
 Both features read one counter per group and template revision, kept in the LeaderWorkerSet's
 ``leaderworkerset.sigs.k8s.io/group-restart-counts`` annotation as a JSON map

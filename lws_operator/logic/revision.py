@@ -1,11 +1,12 @@
 """Template revisions: what a LeaderWorkerSet revision contains and how its key is computed.
 
-A revision snapshots exactly the fields whose change must roll the groups (SPEC 1.9):
+A revision snapshots exactly the fields whose change must roll the groups (upstream's revision
+(revision_utils.go)):
 ``spec.leaderWorkerTemplate`` in full and ``spec.networkConfig``. Replicas, the rollout strategy,
 the startup policy and metadata are left out, so scaling or retuning a rollout never restarts a
 pod. The snapshot is stored in a ControllerRevision as a strategic-merge patch with
 ``$patch: replace`` on both fields, so applying it onto the live object restores the stored
-templates while keeping the live replicas and strategy (SPEC 3.3).
+templates while keeping the live replicas and strategy (upstream's revision_utils.go).
 
 The key is the 32-bit FNV-1 hash of the patch's compact, key-sorted JSON, printed in decimal and
 mapped through the safe-encoding alphabet Kubernetes uses for pod-template hashes. It is stable

@@ -1,4 +1,5 @@
-"""Ordinal-mode rollout pacing: the leader StatefulSet's partition and replicas (SPEC 3.6).
+"""Ordinal-mode rollout pacing: the leader StatefulSet's partition and replicas (upstream's
+rollingUpdateParameters (leaderworkerset_controller.go)).
 
 A LeaderWorkerSet never updates pods itself. It moves two numbers on the leader StatefulSet and lets
 the StatefulSet controller replace every leader whose ordinal is at or above the partition; a
@@ -71,7 +72,8 @@ class RolloutError(ValueError):
 
 @dataclass(frozen=True)
 class GroupState:
-    """One ordinal as the rollout sees it (SPEC 4.7 readiness and revision)."""
+    """One ordinal as the rollout sees it (readiness and revision as upstream's pod_utils.go
+    helpers judge them)."""
 
     ready: bool
     updated: bool
@@ -116,7 +118,7 @@ class RolloutDecision:
 
     `events` are recorded whatever happens next (upstream records them while computing);
     `events_after_apply` only once the leader StatefulSet was applied successfully
-    (SPEC 3.2 step 7).
+    (upstream's Reconcile (leaderworkerset_controller.go)).
     """
 
     partition: int
@@ -144,7 +146,8 @@ def scaled_max_surge(max_surge: int | str, replicas: int) -> int:
 def leader_sts_max_unavailable(
     replicas: int, max_unavailable: int | str, max_surge: int | str
 ) -> int:
-    """The leader StatefulSet's own `rollingUpdate.maxUnavailable` (SPEC 3.4).
+    """The leader StatefulSet's own `rollingUpdate.maxUnavailable` (upstream's SSAWithStatefulset
+    (leaderworkerset_controller.go)).
 
     Wide enough never to hold back what the partition releases, and at least 1 for `R == 0`."""
     unavailable = scaled_max_unavailable(max_unavailable, replicas)
@@ -314,7 +317,8 @@ def _surge_events(lws_name: str, replicas: int, sts_replicas: int) -> list[Event
 
 
 def _partition_and_replicas(snapshot: RolloutSnapshot, events: list[Event]) -> tuple[int, int]:
-    """Cases 1-5 of SPEC 3.6, before the user's partition floor."""
+    """Cases 1-5 of upstream's rollingUpdateParameters (leaderworkerset_controller.go), before the
+    user's partition floor."""
     r = snapshot.replicas
     sts = snapshot.leader_sts
     if sts is None:

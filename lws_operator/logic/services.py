@@ -1,4 +1,5 @@
-"""Headless Services that give every pod of a LeaderWorkerSet a stable DNS name (SPEC 3.5).
+"""Headless Services that give every pod of a LeaderWorkerSet a stable DNS name (upstream's
+CreateHeadlessServiceIfNotExists (controller_utils.go)).
 
 Workers find their leader through `LWS_LEADER_ADDRESS`, and TPU hosts through
 `TPU_WORKER_HOSTNAMES`: both are `<pod>.<subdomain>` names that only resolve while a headless
@@ -83,7 +84,7 @@ def wants_shared_service(lws: LWS) -> bool:
 
 def wants_replica_service(lws: LWS) -> bool:
     """Whether the pod controller creates a Service per leader pod. Decided on the *live* LWS
-    (SPEC 4.2 step 8), not the leader's revision."""
+    (upstream's pod Reconcile (pod_controller.go)), not the leader's revision."""
     return subdomain_policy(lws) == SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA
 
 

@@ -10,7 +10,8 @@ the cause and the guide's two remedies. A normal slow rollout has no unschedulab
 raises no alarm; a pod briefly unschedulable (a gang forming, capacity about to free up) is
 covered by the grace period.
 
-The stall is an overlay on the status SPEC 3.7 computes: :func:`unstall_view` hides our own
+The stall is an overlay on the status upstream's updateStatus (leaderworkerset_controller.go)
+computes: :func:`unstall_view` hides our own
 ``RolloutStalled`` from that computation (so it neither flaps nor emits its events again), and
 :func:`apply_stall` puts it back when the stall persists.
 """
@@ -95,7 +96,7 @@ def _progressing(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 def unstall_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     """The observed status with our ``RolloutStalled`` (or ``PodsNotMutated``, the overlay of
-    ``logic.unmutated``) shown as the ``Progressing=True`` it overrides, for the SPEC 3.7
+    ``logic.unmutated``) shown as the ``Progressing=True`` it overrides, for upstream's updateStatus
     computation."""
     view = dict(status or {})
     conditions = [dict(c) for c in view.get("conditions") or []]

@@ -1,4 +1,5 @@
-"""Desired leader and worker StatefulSets of a LeaderWorkerSet (SPEC 3.4, 4.3).
+"""Desired leader and worker StatefulSets of a LeaderWorkerSet (upstream's
+leaderworkerset_controller.go and pod_controller.go).
 
 The built-in StatefulSet controller does the heavy lifting of a LeaderWorkerSet: one "leader"
 StatefulSet `<lws>` creates the leader pods `<lws>-<i>`, and one "worker" StatefulSet per leader,
@@ -20,9 +21,11 @@ StatefulSets created by either are indistinguishable to users and to the other i
 Quirks kept from upstream:
 * LWS labels and annotations are copied onto both StatefulSets, and the exclusive-topology
   annotations of the LWS into the pod templates; editing those annotations rolls the leader pods
-  through the StatefulSet controller, outside LWS rollout pacing (SPEC 1.9).
+  through the StatefulSet controller, outside LWS rollout pacing (upstream's revision
+  (revision_utils.go)).
 * `serviceName` of the leader StatefulSet is `<lws>` even under UniquePerReplica.
-* Volume claim templates are projected onto a few PVC fields (SPEC 3.4); the rest is dropped.
+* Volume claim templates are projected onto a few PVC fields (upstream's SSAWithStatefulset
+(leaderworkerset_controller.go)); the rest is dropped.
 * The worker pod template gets `subgroup-policy-type` only when the revision names a type.
 
 Quirks fixed:
@@ -103,9 +106,9 @@ def _non_empty_annotation(lws: LeaderWorkerSetView, key: str) -> str | None:
 def exclusive_topology_key(lws: LWS) -> str | None:
     """The node label key of exclusive group placement, or None when it is not requested.
 
-    The pod controller must wait for the leader to be scheduled when this is set (SPEC 4.2 step
-    14) and read the leader's node labels for `worker_statefulset`. An empty value counts as
-    not requested (see the module docstring)."""
+    The pod controller must wait for the leader to be scheduled when this is set (upstream's pod
+    Reconcile, pod_controller.go) and read the leader's node labels for `worker_statefulset`. An
+    empty value counts as not requested (see the module docstring)."""
     return lws_view(lws).exclusive_topology
 
 
@@ -134,7 +137,8 @@ def leader_max_unavailable(lws: LWS) -> int:
 
 
 def volume_claim_templates(lws: LWS) -> list[dict[str, Any]]:
-    """The LWS volume claim templates as both StatefulSets carry them (SPEC 3.4).
+    """The LWS volume claim templates as both StatefulSets carry them (upstream's
+    SSAWithStatefulset (leaderworkerset_controller.go)).
 
     Each keeps only its name (in the LWS namespace) and the spec's `accessModes`,
     `storageClassName`, `volumeMode` and `resources.requests/limits`; selectors, data sources,
@@ -232,7 +236,8 @@ def leader_pod_template(lws: LWS, key: str) -> dict[str, Any]:
 def leader_statefulset(
     lws: LWS, key: str, partition: int, replicas: int
 ) -> dict[str, Any]:
-    """The server-side-apply body of the leader StatefulSet `<lws>` (SPEC 3.4).
+    """The server-side-apply body of the leader StatefulSet `<lws>` (upstream's SSAWithStatefulset
+    (leaderworkerset_controller.go)).
 
     `lws` is the live LeaderWorkerSet, `key` its current revision key, `partition` and
     `replicas` the rollout decision of this pass (surge included). The full object is returned
@@ -300,7 +305,8 @@ def worker_statefulset(
     leader_pod: dict[str, Any],
     leader_node_labels: dict[str, str] | None,
 ) -> dict[str, Any]:
-    """The worker StatefulSet `<leader host name>` of one group (SPEC 4.3), for a plain create
+    """The worker StatefulSet `<leader host name>` of one group (upstream's pod_controller.go), for
+    a plain create
     (the host name is the leader pod name in Ordinal mode, `<lws>-<key prefix>` in Hash mode).
 
     `revision_lws` is `apply_revision(live_lws, <patch of the leader's revision>)`: the template,
@@ -309,7 +315,7 @@ def worker_statefulset(
     `leader_pod` is the leader as the pod cache holds it, which keeps only what
     `logic.observed.POD_SPEC_SHAPE` declares: its containers' TPU requests are there because
     `leader-requests-tpus` is decided from them (without it every worker of a TPU leader took
-    the leader's TPU id, issue 18).
+    the leader's TPU id).
     `leader_node_labels` are the labels of the leader's node; they are needed only when the live
     LWS requests exclusive placement (`exclusive_topology_key`), and then the workers are pinned
     to the leader's topology domain by a nodeSelector.

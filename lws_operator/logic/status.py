@@ -1,4 +1,5 @@
-"""The LeaderWorkerSet's status: group counters, conditions and their Events (SPEC 3.7).
+"""The LeaderWorkerSet's status: group counters, conditions and their Events (upstream's
+updateStatus (leaderworkerset_controller.go)).
 
 Status is what users, `kubectl get lws`, HPA (through the scale subresource) and GitOps health
 checks read, so its numbers and condition transitions must match upstream's exactly. This module
@@ -67,7 +68,8 @@ from lws_operator.logic.keys import parse_int
 from lws_operator.logic.objects import host_name, meta_of
 from lws_operator.logic.readiness import group_ready, group_updated, revision_key
 
-# The reason and message each condition type is written with (SPEC 1.7).
+# The reason and message each condition type is written with (upstream's conditions
+# (leaderworkerset_types.go)).
 CONDITION_TEXT: Final[Mapping[str, tuple[str, str]]] = {
     CONDITION_AVAILABLE: (REASON_ALL_GROUPS_READY, MESSAGE_ALL_GROUPS_READY),
     CONDITION_PROGRESSING: (REASON_GROUPS_PROGRESSING, MESSAGE_GROUPS_PROGRESSING),
@@ -88,8 +90,8 @@ class StatusError(ValueError):
 
 @dataclass(frozen=True)
 class GroupCounts:
-    """The counters of SPEC 3.7 step 4. "non-burst" means ordinal < spec.replicas; "partitioned"
-    additionally means ordinal >= the user's partition."""
+    """The counters of upstream's updateStatus. "non-burst" means ordinal < spec.replicas;
+    "partitioned" additionally means ordinal >= the user's partition."""
 
     ready: int = 0
     updated: int = 0
@@ -124,7 +126,8 @@ def count_groups(
     leader_pods: Iterable[Mapping[str, Any]],
     worker_statefulsets: Iterable[Mapping[str, Any]],
 ) -> GroupCounts:
-    """Count groups from the observed leader pods and worker StatefulSets (SPEC 3.7 step 4)."""
+    """Count groups from the observed leader pods and worker StatefulSets (upstream's updateStatus
+    (leaderworkerset_controller.go))."""
     workers = {meta_of(sts).get("name"): sts for sts in worker_statefulsets}
     ready = updated = ready_non_burst = current = current_updated = current_updated_ready = 0
     for pod in leader_pods:
@@ -159,7 +162,8 @@ def count_groups(
 
 
 def select_conditions(counts: GroupCounts, replicas: int) -> tuple[str, ...]:
-    """The condition types to set True this pass (SPEC 3.7 step 6); the first names the Event."""
+    """The condition types to set True this pass (upstream's updateStatus
+    (leaderworkerset_controller.go)); the first names the Event."""
     if counts.partitioned_updated_non_burst < counts.partitioned_current_non_burst:
         return (CONDITION_UPDATE_IN_PROGRESS, CONDITION_PROGRESSING)
     if (
@@ -221,7 +225,8 @@ def merge_conditions(
     generation: int,
     now: str,
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Apply the chosen True conditions to the existing list (SPEC 3.7 step 7).
+    """Apply the chosen True conditions to the existing list (upstream's updateStatus
+    (leaderworkerset_controller.go)).
 
     Returns the new list and whether a chosen condition changed it (what the Event reports);
     raising the other conditions' observedGeneration is not such a change."""
@@ -242,7 +247,8 @@ def compute_status(
     worker_statefulsets: Iterable[Mapping[str, Any]],
     now: str,
 ) -> StatusDecision:
-    """The desired status of `lws` after this pass's leader StatefulSet apply (SPEC 3.7).
+    """The desired status of `lws` after this pass's leader StatefulSet apply (upstream's
+    updateStatus (leaderworkerset_controller.go)).
 
     `leader_sts` is the freshly read leader StatefulSet (its status.replicas is copied); `now`
     is the RFC 3339 timestamp stamped on conditions that change."""
@@ -253,7 +259,8 @@ def compute_status(
         worker_statefulsets,
     )
     update_done = lws_partition == 0 and counts.partitioned_updated_and_ready == replicas
-    # status.replicas copies the leader StatefulSet's, terminating leaders included (SPEC 3.7).
+    # status.replicas copies the leader StatefulSet's, terminating leaders included (upstream's
+    # updateStatus (leaderworkerset_controller.go)).
     return _decide(view, counts, StatefulSetView.of(leader_sts).status_replicas, update_done,
                    now)
 

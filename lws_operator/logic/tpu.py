@@ -1,4 +1,4 @@
-"""TPU environment variables for multi-host TPU slices (SPEC 2.9).
+"""TPU environment variables for multi-host TPU slices (upstream's accelerators/tpu.go).
 
 A multi-host TPU program needs to know every host of its slice, its own rank and the slice's
 name before it starts; GKE's TPU runtime reads them from `TPU_WORKER_HOSTNAMES`, `TPU_WORKER_ID`,

@@ -16,9 +16,10 @@ retried on a timer, since such a pod cannot change by itself; the remedy (delete
 the webhook serves the namespace, so their StatefulSet recreates them through it) brings the
 pod events of the next passes.
 
-The condition is an overlay on SPEC 3.7's status, like the rollout stall's (``logic.stall``):
+The condition is an overlay on the status upstream's updateStatus computes, like the rollout
+stall's (``logic.stall``):
 ``stall.unstall_view`` hides it from that computation, :func:`apply_unmutated` puts it back
-while such pods remain, and once they are gone ``Progressing`` is SPEC 3.7's again.
+while such pods remain, and once they are gone ``Progressing`` is upstream's updateStatus's again.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from lws_operator.logic.events import Event
 from lws_operator.logic.objects import labels_of, meta_of
 
 REASON_PODS_NOT_MUTATED: Final = "PodsNotMutated"
-POD_WEBHOOK: Final = "mpod.kb.io"  # upstream's name for the pod mutating webhook (SPEC 2.1)
+POD_WEBHOOK: Final = "mpod.kb.io"  # upstream's name for the pod mutating webhook (pod_webhook.go)
 
 
 def missing_labels(pod: Mapping[str, Any]) -> tuple[str, ...]:

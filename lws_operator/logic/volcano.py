@@ -1,4 +1,5 @@
-"""The volcano scheduler-provider PodGroup of a group (SPEC 5.1), for the ``volcano`` provider.
+"""The volcano scheduler-provider PodGroup of a group (upstream's volcano provider
+(pkg/schedulerprovider)), for the ``volcano`` provider.
 
 Volcano gang-schedules the pods that carry the same ``scheduling.k8s.io/group-name`` annotation
 (set by the pod webhook: ``<lws>-<group-index>-<revision>``) once a ``scheduling.volcano.sh``

@@ -51,8 +51,8 @@ async def test_rotation_under_load_fails_no_admission(cluster: LocalCluster,
                                                       namespace: str) -> None:
     # A serving certificate is renewed at two thirds of its life: 12 s leaves 4 s for the
     # renewal to reach the wire. With 6 s (2 s) the test failed on this machine whenever the
-    # load driver sharing this event loop held it for 2 s (on the commit before issue 18 too):
-    # a late renewal, not a failed rotation. The CA still rotates within the load (at ~28 s).
+    # load driver sharing this event loop held it for 2 s (on the commit before the drop-in fixes
+    # too): a late renewal, not a failed rotation. The CA still rotates within the load (at ~28 s).
     options = options_for(
         namespace, ca_validity=42 * S, cert_validity=12 * S, sync_interval=0.25,
         propagation_delay=2 * S)

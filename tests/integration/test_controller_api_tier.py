@@ -1,5 +1,6 @@
 """The controller against etcd + kube-apiserver alone, the StatefulSet controller simulated as
-upstream's integration tests do (SPEC 9.1, 9.2): the test creates the pods a StatefulSet would
+upstream's integration tests do (upstream's test/integration/controllers/leaderworkerset_test.go):
+the test creates the pods a StatefulSet would
 create and writes pod and StatefulSet status itself, so each step of a pass is observable.
 """
 
@@ -210,8 +211,8 @@ async def test_leader_ready_waits_for_the_leader(env: tuple[Kube, str]) -> None:
 
 
 async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) -> None:
-    """SPEC 9.2 #27: partition 4 -> 3 ('Updating replica 3'), then down as tail groups are
-    updated and ready."""
+    """Upstream's "leaderTemplate changed with default strategy": partition 4 -> 3 ('Updating
+    replica 3'), then down as tail groups are updated and ready."""
     kube, ns = env
     await kube.create(lws(replicas=4), ns)
     await group_ready(kube, ns, 2)
@@ -249,7 +250,8 @@ async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) 
 async def test_missing_revision_is_recreated_for_the_leader_statefulset(
     env: tuple[Kube, str]
 ) -> None:
-    """SPEC 9.2 #44: a leader StatefulSet whose revision key has no ControllerRevision gets one."""
+    """Upstream's "if a leaderSts exists, but a matching controllerRevision doesn't": a leader
+    StatefulSet whose revision key has no ControllerRevision gets one."""
     kube, ns = env
     await kube.create(lws(), ns)
     await wait_sts(kube, ns, "test-sample")

@@ -1,4 +1,5 @@
-"""LeaderWorkerSet defaulting and validation through a real kube-apiserver (SPEC 9.3, the guide).
+"""LeaderWorkerSet defaulting and validation through a real kube-apiserver (upstream's
+test/integration/webhooks/leaderworkerset_test.go, the guide).
 
 The CRD is installed and our admission webhooks are registered by URL, confined to one namespace
 per module; every object goes through the API server exactly as ``kubectl apply`` sends it, so
@@ -456,7 +457,7 @@ async def test_scale_subresource_bypasses_webhooks(admitted: tuple[Kube, str]) -
 
 def as_upstream_stores(name: str, **spec: Any) -> dict[str, Any]:
     """A LeaderWorkerSet as it sits in etcd after upstream's webhooks admitted it: upstream's
-    defaults (SPEC 1.10) written out, none of the guide-only fields (``groupIdentity``,
+    defaults (upstream's Default) written out, none of the guide-only fields (``groupIdentity``,
     ``podTerminationPolicy``, ``groupReplacementPolicy``)."""
     return new_lws(name, **{"replicas": 1, "t_size": 2, **upstream_defaults(), **spec})
 

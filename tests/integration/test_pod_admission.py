@@ -1,4 +1,5 @@
-"""Pod mutation through a real kube-apiserver (SPEC 9.4): leader, worker, subgroup, TPU and
+"""Pod mutation through a real kube-apiserver (upstream's test/integration/webhooks/pod_test.go):
+leader, worker, subgroup, TPU and
 exclusive-placement pods come back from the API server exactly as upstream's webhook leaves them.
 
 The pods are created directly (no controller runs on the api tier), carrying what the

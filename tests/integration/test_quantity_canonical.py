@@ -1,4 +1,4 @@
-"""Quantities against a real kube-apiserver (issue 18 item 3).
+"""Quantities against a real kube-apiserver.
 
 The server stores a StatefulSet's or Deployment's quantities in canonical form; the controller's
 desired objects hold them as the LeaderWorkerSet's template writes them. Here the server is the

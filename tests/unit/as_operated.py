@@ -4,7 +4,8 @@ The operator never sees a hand-made pod: a StatefulSet or Deployment creates it 
 template our builders wrote, the API server defaults it, our pod webhook mutates it, the scheduler
 binds it, the kubelet (kwok) reports its status, and the watch cache trims it on the way in. A
 builder tested on a hand-made full pod can pass while production, which only has the trimmed
-one, gets another answer (issue 18: the cache dropped the containers that tell whether a leader
+one, gets another answer (found running upstream's TPU
+samples: the cache dropped the containers that tell whether a leader
 requests TPUs). So these helpers build every pod along that path, and hand it to the logic
 through the cache's real store (``KindStore.upsert``), never through a copy of its trimming.
 

@@ -1,8 +1,8 @@
 """LeaderWorkerSet bodies as the validation tests write them, shared by the unit tests of
 ``api.validation`` and the api-tier admission tests (tests/integration/test_lws_admission.py),
-so both build "a set as upstream left it in etcd" from the same SPEC 1.10 defaults.
+so both build "a set as upstream left it in etcd" from the same upstream defaults.
 
-Written here from the SPEC, not taken from ``lws_operator.api.defaults``: the tests compare the
+Written from upstream's code, not taken from ``lws_operator.api.defaults``: the tests compare the
 operator's defaulting against these.
 """
 
@@ -28,8 +28,8 @@ def set_fields(body: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def upstream_defaults() -> dict[str, Any]:
-    """Upstream's defaults (SPEC 1.10) as its CRD and defaulting webhook write them into etcd,
-    in :func:`set_fields` form; none of the guide-only fields (``groupIdentity``,
+    """Upstream's defaults (leaderworkerset_webhook.go) as its CRD and defaulting webhook write
+    them into etcd, in :func:`set_fields` form; none of the guide-only fields (``groupIdentity``,
     ``podTerminationPolicy``, ``groupReplacementPolicy``). A new dict on every call."""
     return {"startupPolicy": "LeaderCreated",
             "rolloutStrategy": ruc(maxUnavailable=1, maxSurge=0, partition=0),

@@ -1,7 +1,8 @@
-"""Taking a LeaderWorkerSet over from the upstream Go controller restarts nothing (issue 18 item 5):
-the revision decision on objects exactly as upstream leaves them (SPEC 3.3: ControllerRevision
-``<lws>-<key>-<n>`` holding Go's JSON, leader and worker StatefulSets labelled with the key, a
-stored LeaderWorkerSet without the guide-only fields), and the rolled-out check on its own."""
+"""Taking a LeaderWorkerSet over from the upstream Go controller restarts nothing:
+the revision decision on objects exactly as upstream leaves them (revision_utils.go:
+ControllerRevision ``<lws>-<key>-<n>`` holding Go's JSON, leader and worker StatefulSets labelled
+with the key, a stored LeaderWorkerSet without the guide-only fields), and the rolled-out check on
+its own."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ GO_OLD_TYPES = GO_ENV_EMPTY.replace('[{"name":"A"}]', '[{"name":"A","value":"x"}
 
 
 def go_key(data: str) -> str:
-    """Upstream's key: FNV-1 of Go's bytes, safe-encoded (SPEC 3.3)."""
+    """Upstream's key: FNV-1 of Go's bytes, safe-encoded (revision_utils.go)."""
     return safe_encode(str(fnv1_32(data.encode())))
 
 

@@ -1,4 +1,4 @@
-"""Exclusive-topology affinity terms (SPEC 2.7)."""
+"""Exclusive-topology affinity terms (upstream's pod_webhook.go)."""
 
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ through the pod cache's real store; the worker StatefulSet built from *that* cac
 pods admitted in turn. The outputs a user sees are asserted exactly: the worker template's
 annotations and every container's environment on every pod.
 
-The expected environments are written out from SPEC 2.9/2.10 and the guide (the leader is TPU
+The expected environments are written out from upstream's code and the guide (the leader is TPU
 worker 0 when it holds TPUs, its host name first), not computed by ``logic.tpu``. Before the
 fix, the cached leader had no containers, so the TPU cases got no ``leader-requests-tpus`` and
-workers 0..size-2 without the leader's host (issue 18).
+workers 0..size-2 without the leader's host (found running upstream's samples).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ P = "leaderworkerset.sigs.k8s.io/"
 TPU = {"limits": {"google.com/tpu": 4}, "requests": {"google.com/tpu": 4}}
 CPU = {"limits": {"cpu": "1"}}
 
-# shared/reference/upstream-samples/leaderworkerset_tpu.yaml, spec and labels as shipped.
+# upstream's sample leaderworkerset_tpu.yaml, spec and labels as shipped.
 TPU_SAMPLE: dict[str, Any] = {
     "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
     "metadata": {"labels": {"app.kubernetes.io/name": "leaderworkerset"}},
@@ -105,13 +105,13 @@ def run_group(manifest: dict[str, Any], group: int = 0, hashed: bool = False) ->
 
 
 def lws_env(host: str, subdomain: str, size: int, worker: int) -> list[tuple[str, str]]:
-    """SPEC 2.10: the three LWS variables, first, in this order."""
+    """Upstream's AddLWSVariables: the three LWS variables, first, in this order."""
     return [("LWS_LEADER_ADDRESS", f"{host}.{subdomain}.{NAMESPACE}"),
             ("LWS_GROUP_SIZE", str(size)), ("LWS_WORKER_INDEX", str(worker))]
 
 
 def tpu_env(hosts: list[str], worker_id: int, name: str) -> list[tuple[str, str]]:
-    """SPEC 2.9: appended in this order; one TPU container, so the default port 8476."""
+    """Upstream's tpu.go: appended in this order; one TPU container, so the default port 8476."""
     return [("TPU_WORKER_HOSTNAMES", ",".join(hosts)), ("TPU_WORKER_ID", str(worker_id)),
             ("TPU_NAME", name), ("TPU_PROCESS_ADDRESSES", ",".join(f"{h}:8476" for h in hosts)),
             ("TPU_PROCESS_PORT", "8476")]
@@ -164,7 +164,7 @@ def test_unique_per_replica_subdomain() -> None:
 
 def test_leader_worker_subgroups_with_a_tpu_leader() -> None:
     """Size 4, subgroups of 2 (upstream's "Can deploy lws with subgroupsize set"): the leader
-    and worker 1 are one slice, workers 2 and 3 the other (SPEC 2.6, 2.9 b)."""
+    and worker 1 are one slice, workers 2 and 3 the other (upstream's tpu.go with subgroups)."""
     g = run_group(_variant(subGroupPolicy={"subGroupSize": 2}))
     assert g.worker_template_annotations == {
         P + "size": "4", P + "leader-name": "sample-0", P + "leader-requests-tpus": "true",
@@ -218,8 +218,9 @@ def test_hash_identity_leader_host_name_first() -> None:
 
 
 def test_two_tpu_containers_and_a_tpu_init_container() -> None:
-    """Every TPU container (regular first, then init) is one process (SPEC 2.9 a): ids and
-    ports count through them; the cached leader keeps each container's TPU request."""
+    """Every TPU container (regular first, then init) is one process (upstream's tpu.go, no
+    subgroups): ids and ports count through them; the cached leader keeps each container's TPU
+    request."""
     manifest = _variant(size=2)
     spec = manifest["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     spec["containers"].append({"name": "sidecar", "image": "s:1", "resources": TPU})

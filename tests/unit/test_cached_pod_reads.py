@@ -4,7 +4,8 @@ Every logic function a pass (or the group metrics) calls with cached pods runs h
 built the way production builds them (``tests/unit/as_operated.py``), passed through the pod
 cache's real store and wrapped in ``Watched``, which records each read of a key the cached pod
 lacks and the full pod has, at any depth. Any such read fails the test with its path, e.g.
-``sample-0.spec.containers`` (issue 18: the TPU check read the leader's containers, which the
+``sample-0.spec.containers`` (found running upstream's TPU
+samples: the TPU check read the leader's containers, which the
 cache had dropped). The fix is to add what is read to ``logic.observed.POD_SPEC_SHAPE``.
 
 The worlds cover the states that send the readers down their branches: TPU and non-TPU

@@ -45,7 +45,8 @@ SPEC = "spec"
 LWT = "spec.leaderWorkerTemplate"
 WORKER_POD = f"{LWT}.workerTemplate.spec"
 
-# SPEC 1.10 layer 1, and the list-map keys the structural rules force a default on.
+# The default markers of upstream's leaderworkerset_types.go, and the list-map keys the structural
+# rules force a default on.
 EXPECTED_DEFAULTS: dict[str, Any] = {
     "spec.replicas": 1,
     "spec.startupPolicy": "LeaderCreated",

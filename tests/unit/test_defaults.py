@@ -1,4 +1,4 @@
-"""Defaulting of LeaderWorkerSets (SPEC 1.10 plus the guide-only defaults)."""
+"""Defaulting of LeaderWorkerSets (upstream's Default plus the guide-only defaults)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Hash group identity's pure decisions (guide "Group Identity", "Group Replacement"; SPEC 6.1,
-6.2): the leader Deployment, admission of gated leaders, restart-count transfer, group-ready,
+"""Hash group identity's pure decisions (guide "Group Identity", "Group Replacement"):
+the leader Deployment, admission of gated leaders, restart-count transfer, group-ready,
 retained-group release and the Hash-mode status."""
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ def test_leader_deployment_defaults_the_rollout_like_the_api() -> None:
 ])
 def test_leader_deployment_never_gets_both_zero(unavailable: Any, surge: Any,
                                                 expected: dict[str, Any]) -> None:
-    """A set of 0 replicas may have maxUnavailable and maxSurge both 0 (SPEC 1.11 rule 14), a
-    Deployment may not: the apply failed forever (found by the bad-input fuzzing)."""
+    """A set of 0 replicas may have maxUnavailable and maxSurge both 0 (upstream's ValidateCreate),
+    a Deployment may not: the apply failed forever (found by the bad-input fuzzing)."""
     body = leader_deployment(lws(replicas=0, rolloutStrategy={
         "type": "RollingUpdate", "rollingUpdateConfiguration": {
             "maxUnavailable": unavailable, "maxSurge": surge}}), "r1")

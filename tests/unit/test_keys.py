@@ -1,4 +1,4 @@
-"""Group and subgroup keys, ordinal parsing and subgroup indices (SPEC 2.5, 2.6)."""
+"""Group and subgroup keys, ordinal parsing and subgroup indices (upstream's pod_webhook.go)."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_truncating_division_by_zero_raises() -> None:
         trunc_div(1, 0)
 
 
-# SPEC 2.6's table, one row per (size, subgroup size) with every worker of the group.
+# Upstream's subgroup indices, one row per (size, subgroup size) with every worker of the group.
 @pytest.mark.parametrize(
     ("size", "subgroup_size", "expected"),
     [

@@ -1,4 +1,5 @@
-"""The pod admission mutation end to end (SPEC 2.2-2.10 and the "test defaulting" table of 9.4)."""
+"""The pod admission mutation end to end (upstream's pod_webhook.go and the
+"test defaulting" table of its test/integration/webhooks/pod_test.go)."""
 
 from __future__ import annotations
 
@@ -226,7 +227,7 @@ def test_worker_exact_result() -> None:
     }
 
 
-# --- SPEC 9.4 "test defaulting" -------------------------------------------------------------
+# --- upstream's pod_test.go "test defaulting" --------------------------------------------------
 
 
 def test_not_leaderworkerset_pods_have_no_effect() -> None:
@@ -415,7 +416,7 @@ def test_leader_with_group_and_subgroup_exclusive_placement_gets_both() -> None:
 
 
 def test_same_topology_key_for_group_and_subgroup_adds_only_group_terms() -> None:
-    """Upstream quirk, kept (SPEC 2.7)."""
+    """Upstream quirk, kept (its exclusive affinity, pod_webhook.go)."""
     p = leader(
         L, "4", exclusive_topology="zone", subgroup_size="2", subgroup_exclusive_topology="zone"
     )

@@ -1,5 +1,6 @@
 """Resource quantities compared by value (``logic.quantity``) and the desired-vs-live check that
-uses them (issue 18 item 3: bare-integer and non-canonical quantities re-applied the leader
+uses them (found running upstream's
+samples: bare-integer and non-canonical quantities re-applied the leader
 StatefulSet on every pass)."""
 
 from __future__ import annotations

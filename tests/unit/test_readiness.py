@@ -1,4 +1,5 @@
-"""Readiness and revision helpers shared by rollout, status and startup policy (SPEC 4.7)."""
+"""Readiness and revision helpers shared by rollout, status and startup policy (upstream's
+pod_utils.go)."""
 
 from __future__ import annotations
 

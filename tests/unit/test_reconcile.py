@@ -1,4 +1,5 @@
-"""Revision decisions (SPEC 3.2 steps 3-4) and the "already in place" check of a pass."""
+"""Revision decisions (upstream's Reconcile, leaderworkerset_controller.go) and the "already in
+place" check of a pass."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Each row is a state the end-to-end suites drive a set into (``e2e/controllers``), built as
 production builds it (``tests/unit/reconciler_world.py``), and the writes and Events one pass
-plans for it, in order; a set at rest plans nothing at all (DESIGN: steady state costs zero
-writes).
+plans for it, in order; a set at rest plans nothing at all (docs/architecture.md: steady state
+costs zero requests).
 """
 
 from __future__ import annotations
@@ -213,7 +213,8 @@ def test_a_second_pass_after_the_first_plans_nothing() -> None:
 
 
 def test_the_leader_statefulset_carries_the_rollout() -> None:
-    """An update starts with the partition at the top (SPEC 3.6): no leader replaced yet."""
+    """An update starts with the partition at the top (upstream's rollingUpdateParameters): no
+    leader replaced yet."""
     world = then(at_rest(built_world(manifest(replicas=4))), lambda w: change_lws(w, new_image))
     applied = [a for a in _pass(world).actions if isinstance(a, Apply)]
     assert [a.body["spec"]["updateStrategy"]["rollingUpdate"]["partition"] for a in applied] == [

@@ -1,4 +1,5 @@
-"""Group restart policies (SPEC 4.6): which failures recreate which group."""
+"""Group restart policies (upstream's handleRestartPolicy, pod_controller.go): which failures
+recreate which group."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Revision snapshots and keys (SPEC 1.9, 3.3)."""
+"""Revision snapshots and keys (upstream's revision_utils.go)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Rollout pacing (SPEC 3.6): every trace of SPEC 3.6 "Consequences", the rollout entries of
-SPEC 9.2, the guide's nine-stage table and its combined template-update-and-scale-up rules.
+"""Rollout pacing (upstream's rollingUpdateParameters, leaderworkerset_controller.go): every
+trace it implies, the rollout entries of upstream's
+test/integration/controllers/leaderworkerset_test.go
+(#N: the entry's position in its table), the guide's nine-stage table and its combined
+template-update-and-scale-up rules.
 
 A trace is a table of successive controller passes. Each row gives the group states observed before
 the pass and the leader StatefulSet's (partition, replicas) expected after it, plus the exact event
@@ -10,7 +13,7 @@ Group codes, one character per ordinal of the leader StatefulSet (`[0, stsR)`):
   R = ready and updated, o = ready on an old revision, u = updated but not ready (being created
   or starting on the new revision), - = neither (missing, or old and unready).
 Upstream's integration tests have no StatefulSet controller, so groups above the partition stay
-"o" until a test marks them ready; the traces below use realistic "u" states where the SPEC's
+"o" until a test marks them ready; the traces below use realistic "u" states where upstream's
 numbers do not depend on it, and the integration tests' states where they do.
 """
 
@@ -120,7 +123,7 @@ def _surge(a: int, b: int | None = None, name: str = "test-sample") -> str:
 
 
 TRACES: dict[str, Trace] = {
-    # SPEC 3.6 / 9.2 #27: defaults, R 4: 4 -> 3 -> 2 ... -> 0; a group turning unready again does
+    # #27: defaults, R 4: 4 -> 3 -> 2 ... -> 0; a group turning unready again does
     # not move the partition back up; group 1 ready early does not skip group 2.
     "default-strategy-27": Trace(
         replicas=4,
@@ -135,7 +138,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6: maxUnavailable 2: 4 -> 2 -> 1 (after group 3) -> 0 (after group 2). 9.2 #28.
+    # maxUnavailable 2: 4 -> 2 -> 1 (after group 3) -> 0 (after group 2). #28.
     "max-unavailable-2-28": Trace(
         replicas=4,
         max_unavailable=2,
@@ -148,7 +151,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6: maxUnavailable >= R drops straight to 0 (on the pass after the new revision). #29.
+    # maxUnavailable >= R drops straight to 0 (on the pass after the new revision). #29.
     "max-unavailable-over-replicas-29": Trace(
         replicas=4,
         max_unavailable=10,
@@ -159,7 +162,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6: maxUnavailable 0, maxSurge 1: partition 4, then 3, 2, 1, 0 as groups 4, 3, 2, 1
+    # maxUnavailable 0, maxSurge 1: partition 4, then 3, 2, 1, 0 as groups 4, 3, 2, 1
     # become ready; replicas back to 4 only once every group is ready. #33.
     "max-unavailable-0-surge-1-33": Trace(
         replicas=4,
@@ -178,7 +181,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6: maxSurge 1, R 4: replicas 5, partition 4 then 3; each tail group lowers it by one;
+    # maxSurge 1, R 4: replicas 5, partition 4 then 3; each tail group lowers it by one;
     # replicas drop to 4 after group 1 is ready, before group 0. #34.
     "max-surge-1-34": Trace(
         replicas=4,
@@ -194,7 +197,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6: maxUnavailable 2, maxSurge 2: replicas 6, partition 2; reclaim to 4 once groups 2
+    # maxUnavailable 2, maxSurge 2: replicas 6, partition 2; reclaim to 4 once groups 2
     # and 3 are ready (surge still unready), then partition 0. #35.
     "max-unavailable-2-surge-2-35": Trace(
         replicas=4,
@@ -209,7 +212,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6: maxSurge 4 > R 2 is capped at 2: wantReplicas(2) = 2 + max(0, 2 - 1) = 3, then
+    # maxSurge 4 > R 2 is capped at 2: wantReplicas(2) = 2 + max(0, 2 - 1) = 3, then
     # partition 1. #38.
     "max-surge-over-replicas-38": Trace(
         replicas=2,
@@ -222,7 +225,7 @@ TRACES: dict[str, Trace] = {
             Pass("RR", (0, 2)),
         ),
     ),
-    # SPEC 3.6: maxSurge == R gives 2R - maxUnavailable leader replicas (e2e: R 4, surge 4 -> 7).
+    # maxSurge == R gives 2R - maxUnavailable leader replicas (e2e: R 4, surge 4 -> 7).
     "max-surge-equals-replicas": Trace(
         replicas=4,
         max_surge=4,
@@ -237,7 +240,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6 / #30: template and replicas changed together (4 -> 6): partition 4 = old R,
+    # #30: template and replicas changed together (4 -> 6): partition 4 = old R,
     # replicas 6; the partition holds until ordinals 4 and 5 are ready.
     "template-and-scale-up-30": Trace(
         replicas=4,
@@ -277,7 +280,7 @@ TRACES: dict[str, Trace] = {
             Pass("ooRRR", (0, 5), (_upd(0, 1),)),
         ),
     ),
-    # SPEC 3.6 / #36: R 2 -> 4 with a template change, maxSurge 2: partition 2 = old R; the
+    # #36: R 2 -> 4 with a template change, maxSurge 2: partition 2 = old R; the
     # next pass bursts to 6; replicas come back through 5 and 4 as targets become ready.
     "template-and-scale-up-surge-36": Trace(
         replicas=2,
@@ -292,7 +295,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6 / #31: replicas raised mid-rollout (4 -> 6, no surge): partition kept at 2,
+    # #31: replicas raised mid-rollout (4 -> 6, no surge): partition kept at 2,
     # replicas 6; ready new ordinals 4 and 5 extend the ready tail.
     "scale-up-mid-rollout-31": Trace(
         replicas=4,
@@ -307,7 +310,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRRRR", (0, 6)),
         ),
     ),
-    # SPEC 3.6 / #32: replicas lowered mid-rollout (6 -> 3): replicas 3, partition
+    # #32: replicas lowered mid-rollout (6 -> 3): replicas 3, partition
     # min(5, burst 3) = 3, then 2 on later passes.
     "scale-down-mid-rollout-32": Trace(
         replicas=6,
@@ -323,7 +326,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRR", (0, 3)),
         ),
     ),
-    # SPEC 3.6 / #37: template change with a scale-down (6 -> 3, maxSurge 2): partition
+    # #37: template change with a scale-down (6 -> 3, maxSurge 2): partition
     # min(3, 6) = 3, replicas wantReplicas(3) = 5 ("deleting surge replica test-sample-5"), then 2.
     "template-and-scale-down-surge-37": Trace(
         replicas=6,
@@ -371,7 +374,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6 / #47: R 4, maxUnavailable 2, group 1 already unready: base 2 plus one unavailable
+    # #47: R 4, maxUnavailable 2, group 1 already unready: base 2 plus one unavailable
     # below gives partition 3, not 2.
     "unhealthy-below-window-47": Trace(
         replicas=4,
@@ -386,7 +389,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRR", (0, 4)),
         ),
     ),
-    # SPEC 3.6 / #48: no group ready (R 2): partition 1 right away, 0 once group 1 is ready.
+    # #48: no group ready (R 2): partition 1 right away, 0 once group 1 is ready.
     "no-ready-groups-48": Trace(
         replicas=2,
         passes=(
@@ -396,7 +399,7 @@ TRACES: dict[str, Trace] = {
             Pass("RR", (0, 2)),
         ),
     ),
-    # SPEC 3.6 / #50: lwsP 4 of 6 holds the rollout at 4; lowering it to 2 resumes (case 5).
+    # #50: lwsP 4 of 6 holds the rollout at 4; lowering it to 2 resumes (case 5).
     "lws-partition-holds-lower-ordinals-50": Trace(
         replicas=6,
         lws_partition=4,
@@ -414,7 +417,7 @@ TRACES: dict[str, Trace] = {
             Pass("ooRRRR", (2, 6)),
         ),
     ),
-    # SPEC 3.6 / #51: lwsP with maxSurge: the surge stays until lwsP is 0 and the rollout ends.
+    # #51: lwsP with maxSurge: the surge stays until lwsP is 0 and the rollout ends.
     "lws-partition-with-surge-51": Trace(
         replicas=3,
         max_surge=1,
@@ -749,7 +752,7 @@ def test_leader_sts_max_unavailable(
     assert leader_sts_max_unavailable(replicas, max_unavailable, max_surge) == expected
 
 
-# --- group states from observed objects (SPEC 3.6 "Replica state per ordinal") ---
+# --- group states from observed objects (each ordinal as upstream's rollout reads it) ---
 
 
 def _leader(

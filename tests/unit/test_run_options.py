@@ -1,5 +1,6 @@
 """``lws-operator run`` settings (lws_operator.options): the configuration file, and flags that
-override it only when set explicitly (SPEC 7.2); invalid input exits 2 naming the field."""
+override it only when set explicitly (upstream's cmd/main.go); invalid input exits 2 naming the
+field."""
 
 from __future__ import annotations
 

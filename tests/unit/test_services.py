@@ -1,4 +1,4 @@
-"""Headless Service builders and the subdomain-policy decision (SPEC 3.5)."""
+"""Headless Service builders and the subdomain-policy decision (upstream's controller_utils.go)."""
 
 from __future__ import annotations
 

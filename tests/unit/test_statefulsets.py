@@ -1,4 +1,5 @@
-"""Leader and worker StatefulSet builders (SPEC 3.4, 4.3): exact objects for the typical cases."""
+"""Leader and worker StatefulSet builders (upstream's leaderworkerset_controller.go,
+pod_controller.go): exact objects for the typical cases."""
 
 from __future__ import annotations
 
@@ -529,7 +530,7 @@ def test_worker_sts_topology_and_metadata_come_from_the_live_lws() -> None:
 
 
 def test_old_revision_rebuild_keeps_old_size_and_template() -> None:
-    """SPEC 4.3 / test "Not updated worker gets recreated with old size": size moved 4 -> 2."""
+    """Upstream's test "Not updated worker gets recreated with old size": size moved 4 -> 2."""
     old = make_lws(size=4, network={"subdomainPolicy": "UniquePerReplica"},
                    subGroupPolicy={"subGroupPolicyType": "LeaderWorker", "subGroupSize": 2})
     stored = revision_patch(old)

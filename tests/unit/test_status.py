@@ -1,4 +1,6 @@
-"""Status counters, conditions and their Events (SPEC 3.7; 9.2 entries 5, 13, 15, 16, 23-27, 49-51).
+"""Status counters, conditions and their Events (upstream's updateStatus; entries
+5, 13, 15, 16, 23-27, 49-51 of the table in upstream's
+test/integration/controllers/leaderworkerset_test.go).
 
 Each test builds the observed LWS, leader pods and worker StatefulSets as plain dicts and asserts
 the exact desired status, Events and "update done" flag.
@@ -381,7 +383,7 @@ def test_group_index_that_does_not_parse_fails_the_pass() -> None:
         compute_status(_lws(), "new", _sts(1), [pod], [_worker(0)], T0)
 
 
-# --- counting (SPEC 3.7 step 4) ---
+# --- counting (upstream's updateStatus) ---
 
 
 @pytest.mark.parametrize(
@@ -447,7 +449,7 @@ def test_select_conditions(counts: GroupCounts, replicas: int, expected: tuple[s
     assert select_conditions(counts, replicas) == expected
 
 
-# --- condition merge rules (SPEC 3.7 step 7) ---
+# --- condition merge rules (upstream's updateStatus) ---
 
 
 def test_merge_only_flips_true_exclusive_conditions() -> None:

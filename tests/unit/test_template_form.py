@@ -1,4 +1,4 @@
-"""Revision content compared across JSON renderings (issue 18 item 5): the templates a revision of
+"""Revision content compared across JSON renderings: the templates a revision of
 the upstream Go controller stores, and the live ones, must compare equal exactly when Go would
 decode them into equal objects.
 

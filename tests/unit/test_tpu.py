@@ -1,4 +1,5 @@
-"""TPU detection and TPU environment variables, both algorithms (SPEC 2.9)."""
+"""TPU detection and TPU environment variables, both algorithms (upstream's
+accelerators/tpu.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Validation of LeaderWorkerSets: SPEC 1.11/1.12 messages and paths, and the guide's rules."""
+"""Validation of LeaderWorkerSets: upstream's messages and paths (its webhook), and the guide's
+rules."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        # SPEC 1.11 general rules 1-19.
+        # upstream's general validation rules, in its order.
         (lws(name="Sample"), [("metadata.name", DNS1035_MESSAGE)]),
         (lws(name="1abc"), [("metadata.name", DNS1035_MESSAGE)]),
         (lws(replicas=-1), [("spec.replicas", "replicas must be equal or greater than 0")]),
@@ -342,7 +343,7 @@ def test_ordinal_names_too_long_to_run_are_warned_about(
 
 
 def stored_by_upstream(**spec: Any) -> dict[str, Any]:
-    """A LeaderWorkerSet as upstream's CRD and webhook leave it in etcd (SPEC 1.10): upstream's
+    """A LeaderWorkerSet as upstream's CRD and webhook leave it in etcd (its Default): upstream's
     defaults, none of the guide-only fields; keyword ``t_<field>`` goes into the template."""
     body: dict[str, Any] = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",

@@ -1,4 +1,5 @@
-"""The volcano provider's PodGroup (SPEC 5.1): minMember, minResources, queue, owner."""
+"""The volcano provider's PodGroup (upstream's pkg/schedulerprovider): minMember, minResources,
+queue, owner."""
 
 from __future__ import annotations
 

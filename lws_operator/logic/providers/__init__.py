@@ -12,7 +12,7 @@ implementing ``Provider`` and one line in ``provider_of``.
 * ``native``: ``spec.scheduling`` asks for Kubernetes' own Workload and PodGroup
   (``logic.gang``).
 * ``volcano``: ``--scheduler-provider=volcano``: a volcano PodGroup per group
-  (``logic.volcano``, SPEC 5.1).
+  (``logic.volcano``, upstream's volcano provider (pkg/schedulerprovider)).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Volcano (SPEC 5.1): a volcano PodGroup per leader that is not being deleted, created when
+"""Volcano (upstream's volcano provider (pkg/schedulerprovider)): a volcano PodGroup per leader
+that is not being deleted, created when
 missing, never updated, owned by the leader pod (``logic.volcano``). A failed create is
 recorded on the set (related to the leader) and the pass goes on."""
 

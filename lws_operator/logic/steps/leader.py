@@ -1,7 +1,8 @@
 """The object that owns a set's leader pods, one strategy per group identity.
 
 Ordinal groups (the default) have a leader StatefulSet whose partition and replicas pace the
-rollout (``logic.rollout``, SPEC 3.6); Hash groups have a leader Deployment and admit gated
+rollout (``logic.rollout``, upstream's rollingUpdateParameters (leaderworkerset_controller.go));
+Hash groups have a leader Deployment and admit gated
 leaders as groups are torn down (``logic.hash_groups``). Everything else in a pass is the same
 for both, so the pipeline (``logic.steps.pipeline``) asks the strategy only these questions:
 which object is the owner, what to decide before scheduling (``prepare``), the owner to apply,

@@ -1,6 +1,7 @@
 """One pass over a LeaderWorkerSet, both group identities, as an ordered list of steps.
 
-SPEC 3.2's order, with the pod controller's work folded in (DESIGN: every child event wakes the
+The order of upstream's Reconcile (leaderworkerset_controller.go), with the pod controller's work
+folded in (docs/architecture.md: every child event wakes the
 owning set): failures first (a recreation ends the pass), Parallel termination, the revision,
 the leader owner's rollout or admission (``logic.steps.leader``: a StatefulSet for Ordinal
 groups, a Deployment for Hash groups), the scheduler provider (``logic.providers``), the leader

@@ -1,4 +1,5 @@
-"""Step: the current revision (SPEC 3.2 steps 3-4) in both identity modes: the revision the
+"""Step: the current revision (upstream's Reconcile (leaderworkerset_controller.go)) in both
+identity modes: the revision the
 leader StatefulSet or Deployment carries, created when missing, with its Events. The key, whether
 this pass is a template update, and the set's revisions (the new one included, even when its
 create found it existing before the cache did) go to the later steps."""

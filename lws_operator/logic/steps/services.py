@@ -1,4 +1,5 @@
-"""Step: the headless Services (SPEC 4.2, the guide's subdomain policy): the shared one named
+"""Step: the headless Services (upstream's pod Reconcile (pod_controller.go), the guide's subdomain
+policy): the shared one named
 after the set, or one per replica named after its leader's host name, created when absent. A
 leader being deleted or still gated gets none yet."""
 

@@ -1,4 +1,5 @@
-"""Step: a worker StatefulSet for every leader pod that needs one (SPEC 4.2 steps 10-16).
+"""Step: a worker StatefulSet for every leader pod that needs one (upstream's pod Reconcile
+(pod_controller.go)).
 
 Exclusive placement puts a group's workers in its leader's topology domain, which is a label
 of the leader's node; no cache holds nodes (watching every node would cost more than the one
