@@ -43,7 +43,8 @@ class ControllerOptions:
     list_chunk_size: int = 500
     # How long new-revision pods may stay unschedulable before a rollout is reported stalled.
     stall_grace_seconds: float = 60.0
-    # "volcano": volcano PodGroups for LeaderWorkerSets without spec.scheduling (SPEC 5.1).
+    # "volcano": volcano PodGroups for LeaderWorkerSets without spec.scheduling (upstream's
+    # pkg/schedulerprovider).
     scheduler_provider: str | None = None
 
 

@@ -21,7 +21,7 @@ leader, a group-ready condition, a status) so the next pass does not redo them, 
 can reach the cache after the watch events of later changes by others (the scheduler binding
 the ungated leader, kwok making it Ready) when the process is short of CPU. Stored last, the
 older answer replaced the newer object, no further event came, and the set stayed at one group
-not ready for good (the bad-input fuzzing's stuck Hash sets, issue 11). So an object never
+not ready for good (the bad-input fuzzing's stuck Hash sets). So an object never
 replaces a stored one of the same UID with a newer resourceVersion, as client-go's mutation
 cache decides with its integer resourceVersion comparator. Nor does an object come back once
 its DELETED event has been seen: the answer of a write to it (the create of a worker
@@ -68,8 +68,8 @@ def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     Which kinds are trimmed and what they keep is declared once, in the logic that reads them
     (``logic.observed.CACHED_SPEC_SHAPES``, for pods ``POD_SPEC_SHAPE``): the decisions and
     this cache share the declaration, so they cannot drift apart (the cache once dropped the
-    containers that tell whether a leader requests TPUs, issue 18). The store's kind decides,
-    not the object's ``kind`` field, which a watch event may lack."""
+    containers that tell whether a leader requests TPUs: found running upstream's TPU samples).
+    The store's kind decides, not the object's ``kind`` field, which a watch event may lack."""
     out = dict(obj)
     if isinstance(out.get("spec"), Mapping):
         out["spec"] = observed_spec(kind, out["spec"])

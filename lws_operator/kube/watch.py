@@ -1,6 +1,6 @@
 """The watch layer: kopf watches feed the caches and tell a controller what changed.
 
-kopf is used as the watcher only (DESIGN "Reconciliation model", python-notes 1.2): each
+kopf is used as the watcher only (docs/architecture.md "Watching and caching"): each
 ``@kopf.on.event`` handler stores the object in the cache and calls the controller's
 ``changed(kind, owner)``, with which a controller enqueues the owner (the LeaderWorkerSet
 controller: its work queue). No stateful kopf handler, daemon, timer or index is used, so kopf
