@@ -86,7 +86,7 @@ def deleting(obj: Mapping[str, Any] | None) -> bool:
     return bool(metadata(obj).get("deletionTimestamp"))
 
 
-def _count(value: Any) -> int | None:
+def count_of(value: Any) -> int | None:
     """A non-negative integer field as written: an int, or a string of digits (a field edited
     by hand); None when absent or anything else (a bool is not a count)."""
     if isinstance(value, bool):
@@ -289,7 +289,7 @@ class LeaderWorkerSetView:
     @property
     def max_group_restarts(self) -> int | None:
         """``maxGroupRestarts``; None: no budget (guide "Limit Automatic Group Recreation")."""
-        return _count(self.template.get("maxGroupRestarts"))
+        return count_of(self.template.get("maxGroupRestarts"))
 
     @property
     def restart_backoff(self) -> RestartBackoff | None:
@@ -297,7 +297,7 @@ class LeaderWorkerSetView:
         value = self.template.get("restartBackoff")
         if not isinstance(value, Mapping):
             return None
-        base, cap = _count(value.get("baseSeconds")), _count(value.get("capSeconds"))
+        base, cap = count_of(value.get("baseSeconds")), count_of(value.get("capSeconds"))
         return RestartBackoff(DEFAULT_BACKOFF_BASE_SECONDS if base is None else base,
                               DEFAULT_BACKOFF_CAP_SECONDS if cap is None else cap)
 

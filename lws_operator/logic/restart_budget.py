@@ -51,6 +51,7 @@ from lws_operator.api.constants import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import (
     annotations_of,
+    count_of,
     deleting,
     group_index,
     is_leader,
@@ -67,17 +68,6 @@ REASON_BUDGET_EXCEEDED = "ReplicaRestartBudgetExceeded"
 REASON_BUDGET_AVAILABLE = "RestartBudgetAvailable"
 REASON_RESTART_BACKOFF = "GroupRestartBackoff"
 REASON_GROUP_RECOVERED = "GroupRecovered"
-
-
-def _int(value: Any) -> int | None:
-    """An integer field or label value; None when absent or not an integer."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
 
 
 def count_key(revision: str, group: str) -> str:
@@ -323,7 +313,7 @@ def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, cur
         if not is_leader(leader) or not exhausted(leader):
             continue
         group = _group_of(leader)
-        index = _int(group)
+        index = count_of(group)
         revision = revision_of(leader)
         annotations = annotations_of(leader)
         if str(annotations.get(RECOVER_ANNOTATION, "")).lower() == "true":
