@@ -171,6 +171,21 @@ def test_large_10_10_surge3_force_drain_changes_both_sides() -> None:
     assert step == Step((5, 5), (8, 8))
 
 
+def test_orphan_prevention_drains_everything_once_new_covers_the_floors() -> None:
+    """Prefill goes away (target 0), decode grows with surge 0: at 1,1|0,1 the force drain would
+    zero prefill's old alone; new decode (2) covers decode's floor (2 - 1), so all old goes at
+    once instead of leaving the old decode without its prefill."""
+    assert trace((1, 1), (0, 2), (S1, U1)) == "1,1|0,0 -> 1,1|0,1 -> 0,0|0,2"
+
+
+def test_force_drain_keeps_the_availability_floor() -> None:
+    """An old role already below its floor (decode: old 0 beside new 0, target 2, e.g. scaled
+    down by hand) is planned back at its floor, and orphan prevention keeps prefill's old at 1
+    with it rather than draining both."""
+    step = next_step((1, 2), (1, 0), (2, 0), (1, 2), default_budgets(2))
+    assert step == Step((1, 1), (2, 1))
+
+
 # 9.1 items 23-36: the property tests.
 def test_unavailable_basic_symmetric_4_4() -> None:  # 23
     states = all_steps((4, 4), (4, 4), same(U1, 2))
