@@ -156,3 +156,95 @@ def test_asymmetric_sizes_coordinated_drain() -> None:
         "A:- B:- C:4,3 [simple]",
     ]
     assert rows[6] == "A:- B:- C:4,3 [simple]"
+
+
+def abc_world(a: tuple[int, int], b: tuple[int, int], c: tuple[int, int]) -> Slice:
+    """Upstream's ABC scenario: A and B old (baselines 2,2 each), C newest and the target 4,4."""
+    world = Slice(("prefill", "decode"), "C", {"prefill": 4, "decode": 4},
+                  (RoleBudget(1, 0), RoleBudget(1, 0)))
+    for rev, counts in (("A", a), ("B", b), ("C", c)):
+        for role, replicas in zip(world.roles, counts, strict=True):
+            world.add(rev, role, replicas)
+            if rev != "C":
+                world.lws[f"ds-0-{rev}-{role}"].initial = 2
+    return world
+
+
+def continue_rollout(world: Slice) -> str:
+    """One rollout-path pass without the drained-revision cleanup (upstream's scenario calls the
+    rollout step directly)."""
+    old = world.old()
+    inputs = rollout_inputs(world.roles, old,
+                            {r: x.replicas for r, x in world.new().items()}, world.targets)
+    step = inputs.next_step(world.budgets)
+    assert step is not None
+    names = {role: f"ds-0-C-{role}" for role in world.roles}
+    for up in scale_up_new(inputs.roles, world.roles, inputs.current_new, step.new, names):
+        world.lws[up.name].replicas = up.to
+    for down in scale_down_old(old, inputs.roles, inputs.budget(step)):
+        world.lws[down.name].replicas = down.to
+    return world.row("ABC")
+
+
+# 134-136: TestReconcileRollingUpdateABCScenario, the planner and drain part of each pass.
+def test_abc_first_step_scales_up_c_without_drain() -> None:
+    assert continue_rollout(abc_world((2, 2), (2, 2), (0, 0))) == "A:2,2 B:2,2 C:1,1"
+
+
+def test_abc_c_scales_up_while_b_stays() -> None:
+    assert continue_rollout(abc_world((0, 0), (2, 2), (2, 2))) == "A:0,0 B:2,2 C:3,3"
+
+
+def test_abc_drains_newest_old_workload_first() -> None:
+    assert continue_rollout(abc_world((2, 2), (2, 2), (2, 2))) == "A:2,2 B:1,1 C:2,2"
+
+
+def test_pause_mid_rollout_drains_everything() -> None:
+    """All static roles set to 0 mid-rollout: the new side is at its target (0), so the final
+    drain takes old to 0 at once; the next pass deletes it and the simple path pauses the new
+    revision too."""
+    world = Slice(("prefill", "decode"), "C", {"prefill": 3, "decode": 3},
+                  (RoleBudget(1, 0), RoleBudget(1, 0)))
+    world.add("A", "prefill", 3)
+    world.add("A", "decode", 3)
+    assert run(world, 3)[-1] == "A:2,2 B:- C:1,1 [step 2,2|1,1]"
+    world.targets = {"prefill": 0, "decode": 0}
+    assert run(world, 2) == ["A:0,0 B:- C:1,1 [step 0,0|1,1]", "A:- B:- C:0,0 [simple]"]
+
+
+def test_replica_edit_mid_rollout_keeps_the_baseline() -> None:
+    """Targets raised mid-rollout: the old baseline (the initial-replicas snapshot) stays, the
+    new side paces toward the new targets, and no old role ever drains alone."""
+    world = Slice(("prefill", "decode"), "C", {"prefill": 2, "decode": 2},
+                  (RoleBudget(1, 0), RoleBudget(1, 0)))
+    world.add("A", "prefill", 2)
+    world.add("A", "decode", 2)
+    assert run(world, 2)[-1] == "A:2,2 B:- C:1,1 [step 2,2|1,1]"
+    world.targets = {"prefill": 4, "decode": 3}
+    rows = run(world, 8)
+    assert rows == [
+        "A:2,2 B:- C:2,2 [step 2,2|2,2]",
+        # decode's next batch would pass 3 + 1: the force drain takes one old decode with it
+        "A:2,1 B:- C:3,3 [step 2,1|3,3]",
+        "A:1,1 B:- C:3,3 [step 1,1|3,3]",
+        "A:1,1 B:- C:4,3 [step 1,1|4,3]",
+        "A:0,0 B:- C:4,3 [step 0,0|4,3]",
+        "A:- B:- C:4,3 [simple]",
+        "A:- B:- C:4,3 [simple]",
+        "A:- B:- C:4,3 [simple]",
+    ]
+
+
+def test_revert_mid_rollout_makes_the_old_revision_new_again() -> None:
+    """A -> B reverted to A mid-rollout: A's LeaderWorkerSets are the target again (no start
+    step, no snapshot on B), so B's baseline is its own shrinking replicas; A grows back first,
+    then B drains whole."""
+    world = Slice(("prefill", "decode"), "B", {"prefill": 3, "decode": 3},
+                  (RoleBudget(1, 0), RoleBudget(1, 0)))
+    world.add("A", "prefill", 3)
+    world.add("A", "decode", 3)
+    assert run(world, 3)[-1] == "A:2,2 B:1,1 C:- [step 2,2|1,1]"
+    world.target_revision = "A"
+    assert run(world, 3) == ["A:3,3 B:1,1 C:- [step 1,1|3,3]",
+                             "A:3,3 B:0,0 C:- [step 0,0|3,3]",
+                             "A:3,3 B:- C:- [simple]"]
