@@ -159,6 +159,21 @@ def test_worked_trace(initial: tuple[int, ...], target: tuple[int, ...],
 
 
 # 3.9 (a)/(c): the single steps the traces explain, each from its state.
+def test_medium_6_2_step_2_reasons() -> None:
+    """3.9(a) row 2, at 6,2|1,1 with T = 6: the next new batch (2,1) breaks prefill's surge
+    (6 + 2 > 7), so the proportional drain (kOld 1: 5,2) runs, above the floor (5,1)."""
+    assert total_steps((6, 2), (6, 2), default_budgets(2)) == 6
+    assert next_new((1, 1), (6, 2), 6) == (2, 1)
+    assert next_old((6, 2), (6, 2), 6) == (5, 2)
+    assert next_step((6, 2), (6, 2), (1, 1), (6, 2), default_budgets(2)) == Step((5, 2), (1, 1))
+
+
+def test_medium_6_2_step_3_reasons() -> None:
+    """Row 3, at 5,2|1,1: idxNew (1, 3), so kNew 2 gives (2, 1), within surge: scale-up."""
+    assert next_new((1, 1), (6, 2), 6) == (2, 1)
+    assert next_step((6, 2), (5, 2), (1, 1), (6, 2), default_budgets(2)) == Step((5, 2), (2, 1))
+
+
 def test_medium_6_2_prop_drain_keeps_availability_floor() -> None:
     """At 4,2|3,1 the next new batch (4,2) breaks surge (4+4 > 7); the proportional drain goes to
     kOld 3: 3,1 (the floor is also 3,1)."""
