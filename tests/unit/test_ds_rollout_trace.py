@@ -13,11 +13,13 @@ its target.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from lws_operator.logic.disaggregated.drain import OldLws, OldRevision, scale_down_old
 from lws_operator.logic.disaggregated.planner import RoleBudget
+from lws_operator.logic.disaggregated.rollout_config import role_budget
 from lws_operator.logic.disaggregated.rollout_inputs import rollout_inputs, spec_old_total
 from lws_operator.logic.disaggregated.scale_up import scale_up_new
 
@@ -41,6 +43,9 @@ class Slice:
     budgets: tuple[RoleBudget, ...]
     lws: dict[str, Lws] = field(default_factory=dict)
     clock: int = 0
+    # upstream takes the rollout path only while old replicas of *spec* roles remain; True
+    # counts every old role (the fix for stranded removed roles, see the rename tests below)
+    count_removed_roles: bool = False
 
     def add(self, revision: str, role: str, replicas: int) -> None:
         self.clock += 1
@@ -67,7 +72,9 @@ class Slice:
                 for m in revision.members:
                     del self.lws[m.name]
         old = self.old()
-        if not old or spec_old_total(self.roles, old) == 0:
+        counted = ({m.role for r in old for m in r.members} if self.count_removed_roles
+                   else set(self.roles))
+        if not old or spec_old_total(counted, old) == 0:
             for role in self.roles:
                 name = f"ds-0-{self.target_revision}-{role}"
                 if name in self.lws:
@@ -83,7 +90,8 @@ class Slice:
             return "start"
         inputs = rollout_inputs(self.roles, old, {r: x.replicas for r, x in self.new().items()},
                                 self.targets)
-        step = inputs.next_step(self.budgets)
+        removed = len(inputs.roles) - len(self.roles)
+        step = inputs.next_step((*self.budgets, *(role_budget(None, 0),) * removed))
         if step is None:
             return "complete"
         names = {role: f"ds-0-{self.target_revision}-{role}" for role in self.roles}
@@ -248,3 +256,55 @@ def test_revert_mid_rollout_makes_the_old_revision_new_again() -> None:
     assert run(world, 3) == ["A:3,3 B:1,1 C:- [step 1,1|3,3]",
                              "A:3,3 B:0,0 C:- [step 0,0|3,3]",
                              "A:3,3 B:- C:- [simple]"]
+
+
+def test_full_rename_strands_the_old_revision_under_upstreams_routing() -> None:
+    """Every role renamed (prefill/decode -> p/d): no old replica belongs to a spec role, so
+    upstream's routing takes the simple path, the new roles jump to target and the old revision
+    keeps serving forever (the stranded-removed-roles gap). Counting every old role instead,
+    the planner rolls it like any add + remove: the new roles grow in surge batches beside the
+    old pair (a removed role's target is 0, so no surge bound ties the two sides), then the old
+    pair drains together."""
+    def world(count_removed_roles: bool) -> Slice:
+        w = Slice(("p", "d"), "B", {"p": 2, "d": 2}, (RoleBudget(1, 0), RoleBudget(1, 0)),
+                  count_removed_roles=count_removed_roles)
+        w.add("A", "prefill", 2)
+        w.add("A", "decode", 2)
+        return w
+
+    stranded = world(False)
+    run(stranded, 3)
+    assert {n: x.replicas for n, x in stranded.lws.items()} == {
+        "ds-0-A-prefill": 2, "ds-0-A-decode": 2, "ds-0-B-p": 2, "ds-0-B-d": 2}
+
+    fixed = world(True)
+    states = []
+    for _ in range(8):
+        fixed.reconcile()
+        states.append(",".join(str(fixed.lws[n].replicas) if n in fixed.lws else "-" for n in (
+            "ds-0-A-prefill", "ds-0-A-decode", "ds-0-B-p", "ds-0-B-d")))
+    assert states == ["2,2,0,0", "2,2,1,1", "2,2,2,2", "0,0,2,2", "-,-,2,2", "-,-,2,2",
+                      "-,-,2,2", "-,-,2,2"]
+
+
+def test_random_multi_revision_rollouts_converge_without_a_lone_role() -> None:
+    """Seeded random slices: 1-3 old revisions over 2-4 of five role names (so roles are added,
+    removed and renamed), random sizes, targets and budgets. Counting every old role, each one
+    ends with only the target revision, at its targets, and no pass ever leaves an old revision
+    with one role at 0 beside a live sibling (checked by ``run`` after every pass)."""
+    rng = random.Random(20)
+    budgets = (RoleBudget(1, 0), RoleBudget(2, 0), RoleBudget(0, 1), RoleBudget(1, 1),
+               RoleBudget(0, 2))
+    names = ("r0", "r1", "r2", "r3", "r4")
+    for _ in range(300):
+        spec = tuple(rng.sample(names, rng.randint(2, 4)))
+        targets = {r: rng.randint(0, 5) for r in spec}
+        world = Slice(spec, "Z", targets, tuple(rng.choice(budgets) for _ in spec),
+                      count_removed_roles=True)
+        for rev in "ABC"[:rng.randint(1, 3)]:
+            for role in rng.sample(names, rng.randint(2, 4)):
+                world.add(rev, role, rng.randint(1, 5))
+        start = {n: x.replicas for n, x in world.lws.items()}
+        rows = run(world, 80)
+        assert {(x.revision, x.role, x.replicas) for x in world.lws.values()} == {
+            ("Z", r, t) for r, t in targets.items()}, (spec, targets, start, rows[-3:])
