@@ -12,6 +12,8 @@ from lws_operator.logic.disaggregated.children import (
     build_lws,
     build_scaler,
     build_service,
+    live_spec_patch,
+    not_controlled_message,
     owner_reference,
     scaler_selector,
 )
@@ -195,3 +197,23 @@ def test_scaler_selector_matches_leaders_of_every_revision() -> None:
     assert scaler_selector("test-hpa", "prefill") == (
         "disaggregatedset.x-k8s.io/name=test-hpa,disaggregatedset.x-k8s.io/role=prefill,"
         "leaderworkerset.sigs.k8s.io/worker-index=0")
+
+
+def test_not_controlled_message() -> None:
+    assert not_controlled_message("d-0-r-p", "d", "adopt") == (
+        "LeaderWorkerSet d-0-r-p exists but is not controlled by DisaggregatedSet d; "
+        "refusing to adopt it")
+
+
+def test_live_spec_patch_follows_group_replacement() -> None:
+    lws = child("prefill", "r")
+    assert live_spec_patch(role("prefill"), lws) is None
+    assert live_spec_patch(role("prefill", groupReplacementPolicy="PostTermination"),
+                           lws) is None
+    assert live_spec_patch(role("prefill", groupReplacementPolicy="Immediate"), lws) == {
+        "spec": {"groupReplacementPolicy": "Immediate"}}
+    immediate = child("prefill", "r", spec={"groupReplacementPolicy": "Immediate"})
+    assert live_spec_patch(role("prefill", groupReplacementPolicy="Immediate"),
+                           immediate) is None
+    assert live_spec_patch(role("prefill"), immediate) == {
+        "spec": {"groupReplacementPolicy": "PostTermination"}}

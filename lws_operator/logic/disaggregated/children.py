@@ -46,6 +46,8 @@ from lws_operator.logic.disaggregated.names import (
 from lws_operator.logic.disaggregated.placement import placement_affinity
 
 DS = Mapping[str, Any] | DisaggregatedSetView
+# The LeaderWorkerSet's ``groupReplacementPolicy`` when absent (the guide's Group Replacement).
+_DEFAULT_REPLACEMENT = "PostTermination"
 
 
 def owner_reference(ds: DS, block_owner_deletion: bool = False) -> dict[str, Any]:
@@ -174,3 +176,29 @@ def build_scaler(ds: DS, role: RoleView | Mapping[str, Any] | str, seed: int) ->
         },
         "spec": {"replicas": seed},
     }
+
+
+def not_controlled_message(lws: str, ds: str, verb: str) -> str:
+    """The error of a write refused because another owner controls the LeaderWorkerSet at a
+    child's name (``verb`` is ``adopt`` on create, ``scale`` on a replica patch): the pass fails
+    and is retried, since the foreign object's events never wake this set."""
+    return (f"LeaderWorkerSet {lws} exists but is not controlled by DisaggregatedSet {ds}; "
+            f"refusing to {verb} it")
+
+
+def live_spec_patch(role: RoleView | Mapping[str, Any],
+                    lws: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch that brings an existing child's live settings to the role's, or None.
+
+    The guide: ``groupReplacementPolicy`` "is a live setting, not part of the LeaderWorkerSet
+    revision, so switching it takes effect on the next reconcile without rolling any group".
+    Upstream's controller never updates a child's spec but for its replicas, so a role's switch
+    would never reach its running children; patching this one field in place honours the guide.
+    Values are compared as the LeaderWorkerSet reads them (absent is ``PostTermination``). The
+    other fields outside the revision (startup policy, network configuration, role metadata)
+    keep upstream's behaviour and reach a child only when it is created."""
+    wanted = _role_view(role).spec.get("groupReplacementPolicy") or _DEFAULT_REPLACEMENT
+    spec = lws.get("spec")
+    have = (spec.get("groupReplacementPolicy") if isinstance(spec, Mapping) else None) \
+        or _DEFAULT_REPLACEMENT
+    return None if wanted == have else {"spec": {"groupReplacementPolicy": wanted}}

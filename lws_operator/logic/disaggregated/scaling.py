@@ -84,33 +84,36 @@ def plan_scalers(ds: Obj | DisaggregatedSetView, scalers: Iterable[ScalerLike]) 
     name label narrows the owned ones, the name finds a foreign one in the way).
 
     Owned means a controller ownerReference to the set's UID; the role is the owned scaler's role
-    label. A role is bound to its owned scaler; an External role without one gets
-    ``<ds>-<role>`` created, unless a scaler the set does not control holds that name."""
+    label. A role is bound to its owned scaler; an External role without one adopts an owned
+    scaler holding its name ``<ds>-<role>`` (whatever its label says), or gets one created, unless
+    a scaler the set does not control holds that name. The owned scalers left unbound whose role
+    is not External are deleted (the role turned Static, or is gone)."""
     view = DisaggregatedSetView.of(ds)
     external = [role.name for role in view.roles if role.external]
     known = [_scaler(s) for s in scalers]
     mine = [s for s in known if controlled_by(s.raw, view.uid)]
     bound: dict[str, RoleScalerView] = {}
-    delete = []
     for scaler in mine:
         if scaler.role in external and scaler.role not in bound:
             bound[scaler.role] = scaler
-        elif scaler.role not in external:
-            delete.append(scaler)
     names = {s.name for s in known}
     create, conflicts = [], []
     for role in external:
         if role in bound:
             continue
         name = scaler_name(view.name, role)
-        owned_at_name = next((s for s in mine if s.name == name), None)
+        taken = {id(s.raw) for s in bound.values()}
+        owned_at_name = next((s for s in mine if s.name == name and id(s.raw) not in taken),
+                             None)
         if owned_at_name is not None:
-            bound[role] = owned_at_name  # adopted: ours, even with a stale role label
+            bound[role] = owned_at_name
         elif name in names:
             conflicts.append(role)
         else:
             create.append(role)
-    return ScalerPlan(bound, tuple(delete), tuple(create), tuple(conflicts))
+    taken = {id(s.raw) for s in bound.values()}
+    delete = tuple(s for s in mine if id(s.raw) not in taken and s.role not in external)
+    return ScalerPlan(bound, delete, tuple(create), tuple(conflicts))
 
 
 def scaler_status(ds: Obj | DisaggregatedSetView, role: str, scaler: ScalerLike, groups: int,
