@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from lws_operator.api.defaults import apply_defaults
+from lws_operator.api.validation import validate_create
 from lws_operator.logic.disaggregated.children import (
     build_lws,
     build_scaler,
@@ -217,3 +219,38 @@ def test_live_spec_patch_follows_group_replacement() -> None:
                            immediate) is None
     assert live_spec_patch(role("prefill"), immediate) == {
         "spec": {"groupReplacementPolicy": "PostTermination"}}
+
+
+def three_role_set() -> dict[str, Any]:
+    """A three-role set shaped like upstream's 3-role sample: role metadata labels ``app:
+    <role>`` on the object and the worker template, per-role surge, slices and a policy."""
+    roles = []
+    for name, replicas, size in (("prefill", 4, 2), ("decode", 2, 1), ("encode", 2, 1)):
+        body = role(name, replicas=replicas, size=size, image="registry.k8s.io/pause:3.9",
+                    rolloutStrategy={"rollingUpdateConfiguration": {"maxSurge": 1,
+                                                                    "maxUnavailable": 0}})
+        labels = {"app": name, "component": "disaggregation"}
+        body["metadata"] = {"labels": dict(labels)}
+        body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"] = {
+            "labels": dict(labels)}
+        roles.append(body)
+    return ds(*roles, name="disaggregatedset-3role-sample", slices=2,
+              placement={"type": "ExclusiveSlice", "topology": "kubernetes.io/hostname"})
+
+
+def test_every_child_is_a_valid_leaderworkerset() -> None:
+    """What the builder makes passes our LeaderWorkerSet admission (defaulting, then every
+    create rule): a child the webhook refused would fail every pass."""
+    owner = three_role_set()
+    for slice_index in range(2):
+        for spec_role in owner["spec"]["roles"]:
+            lws = build_lws(owner, spec_role, slice_index, "a1b2c3d4", spec_role["spec"][
+                "replicas"])
+            assert validate_create(apply_defaults(lws)) == []
+            worker_labels = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"][
+                "labels"]
+            # The user's app label is overwritten by the system one, on the object and pods.
+            expected_app = f"disaggregatedset-3role-sample-{slice_index}-{spec_role['name']}"
+            assert worker_labels["app"] == expected_app
+            assert lws["metadata"]["labels"]["app"] == expected_app
+            assert worker_labels["component"] == "disaggregation"

@@ -23,6 +23,7 @@ from lws_operator.logic.disaggregated.slices import (
     lws_replicas,
     owned,
     parse_initial_replicas,
+    replica_totals,
     set_initial_replicas,
     slice_index_of,
     slice_label_matches,
@@ -218,3 +219,9 @@ def test_legacy_migrations() -> None:
     # A slice-labelled object at the legacy name is not legacy.
     labelled = child("prefill", "rev", 0, name="my-ds-rev-prefill")
     assert legacy_migrations(owner, "rev", [labelled]) == []
+
+
+def test_replica_totals() -> None:
+    assert replica_totals([]) == {}
+    assert replica_totals([child("prefill", "a", replicas=2), child("prefill", "b", replicas=None),
+                           child("decode", "a", replicas=0)]) == {"prefill": 3, "decode": 0}

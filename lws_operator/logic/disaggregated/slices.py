@@ -251,3 +251,13 @@ def legacy_migrations(ds: Obj | DisaggregatedSetView, rev: str,
         if lws is not None and is_legacy(lws):
             out.append((service_name(name), name))
     return out
+
+
+def replica_totals(lws_objects: Iterable[Obj]) -> dict[str, int]:
+    """Σ ``spec.replicas`` (absent is 1) per role label: the planner's ``currentOld`` over the
+    old children, or a role's running groups."""
+    out: dict[str, int] = {}
+    for lws in lws_objects:
+        role = role_of(lws)
+        out[role] = out.get(role, 0) + lws_replicas(lws)
+    return out
