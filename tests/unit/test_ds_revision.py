@@ -257,3 +257,26 @@ def test_children_without_a_revision_label_are_not_a_revision() -> None:
     owner = ds()
     children = go_children(owner, rev="")
     assert adopted_revision(owner, children) is None
+
+
+def test_key_order_does_not_matter() -> None:
+    prefill = role("prefill")
+    template = prefill["spec"]["leaderWorkerTemplate"]
+    reordered = {"name": "prefill", "spec": {"leaderWorkerTemplate": dict(
+        reversed(list(template.items())))}}
+    assert compute_revision(ds(reordered, role("decode"))) == compute_revision(
+        ds(prefill, role("decode")))
+
+
+def test_a_default_materialised_later_rolls_nothing() -> None:
+    """A stored role that gains a default value on read (a newer schema, or our webhook's
+    defaults spelled out by a user) hashes differently, yet its running children still match
+    it: the set keeps its revision instead of rolling every group."""
+    owner = ds()
+    ours = compute_revision(owner)
+    children = go_children(owner, rev=ours)
+    defaulted = copy.deepcopy(owner)
+    for spec_role in defaulted["spec"]["roles"]:
+        spec_role["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "RecreateGroupOnPodRestart"
+    assert compute_revision(defaulted) != ours
+    assert target_revision(defaulted, children) == ours
