@@ -21,6 +21,7 @@ from lws_operator.api.disaggregated import (
     SCALER_KIND,
     SLICE_LABEL,
 )
+from lws_operator.logic.disaggregated import children
 from lws_operator.logic.disaggregated.names import legacy_lws_name, lws_name, service_name
 from lws_operator.logic.disaggregated.revision import compute_revision
 from tests.unit.ds_world import (
@@ -493,18 +494,24 @@ def test_partly_created_new_revision_is_completed() -> None:
 
 
 def test_foreign_service_with_the_label_is_never_deleted() -> None:
-    """Upstream quirk fixed: a Service carrying the set's name label but not controlled by it
-    (hand-made) survives the drained-service cleanup."""
+    """Upstream quirk fixed: Services carrying the set's name label that the set does not
+    control (one hand-made, one left by a deleted namesake of the set) survive the
+    drained-service cleanup."""
     world, rev = world_of(role("prefill", 1), role("decode", 1))
+    labels = {NAME_LABEL: DS_NAME, REVISION_LABEL: OLD_A, SLICE_LABEL: "0"}
     world.put("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
-        "name": "hand-made", "labels": {NAME_LABEL: DS_NAME, REVISION_LABEL: OLD_A,
-                                        SLICE_LABEL: "0"}},
+        "name": "hand-made", "labels": labels}, "spec": {"clusterIP": "None"}})
+    world.put("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "predecessor", "labels": labels, "ownerReferences": [{
+            "apiVersion": "disaggregatedset.x-k8s.io/v1", "kind": "DisaggregatedSet",
+            "name": DS_NAME, "uid": "predecessor-uid", "controller": True}]},
         "spec": {"clusterIP": "None"}})
     world.reconcile()
     world.ready()
     world.reconcile()
     assert set(world.objects("Service")) == {
-        "hand-made", service_name(name(rev, "prefill")), service_name(name(rev, "decode"))}
+        "hand-made", "predecessor", service_name(name(rev, "prefill")),
+        service_name(name(rev, "decode"))}
 
 
 def test_services_follow_the_ready_target_and_rest() -> None:
@@ -581,4 +588,32 @@ def test_scaler_drives_the_role_and_reports_status() -> None:
     assert status["observedGeneration"] == 2
     assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
         ("Ready", "True", "Bound")]
+    at_rest(world)
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["slice-aware", "legacy"])
+def test_set_made_by_the_upstream_controller_is_taken_over_without_a_rollout(
+        legacy: bool) -> None:
+    """A set the Go controller made: its children carry upstream's revision hash, which ours
+    does not reproduce, but hold the spec's templates role for role. That revision is adopted
+    as the target (names kept, nothing created or scaled, no rollout started); only the
+    status and, once ready, the Services are written, and then the set rests."""
+    ds = disaggregated_set(role("prefill", 2), role("decode", 1))
+    world = new_world(ds)
+    upstream = "58f79fdb"
+    for spec_role in ds["spec"]["roles"]:
+        child = children.build_lws(ds, spec_role, 0, upstream, spec_role["spec"]["replicas"])
+        if legacy:
+            child["metadata"]["name"] = legacy_lws_name(DS_NAME, upstream, spec_role["name"])
+            del child["metadata"]["labels"][SLICE_LABEL]
+        world.put("LeaderWorkerSet", child)
+    world.ready()
+    names_before = set(world.lws())
+    first = world.reconcile()
+    assert first.error is None
+    assert [line for line in first.lines if not line.startswith(("status ", "create Service"))] \
+        == [], first.lines
+    assert set(world.lws()) == names_before
+    assert world.by_revision(PD) == {upstream: (2, 1)}
+    assert _conditions(world) == {"Available": "True"}
     at_rest(world)
