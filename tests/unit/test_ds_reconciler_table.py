@@ -617,3 +617,76 @@ def test_set_made_by_the_upstream_controller_is_taken_over_without_a_rollout(
     assert world.by_revision(PD) == {upstream: (2, 1)}
     assert _conditions(world) == {"Available": "True"}
     at_rest(world)
+
+
+def _roll(world: DsWorld, roles: tuple[str, ...],
+          passes: int = 40) -> list[dict[str, tuple[int, ...]]]:
+    """Passes until nothing changes, every child ready in between; after each, no revision
+    has a role at 0 while another of its roles serves (the guarantee a coordinated rollout
+    keeps). The states seen, in order."""
+    states: list[dict[str, tuple[int, ...]]] = []
+    for _ in range(passes):
+        done = world.reconcile()
+        assert done.error is None, done.error
+        world.ready()
+        state = world.by_revision(roles)
+        for rev, counts in state.items():
+            present = [c for r, c in zip(roles, counts, strict=True)
+                       if name(rev, r) in world.lws()]
+            assert not (0 in present and any(present)), (rev, state)
+        if states and states[-1] == state and not done.lines:
+            return states
+        states.append(state)
+    raise AssertionError(f"no rest after {passes} passes: {states[-3:]}")
+
+
+def test_removing_a_role_drains_it_with_its_revision() -> None:
+    """Remove encode from 4/6/2 (upstream's e2e "Remove role with progressive rolling
+    update"): the removed role drains with the other roles of its revision, intermediate
+    states are seen, and only the remaining roles run at the end."""
+    roles = ("prefill", "decode", "encode")
+    world, rev = world_of(role("prefill", 4), role("decode", 6), role("encode", 2))
+    world.reconcile()
+    world.ready()
+    world.edit(lambda ds: ds["spec"]["roles"].pop())
+    rev2 = compute_revision(world.ds)
+    states = _roll(world, roles)
+    assert states[-1] == {rev2: (4, 6, 0)}
+    assert any(s.get(rev, (0, 0, 0))[2] > 0 and rev2 in s for s in states)
+    assert len(states) > 3  # progressive, not one brutal step
+    assert [s["name"] for s in world.ds["status"]["roleStatuses"]] == ["prefill", "decode"]
+
+
+def test_adding_a_role_rolls_every_role_progressively() -> None:
+    """Add encode 2 to prefill 4 / decode 6 (upstream's e2e "Add role with progressive rolling
+    update"): the new revision grows all three roles while the old one drains."""
+    roles = ("prefill", "decode", "encode")
+    world, rev = world_of(role("prefill", 4), role("decode", 6))
+    world.reconcile()
+    world.ready()
+    world.edit(lambda ds: ds["spec"]["roles"].append(role("encode", 2)))
+    rev2 = compute_revision(world.ds)
+    states = _roll(world, roles)
+    assert states[-1] == {rev2: (4, 6, 2)}
+    assert any(rev in s and sum(s[rev]) not in (0, 10) for s in states)  # old drained gradually
+    del rev
+
+
+def test_slices_roll_independently_to_the_same_target() -> None:
+    """Two slices each run their own rollout; both end at the new revision with their own
+    Services."""
+    world, rev = world_of(role("prefill", 2), role("decode", 1), slices=2)
+    world.reconcile()
+    world.ready()
+
+    def new_image(ds: dict[str, Any]) -> None:
+        ds["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+            "containers"][0]["image"] = "app:2"
+
+    world.edit(new_image)
+    rev2 = compute_revision(world.ds)
+    _roll(world, PD)
+    assert set(world.lws()) == {name(rev2, r, k) for r in PD for k in (0, 1)}
+    assert set(world.objects("Service")) == {service_name(name(rev2, r, k))
+                                             for r in PD for k in (0, 1)}
+    del rev
