@@ -690,3 +690,22 @@ def test_slices_roll_independently_to_the_same_target() -> None:
     assert set(world.objects("Service")) == {service_name(name(rev2, r, k))
                                              for r in PD for k in (0, 1)}
     del rev
+
+
+def test_group_replacement_policy_reaches_running_children_without_a_rollout() -> None:
+    """The guide: groupReplacementPolicy is a live setting that "takes effect on the next
+    reconcile without rolling any group"; a role's switch is patched onto its running child
+    (upstream never updates a child but its replicas), the revision stays."""
+    world, rev = world_of(role("prefill", 1), role("decode", 1))
+    world.reconcile()
+    world.ready()
+    world.reconcile()
+
+    world.edit(lambda ds: ds["spec"]["roles"][1]["spec"].update(
+        groupReplacementPolicy="Immediate"))
+    assert compute_revision(world.ds) == rev
+    done = world.reconcile()
+    assert done.writes()[0] == f"patch LeaderWorkerSet {name(rev, 'decode')}"
+    assert world.lws()[name(rev, "decode")]["spec"]["groupReplacementPolicy"] == "Immediate"
+    assert set(world.lws()) == {name(rev, r) for r in PD}
+    at_rest(world)
