@@ -709,3 +709,20 @@ def test_group_replacement_policy_reaches_running_children_without_a_rollout() -
     assert world.lws()[name(rev, "decode")]["spec"]["groupReplacementPolicy"] == "Immediate"
     assert set(world.lws()) == {name(rev, r) for r in PD}
     at_rest(world)
+
+
+def test_a_namesake_created_since_the_cache_saw_a_child_is_not_scaled() -> None:
+    """The scale of a child names its UID: when another object took its name after the cache
+    saw it (another owner's, not yet in the cache), the API server refuses the patch and the
+    pass fails with upstream's "refusing to scale it" error; the namesake keeps its replicas."""
+    world, rev = world_of(role("prefill", 3), role("decode", 1))
+    new_children(world, rev, (1, 1))
+    replaced = world.lws()[name(rev, "prefill")]
+    foreign = {**replaced, "metadata": {**replaced["metadata"], "uid": "someone-elses",
+                                        "ownerReferences": []}}
+    world.server[("LeaderWorkerSet", name(rev, "prefill"))] = foreign  # the cache lags
+    done = world.reconcile()
+    assert done.error == (
+        f"slice 0: LeaderWorkerSet {name(rev, 'prefill')} exists but is not controlled by "
+        f"DisaggregatedSet {DS_NAME}; refusing to scale it")
+    assert world.replicas()[name(rev, "prefill")] == 1

@@ -140,14 +140,19 @@ def _delete(target: Target, obj: Child, events: tuple[Event, ...] = (),
                       not_found=Then.SKIP, conflict=Then.SKIP)))
 
 
-def scale(obs: DsObserved, lws: Child, replicas: int, events: tuple[Event, ...] = (),
-          policy: Policy | None = None) -> Patch:
-    """Set a child's ``spec.replicas`` (a merge patch naming its UID, so a namesake created
-    since is refused with a 409)."""
-    return Patch(lws_target(obs.ds.namespace), name_of(lws),
+def scale(obs: DsObserved, k: int, lws: Child, replicas: int,
+          events: tuple[Event, ...] = ()) -> Patch:
+    """Set a child's ``spec.replicas`` in slice ``k``: a merge patch naming the child's UID, so
+    that another object at its name (a namesake created since the cache saw it) is refused
+    with a 409, which becomes upstream's "refusing to scale it" error; a child gone meanwhile
+    is nothing to do (its watch event brings the next pass)."""
+    name = name_of(lws)
+    return Patch(lws_target(obs.ds.namespace), name,
                  {"metadata": {"uid": _uid(lws)}, "spec": {"replicas": replicas}},
-                 common=Common(events=events, policy=policy or Policy(
-                     not_found=Then.SKIP, conflict=Then.SKIP)))
+                 common=Common(events=events, policy=Policy(
+                     not_found=Then.SKIP, conflict=Then.COLLECT, collect=True,
+                     reason_prefix=f"slice {k}: ",
+                     conflict_reason=not_controlled_message(name, obs.ds.name, "scale"))))
 
 
 # ------------------------------------------------------------------------------ revision
@@ -314,7 +319,7 @@ def _simple(obs: DsObserved, k: int, live: Sequence[Child]) -> Plan:
             actions.append(_create_lws(obs, k, role, desired))
         else:
             if slices.lws_replicas(existing) != desired:
-                actions.append(scale(obs, existing, desired, policy=_slice_policy(k)))
+                actions.append(scale(obs, k, existing, desired))
             actions += _live_settings(obs, k, role, existing)
     return Plan(tuple(actions))
 
@@ -387,8 +392,8 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
             lws = new[role_name]
             note = (f"Scaling up {role_name} LWS {name_of(lws)} from {current_new[i]} to "
                     f"{step.new[i]} replicas")
-            actions.append(scale(obs, lws, step.new[i], (
-                _normal(REASON_SCALING_UP, EVENT_ACTION_UPDATE, note),), _slice_policy(k)))
+            actions.append(scale(obs, k, lws, step.new[i], (
+                _normal(REASON_SCALING_UP, EVENT_ACTION_UPDATE, note),)))
     revisions = [old_revision(r, members.values(), ROLE_LABEL, slices.lws_replicas)
                  for r, members in slices.group_by_revision(old).items()]
     budget = [c - p for c, p in zip(current_old, step.past, strict=True)]
@@ -396,8 +401,8 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
     for down in scale_down_old(revisions, universe, budget):
         note = (f"Scaling down {down.role} LWS {down.name} from {down.current} to {down.to} "
                 "replicas")
-        actions.append(scale(obs, by_name[down.name], down.to, (
-            _normal(REASON_SCALING_DOWN, EVENT_ACTION_UPDATE, note),), _slice_policy(k)))
+        actions.append(scale(obs, k, by_name[down.name], down.to, (
+            _normal(REASON_SCALING_DOWN, EVENT_ACTION_UPDATE, note),)))
     return Plan(tuple(actions))
 
 
