@@ -244,8 +244,8 @@ class LocalCluster:
 
     def install_crd(self, path: Path | None = None, timeout: float = 60.0) -> None:
         """Server-side apply our CRDs (too large for client-side apply) and wait until each is
-        Established: every file of ``crds/`` (LeaderWorkerSet, DisaggregatedSet and its role
-        scaler), or only ``path``. Polled: ``kubectl wait`` errors while there are no
+        Established and lists: every file of ``crds/`` (LeaderWorkerSet, DisaggregatedSet and
+        its role scaler), or only ``path``. Polled: ``kubectl wait`` errors while there are no
         conditions."""
         files = [path] if path is not None else list(CRD_FILES)
         for file in files:
@@ -264,6 +264,14 @@ class LocalCluster:
                     break
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{name} not Established after {timeout}s")
+                time.sleep(0.2)
+            # Established is not yet servable: a CRD just created (or changed) answers its first
+            # requests with 429 "storage is (re)initializing" for a moment. All ours are v1.
+            plural, group = name.split(".", 1)
+            while not self.kubectl("get", "--raw", f"/apis/{group}/v1/{plural}?limit=1",
+                                   check=False).strip():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} does not list after {timeout}s")
                 time.sleep(0.2)
 
     # ------------------------------------------------------------------ API server faults
