@@ -249,7 +249,8 @@ def _leadership_lost() -> None:
 
 async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, namespace: str,
                      lease_namespace: str | None, webhooks: Any) -> str | None:
-    """One line naming what the cluster lacks, or None."""
+    """One line naming what the cluster lacks, or None. What the start can do without (the
+    DisaggregatedSet controller's permissions) is logged as an error and the start goes on."""
     import aiohttp
 
     from lws_operator.kube.client import ApiException, status_message
@@ -263,8 +264,11 @@ async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, name
     try:
         volcano = (opts.origins.get("scheduler_provider", "--scheduler-provider")
                    if opts.scheduler_provider == "volcano" else None)
-        await check(kube, namespace=namespace, controllers=not args.disable_controllers,
-                    lease_namespace=lease_namespace, admission=needs, volcano=volcano)
+        for notice in await check(kube, namespace=namespace,
+                                  controllers=not args.disable_controllers,
+                                  lease_namespace=lease_namespace, admission=needs,
+                                  volcano=volcano):
+            logging.getLogger("lws_operator").error("startup: %s", notice)
     except StartupError as exc:
         return "; ".join(exc.problems)
     except ApiException as exc:

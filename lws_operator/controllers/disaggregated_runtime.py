@@ -72,6 +72,7 @@ class DisaggregatedSetRuntime:
         self.replica_metrics = DisaggregatedSetMetrics.for_registry(registry)
         self.watches = Watches(kube, self.cache, registry, WATCHED, self._changed,
                                owner_kind=KIND, list_chunk_size=list_chunk_size)
+        self.primed = False
 
     def _changed(self, _kind: str, owner: Key) -> None:
         """A child of the set ``owner`` changed (or the set itself): a pass."""
@@ -99,11 +100,18 @@ class DisaggregatedSetRuntime:
             self.replica_metrics.observe(key, self.cache)  # what the pass left, even on error
         return Result(requeue_after=requeue)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Prime the caches (every set is then enqueued once), then run the watches and the
-        workers until ``stop``."""
+    async def prime(self) -> None:
+        """Fill the caches (one LIST per kind) and enqueue every set once. An ``ApiException``
+        here (a 403 where RBAC lacks the set's kinds) means the controller cannot start."""
         await self.watches.prime()
         self._enqueue_all()
+        self.primed = True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Prime the caches unless :meth:`prime` did, then run the watches and the workers
+        until ``stop``."""
+        if not self.primed:
+            await self.prime()
         async with self.watches.running() as watching:
             workers = asyncio.create_task(run_workers(
                 self.queue, self._reconcile, concurrency=self.workers, controller=CONTROLLER,

@@ -7,31 +7,53 @@ the watch thread lives in ``kube.watch``; this module decides only which kinds t
 LeaderWorkerSet controller watches and what it enqueues. When discovery finds the
 DisaggregatedSet API served, the DisaggregatedSet controller (``controllers.
 disaggregated_runtime``) runs beside it, gated by the same leader election.
+
+The DisaggregatedSet controller is optional, and nothing of it may stop the LeaderWorkerSet
+controller from starting: if it cannot start (a 403 or 404 while it primes its caches: RBAC
+without its kinds, e.g. an older chart's, or its CRDs removed meanwhile) the error is logged
+once, naming what failed, and the LeaderWorkerSet controller goes on (restarting the operator
+after granting the permissions starts it). A failure after it started still ends the process,
+as one of the LeaderWorkerSet controller's does (a restart with fresh caches is the recovery).
+
+Its CRDs may be installed after the operator started (``helm upgrade`` does not install a
+chart's new CRDs; ``kubectl apply -f crds/`` follows). When its API is not served at start, the
+watches also watch its CustomResourceDefinition by name (``metadata.name`` field selector, so
+one object, and RBAC may grant just that name): a watch costs no request while nothing
+changes, and its events say when to look at discovery again. The role scaler's CRD cannot be
+selected in the same watch (one field selector per kind), so after an event of the set's CRD
+discovery is asked again every second for at most a minute until both are served (``kubectl
+apply -f crds/`` creates the scaler's first); a scaler CRD installed later than that starts the
+controller at the set CRD's next event or the operator's next start. Without the permission to
+watch that CRD, the controller starts only with the operator, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from lws_operator.api.disaggregated import GROUP as DS_GROUP
 from lws_operator.api.disaggregated import PLURAL as DS_PLURAL
 from lws_operator.api.disaggregated import SCALER_PLURAL
 from lws_operator.controllers.disaggregated_runtime import DS_API, DisaggregatedSetRuntime
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.kube.cache import ClusterCache, Key
-from lws_operator.kube.client import KubeClient
+from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.group_metrics import GroupMetrics
+from lws_operator.kube.preflight import Permission, missing
 from lws_operator.kube.watch import (
     NATIVE_SCHEDULING,
     SCHEDULING_API,
     VOLCANO,
     VOLCANO_API,
     WATCHED,
+    Signal,
     Watches,
 )
 from lws_operator.kube.workers import Result, run_workers
@@ -40,6 +62,15 @@ from lws_operator.kube.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 CONTROLLER = "leaderworkerset"
+
+# The DisaggregatedSet CRD, watched by name while its API is not served (the module docstring).
+DS_CRD = f"{DS_PLURAL}.{DS_GROUP}"
+DS_CRD_SIGNAL: Signal = ("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                         f"metadata.name={DS_CRD}")
+DS_CRD_WATCH = tuple(Permission(verb, "apiextensions.k8s.io", "customresourcedefinitions",
+                                name=DS_CRD) for verb in ("list", "watch"))
+SERVED_RECHECK = 1.0  # seconds between discovery checks after an event of that CRD
+SERVED_RECHECK_FOR = 60.0  # seconds: how long they go on
 
 
 @dataclass(frozen=True)
@@ -75,6 +106,8 @@ class ControllerRuntime:
                                list_chunk_size=options.list_chunk_size)
         # The DisaggregatedSet controller, when discovery finds its API served.
         self.disaggregated: DisaggregatedSetRuntime | None = None
+        self._ds_crd_watched = False
+        self._ds_crd_changed = asyncio.Event()
 
     def _changed(self, _kind: str, owner: Key) -> None:
         """An object of the LeaderWorkerSet ``owner`` changed (or the set itself): a pass."""
@@ -105,14 +138,89 @@ class ControllerRuntime:
             else:
                 log.warning("scheduler provider volcano: the scheduling.volcano.sh/v1beta1 "
                             "PodGroup API is not served; no volcano PodGroups are created")
-        self.watches.discovered()
         if await self.watches.served(DS_API, DS_PLURAL, SCALER_PLURAL):
-            self.disaggregated = DisaggregatedSetRuntime(
-                self.kube, self.metrics, workers=self.options.workers,
-                list_chunk_size=self.options.list_chunk_size, gate=self.gate)
-        else:
+            self.disaggregated = self._new_disaggregated()
+        elif await self._may_watch_ds_crd():
+            self.watches.signal_on(DS_CRD_SIGNAL, self._ds_crd_event)
+            self._ds_crd_watched = True
             log.info("disaggregatedset.x-k8s.io/v1 is not served: the DisaggregatedSet "
-                     "controller does not run")
+                     "controller starts once its CRDs are installed")
+        self.watches.discovered()
+
+    def _new_disaggregated(self) -> DisaggregatedSetRuntime:
+        return DisaggregatedSetRuntime(
+            self.kube, self.metrics, workers=self.options.workers,
+            list_chunk_size=self.options.list_chunk_size, gate=self.gate)
+
+    async def _may_watch_ds_crd(self) -> bool:
+        try:
+            denied = await missing(self.kube, DS_CRD_WATCH)
+        except ApiException as exc:
+            denied = list(DS_CRD_WATCH)
+            log.debug("cannot check the permission to watch %s: %s", DS_CRD, exc.status)
+        if denied:
+            log.info("disaggregatedset.x-k8s.io/v1 is not served, and its CRD cannot be "
+                     "watched (missing permissions: %s): the DisaggregatedSet controller "
+                     "starts only if its CRDs are installed before the operator starts",
+                     ", ".join(map(str, denied)))
+        return not denied
+
+    def _ds_crd_event(self, event_type: str | None, _crd: Any) -> None:
+        """An event of the DisaggregatedSet CRD (kopf's listing included): look again."""
+        if event_type != "DELETED":
+            self._ds_crd_changed.set()
+
+    async def _ds_served_soon(self, stop: asyncio.Event) -> bool:
+        """Whether both DisaggregatedSet kinds are served, asked every ``SERVED_RECHECK``
+        seconds for at most ``SERVED_RECHECK_FOR`` (a CRD is served a moment after it is
+        created; the scaler's may come a moment after the set's)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SERVED_RECHECK_FOR
+        while not stop.is_set():
+            if await self.watches.served(DS_API, DS_PLURAL, SCALER_PLURAL):
+                return True
+            if loop.time() >= deadline:
+                log.warning("the CRD %s exists but %s does not serve both %s and %s: the "
+                            "DisaggregatedSet controller waits for the CRD's next change "
+                            "(install crds/ whole)", DS_CRD, DS_API, DS_PLURAL, SCALER_PLURAL)
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SERVED_RECHECK)
+        return False
+
+    async def _run_disaggregated(self, stop: asyncio.Event) -> None:
+        """The DisaggregatedSet controller's life beside the LeaderWorkerSet controller's: wait
+        for its API when it was not served at start (events of its CRD), then start it. Returns
+        (at ``stop``) without it when it cannot start; raises if it fails once started."""
+        while self.disaggregated is None:
+            if not self._ds_crd_watched:
+                await stop.wait()
+                return
+            changed = asyncio.ensure_future(self._ds_crd_changed.wait())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait((changed, stopping), return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            stopping.cancel()
+            if stop.is_set():
+                return
+            self._ds_crd_changed.clear()
+            if await self._ds_served_soon(stop):
+                log.info("disaggregatedset.x-k8s.io/v1 is served now: starting the "
+                         "DisaggregatedSet controller")
+                self.disaggregated = self._new_disaggregated()
+        try:
+            await self.disaggregated.prime()
+        except ApiException as exc:
+            if not is_status(exc, 401, 403, 404):
+                raise
+            log.error("the DisaggregatedSet controller cannot start (%s %s); the "
+                      "LeaderWorkerSet controller goes on without it (grant the operator the "
+                      "DisaggregatedSet permissions of the chart's ClusterRole and restart it)",
+                      exc.status, status_message(exc))
+            self.disaggregated = None
+            await stop.wait()
+            return
+        await self.disaggregated.run(stop)
 
     async def _resync_on_leading(self, stop: asyncio.Event) -> None:
         """When this process becomes the leader, enqueue every LeaderWorkerSet: the keys a
@@ -146,10 +254,9 @@ class ControllerRuntime:
                 controller=CONTROLLER, registry=self.metrics, stop=stop, gate=self.gate))
             resync = asyncio.create_task(self._resync_on_leading(stop))
             stopping = asyncio.ensure_future(stop.wait())
-            either: list[asyncio.Future[Any]] = [watching, stopping]
-            if self.disaggregated is not None:
-                either.append(asyncio.create_task(self.disaggregated.run(stop),
-                                                  name="disaggregatedset-controller"))
+            either: list[asyncio.Future[Any]] = [
+                watching, stopping, asyncio.create_task(self._run_disaggregated(stop),
+                                                        name="disaggregatedset-controller")]
             try:
                 await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 if watching.done():
@@ -157,8 +264,9 @@ class ControllerRuntime:
                     raise RuntimeError("the kopf watchers stopped unexpectedly")
                 for other in either[2:]:
                     if other.done():
-                        other.result()  # the DisaggregatedSet controller ended: an error
-                        raise RuntimeError("the DisaggregatedSet controller stopped")
+                        other.result()  # the DisaggregatedSet controller failed
+                        if not stop.is_set():
+                            raise RuntimeError("the DisaggregatedSet controller stopped")
             finally:
                 stopping.cancel()
                 resync.cancel()

@@ -15,6 +15,15 @@ fails, with one line naming the setting and the CRD, is seen at once (a crash-lo
 and heals by itself once Volcano is installed (the next restart passes); running without it
 would be noticed only when workloads misbehave. Upstream's manager does not run in that state
 either: the controller that owns volcano PodGroups cannot start its watch on them.
+
+The DisaggregatedSet controller is different: it is optional (it runs only where its API is
+served), and the LeaderWorkerSet controller does not need it. When the DisaggregatedSet API is
+served at start, its permissions are checked like the others and listed the same way, but a
+missing one does not stop the start: ``check`` returns the line (``lws-operator run`` logs it
+as an error) and the DisaggregatedSet controller then fails to start with a 403, which
+``controllers.runtime`` logs while the LeaderWorkerSet controller goes on. Refusing the whole
+start would turn RBAC from an older chart plus newly applied CRDs into a crash loop of the
+LeaderWorkerSet controller too, at its next restart.
 """
 
 from __future__ import annotations
@@ -23,10 +32,12 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from lws_operator.api import disaggregated as ds
 from lws_operator.api.constants import GROUP, PLURAL, VERSION
 from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
 
-__all__ = ["AdmissionNeeds", "Permission", "StartupError", "check", "needed_permissions"]
+__all__ = ["AdmissionNeeds", "Permission", "StartupError", "check", "disaggregated_permissions",
+           "missing", "needed_permissions"]
 
 
 class StartupError(RuntimeError):
@@ -115,6 +126,29 @@ def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: st
     return out
 
 
+def disaggregated_permissions() -> list[Permission]:
+    """What the DisaggregatedSet controller does beyond the LeaderWorkerSet controller's
+    requests (which it also makes: patch LeaderWorkerSets, create Services and Events): read
+    sets and write their status, create and delete child LeaderWorkerSets and role scalers,
+    write the scalers' status, delete the Services of drained revisions."""
+    kinds = [(ds.GROUP, ds.PLURAL, ("list", "watch")),
+             (ds.GROUP, ds.SCALER_PLURAL, ("list", "watch", "create", "delete")),
+             (GROUP, PLURAL, ("create", "delete")),
+             ("", "services", ("delete",))]
+    out = [Permission(verb, group, resource) for group, resource, verbs in kinds
+           for verb in verbs]
+    out.append(Permission("patch", ds.GROUP, ds.PLURAL, "status"))
+    out.append(Permission("patch", ds.GROUP, ds.SCALER_PLURAL, "status"))
+    return out
+
+
+async def missing(kube: KubeClient, permissions: Iterable[Permission]) -> list[Permission]:
+    """The ``permissions`` this identity lacks (SelfSubjectAccessReviews, in parallel)."""
+    wanted = list(permissions)
+    allowed = await asyncio.gather(*(_allowed(kube, p) for p in wanted))
+    return [p for p, ok in zip(wanted, allowed, strict=True) if not ok]
+
+
 async def _allowed(kube: KubeClient, permission: Permission) -> bool:
     attributes = {"verb": permission.verb, "group": permission.group,
                   "resource": permission.resource}
@@ -158,10 +192,12 @@ async def _served(kube: KubeClient, group: str, version: str, plural: str) -> bo
 
 async def check(kube: KubeClient, *, namespace: str, controllers: bool,
                 lease_namespace: str | None, admission: AdmissionNeeds | None = None,
-                extra: Iterable[Permission] = (), volcano: str | None = None) -> None:
+                extra: Iterable[Permission] = (), volcano: str | None = None) -> list[str]:
     """Raise ``StartupError`` listing everything missing: namespaces, the CRDs, permissions.
     ``volcano``: the setting that chose the volcano scheduler provider, as the message names
-    it (``--scheduler-provider``), or None; its CRD and permissions are the controllers'."""
+    it (``--scheduler-provider``), or None; its CRD and permissions are the controllers'.
+    Returns what is missing without stopping the start: the DisaggregatedSet controller's
+    permissions, when its API is served (the module docstring says why)."""
     problems: list[str] = []
     for ns in dict.fromkeys(n for n in (namespace, lease_namespace) if n):
         if await _namespace_missing(kube, ns):
@@ -180,14 +216,21 @@ async def check(kube: KubeClient, *, namespace: str, controllers: bool,
                                        lease_namespace=lease_namespace, admission=admission,
                                        volcano=volcano_needed),
                    *extra]
+    optional = (disaggregated_permissions() if controllers and await _served(
+        kube, ds.GROUP, ds.VERSION, ds.PLURAL) else [])
     try:
-        allowed = await asyncio.gather(*(_allowed(kube, p) for p in permissions))
+        denied = await missing(kube, permissions)
+        denied_optional = await missing(kube, optional)
     except ApiException as exc:
         raise StartupError([*problems, "cannot check permissions "
                             f"(SelfSubjectAccessReview: {exc.status} {status_message(exc)})"]
                            ) from None
-    denied = [str(p) for p, ok in zip(permissions, allowed, strict=True) if not ok]
     if denied:
-        problems.append("missing permissions: " + ", ".join(denied))
+        problems.append("missing permissions: " + ", ".join(map(str, denied)))
     if problems:
         raise StartupError(problems)
+    if denied_optional:
+        return ["the DisaggregatedSet controller will not run: missing permissions: "
+                + ", ".join(map(str, denied_optional))
+                + " (the LeaderWorkerSet controller runs; grant them and restart)"]
+    return []

@@ -74,6 +74,11 @@ Watch = tuple[str, str, str, str, str, str | None]
 # What a controller is told of every event: the kind, and the key of the object's owner
 # (namespace and LeaderWorkerSet name, the cache's ``Key``).
 Changed = Callable[[str, Key], None]
+# (group, version, plural, field selector): a kind watched only to be told of its events (one
+# object, say, selected by ``metadata.name=...``), never cached; and what is told: the event's
+# type and the object.
+Signal = tuple[str, str, str, str]
+Signalled = Callable[[str | None, Mapping[str, Any]], None]
 
 # The LeaderWorkerSet controller's kinds.
 WATCHED: tuple[Watch, ...] = (
@@ -168,6 +173,7 @@ class Watches:
         self.owner_kind = owner_kind
         self.list_chunk_size = list_chunk_size
         self.watched: list[Watch] = list(watched)
+        self.signals: list[tuple[Signal, Signalled]] = []
         self.kopf_registry = self._build_registry()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Events handed from kopf's thread to the main loop, drained in batches: waking the
@@ -298,6 +304,16 @@ class Watches:
 
             kopf.on.event(group, version, plural, labels=labels, registry=registry,
                           id=f"observe-{plural}.{group}")(handler)
+        for (group, version, plural, _selector), told in self.signals:
+
+            async def signal(type: str | None, body: kopf.Body, _told: Signalled = told,
+                             **_: Any) -> None:
+                loop = self._loop
+                assert loop is not None, "events arrive only while the watches run"
+                loop.call_soon_threadsafe(_told, type, dict(body))
+
+            kopf.on.event(group, version, plural, registry=registry,
+                          id=f"signal-{plural}.{group}")(signal)
         return registry
 
     def settings(self) -> kopf.OperatorSettings:
@@ -316,6 +332,8 @@ class Watches:
             if selector:
                 key = (group, version, plural) if group else (version, plural)
                 settings.watching.label_selectors[key] = selector
+        for (group, version, plural, selector), _told in self.signals:
+            settings.watching.field_selectors[group, version, plural] = selector
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         return settings
 
@@ -355,6 +373,12 @@ class Watches:
     def watch_also(self, watches: Iterable[Watch]) -> None:
         """Add optional kinds found served by discovery (before :meth:`discovered`)."""
         self.watched.extend(watches)
+
+    def signal_on(self, signal: Signal, told: Signalled) -> None:
+        """Tell ``told`` (on the main loop) of every event of the objects ``signal`` selects,
+        from kopf's listing on; nothing is cached (before :meth:`discovered`). For a fact the
+        operator must notice without asking again and again (a CRD installed later)."""
+        self.signals.append((signal, told))
 
     def discovered(self) -> None:
         """Discovery is done: the cached kinds not watched stay empty (and synced)."""

@@ -388,8 +388,15 @@ def granted(rules: list[dict[str, Any]], verb: str, group: str, resource: str,
 def test_rbac_covers_the_startup_check(case: str) -> None:
     """Every permission ``lws-operator run`` with the Deployment's arguments asks for at start
     (``kube.preflight``; it refuses to start without one) is granted by the rendered roles,
-    where the check asks for it: cluster-wide, or in the release namespace."""
-    from lws_operator.kube.preflight import AdmissionNeeds, needed_permissions
+    where the check asks for it: cluster-wide, or in the release namespace. So are the
+    DisaggregatedSet controller's (checked, but not required, at start) and the watch of its
+    CRD by name (asked before that watch starts)."""
+    from lws_operator.controllers.runtime import DS_CRD_WATCH
+    from lws_operator.kube.preflight import (
+        AdmissionNeeds,
+        disaggregated_permissions,
+        needed_permissions,
+    )
     from lws_operator.options import resolve
 
     release, namespace, values = GOLDEN_CASES[case]
@@ -405,6 +412,7 @@ def test_rbac_covers_the_startup_check(case: str) -> None:
     needed = needed_permissions(namespace=namespace, controllers=True,
                                 lease_namespace=namespace if opts.leader_elect else None,
                                 admission=needs)
+    needed += [*disaggregated_permissions(), *DS_CRD_WATCH]
     cluster_rules = manager_role(objs)["rules"]
     role = manager_namespace_role(objs)
     assert role["metadata"]["namespace"] == namespace

@@ -13,15 +13,24 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from e2e.cluster import LocalCluster, NodeLayout
-from e2e.cluster.launcher import free_port
+from e2e.cluster.launcher import (
+    CRD_FILE,
+    DS_CRD_FILE,
+    DS_CRD_NAME,
+    DS_SCALER_CRD_FILE,
+    DS_SCALER_CRD_NAME,
+    free_port,
+)
+from e2e.harness.builder import LeaderWorkerSet
 from e2e.harness.clusters import install_volcano_crd
 from e2e.harness.launcher import answers_ready, reaped
-from e2e.kube import Kube
+from e2e.kube import Kube, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -341,3 +350,151 @@ async def test_a_metrics_certificate_that_cannot_be_loaded_is_one_line(
     [line] = startup_errors(err)
     assert line.endswith(f"startup error: --metrics-cert-path {missing}: cannot load tls.crt "
                          "and tls.key: No such file or directory"), line
+
+
+# ----------------------------------------------------------- the DisaggregatedSet controller
+
+LWS_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""],
+     "resources": ["pods", "pods/status", "services", "secrets", "events", "nodes"],
+     "verbs": ["*"]},
+    {"apiGroups": ["apps"], "resources": ["statefulsets", "deployments", "controllerrevisions"],
+     "verbs": ["*"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+    {"apiGroups": ["admissionregistration.k8s.io"],
+     "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+     "verbs": ["*"]},
+    {"apiGroups": ["leaderworkerset.x-k8s.io"],
+     "resources": ["leaderworkersets", "leaderworkersets/status"], "verbs": ["*"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups", "workloads"],
+     "verbs": ["*"]},
+]
+
+
+async def _bind(kube: Kube, namespace: str, rules: list[dict[str, Any]]) -> None:
+    """A ClusterRole of ``rules`` bound to the namespace's service account ``operator``."""
+    name = f"{namespace}-operator"
+    await kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                       "metadata": {"name": name}, "rules": rules})
+    await kube.create({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": namespace}]})
+
+
+async def _leader_statefulset(kube: Kube, namespace: str, name: str) -> bool:
+    return await kube.get("apps/v1", "StatefulSet", name, namespace) is not None
+
+
+async def test_without_disaggregatedset_permissions_the_lws_controller_runs(
+        private: LocalCluster, tmp_path: Path) -> None:
+    """The DisaggregatedSet CRDs served, RBAC granting everything of the LeaderWorkerSet
+    controller but nothing of the DisaggregatedSet one (an older chart's ClusterRole): the start
+    logs the missing permissions in one line, the DisaggregatedSet controller's failure to
+    start is one error line, and the LeaderWorkerSet controller runs (a set gets its leader
+    StatefulSet); SIGTERM ends the process cleanly."""
+    await asyncio.to_thread(private.install_crd)
+    kube = await Kube.connect(str(private.kubeconfig))
+    proc: asyncio.subprocess.Process | None = None
+    try:
+        namespace = await _new_namespace(kube)
+        kubeconfig = tmp_path / "operator.kubeconfig"
+        await _service_account_kubeconfig(kube, private, namespace, kubeconfig)
+        await _bind(kube, namespace, LWS_RULES)
+        log = tmp_path / "operator.log"
+        proc = await _operator_until_watching(
+            kubeconfig, log, "--namespace", namespace, "--leader-elect=false",
+            "--metrics-secure=false", "--no-register-webhooks")
+        await kube.create(LeaderWorkerSet("plain").replicas(1).size(1).image("nginx:1").build(),
+                          namespace)
+        await wait_for(lambda: _leader_statefulset(kube, namespace, "plain"),
+                       what="the LeaderWorkerSet's leader StatefulSet")
+        text = log.read_text(errors="replace")
+        assert proc.returncode is None, text
+        [line] = [x for x in text.splitlines() if "startup: " in x]
+        assert line.split("startup: ", 1)[1] == (
+            "the DisaggregatedSet controller will not run: missing permissions: "
+            "list disaggregatedsets.disaggregatedset.x-k8s.io (cluster-wide), "
+            "watch disaggregatedsets.disaggregatedset.x-k8s.io (cluster-wide), "
+            "list disaggregatedsetrolescalers.disaggregatedset.x-k8s.io (cluster-wide), "
+            "watch disaggregatedsetrolescalers.disaggregatedset.x-k8s.io (cluster-wide), "
+            "create disaggregatedsetrolescalers.disaggregatedset.x-k8s.io (cluster-wide), "
+            "delete disaggregatedsetrolescalers.disaggregatedset.x-k8s.io (cluster-wide), "
+            "patch disaggregatedsets.disaggregatedset.x-k8s.io/status (cluster-wide), "
+            "patch disaggregatedsetrolescalers.disaggregatedset.x-k8s.io/status (cluster-wide) "
+            "(the LeaderWorkerSet controller runs; grant them and restart)"), line
+        assert "the DisaggregatedSet controller cannot start (403 " in text, text
+        assert "startup error" not in text
+        proc.send_signal(signal.SIGTERM)
+        assert await reaped(proc, 60) == 0, log.read_text(errors="replace")
+        assert "Traceback" not in log.read_text(errors="replace")
+    finally:
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await kube.close()
+
+
+async def _crd_gone(kube: Kube, name: str) -> bool:
+    return await kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) is None
+
+
+def _ds(name: str) -> dict[str, Any]:
+    def role(role_name: str) -> dict[str, Any]:
+        return {"name": role_name, "spec": {"replicas": 1, "leaderWorkerTemplate": {
+            "size": 1, "workerTemplate": {"spec": {"containers": [
+                {"name": "main", "image": "nginx:1"}]}}}}}
+    return {"apiVersion": "disaggregatedset.x-k8s.io/v1", "kind": "DisaggregatedSet",
+            "metadata": {"name": name}, "spec": {"roles": [role("prefill"), role("decode")]}}
+
+
+async def _ds_children(kube: Kube, namespace: str, name: str) -> list[str]:
+    found = await kube.list("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", namespace,
+                            label_selector=f"disaggregatedset.x-k8s.io/name={name}")
+    return sorted(lws["metadata"]["labels"]["disaggregatedset.x-k8s.io/role"]
+                  for lws in found)
+
+
+async def test_disaggregatedset_crds_installed_after_the_start(private: LocalCluster,
+                                                              tmp_path: Path) -> None:
+    """The operator starts where only the LeaderWorkerSet CRD is installed (``helm upgrade``
+    from a chart without the DisaggregatedSet CRDs); they are applied afterwards, and without
+    a restart a DisaggregatedSet then gets its child LeaderWorkerSets."""
+    kube = await Kube.connect(str(private.kubeconfig))
+    proc: asyncio.subprocess.Process | None = None
+    try:
+        await asyncio.to_thread(private.install_crd, CRD_FILE)
+        for crd in (DS_CRD_NAME, DS_SCALER_CRD_NAME):
+            await asyncio.to_thread(private.kubectl, "delete", "crd", crd, "--ignore-not-found")
+            await wait_for(lambda c=crd: _crd_gone(kube, c),  # type: ignore[misc]
+                           what=f"{crd} deleted")
+        namespace = await _new_namespace(kube)
+        log = tmp_path / "operator.log"
+        proc = await _operator_until_watching(
+            private.kubeconfig, log, "--namespace", namespace, "--leader-elect=false",
+            "--metrics-secure=false", "--no-register-webhooks")
+        assert "the DisaggregatedSet controller starts once its CRDs are installed" in \
+            log.read_text(errors="replace")
+        await asyncio.to_thread(private.install_crd, DS_SCALER_CRD_FILE)
+        await asyncio.to_thread(private.install_crd, DS_CRD_FILE)
+        fresh = await Kube.connect(str(private.kubeconfig))  # discovery after the install
+        try:
+            await fresh.create(_ds("late"), namespace)
+            await wait_for(lambda: _ds_children(fresh, namespace, "late"), timeout=120,
+                           what="the DisaggregatedSet's children")
+            assert await _ds_children(fresh, namespace, "late") == ["decode", "prefill"]
+        finally:
+            await fresh.close()
+        text = log.read_text(errors="replace")
+        assert "is served now: starting the DisaggregatedSet controller" in text, text
+        assert proc.returncode is None, text
+        proc.send_signal(signal.SIGTERM)
+        assert await reaped(proc, 60) == 0, log.read_text(errors="replace")
+        assert "Traceback" not in log.read_text(errors="replace")
+    finally:
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await kube.close()

@@ -672,6 +672,47 @@ def test_adding_a_role_rolls_every_role_progressively() -> None:
     del rev
 
 
+def test_renaming_every_role_rolls_and_drains_the_old_revision() -> None:
+    """Rename both roles (prefill/decode -> p/d): no old replica belongs to a spec role, yet the
+    old revision is drained through the coordinated rollout (upstream's simple path would leave
+    it serving forever), never with one of its roles at 0 beside a serving sibling, and only
+    the renamed roles run at the end."""
+    roles = ("prefill", "decode", "p", "d")
+    world, rev = world_of(role("prefill", 2), role("decode", 2))
+    world.reconcile()
+    world.ready()
+
+    def rename(ds: dict[str, Any]) -> None:
+        ds["spec"]["roles"][0]["name"] = "p"
+        ds["spec"]["roles"][1]["name"] = "d"
+
+    world.edit(rename)
+    rev2 = compute_revision(world.ds)
+    states = _roll(world, roles)
+    assert states[0] == {rev: (2, 2, 0, 0), rev2: (0, 0, 0, 0)}  # the rollout starts
+    assert states[-1] == {rev2: (0, 0, 2, 2)}
+    assert set(world.lws()) == {name(rev2, "p"), name(rev2, "d")}
+    assert set(world.objects("Service")) == {service_name(name(rev2, r)) for r in ("p", "d")}
+    assert any(rev in s and rev2 in s and sum(s[rev2]) > 0 for s in states)  # both serve
+
+
+def test_an_old_revision_left_serving_beside_renamed_roles_is_drained() -> None:
+    """A set upstream's simple path left with its renamed roles at target beside the old
+    revision still serving (no baseline annotation, nothing at 0): the rollout path drains the
+    old revision's roles together and deletes them, the new roles untouched."""
+    world, rev = world_of(role("p", 2), role("d", 2))
+    old_revision(world, OLD_A, (2, 2), T0)
+    new_children(world, rev, (2, 2), roles=("p", "d"))
+    first = world.reconcile()
+    assert set(first.writes()[:2]) == {f"scale {name(OLD_A, 'prefill')} to 0",
+                                       f"scale {name(OLD_A, 'decode')} to 0"}, first.lines
+    world.ready()
+    world.reconcile()
+    assert set(world.lws()) == {name(rev, "p"), name(rev, "d")}
+    assert world.by_revision(("p", "d")) == {rev: (2, 2)}
+    at_rest(world)
+
+
 def test_slices_roll_independently_to_the_same_target() -> None:
     """Two slices each run their own rollout; both end at the new revision with their own
     Services."""

@@ -1,7 +1,6 @@
 """The planner's inputs of a slice mid-rollout (upstream's buildPlannerState and the role
 universe, executor.go): baselines from the ``initial-replicas`` snapshot, removed roles at the
-end of the universe with target 0, the External roles' no-shrink guard, and the rollout-path
-test that ignores removed roles."""
+end of the universe with target 0, and the External roles' no-shrink guard."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from lws_operator.logic.disaggregated.rollout_inputs import (
     RolloutInputs,
     role_universe,
     rollout_inputs,
-    spec_old_total,
 )
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
@@ -61,12 +59,6 @@ def test_budget_is_current_old_minus_planned() -> None:
     assert step == Step((3, 3), (1, 1))
     assert inputs.budget(step) == (1, 0)
     assert inputs.budget(Step((3, 4), (1, 1))) == (1, -1)
-
-
-def test_spec_old_total_ignores_removed_roles() -> None:
-    revisions = [rev("a", ("prefill", 0, None), ("decode", 0, None), ("encode", 2, None))]
-    assert spec_old_total(SPEC, revisions) == 0
-    assert spec_old_total((*SPEC, "encode"), revisions) == 2
 
 
 def test_duplicate_role_in_a_revision_counts_the_last() -> None:

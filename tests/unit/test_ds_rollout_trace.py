@@ -6,9 +6,9 @@ ready after each pass).
 
 The simulation applies exactly the controller's per-slice rules that sit around the pure parts:
 drained revisions (every LeaderWorkerSet at 0) are deleted first; a slice with old replicas of
-spec roles takes the rollout path (start: snapshot the baselines, create the new revision at 0;
-continue: plan a step, scale up, then drain); otherwise the simple path sets the new revision to
-its target.
+any role, removed roles included, takes the rollout path (start: snapshot the baselines, create
+the new revision at 0; continue: plan a step, scale up, then drain); otherwise the simple path
+sets the new revision to its target.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from lws_operator.logic.disaggregated.drain import OldLws, OldRevision, scale_down_old
 from lws_operator.logic.disaggregated.planner import RoleBudget
 from lws_operator.logic.disaggregated.rollout_config import role_budget
-from lws_operator.logic.disaggregated.rollout_inputs import rollout_inputs, spec_old_total
+from lws_operator.logic.disaggregated.rollout_inputs import rollout_inputs
 from lws_operator.logic.disaggregated.scale_up import scale_up_new
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,9 +43,6 @@ class Slice:
     budgets: tuple[RoleBudget, ...]
     lws: dict[str, Lws] = field(default_factory=dict)
     clock: int = 0
-    # upstream takes the rollout path only while old replicas of *spec* roles remain; True
-    # counts every old role (the fix for stranded removed roles, see the rename tests below)
-    count_removed_roles: bool = False
 
     def add(self, revision: str, role: str, replicas: int) -> None:
         self.clock += 1
@@ -72,9 +69,7 @@ class Slice:
                 for m in revision.members:
                     del self.lws[m.name]
         old = self.old()
-        counted = ({m.role for r in old for m in r.members} if self.count_removed_roles
-                   else set(self.roles))
-        if not old or spec_old_total(counted, old) == 0:
+        if sum(m.replicas for r in old for m in r.members) == 0:
             for role in self.roles:
                 name = f"ds-0-{self.target_revision}-{role}"
                 if name in self.lws:
@@ -258,40 +253,32 @@ def test_revert_mid_rollout_makes_the_old_revision_new_again() -> None:
                              "A:3,3 B:- C:- [simple]"]
 
 
-def test_full_rename_strands_the_old_revision_under_upstreams_routing() -> None:
-    """Every role renamed (prefill/decode -> p/d): no old replica belongs to a spec role, so
-    upstream's routing takes the simple path, the new roles jump to target and the old revision
-    keeps serving forever (the stranded-removed-roles gap). Counting every old role instead,
-    the planner rolls it like any add + remove: the new roles grow in surge batches beside the
-    old pair (a removed role's target is 0, so no surge bound ties the two sides), then the old
-    pair drains together."""
-    def world(count_removed_roles: bool) -> Slice:
-        w = Slice(("p", "d"), "B", {"p": 2, "d": 2}, (RoleBudget(1, 0), RoleBudget(1, 0)),
-                  count_removed_roles=count_removed_roles)
-        w.add("A", "prefill", 2)
-        w.add("A", "decode", 2)
-        return w
-
-    stranded = world(False)
-    run(stranded, 3)
-    assert {n: x.replicas for n, x in stranded.lws.items()} == {
-        "ds-0-A-prefill": 2, "ds-0-A-decode": 2, "ds-0-B-p": 2, "ds-0-B-d": 2}
-
-    fixed = world(True)
+def test_full_rename_drains_the_old_revision() -> None:
+    """Every role renamed (prefill/decode -> p/d): no old replica belongs to a spec role, yet
+    the slice takes the rollout path (every old role counts; upstream counted spec roles only,
+    took the simple path and left the old revision serving forever). It rolls like any add +
+    remove: the new roles grow in surge batches beside the old pair (a removed role's target is
+    0, so no surge bound ties the two sides), then the old pair drains together and is
+    deleted."""
+    world = Slice(("p", "d"), "B", {"p": 2, "d": 2}, (RoleBudget(1, 0), RoleBudget(1, 0)))
+    world.add("A", "prefill", 2)
+    world.add("A", "decode", 2)
     states = []
-    for _ in range(8):
-        fixed.reconcile()
-        states.append(",".join(str(fixed.lws[n].replicas) if n in fixed.lws else "-" for n in (
-            "ds-0-A-prefill", "ds-0-A-decode", "ds-0-B-p", "ds-0-B-d")))
-    assert states == ["2,2,0,0", "2,2,1,1", "2,2,2,2", "0,0,2,2", "-,-,2,2", "-,-,2,2",
-                      "-,-,2,2", "-,-,2,2"]
+    for _ in range(6):
+        action = world.reconcile()
+        states.append(",".join(str(world.lws[n].replicas) if n in world.lws else "-" for n in (
+            "ds-0-A-prefill", "ds-0-A-decode", "ds-0-B-p", "ds-0-B-d")) + f" [{action}]")
+    # planner vectors over the universe p, d, then the removed decode, prefill
+    assert states == ["2,2,0,0 [start]", "2,2,1,1 [step 0,0,2,2|1,1,0,0]",
+                      "2,2,2,2 [step 0,0,2,2|2,2,0,0]", "0,0,2,2 [step 0,0,0,0|2,2,0,0]",
+                      "-,-,2,2 [simple]", "-,-,2,2 [simple]"]
 
 
 def test_random_multi_revision_rollouts_converge_without_a_lone_role() -> None:
     """Seeded random slices: 1-3 old revisions over 2-4 of five role names (so roles are added,
-    removed and renamed), random sizes, targets and budgets. Counting every old role, each one
-    ends with only the target revision, at its targets, and no pass ever leaves an old revision
-    with one role at 0 beside a live sibling (checked by ``run`` after every pass)."""
+    removed and renamed), random sizes, targets and budgets. Each one ends with only the target
+    revision, at its targets, and no pass ever leaves an old revision with one role at 0 beside
+    a live sibling (checked by ``run`` after every pass)."""
     rng = random.Random(20)
     budgets = (RoleBudget(1, 0), RoleBudget(2, 0), RoleBudget(0, 1), RoleBudget(1, 1),
                RoleBudget(0, 2))
@@ -299,8 +286,7 @@ def test_random_multi_revision_rollouts_converge_without_a_lone_role() -> None:
     for _ in range(300):
         spec = tuple(rng.sample(names, rng.randint(2, 4)))
         targets = {r: rng.randint(0, 5) for r in spec}
-        world = Slice(spec, "Z", targets, tuple(rng.choice(budgets) for _ in spec),
-                      count_removed_roles=True)
+        world = Slice(spec, "Z", targets, tuple(rng.choice(budgets) for _ in spec))
         for rev in "ABC"[:rng.randint(1, 3)]:
             for role in rng.sample(names, rng.randint(2, 4)):
                 world.add(rev, role, rng.randint(1, 5))

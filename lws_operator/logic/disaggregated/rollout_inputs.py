@@ -55,12 +55,6 @@ def role_universe(spec_roles: Sequence[str], revisions: Iterable[OldRevision]) -
     return (*spec_roles, *sorted(removed))
 
 
-def spec_old_total(spec_roles: Collection[str], revisions: Iterable[OldRevision]) -> int:
-    """Old replicas of the roles still in the spec: a slice takes the rollout path only while
-    this is positive (removed roles' replicas do not count)."""
-    return sum(m.replicas for r in revisions for m in r.by_role().values() if m.role in spec_roles)
-
-
 def rollout_inputs(spec_roles: Sequence[str], revisions: Sequence[OldRevision],
                    new_replicas: Mapping[str, int], targets: Mapping[str, int],
                    external: Collection[str] = ()) -> RolloutInputs:

@@ -24,6 +24,12 @@ Upstream quirks (docs/architecture.md lists them with the others):
 * Fixed: a new revision only partly created (a crash between the creates of the rollout's
   start) blocked upstream's rollout forever at the stability gate; here the gate creates the
   missing new-revision LeaderWorkerSets (at 0) and waits for them.
+* Fixed: upstream takes the rollout path only while old replicas of roles still in the spec
+  remain, so when only removed roles hold old replicas (every role renamed, e.g.
+  prefill/decode -> p/d) it took the simple path: the new roles jumped to their targets and
+  the old revision was never drained nor deleted. Here every old replica counts, a removed
+  role's as much as a spec role's (``workloads``), so a full rename rolls like any add +
+  remove.
 * Fixed: upstream deletes any Service carrying the set's name label; here only Services this
   set controls are deleted (the controller never mutates an object it does not own), which
   still covers every Service the upstream controller made (they carry its controller
@@ -273,8 +279,17 @@ def _foreign_at(obs: DsObserved, name: str) -> bool:
 
 def workloads(k: int) -> STEP:
     """Slice ``k``'s LeaderWorkerSets: drained old revisions deleted, then the coordinated
-    rolling update while an old revision still holds replicas of a spec role, else the simple
-    path (create, scale)."""
+    rolling update while an old revision still holds replicas of any role, else the simple
+    path (create, scale).
+
+    Every old role counts for choosing the path, a role removed from the spec as much as a
+    spec role (upstream counts spec roles only, and a set whose roles were all renamed never
+    drained its old revision). The no-lone-old-role guarantee holds on that path as on any
+    other rollout: removed roles are in the planner's role universe (target 0), its orphan
+    prevention keeps any old role from reaching 0 alone, and the drain zeroes a revision's
+    roles together. Since drained revisions are deleted just before, an old child left here
+    holds replicas, so the rollout path runs exactly while an old revision remains.
+    """
 
     def step(obs: DsObserved) -> Plan:
         rev = _rev(obs)
@@ -289,9 +304,7 @@ def workloads(k: int) -> STEP:
                     f"Deleted drained LWS {name_of(lws)}"),), _slice_policy(k)))
         live = [lws for lws in mine if slices.revision_label(lws) not in drained]
         old = [lws for lws in live if slices.revision_label(lws) != rev]
-        spec_roles = {role.name for role in obs.ds.roles}
-        total_old = sum(slices.lws_replicas(lws) for lws in old
-                        if slices.role_of(lws) in spec_roles)
+        total_old = sum(slices.lws_replicas(lws) for lws in old)
         plan = _rollout(obs, k, live, old) if old and total_old > 0 else _simple(obs, k, live)
         return replace(plan, actions=tuple(actions) + plan.actions)
 
