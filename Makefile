@@ -49,7 +49,7 @@ unit: venv ## unit tests only (no cluster)
 e2e-smoke: build-cluster ## the control-plane smoke tests (full tier)
 	$(BIN)/pytest e2e/smoke $(PYTEST_ARGS)
 
-crd: build-cluster ## regenerate crds/ from the pinned API server's OpenAPI documents
+crd: build-cluster ## regenerate crds/ (all three CRDs) from the pinned API server's OpenAPI documents
 	$(BIN)/python hack/gen_crd.py
 
 crd-check: build-cluster ## fail if crds/ differs from what the generator produces
@@ -92,13 +92,15 @@ HEALTH_PORT ?= 8081
 METRICS_PORT ?= 8080
 RUN_ARGS ?=
 CRD_FILE := crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml
+# Every CRD the operator serves: LeaderWorkerSet, DisaggregatedSet, DisaggregatedSetRoleScaler.
+CRD_FILES := $(wildcard crds/*.yaml)
 KUBECTL := $(CLUSTER_DIR)/bin/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig
 
 .PHONY: run
 run: venv ## run the operator locally against $(CLUSTER_DIR) (webhooks on 127.0.0.1)
 	@$(KUBECTL) get --raw /readyz >/dev/null 2>&1 || $(MAKE) cluster-up
 	@if [ -f $(CRD_FILE) ]; then \
-		$(KUBECTL) apply --server-side --force-conflicts -f $(CRD_FILE); \
+		for crd in $(CRD_FILES); do $(KUBECTL) apply --server-side --force-conflicts -f $$crd || exit 1; done; \
 	else echo "$(CRD_FILE) not generated yet: running without the CRD"; fi
 	$(KUBECTL) create namespace $(RUN_NAMESPACE) --dry-run=client -o yaml | $(KUBECTL) apply -f -
 	exec $(BIN)/lws-operator run --kubeconfig $(CLUSTER_DIR)/kubeconfig \
@@ -115,9 +117,9 @@ CHART := charts/lws-operator
 helm: ## build the pinned helm into ~/.cache/lws-operator/helm (once per machine)
 	bash e2e/cluster/build.sh helm
 
-chart-lint: helm ## helm lint the chart; fail if its CRD differs from crds/
+chart-lint: helm ## helm lint the chart; fail if its CRDs differ from crds/
 	$(HELM) lint --strict $(CHART)
-	cmp $(CRD_FILE) $(CHART)/$(CRD_FILE)
+	diff -r crds $(CHART)/crds
 
 chart-golden: helm venv ## rewrite tests/chart/golden/ from the chart (review the diff)
 	$(BIN)/python -m tests.chart.helm

@@ -1,4 +1,5 @@
-"""Generate the LeaderWorkerSet CRD (``crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml``).
+"""Generate the CRDs in ``crds/``: LeaderWorkerSet, DisaggregatedSet and
+DisaggregatedSetRoleScaler.
 
 Why a generator: users ``kubectl apply`` manifests written for the upstream Go controller, so the
 CRD must validate embedded pod templates exactly as the API server validates pods (shape, required
@@ -47,11 +48,14 @@ leaderworkerset_types.go): ``replicas=1``, ``size=1``,
 * Quantities get the pattern of the Kubernetes quantity grammar, so ``storage: lots`` is rejected
   when the LeaderWorkerSet is written rather than when its StatefulSet is.
 * Field descriptions of our own fields are our own words.
+* The DisaggregatedSet embeds, per role, the very LeaderWorkerSet spec schema built for the
+  LeaderWorkerSet CRD (see the section "the DisaggregatedSet API" below), so the two can never
+  drift apart.
 
 Usage::
 
-    .venv/bin/python hack/gen_crd.py            # regenerate the committed file
-    .venv/bin/python hack/gen_crd.py --check    # exit 1 if the committed file is stale
+    .venv/bin/python hack/gen_crd.py            # regenerate the committed files
+    .venv/bin/python hack/gen_crd.py --check    # exit 1 if a committed file is stale
     .venv/bin/python hack/gen_crd.py --kubeconfig ~/.kube/config   # use a running v1.37.2 server
 
 Without ``--kubeconfig`` an ``api``-tier local cluster is started in ``.cluster/crdgen`` (and
@@ -79,9 +83,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as `python hack/gen_crd.py`: make the repo importable
     sys.path.insert(0, str(REPO))
 
+from lws_operator.api import disaggregated as ds  # noqa: E402 - needs the path above
 from lws_operator.api import models  # noqa: E402 - needs the path above
 
-CRD_PATH = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+CRD_DIR = REPO / "crds"
+CRD_PATH = CRD_DIR / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+DS_CRD_PATH = CRD_DIR / f"{ds.GROUP}_{ds.PLURAL}.yaml"
+SCALER_CRD_PATH = CRD_DIR / f"{ds.GROUP}_{ds.SCALER_PLURAL}.yaml"
 CLUSTER_DIR = REPO / ".cluster" / "crdgen"
 K8S_VERSION = "v1.37.2"
 CORE_DOC = "/openapi/v3/api/v1"
@@ -530,6 +538,266 @@ def build_crd(core_doc: dict[str, Any], scheduling_doc: dict[str, Any]) -> dict[
     }
 
 
+# ----------------------------------------------------------------------- the DisaggregatedSet API
+#
+# Upstream's disaggregatedset.x-k8s.io/v1 (DisaggregatedSet and DisaggregatedSetRoleScaler): the
+# same resource names, short names, subresources, printer columns, bounds, defaults and CEL rule,
+# so manifests written for the Go controller apply unchanged. Each role embeds the LeaderWorkerSet
+# spec schema built above, node for node, so a role validates (and defaults) exactly like a
+# LeaderWorkerSet, guide-only fields included, and `kubectl explain` reaches into it the same way.
+
+# A role name is a DNS label: it becomes a label value and the last segment of child names.
+ROLE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+def _is_external(role: str) -> str:
+    return (f"(has({role}.scaling) && has({role}.scaling.mode) && "
+            f"{role}.scaling.mode == '{ds.SCALING_EXTERNAL}')")
+
+
+def _replicas_rule() -> dict[str, str]:
+    """Upstream's all-or-nothing rule over the roles that are not External: either none of them
+    asks for groups (replicas absent or 0: the paused state) or all of them do. External roles
+    are exempt (their scaler holds the count). Written so that a role without ``spec`` counts as
+    "no replicas" instead of failing the evaluation."""
+    external = _is_external("r")
+    zero = f"self.roles.all(r, {external} || !has(r.spec) || !has(r.spec.replicas) || " \
+        "r.spec.replicas == 0)"
+    positive = f"self.roles.all(r, {external} || (has(r.spec) && has(r.spec.replicas) && " \
+        "r.spec.replicas > 0))"
+    return {"rule": f"{zero} || {positive}", "message": ds.REPLICAS_RULE_MESSAGE}
+
+
+def _role(k8s: Structural) -> dict[str, Any]:
+    return _obj(
+        "One role of the set (prefill, decode, ...): a LeaderWorkerSet template with a name. The "
+        "controller runs one LeaderWorkerSet per role, slice and live revision.",
+        {
+            "name": _string(
+                "Name of the role, unique in the set: the value of the "
+                f"{ds.ROLE_LABEL} label and the last segment of the names of the role's "
+                "LeaderWorkerSets and Services. Renaming a role rolls every role to a new "
+                "revision.",
+                minLength=1, maxLength=63, pattern=ROLE_NAME_PATTERN),
+            "scaling": _obj(
+                "Where the role's replica count comes from. Absent: Static.",
+                {"mode": _string(
+                    "Static (default): spec.replicas of the role. External: the "
+                    "DisaggregatedSetRoleScaler <set>-<role> that the controller creates, "
+                    "written by an autoscaler (HorizontalPodAutoscaler, KEDA) through its "
+                    "scale subresource; the role's spec.replicas is then ignored.",
+                    enum=_enum(ds.ScalingMode), default=ds.SCALING_STATIC)}),
+            "metadata": _described(
+                k8s.definition(OBJECT_META),
+                "Labels and annotations put on the role's LeaderWorkerSet objects (for example "
+                "a Kueue queue name). The controller's own labels win on a clash. Other fields "
+                "are ignored."),
+            "spec": _described(
+                _spec(k8s),
+                "The LeaderWorkerSet spec of the role, copied into each of its "
+                "LeaderWorkerSets with replicas set by the controller (per slice). Changing "
+                "leaderWorkerTemplate or groupIdentity rolls every role to a new revision; "
+                "replicas and rolloutStrategy take effect in place; other fields reach only "
+                "LeaderWorkerSets created afterwards."),
+        },
+        required=["name"],
+    )
+
+
+def _ds_spec(k8s: Structural) -> dict[str, Any]:
+    spec = _obj(
+        "Desired state of the DisaggregatedSet.",
+        {
+            "roles": {
+                "type": "array",
+                "description": (
+                    f"The roles, {ds.MIN_ROLES} to {ds.MAX_ROLES}, with unique names. Their "
+                    "order is the order of status.roleStatuses and part of the revision: "
+                    "reordering rolls every role."),
+                "items": _role(k8s),
+                "minItems": ds.MIN_ROLES,
+                "maxItems": ds.MAX_ROLES,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+            "slices": _int32(
+                "Independent copies of the whole set of roles, each with its own "
+                "LeaderWorkerSets, Services and rolling update. Defaults to 1. Changing it "
+                "creates or deletes slices without a rollout. Must stay 1 while a role is "
+                "External.", default=1, minimum=1, maximum=ds.MAX_SLICES),
+            "placementPolicy": _obj(
+                "Where slices are placed relative to topology domains (for example racks). "
+                "Applied to LeaderWorkerSets created afterwards.",
+                {
+                    "type": _string(
+                        "None (default): no placement constraints. ExclusiveSlice: the pods of "
+                        "a slice share one topology domain and no other slice of this set runs "
+                        "there. ExclusiveTopology: the same, and no pod of another "
+                        "DisaggregatedSet runs there either.",
+                        enum=_enum(ds.PlacementType), default=ds.PLACEMENT_NONE),
+                    "topology": _string(
+                        "The node label key that defines a topology domain (for example "
+                        "topology.kubernetes.io/zone). Required when type is not None."),
+                }),
+        },
+        required=["roles"],
+    )
+    spec["x-kubernetes-validations"] = [_replicas_rule()]
+    return spec
+
+
+def _conditions(k8s: Structural, description: str) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "description": description,
+        "items": k8s.definition(META + "Condition"),
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    }
+
+
+def _observed_generation() -> dict[str, Any]:
+    return {"type": "integer", "format": "int64",
+            "description": "The metadata.generation this status was computed from."}
+
+
+def _ds_status(k8s: Structural) -> dict[str, Any]:
+    role_status = _obj(
+        "Observed state of one role, summed over its LeaderWorkerSets of every slice and "
+        "revision.",
+        {
+            "name": _string("Name of the role (spec.roles[].name)."),
+            "replicas": _int32("Groups of the role, old and new revisions together."),
+            "readyReplicas": _int32("Ready groups of the role, old and new revisions together."),
+            "updatedReplicas": _int32("Groups of the role at the current revision."),
+        },
+        required=["name"])
+    return _obj(
+        "Observed state of the DisaggregatedSet, written by the operator.",
+        {
+            "observedGeneration": _observed_generation(),
+            "roleStatuses": {
+                "type": "array",
+                "description": "One entry per role of spec.roles, in spec order.",
+                "items": role_status,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+            "conditions": _conditions(
+                k8s, "Current observations of the DisaggregatedSet: Available or Progressing."),
+        })
+
+
+def _crd(kind: str, plural: str, short_names: list[str] | None, schema: dict[str, Any],
+         subresources: dict[str, Any], columns: list[dict[str, Any]] | None,
+         group: str = ds.GROUP) -> dict[str, Any]:
+    names: dict[str, Any] = {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                             "singular": kind.lower()}
+    if short_names:
+        names["shortNames"] = short_names
+    version: dict[str, Any] = {"name": ds.VERSION, "served": True, "storage": True}
+    if columns:
+        version["additionalPrinterColumns"] = columns
+    version["subresources"] = subresources
+    version["schema"] = {"openAPIV3Schema": schema}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "names": names, "scope": "Namespaced",
+                 "conversion": {"strategy": "None"}, "versions": [version]},
+    }
+
+
+def _top(kind: str, description: str, spec: dict[str, Any], status: dict[str, Any],
+         spec_required: bool) -> dict[str, Any]:
+    return _obj(
+        description,
+        {
+            "apiVersion": _string(f"API version of this object: {ds.API_VERSION}."),
+            "kind": _string(f"Kind of this object: {kind}."),
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        required=["spec"] if spec_required else None,
+    )
+
+
+def build_ds_crd(core_doc: dict[str, Any], scheduling_doc: dict[str, Any]) -> dict[str, Any]:
+    """The DisaggregatedSet CRD. No short name: ``ds`` is the DaemonSet's. No printer columns
+    and no scale subresource, as upstream."""
+    k8s = Structural(core_doc, scheduling_doc)
+    schema = _top(
+        ds.KIND,
+        "A DisaggregatedSet runs the roles of disaggregated serving (prefill, decode, ...) as "
+        "one object: one LeaderWorkerSet per role and slice, rolled to a new revision together "
+        "so that no revision is left with one role serving and another gone.",
+        _ds_spec(k8s), _ds_status(k8s), spec_required=True)
+    return _crd(ds.KIND, ds.PLURAL, None, schema, {"status": {}}, None)
+
+
+def build_scaler_crd(core_doc: dict[str, Any], scheduling_doc: dict[str, Any]) -> dict[str, Any]:
+    """The DisaggregatedSetRoleScaler CRD: the scale target of an autoscaler for one External
+    role. ``spec.replicas`` is defaulted (0) and required, so the scale subresource always finds
+    it: a GET of ``/scale`` on an object without it fails with "the spec replicas field does not
+    exist". Unlike upstream, an absent ``spec`` is defaulted too (to ``{}``, then ``replicas:
+    0``): upstream's optional ``spec`` leaves a scaler written without one unscalable."""
+    k8s = Structural(core_doc, scheduling_doc)
+    spec = _obj(
+        "Desired state of the role scaler.",
+        {"replicas": _int32(
+            "Desired groups of the role (per set; slices must be 1). The controller seeds it "
+            "when it creates the scaler; an autoscaler writes it through the scale "
+            "subresource.", default=0, minimum=0)},
+        required=["replicas"])
+    spec["default"] = {}
+    status = _obj(
+        "Observed state of the role scaler, written by the operator.",
+        {
+            "replicas": _int32(
+                "Groups of the role, every revision counted: the current size reported by the "
+                "scale subresource."),
+            "selector": _string(
+                "Label selector, in string form, of the role's leader pods: the scale "
+                "subresource reports it so an autoscaler reads the leaders' metrics."),
+            "observedGeneration": _observed_generation(),
+            "conditions": _conditions(
+                k8s, "Current observations of the scaler: Ready once it is bound to a role."),
+        })
+    schema = _top(
+        ds.SCALER_KIND,
+        "A DisaggregatedSetRoleScaler holds the replica count of one External role of a "
+        "DisaggregatedSet, for an autoscaler to drive. The controller creates it, named "
+        "<set>-<role>, and deletes it with its role.",
+        spec, status, spec_required=False)
+    columns = [
+        {"name": "Desired", "type": "integer", "jsonPath": ".spec.replicas",
+         "description": "Desired groups of the role"},
+        {"name": "Current", "type": "integer", "jsonPath": ".status.replicas",
+         "description": "Current groups of the role"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    subresources = {
+        "status": {},
+        "scale": {"specReplicasPath": ".spec.replicas",
+                  "statusReplicasPath": ".status.replicas",
+                  "labelSelectorPath": ".status.selector"},
+    }
+    return _crd(ds.SCALER_KIND, ds.SCALER_PLURAL, [ds.SCALER_SHORT_NAME], schema, subresources,
+                columns)
+
+
+def build_all(core_doc: dict[str, Any], scheduling_doc: dict[str, Any],
+              directory: Path = CRD_DIR) -> dict[Path, dict[str, Any]]:
+    """Every CRD this repository ships, by the file it is committed as in ``directory``."""
+    return {
+        directory / CRD_PATH.name: build_crd(core_doc, scheduling_doc),
+        directory / DS_CRD_PATH.name: build_ds_crd(core_doc, scheduling_doc),
+        directory / SCALER_CRD_PATH.name: build_scaler_crd(core_doc, scheduling_doc),
+    }
+
+
 class _Dumper(yaml.SafeDumper):
     """Writes every repeated sub-schema out in full: no YAML anchors and aliases."""
 
@@ -538,13 +806,12 @@ class _Dumper(yaml.SafeDumper):
 
 
 def render(crd: dict[str, Any], server_version: str) -> str:
-    header = (
-        "# Generated by hack/gen_crd.py from the OpenAPI v3 documents of kube-apiserver "
-        f"{server_version}. Do not edit.\n"
-        "# Over 1 MB: install with `kubectl apply --server-side -f <this file>`.\n"
-    )
     body = yaml.dump(crd, Dumper=_Dumper, sort_keys=True, default_flow_style=False,
                      allow_unicode=True, width=100)
+    header = ("# Generated by hack/gen_crd.py from the OpenAPI v3 documents of kube-apiserver "
+              f"{server_version}. Do not edit.\n")
+    if len(body.encode()) > 262144:  # client-side apply stores the object in an annotation
+        header += "# Over 1 MB: install with `kubectl apply --server-side -f <this file>`.\n"
     return header + body
 
 
@@ -621,10 +888,11 @@ def fetch(kubeconfig: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 if the output file differs")
+                        help="do not write; exit 1 if any output file differs")
     parser.add_argument("--kubeconfig", type=Path,
                         help=f"read the documents from this {K8S_VERSION} server")
-    parser.add_argument("--output", type=Path, default=CRD_PATH, help="default: %(default)s")
+    parser.add_argument("--dir", type=Path, default=CRD_DIR,
+                        help="where the CRD files are (written or checked); default: %(default)s")
     parser.add_argument("--cluster-dir", type=Path, default=CLUSTER_DIR,
                         help="where to start the local cluster; default: %(default)s")
     parser.add_argument("--keep-cluster", action="store_true",
@@ -637,21 +905,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the source server is {version}; the CRD is pinned to {K8S_VERSION}",
               file=sys.stderr)
         return 2
-    text = render(build_crd(core, scheduling), version)
+    texts = {path: render(crd, version) for path, crd in build_all(core, scheduling,
+                                                                   args.dir).items()}
 
     if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current == text:
-            print(f"{args.output} is up to date")
-            return 0
-        diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
-                                    str(args.output), "generated", lineterm="", n=2)
-        print("\n".join(list(diff)[:60]), file=sys.stderr)
-        print(f"{args.output} is stale: run .venv/bin/python hack/gen_crd.py", file=sys.stderr)
-        return 1
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
-    print(f"wrote {args.output} ({len(text.encode())} bytes)")
+        stale = 0
+        for path, text in texts.items():
+            current = path.read_text() if path.exists() else ""
+            if current == text:
+                print(f"{path} is up to date")
+                continue
+            stale += 1
+            diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                        str(path), "generated", lineterm="", n=2)
+            print("\n".join(list(diff)[:60]), file=sys.stderr)
+            print(f"{path} is stale: run .venv/bin/python hack/gen_crd.py", file=sys.stderr)
+        return 1 if stale else 0
+    args.dir.mkdir(parents=True, exist_ok=True)
+    for path, text in texts.items():
+        path.write_text(text)
+        print(f"wrote {path} ({len(text.encode())} bytes)")
     return 0
 
 

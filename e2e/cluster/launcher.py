@@ -42,6 +42,13 @@ HERE = Path(__file__).resolve().parent
 TIERS = ("api", "full")
 CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
+DS_CRD_FILE = REPO / "crds" / "disaggregatedset.x-k8s.io_disaggregatedsets.yaml"
+DS_CRD_NAME = "disaggregatedsets.disaggregatedset.x-k8s.io"
+DS_SCALER_CRD_FILE = REPO / "crds" / "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml"
+DS_SCALER_CRD_NAME = "disaggregatedsetrolescalers.disaggregatedset.x-k8s.io"
+# Every CRD the operator serves, by file: what `install_crd` applies by default.
+CRD_FILES = {CRD_FILE: CRD_NAME, DS_CRD_FILE: DS_CRD_NAME, DS_SCALER_CRD_FILE: DS_SCALER_CRD_NAME}
+_CRD_NAMES_BY_FILE = {path.name: name for path, name in CRD_FILES.items()}
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.0.0.0/16"
 
@@ -235,20 +242,29 @@ class LocalCluster:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc.stdout
 
-    def install_crd(self, path: Path = CRD_FILE, timeout: float = 60.0) -> None:
-        """Server-side apply the LeaderWorkerSet CRD (too large for client-side apply) and wait
-        until it is Established. Polled: ``kubectl wait`` errors while there are no conditions."""
-        self.kubectl("apply", "--server-side", "--force-conflicts",
-                     "--field-manager=lws-operator-tests", "-f", str(path))
+    def install_crd(self, path: Path | None = None, timeout: float = 60.0) -> None:
+        """Server-side apply our CRDs (too large for client-side apply) and wait until each is
+        Established: every file of ``crds/`` (LeaderWorkerSet, DisaggregatedSet and its role
+        scaler), or only ``path``. Polled: ``kubectl wait`` errors while there are no
+        conditions."""
+        files = [path] if path is not None else list(CRD_FILES)
+        for file in files:
+            self.kubectl("apply", "--server-side", "--force-conflicts",
+                         "--field-manager=lws-operator-tests", "-f", str(file))
         deadline = time.monotonic() + timeout
-        while True:
-            out = self.kubectl("get", "crd", CRD_NAME, "-o", "jsonpath={.status.conditions}")
-            conditions = (json.loads(out) if out.strip() else None) or []
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{CRD_NAME} not Established after {timeout}s")
-            time.sleep(0.2)
+        for file in files:
+            name = _CRD_NAMES_BY_FILE.get(file.name) or yaml.load(
+                file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+            )["metadata"]["name"]
+            while True:
+                out = self.kubectl("get", "crd", name, "-o", "jsonpath={.status.conditions}")
+                conditions = (json.loads(out) if out.strip() else None) or []
+                if any(c["type"] == "Established" and c["status"] == "True"
+                       for c in conditions):
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} not Established after {timeout}s")
+                time.sleep(0.2)
 
     # ------------------------------------------------------------------ API server faults
 

@@ -17,6 +17,12 @@ some namespaces (the chart's ``webhook.namespaceSelectorExpressions``); a Leader
 namespace left out gets ``Progressing=False`` with reason ``PodsNotMutated`` and a Warning Event
 (``logic.unmutated``).
 
+The DisaggregatedSet webhook (``vdisaggregatedset.kb.io``, upstream's name and path) is registered
+with the others, always: upstream's chart installs it only with ``enableDisaggregatedSet``, so a
+default upstream install leaves the partition, name-length, placement and External checks
+unenforced; here the DisaggregatedSet API is always served, and so are its checks (the chart can
+still leave the registration out, ``webhook.disaggregatedSet``).
+
 ``python -m lws_operator.admission.registration webhooks/`` rewrites the YAML files.
 """
 
@@ -32,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from lws_operator.api import disaggregated
 from lws_operator.api.constants import (
     GROUP,
     MUTATE_LWS_PATH,
@@ -86,9 +93,10 @@ def _client_config(target: ServiceTarget | UrlTarget, path: str,
     return config
 
 
-def _rule(group: str, resource: str, operations: list[str]) -> dict[str, Any]:
-    return {"apiGroups": [group], "apiVersions": ["v1" if group == "" else VERSION],
-            "operations": operations, "resources": [resource]}
+def _rule(group: str, resource: str, operations: list[str], version: str = VERSION,
+          ) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": ["v1" if group == "" else version],
+            "operations": list(operations), "resources": [resource]}
 
 
 def render(
@@ -141,6 +149,9 @@ def render(
             webhook("vleaderworkerset.kb.io", VALIDATE_LWS_PATH, _rule(GROUP, PLURAL, lws_ops),
                     pods=False),
             webhook("vpod.kb.io", VALIDATE_POD_PATH, _rule("", "pods", lws_ops), pods=True),
+            webhook(disaggregated.WEBHOOK_NAME, disaggregated.VALIDATE_PATH,
+                    _rule(disaggregated.GROUP, disaggregated.PLURAL, lws_ops,
+                          disaggregated.VERSION), pods=False),
         ],
     }
     return [mutating, validating]

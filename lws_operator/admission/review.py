@@ -1,6 +1,7 @@
-"""AdmissionReview in, AdmissionReview out: the four upstream webhooks over the pure modules.
+"""AdmissionReview in, AdmissionReview out: upstream's webhooks over the pure modules.
 
-The decisions live in ``api.defaults``, ``api.validation`` and ``logic.pod_mutation``; this module
+The decisions live in ``api.defaults``, ``api.validation``, ``api.disaggregated_validation`` and
+``logic.pod_mutation``; this module
 only maps them to what the API server expects, answering the way controller-runtime answers for
 the Go controller, so clients see the same errors:
 
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lws_operator.admission.patch import diff
-from lws_operator.api import defaults, validation
+from lws_operator.api import defaults, disaggregated, disaggregated_validation, validation
 from lws_operator.api.constants import (
     MUTATE_LWS_PATH,
     MUTATE_POD_PATH,
@@ -128,13 +129,28 @@ def validate_lws(request: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
+def validate_disaggregatedset(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``vdisaggregatedset.kb.io``: upstream's DisaggregatedSet checks on CREATE and UPDATE (the
+    new object only), refused like the LeaderWorkerSet ones. Warnings (an External role that
+    sets replicas) ride on the answer, a refusal included, as controller-runtime attaches a
+    validator's warnings to its ``Denied``; ``kubectl`` prints them as ``Warning: ...``."""
+    if request.get("operation") not in ("CREATE", "UPDATE"):
+        return allowed()
+    result = disaggregated_validation.validate(_object(request))
+    response = forbidden(result.message) if result.errors else allowed()
+    if result.warnings:
+        response["warnings"] = result.warnings
+    return response
+
+
 def handlers(scheduler_provider: str | None = None) -> dict[str, Handler]:
-    """The four upstream webhook paths and what serves each."""
+    """Every webhook path (upstream's) and what serves each."""
     return {
         MUTATE_LWS_PATH: mutate_lws,
         VALIDATE_LWS_PATH: validate_lws,
         MUTATE_POD_PATH: mutate_pod(scheduler_provider),
         VALIDATE_POD_PATH: validate_pod,
+        disaggregated.VALIDATE_PATH: validate_disaggregatedset,
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from lws_operator.api.constants import DISAGGREGATEDSET_NAME_LABEL
 from lws_operator.api.view import _map, metadata
@@ -46,12 +46,19 @@ SCALING_EXTERNAL: Final = "External"
 PLACEMENT_NONE: Final = "None"
 PLACEMENT_EXCLUSIVE_SLICE: Final = "ExclusiveSlice"
 PLACEMENT_EXCLUSIVE_TOPOLOGY: Final = "ExclusiveTopology"
+# The enums of the CRD schema (hack/gen_crd.py reads them from here: one list of each).
+ScalingMode = Literal["Static", "External"]
+PlacementType = Literal["None", "ExclusiveSlice", "ExclusiveTopology"]
 
 SERVICE_SUFFIX: Final = "-prv"
 REVISION_LENGTH: Final = 8
 MIN_ROLES: Final = 2
 MAX_ROLES: Final = 10
 MAX_SLICES: Final = 100
+SCALER_SHORT_NAME: Final = "dsrs"
+# The spec-level CEL rule's message (upstream's DisaggregatedSetSpec marker): an interface fact.
+REPLICAS_RULE_MESSAGE: Final = (
+    "replicas must be zero for all non-External roles or non-zero for all non-External roles")
 
 VALIDATE_PATH: Final = "/validate-disaggregatedset-x-k8s-io-v1-disaggregatedset"
 WEBHOOK_NAME: Final = "vdisaggregatedset.kb.io"

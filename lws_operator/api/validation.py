@@ -246,7 +246,9 @@ def _validate_counts(spec: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def _validate_int_or_percent(path: str, value: Any) -> list[FieldError]:
+def validate_int_or_percent(path: str, value: Any) -> list[FieldError]:
+    """apimachinery's IntOrPercent checks (a non-negative int, or a percent string of at most
+    100%); None is not checked. The DisaggregatedSet webhook applies them to its roles too."""
     if value is None:
         return []
     if _int(value) is not None:
@@ -271,8 +273,8 @@ def _validate_rollout(spec: dict[str, Any]) -> list[FieldError]:
     if not isinstance(config, dict):
         return []
     unavailable, surge = config.get("maxUnavailable"), config.get("maxSurge")
-    unavailable_errors = _validate_int_or_percent(f"{RUC}.maxUnavailable", unavailable)
-    surge_errors = _validate_int_or_percent(f"{RUC}.maxSurge", surge)
+    unavailable_errors = validate_int_or_percent(f"{RUC}.maxUnavailable", unavailable)
+    surge_errors = validate_int_or_percent(f"{RUC}.maxSurge", surge)
     errors = unavailable_errors + surge_errors
     partition = _int(config.get("partition"))
     if partition is not None and partition < 0:

@@ -6,12 +6,16 @@ under the headless Service), `LWS_GROUP_SIZE` and `LWS_WORKER_INDEX`. They are i
 regular *and* init containers, always ahead of the user's own variables: a variable may refer to
 an earlier one with `$(LWS_LEADER_ADDRESS)`, and that only resolves if it comes first. A user value
 under one of these names is replaced, never kept.
+
+Pods of a DisaggregatedSet's LeaderWorkerSets also get the guide's four ``DISAGGREGATEDSET_*``
+variables (:func:`add_disaggregatedset_env`), which upstream's controller never injects.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from lws_operator.api import disaggregated
 from lws_operator.api.constants import (
     ENV_GROUP_SIZE,
     ENV_LEADER_ADDRESS,
@@ -83,3 +87,48 @@ def add_lws_env(pod: dict[str, Any]) -> None:
                 if not (isinstance(entry, dict) and entry.get("name") in ours)
             ]
             container["env"] = [dict(entry) for entry in injected] + kept
+
+
+def disaggregatedset_env(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The guide's DisaggregatedSet variables for a pod carrying the DisaggregatedSet name label
+    (none otherwise), valued from the pod's own labels: name, role, slice and revision. The
+    labels come from the pod template the DisaggregatedSet controller wrote, so each pod tells
+    its own revision even while two revisions serve side by side. A pod of a LeaderWorkerSet
+    made before slices existed has no slice label: it is slice 0. A variable whose label is
+    missing (only a hand-made pod lacks them) is left out rather than given a made-up value."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if disaggregated.NAME_LABEL not in labels:
+        return []
+    values = {
+        disaggregated.ENV_NAME: labels.get(disaggregated.NAME_LABEL),
+        disaggregated.ENV_ROLE: labels.get(disaggregated.ROLE_LABEL),
+        disaggregated.ENV_SLICE: labels.get(disaggregated.SLICE_LABEL) or "0",
+        disaggregated.ENV_REVISION: labels.get(disaggregated.REVISION_LABEL),
+    }
+    return [{"name": name, "value": str(value)} for name, value in values.items()
+            if value is not None]
+
+
+def add_disaggregatedset_env(pod: dict[str, Any]) -> None:
+    """Add the DisaggregatedSet variables to every container and init container (in place),
+    after the LWS ones (call :func:`add_lws_env` first) and before the user's, so the user's
+    variables may refer to them with ``$(DISAGGREGATEDSET_ROLE)``.
+
+    Unlike the LWS variables, a value the user set under one of these names is kept (the guide:
+    the user's wins) and ours is not added for that container. That also makes a second pass
+    over an admitted pod a no-op."""
+    injected = disaggregatedset_env(pod)
+    if not injected:
+        return
+    lws_names = {ENV_LEADER_ADDRESS, ENV_GROUP_SIZE, ENV_WORKER_INDEX}
+    spec = pod.get("spec") or {}
+    for kind in ("containers", "initContainers"):
+        for container in spec.get(kind) or []:
+            env = list(container.get("env") or [])
+            present = {entry.get("name") for entry in env if isinstance(entry, dict)}
+            at = 0
+            while (at < len(env) and isinstance(env[at], dict)
+                   and env[at].get("name") in lws_names):
+                at += 1
+            added = [dict(entry) for entry in injected if entry["name"] not in present]
+            container["env"] = env[:at] + added + env[at:]

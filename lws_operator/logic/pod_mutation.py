@@ -4,7 +4,8 @@ Default, pod_webhook.go).
 StatefulSets create the pods of a group from templates that cannot know a pod's ordinal, so the
 per-pod facts are filled in at admission: the group index and group key of a leader, the worker
 index of a worker, subgroup labels, exclusive-placement affinity, the per-replica subdomain, the
-volcano PodGroup annotation, and the TPU and LWS environment variables. This module is that
+volcano PodGroup annotation, the TPU and LWS environment variables, and, on the pods of a
+DisaggregatedSet, the guide's ``DISAGGREGATEDSET_*`` variables. This module is that
 decision as a pure function of the pod; the webhook server turns its result into a JSON patch.
 
 Pods created by the upstream Go webhook and by this one must be indistinguishable, so its quirks
@@ -47,7 +48,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.view import is_leader
 from lws_operator.logic.affinity import set_exclusive_affinities
-from lws_operator.logic.env import add_lws_env
+from lws_operator.logic.env import add_disaggregatedset_env, add_lws_env
 from lws_operator.logic.gang import assign_pod_group, new_incarnation
 from lws_operator.logic.keys import (
     group_key,
@@ -171,6 +172,7 @@ def _mutate(pod: dict[str, Any], scheduler_provider: str | None,
     if pod_requests_tpus(pod):
         add_tpu_env(pod, size)
     add_lws_env(pod)
+    add_disaggregatedset_env(pod)
 
 
 def _mutate_leader(

@@ -23,6 +23,8 @@ from tests.chart.helm import (
 )
 
 CRD_NAME = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+# Every CRD of crds/: LeaderWorkerSet, DisaggregatedSet and its role scaler.
+CRD_NAMES = sorted(p.name for p in (REPO / "crds").glob("*.yaml"))
 
 
 def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -83,11 +85,16 @@ def test_golden(case: str) -> None:
         "run `make chart-golden` to accept it")
 
 
-def test_crd_is_the_generated_one() -> None:
-    """The chart ships crds/ byte for byte (``make crd`` regenerates only crds/)."""
-    assert (CHART / "crds" / CRD_NAME).read_bytes() == (REPO / "crds" / CRD_NAME).read_bytes(), (
-        f"cp crds/{CRD_NAME} charts/lws-operator/crds/")
-    assert [p.name for p in (CHART / "crds").iterdir()] == [CRD_NAME]
+def test_crds_are_the_generated_ones() -> None:
+    """The chart ships crds/ byte for byte (``make crd`` regenerates only crds/), the
+    DisaggregatedSet CRDs included (upstream's chart ships them unconditionally too)."""
+    expected = sorted([CRD_NAME, "disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
+                       "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml"])
+    assert expected == CRD_NAMES
+    for name in CRD_NAMES:
+        assert (CHART / "crds" / name).read_bytes() == (REPO / "crds" / name).read_bytes(), (
+            f"cp crds/{name} charts/lws-operator/crds/")
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == CRD_NAMES
 
 
 @pytest.mark.parametrize("namespace", ["lws-system", "kube-system", "ml-platform"])
@@ -108,7 +115,7 @@ def test_webhooks_serve_every_namespace_by_default(namespace: str) -> None:
     kube-system starts like any other; the pod webhooks see LeaderWorkerSet pods only."""
     objs = objects(render(namespace=namespace))
     hooks = [h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]]
-    assert len(hooks) == 4
+    assert len(hooks) == 5
     for hook in hooks:
         assert "namespaceSelector" not in hook, hook["name"]
         if hook["name"] in {"mpod.kb.io", "vpod.kb.io"}:
@@ -518,9 +525,34 @@ def test_enable_cert_manager() -> None:
     assert any(a.startswith("--metrics-cert-path=") for a in container(named)["args"])
 
 
+def webhook_names(objs: list[dict[str, Any]]) -> list[str]:
+    return [h["name"] for o in objs if o["kind"].endswith("WebhookConfiguration")
+            for h in o["webhooks"]]
+
+
+@pytest.mark.parametrize("values", [
+    {}, {"enableDisaggregatedSet": False}, {"enableDisaggregatedSet": True},
+    {"webhook": {"validateDisaggregatedSets": True}},
+])
+def test_the_disaggregatedset_webhook_is_registered_unless_switched_off(
+        values: dict[str, Any]) -> None:
+    """Unlike upstream's chart (only with enableDisaggregatedSet), whatever that key says: an
+    upstream values file keeps its default, false, and would otherwise lose the checks."""
+    assert "vdisaggregatedset.kb.io" in webhook_names(objects(render(values=values)))
+
+
+def test_the_disaggregatedset_webhook_can_be_left_out() -> None:
+    objs = objects(render(values={"webhook": {"validateDisaggregatedSets": False}}))
+    assert webhook_names(objs) == ["mleaderworkerset.kb.io", "mpod.kb.io",
+                                   "vleaderworkerset.kb.io", "vpod.kb.io"]
+    both = objects(render(values={"enableDisaggregatedSet": True,
+                                  "webhook": {"validateDisaggregatedSets": False}}))
+    assert "vdisaggregatedset.kb.io" not in webhook_names(both)
+
+
 @pytest.mark.parametrize(("setting", "message"), [
-    ("enableDisaggregatedSet=true", "does not serve the DisaggregatedSet API"),
     ("image.manager.repository=registry.k8s.io/lws/lws", "upstream's Go controller"),
+    ("webhook.validateDisaggregatedSets=maybe", "validateDisaggregatedSets"),
 ])
 def test_upstream_keys_this_operator_cannot_honour_are_refused_with_the_reason(
         setting: str, message: str) -> None:

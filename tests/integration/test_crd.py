@@ -21,7 +21,7 @@ import yaml
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster import LocalCluster
-from e2e.cluster.launcher import CRD_FILE, CRD_NAME
+from e2e.cluster.launcher import CRD_FILE, CRD_FILES, CRD_NAME, DS_SCALER_CRD_FILE
 from e2e.harness.builder import LeaderWorkerSet
 from e2e.kube import MERGE_PATCH, Kube
 
@@ -272,11 +272,12 @@ def test_regenerating_from_the_pinned_server_gives_the_committed_file(
 ) -> None:
     if _server_version(cluster) != PINNED:
         pytest.skip(f"the CRD is generated from kube-apiserver {PINNED}")
-    out = tmp_path / "crd.yaml"
-    proc = _generate(cluster, "--output", str(out))
+    proc = _generate(cluster, "--dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert out.read_bytes() == CRD_FILE.read_bytes(), (
-        "the committed CRD is stale: run .venv/bin/python hack/gen_crd.py")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in CRD_FILES)
+    for committed in CRD_FILES:  # LeaderWorkerSet, DisaggregatedSet and its role scaler
+        assert (tmp_path / committed.name).read_bytes() == committed.read_bytes(), (
+            f"the committed {committed.name} is stale: run .venv/bin/python hack/gen_crd.py")
 
 
 def test_check_mode_passes_on_the_committed_file_and_fails_on_an_edited_one(
@@ -285,13 +286,16 @@ def test_check_mode_passes_on_the_committed_file_and_fails_on_an_edited_one(
     if _server_version(cluster) != PINNED:
         pytest.skip(f"the CRD is generated from kube-apiserver {PINNED}")
     assert _generate(cluster, "--check").returncode == 0
-    edited = tmp_path / "crd.yaml"
-    edited.write_text(CRD_FILE.read_text().replace("shortNames:\n    - lws",
-                                                   "shortNames:\n    - lw"))
-    proc = _generate(cluster, "--check", "--output", str(edited))
+    for committed in CRD_FILES:
+        (tmp_path / committed.name).write_bytes(committed.read_bytes())
+    edited = tmp_path / DS_SCALER_CRD_FILE.name
+    edited.write_text(edited.read_text().replace("shortNames:\n    - dsrs",
+                                                 "shortNames:\n    - dsr"))
+    proc = _generate(cluster, "--check", "--dir", str(tmp_path))
     assert proc.returncode == 1
-    assert "stale" in proc.stderr
-    assert "- lw" in proc.stderr
+    assert f"{edited} is stale" in proc.stderr
+    assert "- dsr" in proc.stderr
+    assert f"{tmp_path / CRD_FILE.name} is up to date" in proc.stdout
 
 
 # ---------------------------------------------------------------------------- installation

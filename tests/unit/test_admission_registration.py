@@ -29,7 +29,7 @@ def test_upstream_names_paths_and_policies() -> None:
     assert validating["metadata"]["name"] == "lws-validating-webhook-configuration"
     hooks = {h["name"]: h for h in mutating["webhooks"] + validating["webhooks"]}
     assert set(hooks) == {"mleaderworkerset.kb.io", "mpod.kb.io", "vleaderworkerset.kb.io",
-                          "vpod.kb.io"}
+                          "vpod.kb.io", "vdisaggregatedset.kb.io"}
     for hook in hooks.values():
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
@@ -50,6 +50,23 @@ def test_upstream_names_paths_and_policies() -> None:
                                          "resources": ["leaderworkersets"]}]
     for hook in hooks.values():
         assert "namespaceSelector" not in hook
+    # Upstream's DisaggregatedSet webhook: its name, path and rule; no objectSelector.
+    ds = hooks["vdisaggregatedset.kb.io"]
+    assert ds["clientConfig"]["service"]["path"] == (
+        "/validate-disaggregatedset-x-k8s-io-v1-disaggregatedset")
+    assert ds["rules"] == [{"apiGroups": ["disaggregatedset.x-k8s.io"], "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["disaggregatedsets"]}]
+    assert "objectSelector" not in ds
+    assert [h["name"] for h in validating["webhooks"]][-1] == "vdisaggregatedset.kb.io"
+
+
+def test_the_manifests_have_no_yaml_aliases() -> None:
+    """Every hook's rule lists are its own: shared lists would dump as ``&id001`` anchors,
+    which some tools (and readers) do not follow."""
+    for name, text in registration.manifest_files().items():
+        assert "&id" not in text, name
+        assert "*id" not in text, name
 
 
 @pytest.mark.parametrize("namespace", ["lws-system", "kube-system", "ml-platform"])

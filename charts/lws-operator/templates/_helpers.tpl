@@ -81,14 +81,6 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default .Values.webhook.port $service.port }}
 {{- end }}
 
-{{/* Upstream keys that ask for what this operator does not have: refused with a reason rather
-than installed without it. */}}
-{{- define "lws-operator.refuseUnsupported" -}}
-{{- if .Values.enableDisaggregatedSet }}
-{{- fail "enableDisaggregatedSet: lws-operator does not serve the DisaggregatedSet API (disaggregatedset.x-k8s.io); keep upstream's controller for DisaggregatedSets or set it to false" }}
-{{- end }}
-{{- end }}
-
 {{/* The cert-manager Certificate that serves the webhooks (mode cert-manager). */}}
 {{- define "lws-operator.certificateName" -}}
 {{- printf "%s-serving-cert" (include "lws-operator.fullname" .) }}
