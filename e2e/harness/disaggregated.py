@@ -42,7 +42,6 @@ SLICE_LABEL = f"{GROUP}/slice"
 REVISION_LABEL = f"{GROUP}/revision"
 INITIAL_REPLICAS = f"{GROUP}/initial-replicas"
 CRD_FILES = sorted((REPO / "crds").glob(f"{GROUP}_*.yaml"))
-CRD_NAMES = (f"disaggregatedsets.{GROUP}", f"disaggregatedsetrolescalers.{GROUP}")
 PAUSE = "registry.k8s.io/pause:3.9"  # upstream's e2e image (kwok never pulls it)
 NODE_TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 AVAILABLE_MESSAGE = ("All roles have reached their desired replica count, ready and updated to "
@@ -52,26 +51,13 @@ Key = tuple[str, str, str]  # (slice, revision, role)
 
 
 def install_crds(cluster: LocalCluster, timeout: float = 60.0) -> None:
-    """Server-side apply both DisaggregatedSet CRDs (and the LeaderWorkerSet one) and wait until
-    they are Established and discoverable."""
-    cluster.install_crd()
-    assert CRD_FILES, "crds/ holds no DisaggregatedSet CRD"
-    for path in CRD_FILES:
-        cluster.kubectl("apply", "--server-side", "--force-conflicts",
-                        "--field-manager=lws-operator-tests", "-f", str(path))
+    """Every CRD of ``crds/`` (LeaderWorkerSet, DisaggregatedSet, its role scaler) Established,
+    and the DisaggregatedSet API discoverable (the operator finds it by discovery)."""
+    assert len(CRD_FILES) == 2, "crds/ holds no DisaggregatedSet CRDs"
+    cluster.install_crd(timeout=timeout)
     deadline = time.monotonic() + timeout
-    for name in CRD_NAMES:
-        while True:
-            out = cluster.kubectl("get", "crd", name, "-o", "jsonpath={.status.conditions}",
-                                  check=False)
-            if any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (json.loads(out) if out.strip().startswith("[") else [])):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name} not Established after {timeout}s")
-            time.sleep(0.2)
-    while f'"{CRD_NAMES[0].split(".")[0]}"' not in cluster.kubectl(
-            "get", "--raw", f"/apis/{DS_API}", check=False):
+    while '"disaggregatedsets"' not in cluster.kubectl("get", "--raw", f"/apis/{DS_API}",
+                                                      check=False):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{DS_API} not discoverable after {timeout}s")
         time.sleep(0.2)
