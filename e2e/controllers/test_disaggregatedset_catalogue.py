@@ -394,3 +394,23 @@ async def test_garbage_collection_after_delete(operator: Operator) -> None:
     assert len(await ds_services(op.kube, ns, "gc")) == 2
     assert {o["metadata"]["labels"][REVISION_LABEL] for o in got.lws.values()} == {got.revision}
     await deleted(op, "gc")
+
+
+async def test_a_group_identity_change_rolls_the_set(operator: Operator) -> None:
+    """The guide (Group Identity): within a DisaggregatedSet a role may change
+    ``groupIdentity`` (immutable on a LeaderWorkerSet), which rolls it as a template update:
+    a new revision whose decode LeaderWorkerSet is Hash, reached by a coordinated rollout."""
+    op = operator
+    before = await created(op, ds("identity", role("prefill", 2), role("decode", 2)))
+    hashed = role("decode", 2).spec(groupIdentity="Hash")
+    async with RolloutMonitor(op.kube, op.namespace, "identity") as monitor:
+        await apply(op, ds("identity", role("prefill", 2), hashed))
+        after = await wait_converged(op.kube, op.namespace, "identity",
+                                     other_than=before.revision)
+    assert monitor.violations({"prefill": 3, "decode": 3}) == []
+    assert monitor.revisions() == [before.revision, after.revision]
+    identities = {o["metadata"]["labels"][ROLE_LABEL]: o["spec"].get("groupIdentity")
+                  for o in after.lws.values()}
+    assert identities["decode"] == "Hash"
+    assert identities["prefill"] in (None, "Ordinal")
+    await deleted(op, "identity")
