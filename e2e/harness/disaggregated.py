@@ -517,10 +517,11 @@ class RolloutMonitor:
         what the invariant is judged on (see the module docstring)."""
         out: list[dict[Key, int]] = []
         for i, state in enumerate(self.states):
-            if i + 1 < len(self.states):
-                touched = _changed(state, self.states[i + 1])
-                if len(touched) == 1 and _split(state, touched):
-                    continue  # the same revision's next role follows
+            if 0 < i < len(self.states) - 1:
+                arrived, leaving = (_changed(self.states[i - 1], state),
+                                    _changed(state, self.states[i + 1]))
+                if len(arrived) == 1 and arrived == leaving:
+                    continue  # the same revision's next write follows
             out.append(state)
         return out
 
