@@ -741,8 +741,8 @@ def build_scaler_crd(core_doc: dict[str, Any], scheduling_doc: dict[str, Any]) -
     """The DisaggregatedSetRoleScaler CRD: the scale target of an autoscaler for one External
     role. ``spec.replicas`` is defaulted (0) and required, so the scale subresource always finds
     it: a GET of ``/scale`` on an object without it fails with "the spec replicas field does not
-    exist". Unlike upstream, an absent ``spec`` is defaulted too (to ``{}``, then ``replicas:
-    0``): upstream's optional ``spec`` leaves a scaler written without one unscalable."""
+    exist". Unlike upstream, an absent ``spec`` is defaulted too (to ``replicas: 0``): upstream's
+    optional ``spec`` leaves a scaler written without one unscalable."""
     k8s = Structural(core_doc, scheduling_doc)
     spec = _obj(
         "Desired state of the role scaler.",
@@ -751,7 +751,7 @@ def build_scaler_crd(core_doc: dict[str, Any], scheduling_doc: dict[str, Any]) -
             "when it creates the scaler; an autoscaler writes it through the scale "
             "subresource.", default=0, minimum=0)},
         required=["replicas"])
-    spec["default"] = {}
+    spec["default"] = {"replicas": 0}  # a default must pass the schema itself
     status = _obj(
         "Observed state of the role scaler, written by the operator.",
         {
