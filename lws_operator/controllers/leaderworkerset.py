@@ -3,10 +3,11 @@
 The upstream controller splits this work between an LWS controller and a pod controller; here one
 pass per LeaderWorkerSet does both (docs/architecture.md: every child event wakes the owning LWS).
 The pass is
-the list of pure steps in ``logic.steps.pipeline``: before each step this module builds the
-snapshot it reads (``logic.snapshot.Observed``) from the watch caches, and the executor
-(``kube.executor``) carries out the plan the step returns, storing each answer in the cache and
-applying each action's error policy. Writes happen only where the cache shows a difference, so a
+the list of pure steps in ``logic.steps.pipeline``, run by the shared runner
+(``controllers.passes``): before each step this module builds the snapshot it reads
+(``logic.snapshot.Observed``) from the watch caches, and the executor (``kube.executor``)
+carries out the plan the step returns, storing each answer in the cache and applying each
+action's error policy. Writes happen only where the cache shows a difference, so a
 pass over a LeaderWorkerSet at rest issues no request at all.
 """
 
@@ -18,10 +19,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from lws_operator.controllers.passes import PassRunner
 from lws_operator.kube.cache import ClusterCache, Key, KindStore
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.events import EventRecorder
-from lws_operator.kube.executor import Executor
+from lws_operator.kube.executor import Executor, Outcome
 from lws_operator.logic import unmutated
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.plan import Plan
@@ -70,6 +72,7 @@ class LeaderWorkerSetReconciler:
                  stall_grace: float = DEFAULT_GRACE_SECONDS,
                  scheduler_provider: str | None = None, steps: tuple[Step, ...] = STEPS) -> None:
         self.executor = Executor(kube, cache, events)
+        self.runner = PassRunner(self.executor)
         self.cache = cache
         self.now = now
         self.clock = clock
@@ -118,38 +121,29 @@ class LeaderWorkerSetReconciler:
             return NOT_SYNCED_REQUEUE
         buried = self.cache.tombstones(key)
         tombstones = tuple(unmutated.split(buried)[0])
-        decided = NOTHING_DECIDED
-        collected: tuple[str, ...] = ()
-        requeue: float | None = None
-        for step in self.steps:
-            obs = self.observe(key, tombstones, decided, collected)
-            if obs is None:
-                return None  # deleted during the pass: the next one cleans up
-            plan = await self._plan(step, obs)
+
+        def observe(decided: Decided, collected: tuple[str, ...],
+                    fetched: Mapping[str, dict[str, Any]]) -> Observed | None:
+            return self.observe(key, tombstones, decided, collected, dict(fetched))
+
+        def adopt(decided: Decided, plan: Plan) -> Decided:
             if isinstance(plan.carry, Decided):
                 decided = plan.carry
                 if decided.memory is not None:
                     self._remember(key, decided.memory)
-            outcome = await self.executor.execute(plan, obs.body)
+            return decided
+
+        def settle(decided: Decided, outcome: Outcome) -> Decided:
             if decided.kept_tombstones is not None and not outcome.interrupted:
                 # The failures step acted on the tombstones: only those that still trigger
                 # something stay (``logic.steps.failures``).
                 self.cache.drop_tombstones(key, {str(meta_of(t).get("uid")) for t in buried}
                                            - decided.kept_tombstones)
-            decided = replace(decided, memory=None, kept_tombstones=None)
-            collected, requeue = tuple(outcome.collected), outcome.requeue_after
-            if outcome.stop:
-                return requeue
-        return requeue
+            return replace(decided, memory=None, kept_tombstones=None)
 
-    async def _plan(self, step: Step, obs: Observed) -> Plan:
-        """The step's plan, after reading what it asked for (``logic.plan.Read``)."""
-        plan = step(obs)
-        if plan.reads:
-            plan = step(replace(obs, fetched={**obs.fetched,
-                                              **await self.executor.read(plan.reads)}))
-            assert not plan.reads, "a step asks once for what it reads"
-        return plan
+        ran = await self.runner.run(self.steps, observe, NOTHING_DECIDED,
+                                    lambda obs: obs.body, adopt=adopt, settle=settle)
+        return None if ran.gone else ran.requeue_after
 
     def _remember(self, key: Key, memory: Memory) -> None:
         if memory == Memory():

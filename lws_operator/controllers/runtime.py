@@ -4,7 +4,9 @@ The watch layer (``kube.watch``) fills the caches and reports each event's owner
 owner's key goes into the work queue, and workers run the reconciler on the keys, only while
 this process leads when leader election is on. Everything about kopf, priming, resyncing and
 the watch thread lives in ``kube.watch``; this module decides only which kinds the
-LeaderWorkerSet controller watches and what it enqueues.
+LeaderWorkerSet controller watches and what it enqueues. When discovery finds the
+DisaggregatedSet API served, the DisaggregatedSet controller (``controllers.
+disaggregated_runtime``) runs beside it, gated by the same leader election.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from lws_operator.api.disaggregated import PLURAL as DS_PLURAL
+from lws_operator.api.disaggregated import SCALER_PLURAL
+from lws_operator.controllers.disaggregated_runtime import DS_API, DisaggregatedSetRuntime
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import KubeClient
@@ -68,6 +73,8 @@ class ControllerRuntime:
         self.group_metrics = GroupMetrics.for_registry(registry)
         self.watches = Watches(kube, self.cache, registry, WATCHED, self._changed,
                                list_chunk_size=options.list_chunk_size)
+        # The DisaggregatedSet controller, when discovery finds its API served.
+        self.disaggregated: DisaggregatedSetRuntime | None = None
 
     def _changed(self, _kind: str, owner: Key) -> None:
         """An object of the LeaderWorkerSet ``owner`` changed (or the set itself): a pass."""
@@ -99,6 +106,13 @@ class ControllerRuntime:
                 log.warning("scheduler provider volcano: the scheduling.volcano.sh/v1beta1 "
                             "PodGroup API is not served; no volcano PodGroups are created")
         self.watches.discovered()
+        if await self.watches.served(DS_API, DS_PLURAL, SCALER_PLURAL):
+            self.disaggregated = DisaggregatedSetRuntime(
+                self.kube, self.metrics, workers=self.options.workers,
+                list_chunk_size=self.options.list_chunk_size, gate=self.gate)
+        else:
+            log.info("disaggregatedset.x-k8s.io/v1 is not served: the DisaggregatedSet "
+                     "controller does not run")
 
     async def _resync_on_leading(self, stop: asyncio.Event) -> None:
         """When this process becomes the leader, enqueue every LeaderWorkerSet: the keys a
@@ -132,12 +146,19 @@ class ControllerRuntime:
                 controller=CONTROLLER, registry=self.metrics, stop=stop, gate=self.gate))
             resync = asyncio.create_task(self._resync_on_leading(stop))
             stopping = asyncio.ensure_future(stop.wait())
+            either: list[asyncio.Future[Any]] = [watching, stopping]
+            if self.disaggregated is not None:
+                either.append(asyncio.create_task(self.disaggregated.run(stop),
+                                                  name="disaggregatedset-controller"))
             try:
-                either: list[asyncio.Future[Any]] = [watching, stopping]
                 await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 if watching.done():
                     watching.result()  # kopf ended on its own: that is an error
                     raise RuntimeError("the kopf watchers stopped unexpectedly")
+                for other in either[2:]:
+                    if other.done():
+                        other.result()  # the DisaggregatedSet controller ended: an error
+                        raise RuntimeError("the DisaggregatedSet controller stopped")
             finally:
                 stopping.cancel()
                 resync.cancel()
@@ -145,3 +166,4 @@ class ControllerRuntime:
                 stop.set()
                 self.queue.shutdown()
                 await workers
+                await asyncio.gather(*either[2:], return_exceptions=True)

@@ -2,9 +2,11 @@
 
 A pass never LISTs: it reads the objects of one LeaderWorkerSet from here. Objects are indexed by
 namespace and the ``leaderworkerset.sigs.k8s.io/name`` label (LeaderWorkerSets by their own
-name), which is exactly the grouping a pass needs. ``managedFields`` are dropped on the way in:
-they are the bulk of an object and nothing reads them; a pod keeps only the parts of its spec
-that some decision reads, as the logic declares them (``lean``).
+name), which is exactly the grouping a pass needs. The DisaggregatedSet controller keeps a cache
+of its own, indexed by its owner (``ds_owner_key``): the index is a parameter of the cache.
+``managedFields`` are dropped on the way in: they are the bulk of an object and nothing reads
+them; a pod keeps only the parts of its spec that some decision reads, as the logic declares
+them (``lean``).
 
 kopf delivers the events of each object UID in order, but objects of different UIDs in separate
 streams: when a pod is deleted and recreated under the same name (a StatefulSet replacing a
@@ -42,12 +44,15 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from lws_operator.api import disaggregated as ds_api
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.logic.objects import meta_of
 from lws_operator.logic.observed import observed_spec
 
 Key = tuple[str, str]  # (namespace, name)
 GONE_MEMORY = 600.0  # seconds a deleted object's UID is remembered (module docstring)
+# Which owner an object of a kind belongs to (its index key), None for none.
+Index = Callable[[str, Mapping[str, Any]], Key | None]
 
 
 def owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
@@ -59,6 +64,28 @@ def owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
         return namespace, str(meta.get("name") or "")
     lws = (meta.get("labels") or {}).get(NAME_LABEL)
     return (namespace, str(lws)) if lws else None
+
+
+def ds_owner_key(kind: str, obj: Mapping[str, Any]) -> Key | None:
+    """The DisaggregatedSet an object belongs to: itself for a DisaggregatedSet, else the one its
+    ``disaggregatedset.x-k8s.io/name`` label names, confirmed by a controller ownerReference to
+    a DisaggregatedSet of that name (None otherwise). A hand-made object carrying the label, or
+    a deleted namesake's child, then wakes no pass and is listed as nobody's; a pass still finds
+    it by name (a foreign object at a child's name) and checks the owner's UID itself
+    (``api.disaggregated.controlled_by``)."""
+    meta = meta_of(obj)
+    namespace = str(meta.get("namespace") or "")
+    if kind == ds_api.KIND:
+        return namespace, str(meta.get("name") or "")
+    name = (meta.get("labels") or {}).get(ds_api.NAME_LABEL)
+    if not name:
+        return None
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True \
+                and ref.get("kind") == ds_api.KIND and ref.get("name") == name \
+                and str(ref.get("apiVersion") or "").startswith(f"{ds_api.GROUP}/"):
+            return namespace, str(name)
+    return None
 
 
 def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
@@ -105,10 +132,13 @@ def _newer(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
 
 
 class KindStore:
-    """Objects of one kind by (namespace, name), with an index by owning LeaderWorkerSet."""
+    """Objects of one kind by (namespace, name), with an index by owner (``index``: the
+    owning LeaderWorkerSet by default)."""
 
-    def __init__(self, kind: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, kind: str, clock: Callable[[], float] = time.monotonic,
+                 index: Index = owner_key) -> None:
         self.kind = kind
+        self._index = index
         self.synced = False
         self._objects: dict[Key, dict[str, Any]] = {}
         self._by_owner: dict[Key, set[Key]] = defaultdict(set)
@@ -126,7 +156,7 @@ class KindStore:
         owner still has news)."""
         meta = meta_of(obj)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        owner = owner_key(self.kind, obj)
+        owner = self._index(self.kind, obj)
         stored = self._objects.get(key)
         if (stored is not None and _newer(stored, obj)) or cached_uid(obj) in self._gone:
             return owner
@@ -147,8 +177,8 @@ class KindStore:
         if stored is not None and cached_uid(stored) != cached_uid(obj) and cached_uid(obj):
             if gone:
                 self._remember_gone(cached_uid(obj))
-            return owner_key(self.kind, obj)  # a late event of a replaced incarnation
-        owner = self._owner_of.get(key) or owner_key(self.kind, obj)
+            return self._index(self.kind, obj)  # a late event of a replaced incarnation
+        owner = self._owner_of.get(key) or self._index(self.kind, obj)
         self._unindex(key)
         self._objects.pop(key, None)
         if gone:
@@ -200,13 +230,14 @@ class KindStore:
 
 
 class ClusterCache:
-    """One store per kind the controller reads."""
+    """One store per kind the controller reads (``kinds``; the LeaderWorkerSet controller's by
+    default), each indexed by ``index``."""
 
     KINDS = ("LeaderWorkerSet", "StatefulSet", "Deployment", "Pod", "Service",
              "ControllerRevision", "PodGroup", "Workload", "VolcanoPodGroup")
 
-    def __init__(self) -> None:
-        self.stores = {kind: KindStore(kind) for kind in self.KINDS}
+    def __init__(self, kinds: Iterable[str] = KINDS, index: Index = owner_key) -> None:
+        self.stores = {kind: KindStore(kind, index=index) for kind in kinds}
         # The last state of pods seen deleted, per LeaderWorkerSet: a pod may vanish without
         # ever being seen terminating, and its deletion can matter (a deleted worker recreates
         # its group). Kept until a pass has acted on them (``drop_tombstones``), so a pass that

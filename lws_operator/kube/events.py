@@ -1,4 +1,4 @@
-"""Recording Kubernetes Events (``events.k8s.io/v1``) on LeaderWorkerSets.
+"""Recording Kubernetes Events (``events.k8s.io/v1``) on LeaderWorkerSets and DisaggregatedSets.
 
 Events are the user's window into what the controller did (``kubectl describe lws``) and
 upstream's tests match their reason, type and note, so the fields follow upstream's events
@@ -33,8 +33,12 @@ def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:
 class EventRecorder:
     """Writes Events regarding an object, optionally with a related object."""
 
-    def __init__(self, kube: KubeClient, instance: str | None = None) -> None:
+    def __init__(self, kube: KubeClient, instance: str | None = None,
+                 controller: str = EVENT_REPORTING_CONTROLLER) -> None:
+        """``controller``: the Events' ``reportingController`` (upstream's recorder name:
+        ``leaderworkerset``, or ``disaggregatedset`` for the DisaggregatedSet controller)."""
         self.kube = kube
+        self.controller = controller
         self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
 
     def body(self, regarding: Mapping[str, Any], event: Event,
@@ -47,7 +51,7 @@ class EventRecorder:
             "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}",
                          "namespace": meta.get("namespace")},
             "eventTime": now,
-            "reportingController": EVENT_REPORTING_CONTROLLER,
+            "reportingController": self.controller,
             "reportingInstance": self.instance,
             "action": event.action,
             "reason": event.reason,

@@ -203,7 +203,7 @@ class Watches:
         owner = store.delete(body, gone=True) if event_type == "DELETED" else store.upsert(body)
         if kind == "Pod" and event_type == "DELETED" and owner is not None:
             self.cache.bury(owner, body)
-        if kind == "LeaderWorkerSet" and event_type == "DELETED" and owner is not None:
+        if kind == self.owner_kind and event_type == "DELETED" and owner is not None:
             self.cache.depart(owner, body)
         if owner is not None and owner[1]:
             self.changed(kind, owner)

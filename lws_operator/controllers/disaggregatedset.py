@@ -1,0 +1,102 @@
+"""One reconcile pass of a DisaggregatedSet: observe from the caches, plan, carry the plan out.
+
+The pass is the list of pure steps in ``logic.disaggregated.steps`` (upstream's Reconcile in
+disaggregatedset_controller.go, as steps), run by the runner the LeaderWorkerSet controller
+shares (``controllers.passes``): before each step this module builds the snapshot it reads
+(``logic.disaggregated.snapshot.DsObserved``) from the DisaggregatedSet controller's own watch
+caches, and the executor (``kube.executor``) carries out the plan the step returns. Writes
+happen only where the cache shows a difference, so a pass over a set at rest issues no request.
+
+Upstream's reconcile errors (a slice's failure, a foreign object at a child's name) do not stop
+the other slices or the status write; the pass then fails with all of them joined, and the work
+queue retries it with backoff (upstream returns the joined error).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lws_operator.api.disaggregated import API_VERSION, KIND, SCALER_KIND
+from lws_operator.controllers.leaderworkerset import InNamespace
+from lws_operator.controllers.passes import PassRunner
+from lws_operator.kube.cache import ClusterCache, Key
+from lws_operator.kube.executor import Executor
+from lws_operator.kube.workers import RetryableError
+from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
+from lws_operator.logic.disaggregated.steps import steps_for
+from lws_operator.logic.objects import meta_of
+from lws_operator.logic.plan import Plan
+
+NOT_SYNCED_REQUEUE = 1.0
+NOTHING_DECIDED = DsDecided()
+LWS = "LeaderWorkerSet"
+SERVICE = "Service"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class PassFailed(RetryableError):
+    """Upstream's joined reconcile errors of one pass (the status was written first)."""
+
+
+def _adopt(decided: DsDecided, plan: Plan) -> DsDecided:
+    return plan.carry if isinstance(plan.carry, DsDecided) else decided
+
+
+class DisaggregatedSetReconciler:
+    """Reconciles one DisaggregatedSet per call; never twice at once for the same key (the work
+    queue guarantees that)."""
+
+    def __init__(self, executor: Executor, cache: ClusterCache,
+                 now: Callable[[], str] = _now) -> None:
+        """``executor``: the plan executor writing through the API server (tests of the pass
+        as a table hand in one that writes into a simulated world)."""
+        self.executor = executor
+        self.runner = PassRunner(executor)
+        self.cache = cache
+        self.now = now
+
+    def observe(self, key: Key, decided: DsDecided = NOTHING_DECIDED,
+                collected: tuple[str, ...] = (),
+                fetched: Mapping[str, dict[str, Any]] | None = None) -> DsObserved | None:
+        """The snapshot a step reads; None when the set is gone or being deleted."""
+        namespace, _name = key
+        ds = self.cache[KIND].get(*key)
+        if ds is None or meta_of(ds).get("deletionTimestamp"):
+            return None
+        return DsObserved(
+            body={"apiVersion": API_VERSION, "kind": KIND, **ds},
+            lws=tuple(self.cache[LWS].owned_by(key)),
+            lws_named=InNamespace(self.cache[LWS], namespace),
+            services=tuple(self.cache[SERVICE].owned_by(key)),
+            services_named=InNamespace(self.cache[SERVICE], namespace),
+            scalers=tuple(self.cache[SCALER_KIND].owned_by(key)),
+            scalers_named=InNamespace(self.cache[SCALER_KIND], namespace),
+            now=self.now(), decided=decided, collected=collected, fetched=fetched or {})
+
+    async def reconcile(self, key: Key) -> float | None:
+        """One pass; returns seconds after which to look again, or None. Raises
+        ``PassFailed`` with upstream's joined errors after the status was written."""
+        first = self.observe(key)
+        if first is None:
+            self.cache.forget_departed(key)  # garbage collection removes the children
+            return None
+        if not self.cache.synced:
+            return NOT_SYNCED_REQUEUE
+
+        def observe(decided: DsDecided, collected: tuple[str, ...],
+                    fetched: Mapping[str, dict[str, Any]]) -> DsObserved | None:
+            return self.observe(key, decided, collected, fetched)
+
+        ran = await self.runner.run(steps_for(first), observe, NOTHING_DECIDED,
+                                    lambda obs: obs.body, adopt=_adopt)
+        if ran.gone:
+            return None
+        errors = (*ran.decided.errors, *ran.collected)
+        if errors:
+            raise PassFailed("; ".join(errors))
+        return ran.soonest

@@ -1,0 +1,102 @@
+"""The runner loop every controller's pass shares: build the snapshot, plan, execute, repeat.
+
+A pass is an ordered list of pure steps, each ``(snapshot) -> Plan`` (docs/architecture.md "The
+plan"). Before each step the runner asks the controller for a fresh snapshot from the watch
+caches, so a step sees the answers of the writes the steps before it made (the executor stores
+them); it reads what a step asked for (``logic.plan.Read``) and asks the step again; it carries
+the plan out; and it ends the pass where a plan says so. What a later step needs of an earlier
+step's decision travels in the controller's own ``decided`` value, taken from a plan's
+``carry``. The LeaderWorkerSet and DisaggregatedSet controllers both run their passes here; what
+differs is the snapshot, the steps and two hooks (``adopt``, ``settle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from lws_operator.kube.executor import Executor, Outcome
+from lws_operator.logic.plan import Plan, earliest
+
+S = TypeVar("S")
+D = TypeVar("D")
+S_contra = TypeVar("S_contra", contravariant=True)
+D_contra = TypeVar("D_contra", contravariant=True)
+S_co = TypeVar("S_co", covariant=True)
+
+
+class Observe(Protocol[D_contra, S_co]):
+    """Builds a step's snapshot: what earlier steps decided, the failure reasons the previous
+    step's plan collected, the objects fetched for it. None: the owner is gone (end the pass)."""
+
+    def __call__(self, decided: D_contra, collected: tuple[str, ...],
+                 fetched: Mapping[str, dict[str, Any]]) -> S_co | None: ...
+
+
+@dataclass(frozen=True)
+class Ran(Generic[D]):
+    """How a pass ended: ``requeue_after`` of the last plan carried out (the LeaderWorkerSet
+    controller's result), the ``soonest`` requeue any plan asked for, whether the owner was
+    ``gone`` or a plan ``stopped`` the pass, what was decided last, and every failure reason
+    the plans collected (``logic.plan.Policy.collect``), in order."""
+
+    requeue_after: float | None
+    soonest: float | None
+    gone: bool
+    stopped: bool
+    decided: D
+    collected: tuple[str, ...]
+
+
+def _keep(decided: D, _plan: Plan) -> D:
+    return decided
+
+
+def _unchanged(decided: D, _outcome: Outcome) -> D:
+    return decided
+
+
+class PassRunner:
+    """Runs the steps of one pass against the executor."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    async def run(self, steps: Iterable[Callable[[S], Plan]], observe: Observe[D, S],
+                  decided: D, regarding: Callable[[S], Mapping[str, Any]], *,
+                  adopt: Callable[[D, Plan], D] = _keep,
+                  settle: Callable[[D, Outcome], D] = _unchanged) -> Ran[D]:
+        """Each step in order. ``adopt`` takes a plan's decision into ``decided`` before the
+        plan is carried out; ``settle`` updates it from the outcome afterwards. Events are
+        recorded regarding ``regarding(snapshot)``."""
+        collected: tuple[str, ...] = ()
+        every: list[str] = []
+        requeue: float | None = None
+        soonest: float | None = None
+        for step in steps:
+            obs = observe(decided, collected, {})
+            if obs is None:
+                return Ran(requeue, soonest, True, False, decided, tuple(every))
+            plan = await self._plan(step, obs, observe, decided, collected)
+            decided = adopt(decided, plan)
+            outcome = await self.executor.execute(plan, regarding(obs))
+            decided = settle(decided, outcome)
+            collected, requeue = tuple(outcome.collected), outcome.requeue_after
+            every.extend(collected)
+            soonest = earliest(soonest, requeue)
+            if outcome.stop:
+                return Ran(requeue, soonest, False, True, decided, tuple(every))
+        return Ran(requeue, soonest, False, False, decided, tuple(every))
+
+    async def _plan(self, step: Callable[[S], Plan], obs: S, observe: Observe[D, S],
+                    decided: D, collected: tuple[str, ...]) -> Plan:
+        """The step's plan, after reading what it asked for (``logic.plan.Read``)."""
+        plan = step(obs)
+        if plan.reads:
+            again = observe(decided, collected, await self.executor.read(plan.reads))
+            if again is None:
+                return Plan(stop=True)  # gone while reading: the next pass cleans up
+            plan = step(again)
+            assert not plan.reads, "a step asks once for what it reads"
+        return plan

@@ -1,0 +1,98 @@
+"""``DsObserved``: everything one step of a DisaggregatedSet pass reads, as one immutable value.
+
+The DisaggregatedSet controller (``controllers.disaggregatedset``) builds it from its watch caches
+before every step, so a step sees the answers of the writes the steps before it made (the
+executor stores each answer in the cache; a delete forgets the object). What a later step needs
+of an earlier step's decision (the target revision, fixed once per pass; the errors decided so
+far; the slices whose workloads failed) travels in ``decided``. Nothing outlives a pass: every
+fact the rollout needs across passes lives on the objects (the children's replicas, their
+revision labels, the ``initial-replicas`` annotation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from lws_operator.api.disaggregated import (
+    API_VERSION,
+    KIND,
+    DisaggregatedSetView,
+    RoleScalerView,
+    controlled_by,
+)
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DsDecided:
+    """What earlier steps of this pass decided, for the later ones.
+
+    ``revision``: the target revision, decided by the first step (our hash of the roles, or
+    the revision of a DisaggregatedSet taken over from another controller, adopted by content)
+    and kept for the whole pass. ``errors``: the reconcile errors the steps decided (upstream's
+    error texts, e.g. a foreign object at a child's name), joined into the pass's error at its
+    end, after the status was written. ``failed_slices``: slices whose workloads step decided
+    an error, so their services step keeps everything (upstream's per-slice reconcile returns
+    before its services)."""
+
+    revision: str | None = None
+    errors: tuple[str, ...] = ()
+    failed_slices: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class DsObserved:
+    """A DisaggregatedSet and its children as the caches hold them.
+
+    ``lws``/``services``/``scalers``: the children the cache lists under this set (labelled
+    with its name and controlled by a DisaggregatedSet of that name; the steps check the UID).
+    ``*_named``: every cached object of the kind in the namespace by name, for "is this name
+    taken, and by whom". ``now``: condition transition times. ``collected``: the failure
+    reasons the previous step's plan collected."""
+
+    body: Obj
+    lws: tuple[Obj, ...]
+    lws_named: Mapping[str, Obj]
+    services: tuple[Obj, ...]
+    services_named: Mapping[str, Obj]
+    scalers: tuple[Obj, ...]
+    scalers_named: Mapping[str, Obj]
+    now: str
+    decided: DsDecided = DsDecided()
+    collected: tuple[str, ...] = ()
+    fetched: Mapping[str, Obj] = field(default_factory=dict)
+
+    @cached_property
+    def ds(self) -> DisaggregatedSetView:
+        return DisaggregatedSetView({"apiVersion": API_VERSION, "kind": KIND, **self.body})
+
+    @cached_property
+    def owned_lws(self) -> tuple[Obj, ...]:
+        """The LeaderWorkerSets this set controls (controller ownerReference with its UID)."""
+        return tuple(o for o in self.lws if controlled_by(o, self.ds.uid))
+
+    @cached_property
+    def owned_services(self) -> tuple[Obj, ...]:
+        return tuple(o for o in self.services if controlled_by(o, self.ds.uid))
+
+    @cached_property
+    def owned_scalers(self) -> tuple[Obj, ...]:
+        return tuple(o for o in self.scalers if controlled_by(o, self.ds.uid))
+
+    def owned_lws_named(self, name: str) -> Obj | None:
+        """The LeaderWorkerSet of that name if this set controls it (a foreign one counts as
+        absent, upstream's lws_manager.go)."""
+        found = self.lws_named.get(name)
+        return found if found is not None and controlled_by(found, self.ds.uid) else None
+
+    @cached_property
+    def scaler_views(self) -> dict[str, RoleScalerView]:
+        """The scalers this set controls, by role (upstream's scaler map: a role whose scaler is
+        missing or foreign has none)."""
+        external = {r.name for r in self.ds.roles if r.external}
+        views = (RoleScalerView(s) for s in self.owned_scalers)
+        return {v.role: v for v in views if v.role in external}

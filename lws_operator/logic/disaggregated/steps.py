@@ -1,0 +1,486 @@
+"""One pass over a DisaggregatedSet as an ordered list of pure steps, each ``(DsObserved) -> Plan``.
+
+The order is upstream's Reconcile (disaggregatedset_controller.go): the target revision, removed
+slices, the role scalers, the legacy slice-0 migration (when ``slices > 1``), then per slice its
+workloads (drained revisions deleted, then the simple path or the coordinated rolling update)
+and its Services, then the scalers' status and the set's status. The controller's runner
+(``controllers.passes``) builds the snapshot before each step from the watch caches, carries
+out the plan (``kube.executor``) and stops where a plan says so.
+
+Every write is decided from the cache and planned only where it changes something, so a pass
+over a set at rest plans nothing. Writes are guarded: deletes by UID, scale and annotation
+patches carry the child's UID (a namesake created meanwhile is not touched), status patches the
+resourceVersion they were computed from. A child is written only when this set controls it
+(``api.disaggregated.controlled_by``); a foreign object at a child's name is an error with
+upstream's text (upstream's lws_manager.go), never adopted or changed.
+
+Upstream's errors do not end a pass where upstream's do not either: a slice's failure is
+collected (``slice <n>: ...``) and the other slices still run, the status is still written, and
+the pass then fails with every error joined (the runner raises it, so the work queue retries with
+backoff).
+
+Upstream quirks (docs/architecture.md lists them with the others):
+
+* Fixed: a new revision only partly created (a crash between the creates of the rollout's
+  start) blocked upstream's rollout forever at the stability gate; here the gate creates the
+  missing new-revision LeaderWorkerSets (at 0) and waits for them.
+* Fixed: upstream deletes any Service carrying the set's name label; here only Services this
+  set controls are deleted (the controller never mutates an object it does not own), which
+  still covers every Service the upstream controller made (they carry its controller
+  reference).
+* Kept: ``RollingUpdateCompleted`` is recorded only when the planner has no step while old
+  replicas remain (almost never: the last step drains old to 0 and the next pass takes the
+  simple path); the budget spill-over after a coordinated drain; old-revision Services removed
+  once the new revision is ready when a role was added; edits of fields outside the revision
+  reach existing children only at the next rollout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from lws_operator.api.constants import (
+    EVENT_ACTION_CREATE,
+    EVENT_ACTION_DELETE,
+    EVENT_ACTION_UPDATE,
+    EVENT_TYPE_NORMAL,
+    EVENT_TYPE_WARNING,
+)
+from lws_operator.api.disaggregated import (
+    API_VERSION,
+    PLURAL,
+    ROLE_LABEL,
+    SCALER_PLURAL,
+    RoleView,
+)
+from lws_operator.logic.disaggregated import children, names, scaling, slices
+from lws_operator.logic.disaggregated import status as ds_status
+from lws_operator.logic.disaggregated.children import live_spec_patch, not_controlled_message
+from lws_operator.logic.disaggregated.drain import old_revision, scale_down_old
+from lws_operator.logic.disaggregated.planner import next_step
+from lws_operator.logic.disaggregated.revision import target_revision
+from lws_operator.logic.disaggregated.rollout_config import role_budget
+from lws_operator.logic.disaggregated.services import plan_services
+from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
+from lws_operator.logic.events import Event
+from lws_operator.logic.objects import meta_of, name_of
+from lws_operator.logic.plan import (
+    EMPTY,
+    Action,
+    Common,
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Policy,
+    Record,
+    Target,
+    Then,
+    core,
+    lws_target,
+)
+
+STEP = Callable[[DsObserved], Plan]
+Child = Mapping[str, Any]
+ROLLOUT_REQUEUE = 1.0  # seconds: upstream's requeue while a rollout waits (start, stability)
+
+# Upstream's event reasons and actions (disaggregatedset_controller.go, executor.go).
+REASON_ROLLING_UPDATE_STARTED = "RollingUpdateStarted"
+REASON_ROLLING_UPDATE_COMPLETED = "RollingUpdateCompleted"
+REASON_SCALING_UP = "ScalingUp"
+REASON_SCALING_DOWN = "ScalingDown"
+REASON_LWS_DELETED = "LWSDeleted"
+REASON_SCALER_CREATED = "ScalerCreated"
+REASON_SCALER_DELETED = "ScalerDeleted"
+REASON_SCALER_CONFLICT = "ScalerConflict"
+ACTION_MIGRATE = "Migrate"
+ACTION_CONFLICT = "Conflict"
+
+
+def ds_target(namespace: str, plural: str, kind: str) -> Target:
+    return Target(f"/apis/{API_VERSION}/namespaces/{namespace}/{plural}", kind)
+
+
+def _normal(reason: str, action: str, note: str) -> Event:
+    return Event(reason, EVENT_TYPE_NORMAL, action, note)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(meta_of(obj).get("uid") or "")
+
+
+def _in_role_order(obs: DsObserved, objects: Sequence[Child]) -> list[Child]:
+    """Children by slice, revision, then spec role order (removed roles last, by name), so that
+    a pass's writes and Events read in the order the roles are declared."""
+    order = {role.name: i for i, role in enumerate(obs.ds.roles)}
+
+    def key(obj: Child) -> tuple[int, str, int, str]:
+        role = slices.role_of(obj)
+        return (slices.slice_index_of(obj) or 0, slices.revision_label(obj),
+                order.get(role, len(order)), role)
+    return sorted(objects, key=key)
+
+
+def _carry(obs: DsObserved, errors: Sequence[str] = (), failed: int | None = None
+           ) -> DsDecided:
+    decided = obs.decided
+    return replace(decided, errors=decided.errors + tuple(errors),
+                   failed_slices=decided.failed_slices | ({failed} if failed is not None
+                                                          else frozenset()))
+
+
+def _delete(target: Target, obj: Child, events: tuple[Event, ...] = (),
+            policy: Policy | None = None) -> Delete:
+    """Delete a child by name with its UID as precondition; gone or replaced meanwhile is
+    nothing to do. The cache forgets it at once (later steps of the pass must not see it)."""
+    return Delete(target, name_of(obj), _uid(obj), forget=obj,
+                  common=Common(events=events, policy=policy or Policy(
+                      not_found=Then.SKIP, conflict=Then.SKIP)))
+
+
+def scale(obs: DsObserved, lws: Child, replicas: int, events: tuple[Event, ...] = (),
+          policy: Policy | None = None) -> Patch:
+    """Set a child's ``spec.replicas`` (a merge patch naming its UID, so a namesake created
+    since is refused with a 409)."""
+    return Patch(lws_target(obs.ds.namespace), name_of(lws),
+                 {"metadata": {"uid": _uid(lws)}, "spec": {"replicas": replicas}},
+                 common=Common(events=events, policy=policy or Policy(
+                     not_found=Then.SKIP, conflict=Then.SKIP)))
+
+
+# ------------------------------------------------------------------------------ revision
+
+
+def revision(obs: DsObserved) -> Plan:
+    """Decide the target revision once per pass: our hash of the roles, or the revision of
+    children the upstream controller made with the same templates (adopted by content, so
+    taking a set over starts no rollout)."""
+    return Plan(carry=replace(obs.decided,
+                              revision=target_revision(obs.ds, obs.owned_lws)))
+
+
+def _rev(obs: DsObserved) -> str:
+    assert obs.decided.revision is not None, "the revision step runs first"
+    return obs.decided.revision
+
+
+# ------------------------------------------------------------------------- removed slices
+
+
+def removed_slices(obs: DsObserved) -> Plan:
+    """Lowering ``slices`` deletes the children of the slices at or above it directly (no
+    drain), with upstream's ``LWSDeleted`` Event per LeaderWorkerSet. Any failure ends the pass
+    (upstream returns before anything else runs)."""
+    count = obs.ds.slices
+    ns = obs.ds.namespace
+    actions: list[Action] = []
+    fail = Policy(not_found=Then.SKIP, conflict=Then.SKIP)
+    for lws in _in_role_order(obs, obs.owned_lws):
+        if slices.in_removed_slice(lws, count):
+            note = f"Deleted LWS {name_of(lws)} for removed slice {slices.slice_index_of(lws)}"
+            actions.append(_delete(lws_target(ns), lws, (
+                _normal(REASON_LWS_DELETED, EVENT_ACTION_DELETE, note),), fail))
+    for service in obs.owned_services:
+        if slices.in_removed_slice(service, count):
+            actions.append(_delete(core(ns, "services", "Service"), service, policy=fail))
+    return Plan(tuple(actions))
+
+
+# -------------------------------------------------------------------------------- scalers
+
+
+def scalers(obs: DsObserved) -> Plan:
+    """The role scalers: delete the owned ones of roles no longer External (or gone), create
+    the missing ones seeded with the role's running groups (1 for a fresh role), and warn of a
+    foreign scaler at a scaler's name (``ScalerConflict``; that role has no scaler this pass)."""
+    ds = obs.ds
+    target = ds_target(ds.namespace, SCALER_PLURAL, "DisaggregatedSetRoleScaler")
+    decided = scaling.plan_scalers(ds, obs.scalers_named.values())
+    actions: list[Action] = []
+    for scaler in decided.delete:
+        note = f"Deleted scaler {scaler.name} (role {scaler.role} is no longer External)"
+        actions.append(_delete(target, scaler.raw, (
+            _normal(REASON_SCALER_DELETED, EVENT_ACTION_DELETE, note),)))
+    for role in decided.create:
+        body = children.build_scaler(ds, role, scaling.scaler_seed(role, obs.owned_lws))
+        note = f"Created scaler {name_of(body)} for role {role}"
+        actions.append(Create(target, body, common=Common(
+            events=(_normal(REASON_SCALER_CREATED, EVENT_ACTION_CREATE, note),),
+            policy=Policy(conflict=Then.SKIP))))
+    for role in decided.conflicts:
+        name = names.scaler_name(ds.name, role)
+        actions.append(Record(Event(
+            REASON_SCALER_CONFLICT, EVENT_TYPE_WARNING, ACTION_CONFLICT,
+            f"Scaler {name} exists but is not controlled by this DisaggregatedSet; "
+            "not adopting")))
+    return Plan(tuple(actions))
+
+
+# ------------------------------------------------------------------------ legacy slice 0
+
+
+def legacy(obs: DsObserved) -> Plan:
+    """With ``slices > 1``, an owned legacy (pre-slices) slice 0 at the target revision is
+    deleted, its Service first, so that the slice loop recreates it in slice-aware form with
+    its siblings in the same pass (the legacy Service's selector has no slice and would select
+    the siblings' pods)."""
+    ds = obs.ds
+    actions: list[Action] = []
+    for service_name, lws_name in slices.legacy_migrations(ds, _rev(obs), obs.owned_lws):
+        service = obs.services_named.get(service_name)
+        if service is not None and service in obs.owned_services:
+            actions.append(_delete(core(ds.namespace, "services", "Service"), service))
+        lws = obs.owned_lws_named(lws_name)
+        if lws is not None:
+            note = f"Deleted legacy slice-0 LWS {lws_name} to recreate it in slice-aware form"
+            actions.append(_delete(lws_target(ds.namespace), lws, (
+                _normal(REASON_LWS_DELETED, ACTION_MIGRATE, note),)))
+    return Plan(tuple(actions))
+
+
+# ---------------------------------------------------------------------------- one slice
+
+
+def _slice_policy(k: int) -> Policy:
+    """A slice's write that fails is collected as ``slice <k>: <reason>`` and the pass goes on
+    with the other slices (upstream joins the slices' errors)."""
+    return Policy(not_found=Then.SKIP, conflict=Then.SKIP, collect=True,
+                  reason_prefix=f"slice {k}: ")
+
+
+def _create_lws(obs: DsObserved, k: int, role: RoleView, replicas: int) -> Create:
+    """Create a child; a 409 means a LeaderWorkerSet our cache does not show holds the name
+    (one without the set's label, so another owner's): upstream's refusal, collected."""
+    body = children.build_lws(obs.ds, role, k, _rev(obs), replicas)
+    return Create(lws_target(obs.ds.namespace), body, common=Common(policy=Policy(
+        conflict=Then.COLLECT, reason_prefix=f"slice {k}: failed to reconcile {role.name} "
+                                             "role: ",
+        conflict_reason=not_controlled_message(name_of(body), obs.ds.name, "adopt"),
+        collect=True)))
+
+
+def _foreign_at(obs: DsObserved, name: str) -> bool:
+    return name in obs.lws_named and obs.owned_lws_named(name) is None
+
+
+def workloads(k: int) -> STEP:
+    """Slice ``k``'s LeaderWorkerSets: drained old revisions deleted, then the coordinated
+    rolling update while an old revision still holds replicas of a spec role, else the simple
+    path (create, scale)."""
+
+    def step(obs: DsObserved) -> Plan:
+        rev = _rev(obs)
+        mine = _in_role_order(obs, slices.in_slice_objects(obs.owned_lws, k))
+        groups = slices.group_by_revision(mine)
+        drained = set(slices.drained_revisions(groups, rev))
+        actions: list[Action] = []
+        for lws in mine:
+            if slices.revision_label(lws) in drained:
+                actions.append(_delete(lws_target(obs.ds.namespace), lws, (_normal(
+                    REASON_LWS_DELETED, EVENT_ACTION_DELETE,
+                    f"Deleted drained LWS {name_of(lws)}"),), _slice_policy(k)))
+        live = [lws for lws in mine if slices.revision_label(lws) not in drained]
+        old = [lws for lws in live if slices.revision_label(lws) != rev]
+        spec_roles = {role.name for role in obs.ds.roles}
+        total_old = sum(slices.lws_replicas(lws) for lws in old
+                        if slices.role_of(lws) in spec_roles)
+        plan = _rollout(obs, k, live, old) if old and total_old > 0 else _simple(obs, k, live)
+        return replace(plan, actions=tuple(actions) + plan.actions)
+
+    step.__name__ = f"workloads_{k}"
+    return step
+
+
+def _simple(obs: DsObserved, k: int, live: Sequence[Child]) -> Plan:
+    """Upstream's simple path: every spec role's child at the target revision exists with the
+    replicas the role wants (a legacy slice 0 at the target revision is adopted in place)."""
+    ds, rev = obs.ds, _rev(obs)
+    actions: list[Action] = []
+    for role in ds.roles:
+        existing = slices.find_role_lws(live, ds, k, rev, role.name)
+        current = 0
+        if existing is not None:
+            raw = (existing.get("spec") or {}).get("replicas")
+            current = raw if isinstance(raw, int) else 0
+        desired = scaling.target_replicas(role, obs.scaler_views, current)
+        if existing is None:
+            name = names.lws_name(ds.name, k, rev, role.name)
+            if _foreign_at(obs, name):
+                error = f"slice {k}: failed to reconcile {role.name} role: " \
+                        + not_controlled_message(name, ds.name, "adopt")
+                return Plan(tuple(actions), carry=_carry(obs, (error,), k))
+            actions.append(_create_lws(obs, k, role, desired))
+        else:
+            if slices.lws_replicas(existing) != desired:
+                actions.append(scale(obs, existing, desired, policy=_slice_policy(k)))
+            actions += _live_settings(obs, k, role, existing)
+    return Plan(tuple(actions))
+
+
+def _live_settings(obs: DsObserved, k: int, role: RoleView, lws: Child) -> list[Action]:
+    """The guide's live settings (``groupReplacementPolicy``) patched onto a running child of
+    the target revision (``children.live_spec_patch`` says why)."""
+    patch = live_spec_patch(role, lws)
+    if patch is None:
+        return []
+    return [Patch(lws_target(obs.ds.namespace), name_of(lws),
+                  {"metadata": {"uid": _uid(lws)}, **patch},
+                  common=Common(policy=_slice_policy(k)))]
+
+
+def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child]) -> Plan:
+    """Upstream's rollout path: start (the new revision's children at 0, the old ones'
+    baselines recorded), then, once every new child is ready at its replicas, one planner step
+    per pass: scale the new children up, drain the old ones newest revision first."""
+    ds, rev = obs.ds, _rev(obs)
+    new = {slices.role_of(lws): lws for lws in live if slices.revision_label(lws) == rev}
+    ns = ds.namespace
+    if not new:
+        actions: list[Action] = [Record(_normal(
+            REASON_ROLLING_UPDATE_STARTED, EVENT_ACTION_UPDATE,
+            f"Started rolling update to revision {rev}"))]
+        for lws in old:
+            patch = slices.initial_replicas_patch(lws)
+            if patch is not None:
+                body = {**patch, "metadata": {**patch["metadata"], "uid": _uid(lws)}}
+                actions.append(Patch(lws_target(ns), name_of(lws), body, common=Common(
+                    policy=Policy(not_found=Then.SKIP, conflict=Then.SKIP, collect=True,
+                                  reason_prefix=f"slice {k}: "))))
+        return _create_missing(obs, k, new, actions)
+
+    # The stability gate, with upstream's quirk fixed: a role whose new child is missing (a
+    # crash between the start's creates) gets it created here instead of waiting forever.
+    missing = [role for role in ds.roles if role.name not in new]
+    if missing or any(slices.lws_replicas(lws) != slices.status_count(lws, "readyReplicas")
+                      for lws in new.values()):
+        return _create_missing(obs, k, new, [])
+
+    spec_roles = [role.name for role in ds.roles]
+    removed = sorted({slices.role_of(lws) for lws in old} - set(spec_roles))
+    universe = spec_roles + removed
+    initial = slices.initial_replica_state(old)
+    current_old = [sum(slices.lws_replicas(lws) for lws in old if slices.role_of(lws) == role)
+                   for role in universe]
+    current_new = [slices.lws_replicas(new[role]) if role in new else 0 for role in universe]
+    targets, budgets = [], []
+    for i, role_name in enumerate(universe):
+        role = ds.role(role_name)
+        if role is None:
+            targets.append(0)
+            budgets.append(role_budget(None, 0))
+            continue
+        target = scaling.target_replicas(role, obs.scaler_views, current_new[i])
+        if role.external:
+            target = max(target, current_new[i])  # upstream's no-shrink guard mid-rollout
+        targets.append(target)
+        budgets.append(role_budget(role, scaling.target_replicas(role, obs.scaler_views, 0)))
+    step = next_step([initial.get(role, 0) for role in universe], current_old, current_new,
+                     targets, budgets)
+    if step is None:
+        return Plan((Record(_normal(REASON_ROLLING_UPDATE_COMPLETED, EVENT_ACTION_UPDATE,
+                                    f"Completed rolling update to revision {rev}")),))
+    actions = []
+    for i, role_name in enumerate(spec_roles):
+        if current_new[i] < step.new[i]:
+            lws = new[role_name]
+            note = (f"Scaling up {role_name} LWS {name_of(lws)} from {current_new[i]} to "
+                    f"{step.new[i]} replicas")
+            actions.append(scale(obs, lws, step.new[i], (
+                _normal(REASON_SCALING_UP, EVENT_ACTION_UPDATE, note),), _slice_policy(k)))
+    revisions = [old_revision(r, members.values(), ROLE_LABEL, slices.lws_replicas)
+                 for r, members in slices.group_by_revision(old).items()]
+    budget = [c - p for c, p in zip(current_old, step.past, strict=True)]
+    by_name = {name_of(lws): lws for lws in old}
+    for down in scale_down_old(revisions, universe, budget):
+        note = (f"Scaling down {down.role} LWS {down.name} from {down.current} to {down.to} "
+                "replicas")
+        actions.append(scale(obs, by_name[down.name], down.to, (
+            _normal(REASON_SCALING_DOWN, EVENT_ACTION_UPDATE, note),), _slice_policy(k)))
+    return Plan(tuple(actions))
+
+
+def _create_missing(obs: DsObserved, k: int, new: Mapping[str, Child],
+                    actions: list[Action]) -> Plan:
+    """Create the new revision's child of every spec role that has none, at 0 replicas, and
+    look again in a second (upstream's requeue while a rollout waits)."""
+    ds = obs.ds
+    for role in ds.roles:
+        if role.name in new:
+            continue
+        name = names.lws_name(ds.name, k, _rev(obs), role.name)
+        if _foreign_at(obs, name):
+            error = f"slice {k}: failed to reconcile {role.name} role: " \
+                    + not_controlled_message(name, ds.name, "adopt")
+            return Plan(tuple(actions), carry=_carry(obs, (error,), k))
+        if name not in obs.lws_named:
+            actions.append(_create_lws(obs, k, role, 0))
+    return Plan(tuple(actions), requeue_after=ROLLOUT_REQUEUE)
+
+
+def services(k: int) -> STEP:
+    """Slice ``k``'s Services (``logic.disaggregated.services``): once the target revision is
+    ready on every spec role, one headless, portless Service per role; the Services of
+    revisions no longer ready on every spec role are deleted, but only those this set controls
+    (upstream's quirk fixed: it deleted any Service carrying the set's name label). Nothing
+    happens when the slice's workloads failed this pass (upstream returns before them)."""
+
+    def step(obs: DsObserved) -> Plan:
+        if k in obs.decided.failed_slices or obs.collected:
+            return EMPTY
+        ns = obs.ds.namespace
+        decided = plan_services(obs.ds, k, obs.owned_lws, obs.owned_services, _rev(obs))
+        actions: list[Action] = [
+            Create(core(ns, "services", "Service"), body, common=Common(policy=_slice_policy(k)))
+            for body in decided.create if name_of(body) not in obs.services_named]
+        owned = {name_of(s): s for s in obs.owned_services}
+        actions += [_delete(core(ns, "services", "Service"), owned[name],
+                            policy=_slice_policy(k)) for name in decided.delete if name in owned]
+        return Plan(tuple(actions))
+
+    step.__name__ = f"services_{k}"
+    return step
+
+
+# ------------------------------------------------------------------------------- status
+
+
+def scaler_status(obs: DsObserved) -> Plan:
+    """Each bound scaler's status: observed groups over every slice and revision, the leaders
+    selector, the generation seen, ``Ready=True/Bound``; patched only where it differs."""
+    ds = obs.ds
+    target = ds_target(ds.namespace, SCALER_PLURAL, "DisaggregatedSetRoleScaler")
+    actions: list[Action] = []
+    for role, scaler in obs.scaler_views.items():
+        body = scaling.scaler_status(ds, role, scaler,
+                                     scaling.observed_groups(role, obs.owned_lws), obs.now)
+        if body is not None:
+            actions.append(Patch(target, scaler.name,
+                                 {"metadata": {"uid": _uid(scaler.raw)}, "status": body},
+                                 subresource="status", common=Common(policy=Policy(
+                                     not_found=Then.SKIP, conflict=Then.SKIP, collect=True))))
+    return Plan(tuple(actions))
+
+
+def status(obs: DsObserved) -> Plan:
+    """The set's status (role counts over every slice and revision, Available/Progressing),
+    written only when it changed, guarded by the resourceVersion it was computed from."""
+    ds = obs.ds
+    decided = ds_status.compute_status(ds, obs.owned_lws, _rev(obs), obs.scaler_views, obs.now)
+    if not decided.changed:
+        return EMPTY
+    return Plan((Patch(ds_target(ds.namespace, PLURAL, "DisaggregatedSet"), ds.name,
+                       {"metadata": {"resourceVersion": meta_of(ds.raw).get("resourceVersion")},
+                        "status": decided.status},
+                       subresource="status", common=Common(policy=Policy(
+                           conflict=Then.STOP))),))
+
+
+def steps_for(obs: DsObserved) -> tuple[STEP, ...]:
+    """The pass's steps for the set as observed at its start (the slice count says how many
+    per-slice steps run)."""
+    per_slice: list[STEP] = []
+    for k in range(obs.ds.slices):
+        per_slice += [workloads(k), services(k)]
+    return (revision, removed_slices, scalers, legacy, *per_slice, scaler_status, status)
