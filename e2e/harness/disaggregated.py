@@ -61,6 +61,13 @@ def install_crds(cluster: LocalCluster, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{DS_API} not discoverable after {timeout}s")
         time.sleep(0.2)
+    # A CRD just created or changed answers 429 "storage is (re)initializing" for a moment.
+    for path in (f"/apis/{API}/leaderworkersets", f"/apis/{DS_API}/disaggregatedsets",
+                 f"/apis/{DS_API}/disaggregatedsetrolescalers"):
+        while not cluster.kubectl("get", "--raw", f"{path}?limit=1", check=False).strip():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{path} does not list after {timeout}s")
+            time.sleep(0.2)
 
 
 # ------------------------------------------------------------------------------ the manifest
