@@ -103,6 +103,12 @@ async def deleted(op: Operator, name: str) -> None:
     await wait_gone(op.kube, op.namespace, name)
 
 
+def _monitor_of(monitor: RolloutMonitor, states: list[dict[tuple[str, str, str], int]]
+                ) -> RolloutMonitor:
+    """The same watch's record, cut to ``states``."""
+    return RolloutMonitor(monitor.kube, monitor.namespace, monitor.name, states=list(states))
+
+
 def totals(state: dict[tuple[str, str, str], int], revision: str) -> int:
     return sum(n for (_, rev, _), n in state.items() if rev == revision)
 
@@ -257,8 +263,16 @@ async def test_a_change_mid_rollout_drains_the_newest_old_revision_first(
         c = await wait_converged(op.kube, ns, "abc", other_than=b, timeout=360)
     assert c.revision not in (a.revision, b)
     assert monitor.revisions() == [a.revision, b, c.revision]
-    assert monitor.violations({"prefill": 7, "decode": 7}) == []
+    assert monitor.violations() == []  # no split revision, A and B included
     after_c = [s for s in monitor.states if any(rev == c.revision for _, rev, _ in s)]
+    # Before C, source and target are 6: at most 7. From C's start, the source is what A and B
+    # held then (re-snapshotted).
+    source = {r: sum(n for (_, rev, role), n in after_c[0].items() if role == r)
+              for r in ("prefill", "decode")}
+    before_c = monitor.states[:monitor.states.index(after_c[0])]
+    assert _monitor_of(monitor, before_c).violations({"prefill": 7, "decode": 7}) == []
+    assert _monitor_of(monitor, after_c).violations(
+        {r: max(n, 6) + 1 for r, n in source.items()}) == []
     b_gone = next(i for i, s in enumerate(after_c) if totals(s, b) == 0)
     assert totals(after_c[b_gone], a.revision) > 0, after_c[b_gone]
     assert not [s for s in after_c if totals(s, a.revision) == 0 and totals(s, b) > 0]
