@@ -148,7 +148,10 @@ def ds_tree(cluster: LocalCluster) -> str:
     lines = [f"DisaggregatedSet {DS_NAME}  (roles "
              f"{', '.join(r['name'] for r in ds['spec']['roles'])}; Available "
              f"{conditions.get('Available', '-')})"]
-    children = sorted(ds_children(cluster), key=lambda o: o["metadata"]["name"])
+    order = [r["name"] for r in ds["spec"]["roles"]]  # spec order, slice by slice
+    children = sorted(ds_children(cluster), key=lambda o: (
+        o["metadata"]["labels"][SLICE_LABEL], o["metadata"]["labels"][REVISION_LABEL],
+        order.index(o["metadata"]["labels"][ROLE_LABEL])))
     services = get(cluster, "svc", "-n", "default", "-l", f"{NAME_LABEL}={DS_NAME}")["items"]
     for i, lws in enumerate(children):
         labels = lws["metadata"]["labels"]
