@@ -174,6 +174,46 @@ class Side:
             await self.kube.delete("v1", "Namespace", self.namespace)
 
 
+async def garbage_collector_ready(kube: Kube, client: KubeClient, run_id: str,
+                                  timeout: float = 120.0) -> float:  # noqa: ASYNC109
+    """Wait until kube-controller-manager's garbage collector collects the children of both
+    kinds (it discovers new resources every 30 s: a CRD installed just before would charge that
+    wait to the first delete phase). The probe: a ConfigMap owned by a LeaderWorkerSet, and one
+    owned by a DisaggregatedSet, must go with their owner. Returns the seconds waited."""
+    namespace = f"ds-bench-gc-{run_id}"
+    started = time.monotonic()
+    await ensure_namespace(client, namespace)
+    probe = Profile(sets=1, replicas=0, size=1)
+    owners = [leaderworkersets("gc-probe", probe)[0], disaggregatedset("gc-probe", probe)]
+    try:
+        for owner in owners:
+            while True:
+                made = await kube.create(owner, namespace)
+                await kube.create({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "gc-probe", "ownerReferences": [{
+                        "apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                        "name": owner["metadata"]["name"], "uid": made["metadata"]["uid"]}]}},
+                    namespace)
+                await kube.delete(owner["apiVersion"], owner["kind"], owner["metadata"]["name"],
+                                  namespace)
+                for _ in range(20):
+                    if await kube.get("v1", "ConfigMap", "gc-probe", namespace) is None:
+                        break
+                    await asyncio.sleep(0.25)
+                else:
+                    if time.monotonic() - started > timeout:
+                        raise BenchError("the garbage collector does not collect the children "
+                                         f"of {owner['kind']}")
+                    await kube.delete("v1", "ConfigMap", "gc-probe", namespace)
+                    continue
+                break
+        return round(time.monotonic() - started, 1)
+    finally:
+        with contextlib.suppress(Exception):
+            await client.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
 async def bench(profile: Profile, kubeconfig: str, results: Path) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:6]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -182,6 +222,7 @@ async def bench(profile: Profile, kubeconfig: str, results: Path) -> dict[str, A
     operator = ProfiledOperator.create(kubeconfig, run_id, results / f"ds-{stamp}-operator.log")
     sides: dict[str, dict[str, Phase]] = {}
     try:
+        gc_wait = await garbage_collector_ready(kube, client, run_id)
         await ensure_namespace(client, operator.namespace)
         await operator.start()
         for kind in ("lws", "ds"):
@@ -209,6 +250,7 @@ async def bench(profile: Profile, kubeconfig: str, results: Path) -> dict[str, A
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "profile": asdict(profile) | {"roles": list(ROLES), "pods": profile.pods},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "garbage_collector_wait_seconds": gc_wait,
         "leaderworkersets": {k: asdict(v) for k, v in sides["lws"].items()},
         "disaggregatedsets": {k: asdict(v) for k, v in sides["ds"].items()},
         "ratios": {k: figures.ratio(sides["ds"][k].seconds, sides["lws"][k].seconds)
