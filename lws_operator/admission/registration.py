@@ -21,7 +21,7 @@ The DisaggregatedSet webhook (``vdisaggregatedset.kb.io``, upstream's name and p
 with the others, always: upstream's chart installs it only with ``enableDisaggregatedSet``, so a
 default upstream install leaves the partition, name-length, placement and External checks
 unenforced; here the DisaggregatedSet API is always served, and so are its checks (the chart can
-still leave the registration out, ``webhook.disaggregatedSet``).
+still leave the registration out: ``webhook.validateDisaggregatedSets: false``).
 
 ``python -m lws_operator.admission.registration webhooks/`` rewrites the YAML files.
 """

@@ -1,4 +1,5 @@
-"""The HTTPS admission server: upstream's four webhook paths on one aiohttp listener.
+"""The HTTPS admission server: upstream's webhook paths (LeaderWorkerSet, pod, DisaggregatedSet)
+on one aiohttp listener.
 
 Why our own aiohttp application rather than kopf's ``@kopf.on.mutate/validate`` handlers:
 

@@ -114,9 +114,10 @@ def add_disaggregatedset_env(pod: dict[str, Any]) -> None:
     after the LWS ones (call :func:`add_lws_env` first) and before the user's, so the user's
     variables may refer to them with ``$(DISAGGREGATEDSET_ROLE)``.
 
-    Unlike the LWS variables, a value the user set under one of these names is kept (the guide:
-    the user's wins) and ours is not added for that container. That also makes a second pass
-    over an admitted pod a no-op."""
+    Unlike the LWS variables, a value the user set under one of these names is kept and ours is
+    not added for that container: these describe the pod to the program, nothing of the group
+    depends on them, so a user's override is honoured. That also makes a second pass over an
+    admitted pod a no-op."""
     injected = disaggregatedset_env(pod)
     if not injected:
         return

@@ -270,6 +270,28 @@ def test_people_get_leaderworkersets_through_the_default_roles() -> None:
         "lws-operator-manager-role", "lws-operator-metrics-reader"]
 
 
+def test_people_get_disaggregatedsets_through_the_default_roles() -> None:
+    """Editors run DisaggregatedSets and scale their role scalers; the controller alone creates
+    and deletes scalers; viewers read all of it."""
+    roles = {r["metadata"]["name"]: r for r in by_kind(objects(render()), "ClusterRole")}
+
+    def verbs(role: dict[str, Any], resource: str) -> set[str]:
+        return {v for rule in role["rules"] if "disaggregatedset.x-k8s.io" in rule["apiGroups"]
+                and resource in rule["resources"] for v in rule["verbs"]}
+
+    editor = roles["lws-operator-leaderworkerset-editor"]
+    assert verbs(editor, "disaggregatedsets") == {
+        "get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+    assert verbs(editor, "disaggregatedsetrolescalers") == {"get", "list", "watch"}
+    assert verbs(editor, "disaggregatedsetrolescalers/scale") == {"get", "update", "patch"}
+    assert verbs(editor, "disaggregatedsets/status") == {"get"}
+    viewer = roles["lws-operator-leaderworkerset-viewer"]
+    for resource in ("disaggregatedsets", "disaggregatedsets/status",
+                     "disaggregatedsetrolescalers", "disaggregatedsetrolescalers/scale",
+                     "disaggregatedsetrolescalers/status"):
+        assert verbs(viewer, resource) == {"get", "list", "watch"}, resource
+
+
 def test_optional_rbac_follows_values() -> None:
     def groups(values: dict[str, Any]) -> set[str]:
         role = manager_role(objects(render(values=values)))

@@ -36,6 +36,7 @@ from e2e.harness.admission import (
 )
 from e2e.kube import Kube, wait_for
 from lws_operator.admission import registration
+from lws_operator.api import disaggregated
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     GROUP_KEY_LABEL,
@@ -95,6 +96,7 @@ async def test_registration_and_certificate_secret(kube: Kube, namespace: str,
         "mpod.kb.io": base + MUTATE_POD_PATH,
         "vleaderworkerset.kb.io": base + VALIDATE_LWS_PATH,
         "vpod.kb.io": base + VALIDATE_POD_PATH,
+        "vdisaggregatedset.kb.io": base + disaggregated.VALIDATE_PATH,
     }
     for hook in hooks.values():
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == base64.b64decode(

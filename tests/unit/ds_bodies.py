@@ -3,6 +3,7 @@ scalers a controller would find, as the API server stores them."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from lws_operator.api.disaggregated import (
@@ -109,3 +110,22 @@ def scaler(role_name: str, replicas: int | None = 1, uid: str | None = DS_UID,
     if status is not None:
         body["status"] = status
     return body
+
+
+def go_rendering(lws: dict[str, Any]) -> dict[str, Any]:
+    """A child as the Go controller and the API server would store it: Go's zero values written
+    out, the LeaderWorkerSet defaults filled in, quantities in canonical form."""
+    out = copy.deepcopy(lws)
+    spec = out["spec"]
+    spec.setdefault("startupPolicy", "LeaderCreated")
+    spec["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": {
+        "maxSurge": 0, "maxUnavailable": 1, "partition": 0}}
+    template = spec["leaderWorkerTemplate"]
+    template.setdefault("restartPolicy", "RecreateGroupOnPodRestart")
+    worker = template["workerTemplate"]
+    worker["metadata"]["creationTimestamp"] = None
+    for container in worker["spec"]["containers"]:
+        container["resources"] = {}
+        if container.get("args") is None:
+            container["args"] = []
+    return out

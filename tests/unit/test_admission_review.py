@@ -1,4 +1,5 @@
-"""AdmissionReview handling of the four webhooks, with the real pure modules behind them."""
+"""AdmissionReview handling of the LeaderWorkerSet and pod webhooks, with the real pure modules
+behind them (the DisaggregatedSet one: tests/unit/test_ds_validation.py)."""
 
 from __future__ import annotations
 

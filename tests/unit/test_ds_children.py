@@ -42,6 +42,7 @@ def user_role() -> dict[str, Any]:
     return body
 
 
+# 160: TestManagerCreate merges user metadata with system labels
 def test_build_lws_merges_metadata_and_copies_the_role_spec() -> None:
     owner = ds(user_role(), role("decode"), name="test")
     lws = build_lws(owner, owner["spec"]["roles"][0], 0, "rev1", 0)
@@ -112,6 +113,7 @@ def test_build_lws_never_aliases_the_set() -> None:
     assert owner == before
 
 
+# 161: TestManagerCreate injects placement affinity into leader and worker
 def test_build_lws_injects_placement_into_leader_and_worker() -> None:
     prefill = role("prefill")
     prefill["spec"]["leaderWorkerTemplate"]["leaderTemplate"] = {
@@ -132,6 +134,7 @@ def test_build_lws_injects_placement_into_leader_and_worker() -> None:
         assert len(anti) == 2
 
 
+# 162: TestManagerCreate, no affinity without a policy
 def test_build_lws_without_policy_has_no_affinity() -> None:
     prefill = role("prefill")
     prefill["spec"]["leaderWorkerTemplate"]["leaderTemplate"] = {"spec": {"containers": []}}
@@ -147,6 +150,7 @@ def test_owner_reference_requires_name_and_uid() -> None:
     assert owner_reference(ds(), block_owner_deletion=True)["blockOwnerDeletion"] is True
 
 
+# 175-179: headless, portless, the -prv name, labels and selector
 def test_build_service_is_headless_portless_and_selects_the_child() -> None:
     owner = ds(name="my-app")
     lws = child("prefill", "ef53f2d7", 0, ds_name="my-app")
@@ -176,6 +180,7 @@ def test_build_service_for_a_legacy_child_selects_without_slice() -> None:
     assert "disaggregatedset.x-k8s.io/slice" not in svc["metadata"]["labels"]
 
 
+# 183: the created scaler's name, labels and controller ownerReference
 def test_build_scaler() -> None:
     scaler = build_scaler(ds(name="myds"), "prefill", 4)
     assert scaler == {

@@ -30,6 +30,7 @@ def expr(key: str, op: str, *values: str) -> dict[str, Any]:
     return out
 
 
+# 213-215: nil, None, a type without topology
 @pytest.mark.parametrize("policy", [
     None,
     PlacementPolicy("None", "rack"),
@@ -43,6 +44,7 @@ def test_nothing_injected(policy: PlacementPolicy | None) -> None:
     assert placement_affinity(user, "my-ds", 1, policy) == user
 
 
+# 216
 def test_exclusive_slice_slice_1() -> None:
     affinity = placement_affinity(None, "my-ds", 1, PlacementPolicy("ExclusiveSlice", "rack"))
     assert affinity == {
@@ -52,6 +54,7 @@ def test_exclusive_slice_slice_1() -> None:
     }
 
 
+# 217
 def test_exclusive_slice_slice_0_requires_the_slice_label_to_exist() -> None:
     affinity = placement_affinity(None, "my-ds", 0, PlacementPolicy("ExclusiveSlice", "rack"))
     assert affinity is not None
@@ -76,6 +79,7 @@ def test_exclusive_topology_the_spec_example() -> None:
     }
 
 
+# 218
 def test_exclusive_topology_slice_1_counts() -> None:
     pod_affinity, anti = placement_terms("d", 1, PlacementPolicy("ExclusiveTopology", "zone"))
     assert len(pod_affinity) == 1
@@ -88,6 +92,7 @@ def test_unknown_type_injects_nothing() -> None:
     assert placement_terms("d", 0, PlacementPolicy("Spread", "zone")) == ([], [])
 
 
+# 219
 def test_preserves_the_users_affinity_and_never_mutates_it() -> None:
     user_term = term("zone", expr("app", "In", "cache"))
     user: dict[str, Any] = {

@@ -10,6 +10,7 @@ per role | the new count per role; the first state is the start (baseline old, n
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Sequence
 
 import pytest
@@ -158,6 +159,21 @@ def test_worked_trace(initial: tuple[int, ...], target: tuple[int, ...],
 
 
 # 3.9 (a)/(c): the single steps the traces explain, each from its state.
+def test_medium_6_2_step_2_reasons() -> None:
+    """3.9(a) row 2, at 6,2|1,1 with T = 6: the next new batch (2,1) breaks prefill's surge
+    (6 + 2 > 7), so the proportional drain (kOld 1: 5,2) runs, above the floor (5,1)."""
+    assert total_steps((6, 2), (6, 2), default_budgets(2)) == 6
+    assert next_new((1, 1), (6, 2), 6) == (2, 1)
+    assert next_old((6, 2), (6, 2), 6) == (5, 2)
+    assert next_step((6, 2), (6, 2), (1, 1), (6, 2), default_budgets(2)) == Step((5, 2), (1, 1))
+
+
+def test_medium_6_2_step_3_reasons() -> None:
+    """Row 3, at 5,2|1,1: idxNew (1, 3), so kNew 2 gives (2, 1), within surge: scale-up."""
+    assert next_new((1, 1), (6, 2), 6) == (2, 1)
+    assert next_step((6, 2), (5, 2), (1, 1), (6, 2), default_budgets(2)) == Step((5, 2), (2, 1))
+
+
 def test_medium_6_2_prop_drain_keeps_availability_floor() -> None:
     """At 4,2|3,1 the next new batch (4,2) breaks surge (4+4 > 7); the proportional drain goes to
     kOld 3: 3,1 (the floor is also 3,1)."""
@@ -169,6 +185,21 @@ def test_large_10_10_surge3_force_drain_changes_both_sides() -> None:
     drain takes old to min(8, 10+3-8) = 5 and new to 8 in one step."""
     step = next_step((10, 10), (8, 8), (5, 5), (10, 10), surges(3, 3))
     assert step == Step((5, 5), (8, 8))
+
+
+def test_orphan_prevention_drains_everything_once_new_covers_the_floors() -> None:
+    """Prefill goes away (target 0), decode grows with surge 0: at 1,1|0,1 the force drain would
+    zero prefill's old alone; new decode (2) covers decode's floor (2 - 1), so all old goes at
+    once instead of leaving the old decode without its prefill."""
+    assert trace((1, 1), (0, 2), (S1, U1)) == "1,1|0,0 -> 1,1|0,1 -> 0,0|0,2"
+
+
+def test_force_drain_keeps_the_availability_floor() -> None:
+    """An old role already below its floor (decode: old 0 beside new 0, target 2, e.g. scaled
+    down by hand) is planned back at its floor, and orphan prevention keeps prefill's old at 1
+    with it rather than draining both."""
+    step = next_step((1, 2), (1, 0), (2, 0), (1, 2), default_budgets(2))
+    assert step == Step((1, 1), (2, 1))
 
 
 # 9.1 items 23-36: the property tests.
@@ -416,3 +447,54 @@ def test_n_role_default_config(roles: int) -> None:
 def test_vectors_must_align() -> None:
     with pytest.raises(ValueError, match="one element per role"):
         next_step((1, 1), (1,), (0, 0), (1, 1), default_budgets(2))
+
+
+# The properties of 3.7 over every small two-role rollout, and a sample of three-role ones.
+GRID_BUDGETS = (S1, S2, U1, U2, RoleBudget(1, 1), RoleBudget(0, 0))
+
+
+def check_properties(initial: tuple[int, ...], target: tuple[int, ...],
+                     budgets: tuple[RoleBudget, ...]) -> None:
+    states = all_steps(initial, target, budgets)
+    label = f"{initial}->{target} {budgets}: " + " -> ".join(map(str, states))
+    assert completes(states, target), label
+    all_surge = all(b.surge > 0 for b in budgets)
+    baseline = [i for i, v in enumerate(initial) if v > 0]
+    for state in states:
+        for i, b in enumerate(budgets):
+            # the surge bound holds when every role surges (with a surge-0 role, orphan
+            # prevention may keep an old group beside a new one: upstream does the same)
+            if all_surge and state.new[i] > 0:
+                assert state.past[i] + state.new[i] <= target[i] + b.surge, label
+            # the availability floor of a role that is not growing, under surge 0
+            if b.surge == 0 and initial[i] >= target[i]:
+                assert state.past[i] + state.new[i] >= target[i] - b.unavailable, label
+        # no old role of the baseline alone at 0
+        zeroed = [i for i in baseline if state.past[i] == 0]
+        assert not zeroed or len(zeroed) == len(baseline), label
+    if initial == target and all(b.surge > 0 and b.unavailable == 0 for b in budgets):
+        assert min(totals(states)) >= sum(target), label
+
+
+@pytest.mark.parametrize("budgets", [(a, b) for a in GRID_BUDGETS for b in GRID_BUDGETS],
+                         ids=lambda b: f"{b[0].surge}{b[0].unavailable}_{b[1].surge}"
+                                       f"{b[1].unavailable}")
+def test_properties_over_every_small_two_role_rollout(budgets: tuple[RoleBudget, ...]) -> None:
+    for initial in itertools.product(range(5), repeat=2):
+        for target in itertools.product(range(5), repeat=2):
+            check_properties(initial, target, budgets)
+
+
+def test_properties_over_three_role_rollouts() -> None:
+    rng = random.Random(20)
+    for _ in range(400):
+        initial = tuple(rng.randrange(0, 7) for _ in range(3))
+        target = tuple(rng.randrange(0, 7) for _ in range(3))
+        budgets = tuple(rng.choice(GRID_BUDGETS) for _ in range(3))
+        check_properties(initial, target, budgets)
+
+
+def test_orphan_prevention_may_exceed_a_surge_0_roles_bound() -> None:
+    """The exception the surge property leaves out: prefill surge 0 would drain to 0 in the
+    force step, orphan prevention keeps it at 1 beside its new group (1 + 1 > 1 + 0)."""
+    assert trace((1, 2), (1, 2), (U1, S1)) == "1,2|0,0 -> 1,2|1,1 -> 1,1|1,1 -> 0,0|1,2"

@@ -21,6 +21,7 @@ from lws_operator.api.disaggregated import (
     SCALER_KIND,
     SLICE_LABEL,
 )
+from lws_operator.logic.disaggregated import children
 from lws_operator.logic.disaggregated.names import legacy_lws_name, lws_name, service_name
 from lws_operator.logic.disaggregated.revision import compute_revision
 from tests.unit.ds_world import (
@@ -493,18 +494,24 @@ def test_partly_created_new_revision_is_completed() -> None:
 
 
 def test_foreign_service_with_the_label_is_never_deleted() -> None:
-    """Upstream quirk fixed: a Service carrying the set's name label but not controlled by it
-    (hand-made) survives the drained-service cleanup."""
+    """Upstream quirk fixed: Services carrying the set's name label that the set does not
+    control (one hand-made, one left by a deleted namesake of the set) survive the
+    drained-service cleanup."""
     world, rev = world_of(role("prefill", 1), role("decode", 1))
+    labels = {NAME_LABEL: DS_NAME, REVISION_LABEL: OLD_A, SLICE_LABEL: "0"}
     world.put("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
-        "name": "hand-made", "labels": {NAME_LABEL: DS_NAME, REVISION_LABEL: OLD_A,
-                                        SLICE_LABEL: "0"}},
+        "name": "hand-made", "labels": labels}, "spec": {"clusterIP": "None"}})
+    world.put("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "predecessor", "labels": labels, "ownerReferences": [{
+            "apiVersion": "disaggregatedset.x-k8s.io/v1", "kind": "DisaggregatedSet",
+            "name": DS_NAME, "uid": "predecessor-uid", "controller": True}]},
         "spec": {"clusterIP": "None"}})
     world.reconcile()
     world.ready()
     world.reconcile()
     assert set(world.objects("Service")) == {
-        "hand-made", service_name(name(rev, "prefill")), service_name(name(rev, "decode"))}
+        "hand-made", "predecessor", service_name(name(rev, "prefill")),
+        service_name(name(rev, "decode"))}
 
 
 def test_services_follow_the_ready_target_and_rest() -> None:
@@ -582,3 +589,140 @@ def test_scaler_drives_the_role_and_reports_status() -> None:
     assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
         ("Ready", "True", "Bound")]
     at_rest(world)
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["slice-aware", "legacy"])
+def test_set_made_by_the_upstream_controller_is_taken_over_without_a_rollout(
+        legacy: bool) -> None:
+    """A set the Go controller made: its children carry upstream's revision hash, which ours
+    does not reproduce, but hold the spec's templates role for role. That revision is adopted
+    as the target (names kept, nothing created or scaled, no rollout started); only the
+    status and, once ready, the Services are written, and then the set rests."""
+    ds = disaggregated_set(role("prefill", 2), role("decode", 1))
+    world = new_world(ds)
+    upstream = "58f79fdb"
+    for spec_role in ds["spec"]["roles"]:
+        child = children.build_lws(ds, spec_role, 0, upstream, spec_role["spec"]["replicas"])
+        if legacy:
+            child["metadata"]["name"] = legacy_lws_name(DS_NAME, upstream, spec_role["name"])
+            del child["metadata"]["labels"][SLICE_LABEL]
+        world.put("LeaderWorkerSet", child)
+    world.ready()
+    names_before = set(world.lws())
+    first = world.reconcile()
+    assert first.error is None
+    assert [line for line in first.lines if not line.startswith(("status ", "create Service"))] \
+        == [], first.lines
+    assert set(world.lws()) == names_before
+    assert world.by_revision(PD) == {upstream: (2, 1)}
+    assert _conditions(world) == {"Available": "True"}
+    at_rest(world)
+
+
+def _roll(world: DsWorld, roles: tuple[str, ...],
+          passes: int = 40) -> list[dict[str, tuple[int, ...]]]:
+    """Passes until nothing changes, every child ready in between; after each, no revision
+    has a role at 0 while another of its roles serves (the guarantee a coordinated rollout
+    keeps). The states seen, in order."""
+    states: list[dict[str, tuple[int, ...]]] = []
+    for _ in range(passes):
+        done = world.reconcile()
+        assert done.error is None, done.error
+        world.ready()
+        state = world.by_revision(roles)
+        for rev, counts in state.items():
+            present = [c for r, c in zip(roles, counts, strict=True)
+                       if name(rev, r) in world.lws()]
+            assert not (0 in present and any(present)), (rev, state)
+        if states and states[-1] == state and not done.lines:
+            return states
+        states.append(state)
+    raise AssertionError(f"no rest after {passes} passes: {states[-3:]}")
+
+
+def test_removing_a_role_drains_it_with_its_revision() -> None:
+    """Remove encode from 4/6/2 (upstream's e2e "Remove role with progressive rolling
+    update"): the removed role drains with the other roles of its revision, intermediate
+    states are seen, and only the remaining roles run at the end."""
+    roles = ("prefill", "decode", "encode")
+    world, rev = world_of(role("prefill", 4), role("decode", 6), role("encode", 2))
+    world.reconcile()
+    world.ready()
+    world.edit(lambda ds: ds["spec"]["roles"].pop())
+    rev2 = compute_revision(world.ds)
+    states = _roll(world, roles)
+    assert states[-1] == {rev2: (4, 6, 0)}
+    assert any(s.get(rev, (0, 0, 0))[2] > 0 and rev2 in s for s in states)
+    assert len(states) > 3  # progressive, not one brutal step
+    assert [s["name"] for s in world.ds["status"]["roleStatuses"]] == ["prefill", "decode"]
+
+
+def test_adding_a_role_rolls_every_role_progressively() -> None:
+    """Add encode 2 to prefill 4 / decode 6 (upstream's e2e "Add role with progressive rolling
+    update"): the new revision grows all three roles while the old one drains."""
+    roles = ("prefill", "decode", "encode")
+    world, rev = world_of(role("prefill", 4), role("decode", 6))
+    world.reconcile()
+    world.ready()
+    world.edit(lambda ds: ds["spec"]["roles"].append(role("encode", 2)))
+    rev2 = compute_revision(world.ds)
+    states = _roll(world, roles)
+    assert states[-1] == {rev2: (4, 6, 2)}
+    assert any(rev in s and sum(s[rev]) not in (0, 10) for s in states)  # old drained gradually
+    del rev
+
+
+def test_slices_roll_independently_to_the_same_target() -> None:
+    """Two slices each run their own rollout; both end at the new revision with their own
+    Services."""
+    world, rev = world_of(role("prefill", 2), role("decode", 1), slices=2)
+    world.reconcile()
+    world.ready()
+
+    def new_image(ds: dict[str, Any]) -> None:
+        ds["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+            "containers"][0]["image"] = "app:2"
+
+    world.edit(new_image)
+    rev2 = compute_revision(world.ds)
+    _roll(world, PD)
+    assert set(world.lws()) == {name(rev2, r, k) for r in PD for k in (0, 1)}
+    assert set(world.objects("Service")) == {service_name(name(rev2, r, k))
+                                             for r in PD for k in (0, 1)}
+    del rev
+
+
+def test_group_replacement_policy_reaches_running_children_without_a_rollout() -> None:
+    """The guide: groupReplacementPolicy is a live setting that "takes effect on the next
+    reconcile without rolling any group"; a role's switch is patched onto its running child
+    (upstream never updates a child but its replicas), the revision stays."""
+    world, rev = world_of(role("prefill", 1), role("decode", 1))
+    world.reconcile()
+    world.ready()
+    world.reconcile()
+
+    world.edit(lambda ds: ds["spec"]["roles"][1]["spec"].update(
+        groupReplacementPolicy="Immediate"))
+    assert compute_revision(world.ds) == rev
+    done = world.reconcile()
+    assert done.writes()[0] == f"patch LeaderWorkerSet {name(rev, 'decode')}"
+    assert world.lws()[name(rev, "decode")]["spec"]["groupReplacementPolicy"] == "Immediate"
+    assert set(world.lws()) == {name(rev, r) for r in PD}
+    at_rest(world)
+
+
+def test_a_namesake_created_since_the_cache_saw_a_child_is_not_scaled() -> None:
+    """The scale of a child names its UID: when another object took its name after the cache
+    saw it (another owner's, not yet in the cache), the API server refuses the patch and the
+    pass fails with upstream's "refusing to scale it" error; the namesake keeps its replicas."""
+    world, rev = world_of(role("prefill", 3), role("decode", 1))
+    new_children(world, rev, (1, 1))
+    replaced = world.lws()[name(rev, "prefill")]
+    foreign = {**replaced, "metadata": {**replaced["metadata"], "uid": "someone-elses",
+                                        "ownerReferences": []}}
+    world.server[("LeaderWorkerSet", name(rev, "prefill"))] = foreign  # the cache lags
+    done = world.reconcile()
+    assert done.error == (
+        f"slice 0: LeaderWorkerSet {name(rev, 'prefill')} exists but is not controlled by "
+        f"DisaggregatedSet {DS_NAME}; refusing to scale it")
+    assert world.replicas()[name(rev, "prefill")] == 1

@@ -17,7 +17,7 @@ from lws_operator.logic.disaggregated.revision import (
     role_difference,
     target_revision,
 )
-from tests.unit.ds_bodies import ds, role
+from tests.unit.ds_bodies import ds, go_rendering, role
 
 
 def test_known_values() -> None:
@@ -96,25 +96,6 @@ def test_immutable_fields_the_guide_adds_roll(change: dict[str, Any]) -> None:
 # --------------------------------------------------------------------- adoption by content
 
 GO_REV = "46039bb8"
-
-
-def go_rendering(lws: dict[str, Any]) -> dict[str, Any]:
-    """A child as the Go controller and the API server would store it: Go's zero values written
-    out, the LeaderWorkerSet defaults filled in, quantities in canonical form."""
-    out = copy.deepcopy(lws)
-    spec = out["spec"]
-    spec.setdefault("startupPolicy", "LeaderCreated")
-    spec["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": {
-        "maxSurge": 0, "maxUnavailable": 1, "partition": 0}}
-    template = spec["leaderWorkerTemplate"]
-    template.setdefault("restartPolicy", "RecreateGroupOnPodRestart")
-    worker = template["workerTemplate"]
-    worker["metadata"]["creationTimestamp"] = None
-    for container in worker["spec"]["containers"]:
-        container["resources"] = {}
-        if container.get("args") is None:
-            container["args"] = []
-    return out
 
 
 def go_children(owner: dict[str, Any], rev: str = GO_REV, slices: int = 1,

@@ -41,11 +41,18 @@ _EPOCH = datetime.min.replace(tzinfo=UTC)
 @dataclass(frozen=True)
 class OldLws:
     """One LeaderWorkerSet of an old revision: its actual name (legacy slice-0 names included),
-    its role and its ``spec.replicas`` (an absent value read as 1)."""
+    its role, its ``spec.replicas`` (an absent value read as 1) and its ``initial-replicas``
+    annotation when it holds a valid count (the rollout's baseline; None: use ``replicas``)."""
 
     name: str
     role: str
     replicas: int
+    initial: int | None = None
+
+    @property
+    def baseline(self) -> int:
+        """What this LeaderWorkerSet adds to its role's ``initial_old``."""
+        return self.replicas if self.initial is None else self.initial
 
 
 @dataclass(frozen=True)
@@ -100,10 +107,13 @@ def newest_timestamp(timestamps: Iterable[Any]) -> datetime:
 
 
 def old_revision(revision: str, lws: Iterable[Mapping[str, Any]], role_label: str,
-                 replicas_of: Callable[[Mapping[str, Any]], int] | None = None) -> OldRevision:
+                 replicas_of: Callable[[Mapping[str, Any]], int] | None = None,
+                 initial_of: Callable[[Mapping[str, Any]], int | None] | None = None
+                 ) -> OldRevision:
     """An :class:`OldRevision` from LeaderWorkerSet objects of one revision: the role from
     ``role_label``, replicas from ``spec.replicas`` (absent: 1, or ``replicas_of(obj)`` when
-    given), and the newest ``metadata.creationTimestamp`` over all of them."""
+    given), the baseline from ``initial_of(obj)`` (the ``initial-replicas`` annotation reader;
+    none given: no baseline) and the newest ``metadata.creationTimestamp`` over all of them."""
     objs = list(lws)
     members = []
     for obj in objs:
@@ -115,7 +125,7 @@ def old_revision(revision: str, lws: Iterable[Mapping[str, Any]], role_label: st
             value = (obj.get("spec") or {}).get("replicas")
             replicas = value if isinstance(value, int) and not isinstance(value, bool) else 1
         members.append(OldLws(str(meta.get("name") or ""), str(labels.get(role_label) or ""),
-                              replicas))
+                              replicas, None if initial_of is None else initial_of(obj)))
     return OldRevision(revision,
                        newest_timestamp((o.get("metadata") or {}).get("creationTimestamp")
                                         for o in objs),

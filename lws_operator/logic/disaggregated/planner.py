@@ -30,8 +30,8 @@ whenever a candidate old vector has some, but not all, baseline roles at 0, eith
 (once the new side covers every non-growing role's availability floor) or the zeroed roles are
 kept at 1 (the final drain takes them).
 
-All arithmetic is on integers; every ``ceil``/``floor`` of a ratio is exact (``Fraction``-free
-integer division), never a float, so a step never depends on rounding of binary fractions.
+All arithmetic is on integers: every ``ceil``/``floor`` of a ratio is exact integer division,
+never a float, so each rounding is right by construction rather than by float precision.
 """
 
 from __future__ import annotations

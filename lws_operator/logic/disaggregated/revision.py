@@ -139,9 +139,12 @@ def _comparable(spec: Mapping[str, Any]) -> dict[str, Any]:
 def role_difference(role: RoleView, lws: Obj) -> str | None:
     """Where a child LeaderWorkerSet's templates (and immutable fields) differ from the role's,
     or None when they are the same however each was written."""
+    return first_difference(_comparable(role.spec), _comparable(_spec(lws)))
+
+
+def _spec(lws: Obj) -> Mapping[str, Any]:
     spec = lws.get("spec")
-    return first_difference(_comparable(role.spec),
-                            _comparable(spec if isinstance(spec, Mapping) else {}))
+    return spec if isinstance(spec, Mapping) else {}
 
 
 def _created(lws: Obj) -> str:
@@ -170,11 +173,13 @@ def adopted_revision(ds: Obj | DisaggregatedSetView, lws_objects: Iterable[Obj])
         rev = revision_label(lws)
         if rev:
             groups.setdefault(rev, []).append(lws)
+    forms = {name: _comparable(role.spec) for name, role in roles.items()}
     matching = []
     for rev, members in groups.items():
         if {role_of(lws) for lws in members} != set(roles):
             continue
-        if all(role_difference(roles[role_of(lws)], lws) is None for lws in members):
+        if all(first_difference(forms[role_of(lws)], _comparable(_spec(lws))) is None
+               for lws in members):
             matching.append((max(_created(lws) for lws in members), rev))
     return max(matching)[1] if matching else None
 

@@ -9,9 +9,11 @@ are still ready on every current spec role are kept with the target's, so while 
 serve, both are published (no flip-flop); the others are deleted, a legacy (slice-less) Service
 with them in slice 0.
 
-Upstream quirks kept: the cleanup considers every Service labelled with the set's name, owned or
-not (so a hand-made Service carrying the label can be deleted), and a revision that lacks a role
-added since loses its Services as soon as the target is ready, even while its pods still serve.
+Upstream quirk kept: a revision that lacks a role added since loses its Services as soon as the
+target is ready, even while its pods still serve (it is not ready on every current role).
+Upstream deletes from every Service labelled with the set's name, owned or not; the candidates
+for deletion here are exactly the Services the caller passes, so passing only the owned ones
+keeps a hand-made Service that carries the label.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class ServicePlan:
 def plan_services(ds: DS, slice_index: int, lws_objects: Iterable[Obj],
                   services: Iterable[Obj], rev: str) -> ServicePlan:
     """The Service work of one slice: ``lws_objects`` are the set's owned children (any slice;
-    this one's are picked), ``services`` every Service labelled with the set's name."""
+    this one's are picked), ``services`` the set's Services (any slice; the candidates for
+    deletion, module docstring)."""
     view = DisaggregatedSetView.of(ds)
     roles = [role.name for role in view.roles]
     groups = group_by_revision(in_slice_objects(lws_objects, slice_index))

@@ -59,9 +59,10 @@ from lws_operator.logic.disaggregated import children, names, scaling, slices
 from lws_operator.logic.disaggregated import status as ds_status
 from lws_operator.logic.disaggregated.children import live_spec_patch, not_controlled_message
 from lws_operator.logic.disaggregated.drain import old_revision, scale_down_old
-from lws_operator.logic.disaggregated.planner import next_step
 from lws_operator.logic.disaggregated.revision import target_revision
-from lws_operator.logic.disaggregated.rollout_config import role_budget
+from lws_operator.logic.disaggregated.rollout_config import role_budgets
+from lws_operator.logic.disaggregated.rollout_inputs import rollout_inputs
+from lws_operator.logic.disaggregated.scale_up import NewLws, revision_stable, scale_up_new
 from lws_operator.logic.disaggregated.services import plan_services
 from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
 from lws_operator.logic.events import Event
@@ -140,14 +141,19 @@ def _delete(target: Target, obj: Child, events: tuple[Event, ...] = (),
                       not_found=Then.SKIP, conflict=Then.SKIP)))
 
 
-def scale(obs: DsObserved, lws: Child, replicas: int, events: tuple[Event, ...] = (),
-          policy: Policy | None = None) -> Patch:
-    """Set a child's ``spec.replicas`` (a merge patch naming its UID, so a namesake created
-    since is refused with a 409)."""
-    return Patch(lws_target(obs.ds.namespace), name_of(lws),
+def scale(obs: DsObserved, k: int, lws: Child, replicas: int,
+          events: tuple[Event, ...] = ()) -> Patch:
+    """Set a child's ``spec.replicas`` in slice ``k``: a merge patch naming the child's UID, so
+    that another object at its name (a namesake created since the cache saw it) is refused
+    with a 409, which becomes upstream's "refusing to scale it" error; a child gone meanwhile
+    is nothing to do (its watch event brings the next pass)."""
+    name = name_of(lws)
+    return Patch(lws_target(obs.ds.namespace), name,
                  {"metadata": {"uid": _uid(lws)}, "spec": {"replicas": replicas}},
-                 common=Common(events=events, policy=policy or Policy(
-                     not_found=Then.SKIP, conflict=Then.SKIP)))
+                 common=Common(events=events, policy=Policy(
+                     not_found=Then.SKIP, conflict=Then.COLLECT, collect=True,
+                     reason_prefix=f"slice {k}: ",
+                     conflict_reason=not_controlled_message(name, obs.ds.name, "scale"))))
 
 
 # ------------------------------------------------------------------------------ revision
@@ -314,7 +320,7 @@ def _simple(obs: DsObserved, k: int, live: Sequence[Child]) -> Plan:
             actions.append(_create_lws(obs, k, role, desired))
         else:
             if slices.lws_replicas(existing) != desired:
-                actions.append(scale(obs, existing, desired, policy=_slice_policy(k)))
+                actions.append(scale(obs, k, existing, desired))
             actions += _live_settings(obs, k, role, existing)
     return Plan(tuple(actions))
 
@@ -350,54 +356,41 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
                                   reason_prefix=f"slice {k}: "))))
         return _create_missing(obs, k, new, actions)
 
-    # The stability gate, with upstream's quirk fixed: a role whose new child is missing (a
-    # crash between the start's creates) gets it created here instead of waiting forever.
-    missing = [role for role in ds.roles if role.name not in new]
-    if missing or any(slices.lws_replicas(lws) != slices.status_count(lws, "readyReplicas")
-                      for lws in new.values()):
+    # The stability gate (``scale_up.revision_stable``), with upstream's quirk fixed: a role
+    # whose new child is missing (a crash between the start's creates) gets it created here
+    # instead of waiting forever.
+    spec_roles = [role.name for role in ds.roles]
+    settled = {role: NewLws(name_of(lws), role, slices.lws_replicas(lws),
+                            slices.status_count(lws, "readyReplicas"))
+               for role, lws in new.items()}
+    if not revision_stable(settled, spec_roles):
         return _create_missing(obs, k, new, [])
 
-    spec_roles = [role.name for role in ds.roles]
-    removed = sorted({slices.role_of(lws) for lws in old} - set(spec_roles))
-    universe = spec_roles + removed
-    initial = slices.initial_replica_state(old)
-    current_old = [sum(slices.lws_replicas(lws) for lws in old if slices.role_of(lws) == role)
-                   for role in universe]
-    current_new = [slices.lws_replicas(new[role]) if role in new else 0 for role in universe]
-    targets, budgets = [], []
-    for i, role_name in enumerate(universe):
-        role = ds.role(role_name)
-        if role is None:
-            targets.append(0)
-            budgets.append(role_budget(None, 0))
-            continue
-        target = scaling.target_replicas(role, obs.scaler_views, current_new[i])
-        if role.external:
-            target = max(target, current_new[i])  # upstream's no-shrink guard mid-rollout
-        targets.append(target)
-        budgets.append(role_budget(role, scaling.target_replicas(role, obs.scaler_views, 0)))
-    step = next_step([initial.get(role, 0) for role in universe], current_old, current_new,
-                     targets, budgets)
+    revisions = [old_revision(r, members.values(), ROLE_LABEL, slices.lws_replicas,
+                              slices.initial_replicas)
+                 for r, members in slices.group_by_revision(old).items()]
+    scalers = obs.scaler_views
+    inputs = rollout_inputs(
+        spec_roles, revisions, {role: n.replicas for role, n in settled.items()},
+        {role.name: scaling.target_replicas(role, scalers, settled[role.name].replicas)
+         for role in ds.roles},
+        {role.name for role in ds.roles if role.external})
+    step = inputs.next_step(role_budgets(ds, inputs.roles, {
+        role.name: scaling.target_replicas(role, scalers, 0) for role in ds.roles}))
     if step is None:
         return Plan((Record(_normal(REASON_ROLLING_UPDATE_COMPLETED, EVENT_ACTION_UPDATE,
                                     f"Completed rolling update to revision {rev}")),))
     actions = []
-    for i, role_name in enumerate(spec_roles):
-        if current_new[i] < step.new[i]:
-            lws = new[role_name]
-            note = (f"Scaling up {role_name} LWS {name_of(lws)} from {current_new[i]} to "
-                    f"{step.new[i]} replicas")
-            actions.append(scale(obs, lws, step.new[i], (
-                _normal(REASON_SCALING_UP, EVENT_ACTION_UPDATE, note),), _slice_policy(k)))
-    revisions = [old_revision(r, members.values(), ROLE_LABEL, slices.lws_replicas)
-                 for r, members in slices.group_by_revision(old).items()]
-    budget = [c - p for c, p in zip(current_old, step.past, strict=True)]
+    for up in scale_up_new(inputs.roles, spec_roles, inputs.current_new, step.new,
+                           {role: n.name for role, n in settled.items()}):
+        actions.append(scale(obs, k, new[up.role], up.to, (
+            _normal(REASON_SCALING_UP, EVENT_ACTION_UPDATE, up.message),)))
     by_name = {name_of(lws): lws for lws in old}
-    for down in scale_down_old(revisions, universe, budget):
+    for down in scale_down_old(revisions, inputs.roles, inputs.budget(step)):
         note = (f"Scaling down {down.role} LWS {down.name} from {down.current} to {down.to} "
                 "replicas")
-        actions.append(scale(obs, by_name[down.name], down.to, (
-            _normal(REASON_SCALING_DOWN, EVENT_ACTION_UPDATE, note),), _slice_policy(k)))
+        actions.append(scale(obs, k, by_name[down.name], down.to, (
+            _normal(REASON_SCALING_DOWN, EVENT_ACTION_UPDATE, note),)))
     return Plan(tuple(actions))
 
 
