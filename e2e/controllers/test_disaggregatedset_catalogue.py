@@ -40,7 +40,7 @@ from e2e.harness.disaggregated import (
     wait_gone,
 )
 from e2e.harness.launcher import Operator
-from e2e.kube import MERGE_PATCH, wait_for
+from e2e.kube import MERGE_PATCH, polling, wait_for
 
 pytestmark = [pytest.mark.full, pytest.mark.skipif(
     os.environ.get("LWS_E2E_DS") != "full",
@@ -166,19 +166,38 @@ async def test_percent_budgets(operator: Operator) -> None:
 
 
 async def test_a_three_role_rollout(operator: Operator) -> None:
-    """Upstream's "should complete rolling update with 3 roles scaling together" (2/2/2)."""
-    op = operator
+    """Upstream's "should complete rolling update with 3 roles scaling together" (2/2/2); the
+    status says Progressing (and Available False, with Progressing's reason) while it runs, and
+    the rollout's events name the revision and each scaling."""
+    op, ns = operator, operator.namespace
 
     def body(image: str) -> dict[str, Any]:
         return ds("three", role("prefill", 2, image), role("decode", 2, image),
                   role("encode", 2, image))
 
     before = await created(op, body(PAUSE))
-    monitor, after = await rolled(op, before, body(ROLLED),
-                                  {"prefill": 3, "decode": 3, "encode": 3})
+    seen: list[dict[str, tuple[str, str]]] = []
+
+    async def conditions() -> None:
+        got = await op.kube.get(DS_API, DS_KIND, "three", ns)
+        seen.append({c["type"]: (c["status"], c["reason"])
+                     for c in ((got or {}).get("status") or {}).get("conditions") or []})
+
+    async with polling(conditions):
+        monitor, after = await rolled(op, before, body(ROLLED),
+                                      {"prefill": 3, "decode": 3, "encode": 3})
     assert len(after.pods) == 6
     trace = monitor.trace(after.revision, ["prefill", "decode", "encode"])
     assert (trace[0], trace[-1]) == ("2,2,2|0,0,0", "0,0,0|2,2,2"), trace
+    assert {"Progressing": ("True", "RolloutInProgress"),
+            "Available": ("False", "RolloutInProgress")} in seen
+    assert seen[-1] == {"Progressing": ("False", "AllRolesReady"),
+                        "Available": ("True", "AllRolesReady")}
+    events = [e for e in await op.kube.list("v1", "Event", ns)
+              if (e.get("involvedObject") or {}).get("name") == "three"]
+    assert f"Started rolling update to revision {after.revision}" in [
+        e["message"] for e in events if e["reason"] == "RollingUpdateStarted"]
+    assert {"ScalingUp", "ScalingDown"} <= {e["reason"] for e in events}
     await deleted(op, "three")
 
 
