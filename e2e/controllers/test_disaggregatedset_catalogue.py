@@ -447,3 +447,46 @@ async def test_a_group_identity_change_rolls_the_set(operator: Operator) -> None
     assert identities["decode"] == "Hash"
     assert identities["prefill"] in (None, "Ordinal")
     await deleted(op, "identity")
+
+
+async def test_a_role_scaler_follows_its_role(operator: Operator) -> None:
+    """The scaler's lifecycle (upstream's scaler_manager.go): deleted by hand, it is recreated,
+    seeded with the role's running count; the role turned Static, it is deleted (event
+    ScalerDeleted), with no rollout either time."""
+    op, ns = operator, operator.namespace
+
+    def body(external: bool) -> dict[str, Any]:
+        prefill = Role("prefill").size(1).image(PAUSE, name="model")
+        prefill = prefill.external() if external else prefill.replicas(2)
+        return DisaggregatedSet("scaled").role(prefill).role(role("decode", 1)).build()
+
+    await op.kube.create(body(True), ns)
+    first = await wait_for(lambda: op.kube.get(DS_API, SCALER_KIND, "scaled-prefill", ns),
+                           timeout=60, what="the scaler")
+    assert first is not None
+    await op.kube.patch(DS_API, SCALER_KIND, "scaled-prefill", {"spec": {"replicas": 2}}, ns,
+                        content_type=MERGE_PATCH)
+    start = await wait_converged(op.kube, ns, "scaled", replicas={"prefill": 2})
+    await op.kube.delete(DS_API, SCALER_KIND, "scaled-prefill", ns)
+
+    async def recreated() -> dict[str, Any] | None:
+        got = await op.kube.get(DS_API, SCALER_KIND, "scaled-prefill", ns)
+        return got if got and got["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+    again = await wait_for(recreated, timeout=60, what="the scaler recreated")
+    assert again is not None
+    assert again["spec"]["replicas"] == 2  # the running fleet, not a fresh 1
+    await apply(op, body(False))
+
+    async def scaler_gone() -> bool:
+        return await op.kube.get(DS_API, SCALER_KIND, "scaled-prefill", ns) is None
+
+    await wait_for(scaler_gone, timeout=60, what="the scaler deleted")
+    static = await wait_converged(op.kube, ns, "scaled")
+    assert static.revision == start.revision
+    assert static.uids() == start.uids()
+    events = [e for e in await op.kube.list("v1", "Event", ns)
+              if (e.get("involvedObject") or {}).get("name") == "scaled"]
+    assert "Deleted scaler scaled-prefill (role prefill is no longer External)" in [
+        e["message"] for e in events if e["reason"] == "ScalerDeleted"]
+    await deleted(op, "scaled")
