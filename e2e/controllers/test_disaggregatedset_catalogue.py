@@ -490,3 +490,48 @@ async def test_a_role_scaler_follows_its_role(operator: Operator) -> None:
     assert "Deleted scaler scaled-prefill (role prefill is no longer External)" in [
         e["message"] for e in events if e["reason"] == "ScalerDeleted"]
     await deleted(op, "scaled")
+
+
+def collapsed(trace: list[str]) -> list[str]:
+    """A planner trace as the watch groups it: consecutive steps that change only the old side,
+    or only the new side, are one run of writes to one revision."""
+    def side(a: str, b: str) -> str:
+        (a_old, a_new), (b_old, b_new) = a.split("|"), b.split("|")
+        return "old" if a_new == b_new else "new" if a_old == b_old else "both"
+
+    out = trace[:1]
+    for i in range(1, len(trace)):
+        if (len(out) > 1 and side(trace[i - 1], trace[i]) != "both"
+                and side(trace[i - 2], trace[i - 1]) == side(trace[i - 1], trace[i])):
+            out[-1] = trace[i]
+        else:
+            out.append(trace[i])
+    return out
+
+
+@pytest.mark.parametrize(("source", "target", "budget", "planned"), [
+    # Upstream's "scale-down-role0-scale-up-role1" (surge 2, unavailable 0).
+    ((10, 2), (6, 8), (2, 0), ["10,2|0,0", "8,2|0,0", "6,2|0,0", "6,2|2,2", "4,1|2,2",
+                               "4,1|3,4", "4,1|4,5", "2,1|4,5", "2,1|5,7", "2,1|6,8",
+                               "0,0|6,8"]),
+    # Upstream's "surge-0-unavail-2-batches-by-unavailable".
+    ((4, 4), (4, 4), (0, 2), ["4,4|0,0", "2,2|0,0", "2,2|2,2", "0,0|2,2", "0,0|4,4"]),
+], ids=["scale-down-role0-scale-up-role1", "surge-0-unavail-2"])
+async def test_rollout_step_tracking(operator: Operator, source: tuple[int, int],
+                                     target: tuple[int, int], budget: tuple[int, int],
+                                     planned: list[str]) -> None:
+    """Upstream's "Rolling Update Step Tracking": the observed steps are the guide's trace
+    (3.9d there), every role within max(source, target) + surge."""
+    op = operator
+    surge, unavailable = budget
+
+    def body(image: str, replicas: tuple[int, int]) -> dict[str, Any]:
+        return ds("tracked", role("prefill", replicas[0], image).surge(surge, unavailable),
+                  role("decode", replicas[1], image).surge(surge, unavailable))
+
+    before = await created(op, body(PAUSE, source))
+    monitor, after = await rolled(op, before, body(ROLLED, target), {
+        "prefill": max(source[0], target[0]) + surge,
+        "decode": max(source[1], target[1]) + surge})
+    assert monitor.trace(after.revision, ["prefill", "decode"]) == collapsed(planned)
+    await deleted(op, "tracked")
