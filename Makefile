@@ -66,9 +66,19 @@ chaos: build-cluster ## reliability runs at full size (operator kills, API and w
 e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), upgrade safety
 	$(BIN)/pytest e2e/metrics e2e/upgrade $(PYTEST_ARGS)
 
+.PHONY: e2e-ds
+e2e-ds: build-cluster ## the DisaggregatedSet end-to-end catalogue (make test runs its short part)
+	LWS_E2E_DS=full $(BIN)/pytest e2e/controllers/test_disaggregatedset.py \
+		e2e/controllers/test_disaggregatedset_catalogue.py \
+		e2e/controllers/test_disaggregatedset_processes.py $(PYTEST_ARGS)
+
 BENCH_ARGS ?=
 bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --py-spy")
 	$(BIN)/python -m e2e.bench $(BENCH_ARGS)
+
+.PHONY: bench-ds
+bench-ds: build-cluster ## DisaggregatedSets vs the same LeaderWorkerSets applied directly (BENCH_ARGS="--sets 2")
+	$(BIN)/python -m e2e.bench.disaggregated $(BENCH_ARGS)
 
 clean: cluster-down
 	rm -rf $(CLUSTER_DIR)

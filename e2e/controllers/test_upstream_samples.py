@@ -57,9 +57,10 @@ LWS_SAMPLES = ("leaderworkerset_v1_leaderworkerset.yaml", "leaderworkerset_exclu
                "leaderworkerset_multi_template.yaml", "leaderworkerset_tpu.yaml")
 HPA_SAMPLE = "hpaexample.yaml"  # applied with the sample it scales (its scaleTargetRef)
 NOT_LEADERWORKERSETS = {
-    "disaggregatedset_v1_3role.yaml": "a DisaggregatedSet (disaggregatedset.x-k8s.io), another "
-                                      "API this operator does not serve",
-    "disaggregatedset_v1_disaggregatedset.yaml": "a DisaggregatedSet, another API",
+    "disaggregatedset_v1_3role.yaml": "a DisaggregatedSet (disaggregatedset.x-k8s.io): "
+                                      "applied by test_disaggregatedset.py",
+    "disaggregatedset_v1_disaggregatedset.yaml": "a DisaggregatedSet: applied by "
+                                                 "test_disaggregatedset.py",
     "lws_v1alpha1_configuration.yaml": "the operator's configuration file, not an object to "
                                        "apply (tests/unit/test_config.py loads it)",
 }

@@ -4,7 +4,11 @@ cluster, in one place instead of in the benchmark, in ``conftest`` or in other t
 - ``clusters``: the per-tier local clusters of a session (the fixtures in ``conftest.py`` hand
   them out) and the repository root.
 - ``builder``: ``LeaderWorkerSet("name").replicas(2).size(3).image("engine:v1").build()``, the
-  test-object builder, in the spirit of upstream's test wrappers.
+  test-object builder, in the spirit of upstream's test wrappers, and its DisaggregatedSet
+  counterpart (``DisaggregatedSet("llm").role(Role("prefill").replicas(2)...)``).
+- ``disaggregated``: DisaggregatedSets on a cluster: convergence, exact checks of every child,
+  pod and Service, and ``RolloutMonitor``, the watch that judges a coordinated rollout step by
+  step.
 - ``launcher``: the one way tests run the operator, in this process (controllers, webhooks or
   both) or as ``lws-operator run`` processes.
 - ``admission``: in-process webhooks confined to a test namespace, and the leader-pod load the
