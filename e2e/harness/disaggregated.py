@@ -11,7 +11,8 @@ it must then be the same on every object of that revision.
 The rollout watch (:class:`RolloutMonitor`) sees every change of ``spec.replicas`` of the set's
 LeaderWorkerSets in the API server's order (one watch over the namespace: one sequence). One
 pass of the controller writes a revision's roles in consecutive calls (upstream's executor
-scales a revision's roles one after another, new before old), so an observer sees e.g.
+scales a revision's roles one after another; ours drains the old before it scales up the new),
+so an observer sees e.g.
 ``prefill 0 -> 1`` an instant before ``decode 0 -> 1``. The invariant is therefore judged on the
 sequence with each run of consecutive changes to one (slice, revision) taken as one step: a
 revision left with one role at 0 while a sibling is above 0 when anything else happens next is a
@@ -532,48 +533,19 @@ class RolloutMonitor:
             out.append(state)
         return out
 
-    def passes(self) -> list[dict[Key, int]]:
-        """:meth:`steps`, with a run of scale-ups of one revision directly followed by
-        scale-downs of others taken as one: upstream's executor writes a step that changes both
-        sides (the planner's force drain) as the new revision's scale-ups, then the old ones'
-        scale-downs, so between those calls a role may stand one batch above its surge
-        (:meth:`overshoots` lists those moments). The surge bound holds at the planner's steps."""
-        runs: list[tuple[int, set[tuple[str, str]], int]] = []  # (last state, pairs, sign)
-        for i in range(1, len(self.states)):
-            a, b = self.states[i - 1], self.states[i]
-            pairs = _changed(a, b)
-            deltas = [b.get(k, 0) - a.get(k, 0) for k in a.keys() | b.keys()
-                      if a.get(k) != b.get(k)]
-            sign = 1 if all(d >= 0 for d in deltas) else -1 if all(d <= 0 for d in deltas) else 0
-            if runs and runs[-1][1] == pairs and len(pairs) == 1 and runs[-1][2] in (sign, 0):
-                runs[-1] = (i, pairs, runs[-1][2] if sign == runs[-1][2] else 0)
-            else:
-                runs.append((i, pairs, sign))
-        out = [self.states[0]] if self.states else []
-        for k, (last, pairs, sign) in enumerate(runs):
-            following = runs[k + 1] if k + 1 < len(runs) else None
-            if (following is not None and sign == 1 and following[2] == -1
-                    and not pairs & following[1]):
-                continue  # this pass's scale-downs of the old revisions follow
-            out.append(self.states[last])
-        return out
-
     def violations(self, bounds: Mapping[str, int] | None = None) -> list[str]:
         """Every step at which some (slice, revision) had a role at 0 while another of its
         roles was above 0, and (with ``bounds``, role -> max(source, target) + surge) every
-        pass (:meth:`passes`) at which a role's total in one slice exceeded its bound."""
+        observed state, between two calls of one pass too, at which a role's total in one slice
+        exceeded its bound (the controller drains before it scales up, so no instant may)."""
         out = []
         for state in self.steps():
             for slice_, revision in {(s, r) for s, r, _ in state}:
                 if _split(state, {(slice_, revision)}):
                     out.append(f"revision {revision} (slice {slice_}) split: "
                                f"{_render(state)}")
-        out += _over(self.passes(), bounds or {})
+        out += _over(self.states, bounds or {})
         return out
-
-    def overshoots(self, bounds: Mapping[str, int]) -> list[str]:
-        """Every observed state (between two calls of one pass too) above ``bounds``."""
-        return _over(self.states, bounds)
 
     def revisions(self) -> list[str]:
         """Every revision seen, in the order it first appeared."""

@@ -767,3 +767,19 @@ def test_a_namesake_created_since_the_cache_saw_a_child_is_not_scaled() -> None:
         f"slice 0: LeaderWorkerSet {name(rev, 'prefill')} exists but is not controlled by "
         f"DisaggregatedSet {DS_NAME}; refusing to scale it")
     assert world.replicas()[name(rev, "prefill")] == 1
+
+
+def test_a_step_that_drains_and_scales_up_drains_first() -> None:
+    """The planner's force drain changes both sides in one step (TestMidRolloutABC's pass 6:
+    A 1,2 -> 1,1 while C 2,3 -> 2,4). Upstream scales up first, so for an instant decode
+    stands at 2 + 4 = 6 > target 4 + surge 1; here the drain is written first and no instant
+    exceeds the bound."""
+    world, rev = world_of(role("prefill", 2), role("decode", 4))
+    old_revision(world, OLD_A, (1, 2), T0)
+    old_revision(world, OLD_B, (1, 2), T1)
+    _trace(world, rev, 6)
+    assert world.by_revision(PD) == {OLD_A: (1, 2), rev: (2, 3)}
+    step = world.reconcile()
+    assert step.error is None, step.error
+    scales = [line for line in step.writes() if line.startswith("scale ")]
+    assert scales == [f"scale {name(OLD_A, 'decode')} to 1", f"scale {name(rev, 'decode')} to 4"]

@@ -357,17 +357,17 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
     new = {slices.role_of(lws): lws for lws in live if slices.revision_label(lws) == rev}
     ns = ds.namespace
     if not new:
-        actions: list[Action] = [Record(_normal(
+        start: list[Action] = [Record(_normal(
             REASON_ROLLING_UPDATE_STARTED, EVENT_ACTION_UPDATE,
             f"Started rolling update to revision {rev}"))]
         for lws in old:
             patch = slices.initial_replicas_patch(lws)
             if patch is not None:
                 body = {**patch, "metadata": {**patch["metadata"], "uid": _uid(lws)}}
-                actions.append(Patch(lws_target(ns), name_of(lws), body, common=Common(
+                start.append(Patch(lws_target(ns), name_of(lws), body, common=Common(
                     policy=Policy(not_found=Then.SKIP, conflict=Then.SKIP, collect=True,
                                   reason_prefix=f"slice {k}: "))))
-        return _create_missing(obs, k, new, actions)
+        return _create_missing(obs, k, new, start)
 
     # The stability gate (``scale_up.revision_stable``), with upstream's quirk fixed: a role
     # whose new child is missing (a crash between the start's creates) gets it created here
@@ -393,17 +393,21 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
     if step is None:
         return Plan((Record(_normal(REASON_ROLLING_UPDATE_COMPLETED, EVENT_ACTION_UPDATE,
                                     f"Completed rolling update to revision {rev}")),))
-    actions = []
+    # Old revisions are drained before the new one scales up. Upstream scales up first, so in
+    # a step that changes both sides (the planner's force drain) a role stands one batch above
+    # maxSurge between the two calls: pods the cluster may have no accelerators for. Draining
+    # first keeps every instant within the surge bound, and costs no availability: the step's
+    # new pods are not Ready for a while after their scale-up anyway, so the Ready capacity
+    # after the step is the same whichever call comes first.
+    by_name = {name_of(lws): lws for lws in old}
+    actions: list[Action] = [
+        scale(obs, k, by_name[down.name], down.to, (
+            _normal(REASON_SCALING_DOWN, EVENT_ACTION_UPDATE, down.message),))
+        for down in scale_down_old(revisions, inputs.roles, inputs.budget(step))]
     for up in scale_up_new(inputs.roles, spec_roles, inputs.current_new, step.new,
                            {role: n.name for role, n in settled.items()}):
         actions.append(scale(obs, k, new[up.role], up.to, (
             _normal(REASON_SCALING_UP, EVENT_ACTION_UPDATE, up.message),)))
-    by_name = {name_of(lws): lws for lws in old}
-    for down in scale_down_old(revisions, inputs.roles, inputs.budget(step)):
-        note = (f"Scaling down {down.role} LWS {down.name} from {down.current} to {down.to} "
-                "replicas")
-        actions.append(scale(obs, k, by_name[down.name], down.to, (
-            _normal(REASON_SCALING_DOWN, EVENT_ACTION_UPDATE, note),)))
     return Plan(tuple(actions))
 
 
