@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 .PHONY: help venv build-cluster cluster-up cluster-down demo test lint unit e2e-smoke crd crd-check clean bench
 
 help:
-	@awk -F':.*## ' '/^[a-z-]+:.*## / {printf "%-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / {printf "%-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(BIN)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
