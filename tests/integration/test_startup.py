@@ -482,9 +482,9 @@ async def test_disaggregatedset_crds_installed_after_the_start(private: LocalClu
         fresh = await Kube.connect(str(private.kubeconfig))  # discovery after the install
         try:
             await fresh.create(_ds("late"), namespace)
-            await wait_for(lambda: _ds_children(fresh, namespace, "late"), timeout=120,
-                           what="the DisaggregatedSet's children")
-            assert await _ds_children(fresh, namespace, "late") == ["decode", "prefill"]
+            async def both_roles() -> bool:  # the roles' children are created one by one
+                return await _ds_children(fresh, namespace, "late") == ["decode", "prefill"]
+            await wait_for(both_roles, timeout=120, what="the DisaggregatedSet's two children")
         finally:
             await fresh.close()
         text = log.read_text(errors="replace")
