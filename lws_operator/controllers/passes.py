@@ -57,6 +57,10 @@ def _unchanged(decided: D, _outcome: Outcome) -> D:
     return decided
 
 
+READ_ROUNDS = 3  # rounds of reads a step may ask for in one pass (``PassRunner._plan``)
+READ_REQUEUE = 1.0  # seconds: when a step still asks after them, look again then
+
+
 class PassRunner:
     """Runs the steps of one pass against the executor."""
 
@@ -91,12 +95,20 @@ class PassRunner:
 
     async def _plan(self, step: Callable[[S], Plan], obs: S, observe: Observe[D, S],
                     decided: D, collected: tuple[str, ...]) -> Plan:
-        """The step's plan, after reading what it asked for (``logic.plan.Read``)."""
+        """The step's plan, after reading what it asked for (``logic.plan.Read``).
+
+        The step is asked again on a fresh snapshot with everything read so far, and the
+        caches may have moved on meanwhile (a leader scheduled while its group's Node was
+        read asks for one more Node), so reading repeats, a few rounds at most; a step still
+        asking after them ends the pass, to be looked at again shortly."""
         plan = step(obs)
-        if plan.reads:
-            again = observe(decided, collected, await self.executor.read(plan.reads))
+        fetched: dict[str, dict[str, Any]] = {}
+        for _ in range(READ_ROUNDS):
+            if not plan.reads:
+                return plan
+            fetched.update(await self.executor.read(plan.reads))
+            again = observe(decided, collected, fetched)
             if again is None:
                 return Plan(stop=True)  # gone while reading: the next pass cleans up
             plan = step(again)
-            assert not plan.reads, "a step asks once for what it reads"
-        return plan
+        return plan if not plan.reads else Plan(stop=True, requeue_after=READ_REQUEUE)
