@@ -146,12 +146,14 @@ async def test_install_creates_every_object(release: Release) -> None:
     ("get", "secrets", False),  # any namespace but the release's
     ("create", "pods", True),
     ("update", "pods", True),
-    ("delete", "leaderworkersets.leaderworkerset.x-k8s.io", True),
+    # LeaderWorkerSets are created and deleted by the DisaggregatedSet controller (its
+    # children); DisaggregatedSets themselves only by their users.
+    ("delete", "disaggregatedsets.disaggregatedset.x-k8s.io", True),
     ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io", False),
     ("update", "mutatingwebhookconfigurations.admissionregistration.k8s.io", False),
     ("update", "nodes", False),
     ("list", "nodes", False),
-    ("create", "leaderworkersets.leaderworkerset.x-k8s.io", True),
+    ("create", "disaggregatedsets.disaggregatedset.x-k8s.io", True),
     ("*", "*", False),
 ])
 def test_service_account_is_refused_what_the_operator_never_does(
@@ -176,7 +178,12 @@ def test_service_account_may_do_what_the_operator_does(release: Release) -> None
                  ["update", f"secrets/{secret}", "-n", release.namespace],
                  ["update", f"mutatingwebhookconfigurations.admissionregistration.k8s.io/"
                   f"{mutating}"],
-                 ["create", "events.events.k8s.io", "-n", "x"]):
+                 ["create", "events.events.k8s.io", "-n", "x"],
+                 ["create", "leaderworkersets.leaderworkerset.x-k8s.io", "-n", "x"],
+                 ["delete", "leaderworkersets.leaderworkerset.x-k8s.io", "-n", "x"],
+                 ["patch", "disaggregatedsets.disaggregatedset.x-k8s.io", "--subresource=status",
+                  "-n", "x"],
+                 ["create", "disaggregatedsetrolescalers.disaggregatedset.x-k8s.io", "-n", "x"]):
         answer = release.cluster.kubectl("auth", "can-i", *args, "--as", user,
                                          check=False).strip()
         assert answer == "yes", f"{user} may not {' '.join(args)}"
