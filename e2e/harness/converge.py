@@ -10,12 +10,15 @@ expected image, nothing left terminating, and a status that says so for the curr
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from e2e.harness.builder import API, KIND, P
 from e2e.harness.launcher import Operator
 from e2e.kube import Kube, condition, is_ready, wait_for
+
+T = TypeVar("T")
 
 REVISION = P + "template-revision-hash"
 COUNTS = P + "group-restart-counts"
@@ -137,17 +140,26 @@ async def wait_converged(kube: Kube, namespace: str, name: str, replicas: int, s
                          image: str, timeout: float = 180) -> Converged:  # noqa: ASYNC109
     """Wait until :func:`converged_now` holds (a generous liveness deadline: a rollout or group
     that never finishes fails here, naming what was still missing)."""
+    return await until_no_reason(
+        lambda: converged_now(kube, namespace, name, replicas, size, image), timeout,
+        f"{name} converged")
+
+
+async def until_no_reason(check: Callable[[], Awaitable[T | str]], timeout: float,  # noqa: ASYNC109
+                          what: str) -> T:
+    """Wait until ``check`` returns a value rather than a reason it does not hold yet; at the
+    deadline, fail naming ``what`` and the last reason (what was still missing)."""
     last: list[str] = []
 
-    async def probe() -> Converged | None:
-        got = await converged_now(kube, namespace, name, replicas, size, image)
+    async def probe() -> T | None:
+        got = await check()
         if isinstance(got, str):
             last[:] = [got]
             return None
         return got
 
     try:
-        out = await wait_for(probe, timeout=timeout, interval=0.5, what=f"{name} converged")
+        out = await wait_for(probe, timeout=timeout, interval=0.5, what=what)
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {last[0] if last else ''}") from None
     assert out is not None

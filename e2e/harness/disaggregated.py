@@ -33,6 +33,7 @@ from typing import Any
 from e2e.cluster import LocalCluster
 from e2e.harness.builder import API, DS_API, DS_KIND, KIND, SCALER_KIND, P
 from e2e.harness.clusters import REPO
+from e2e.harness.converge import until_no_reason
 from e2e.harness.launcher import Operator, running_operator
 from e2e.kube import Kube, condition, is_ready, wait_for
 
@@ -263,21 +264,9 @@ async def wait_converged(kube: Kube, ns: str, name: str, *, other_than: str | No
                          timeout: float = 240.0) -> Converged:  # noqa: ASYNC109
     """Wait until :func:`converged_now` holds (a liveness deadline that names what was still
     missing)."""
-    last: list[str] = []
-
-    async def probe() -> Converged | None:
-        got = await converged_now(kube, ns, name, other_than=other_than, replicas=replicas)
-        if isinstance(got, str):
-            last[:] = [got]
-            return None
-        return got
-
-    try:
-        out = await wait_for(probe, timeout=timeout, interval=0.5, what=f"{name} converged")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}: {last[0] if last else ''}") from None
-    assert out is not None
-    return out
+    return await until_no_reason(
+        lambda: converged_now(kube, ns, name, other_than=other_than, replicas=replicas),
+        timeout, f"{name} converged")
 
 
 async def wait_gone(kube: Kube, ns: str, name: str, timeout: float = 180.0  # noqa: ASYNC109
