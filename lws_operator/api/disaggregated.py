@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from lws_operator.api.constants import DISAGGREGATEDSET_NAME_LABEL
-from lws_operator.api.view import _map, metadata
+from lws_operator.api.view import ObjectView, _map, metadata
 
 GROUP: Final = "disaggregatedset.x-k8s.io"
 VERSION: Final = "v1"
@@ -138,46 +138,12 @@ class PlacementPolicy:
 
 
 @dataclass(frozen=True)
-class DisaggregatedSetView:
+class DisaggregatedSetView(ObjectView):
     """A DisaggregatedSet as the logic reads it. Build with :meth:`of`."""
-
-    raw: Mapping[str, Any]
 
     @classmethod
     def of(cls, ds: Mapping[str, Any] | DisaggregatedSetView) -> DisaggregatedSetView:
         return ds if isinstance(ds, DisaggregatedSetView) else cls(ds)
-
-    @property
-    def meta(self) -> Mapping[str, Any]:
-        return metadata(self.raw)
-
-    @property
-    def name(self) -> str:
-        return str(self.meta.get("name") or "")
-
-    @property
-    def namespace(self) -> str:
-        return str(self.meta.get("namespace") or "")
-
-    @property
-    def uid(self) -> str:
-        return str(self.meta.get("uid") or "")
-
-    @property
-    def generation(self) -> int:
-        return int(self.meta.get("generation") or 0)
-
-    @property
-    def deleting(self) -> bool:
-        return bool(self.meta.get("deletionTimestamp"))
-
-    @property
-    def spec(self) -> Mapping[str, Any]:
-        return _map(self.raw.get("spec"))
-
-    @property
-    def status(self) -> Mapping[str, Any]:
-        return _map(self.raw.get("status"))
 
     @property
     def roles(self) -> tuple[RoleView, ...]:
@@ -210,28 +176,18 @@ class DisaggregatedSetView:
 
 
 @dataclass(frozen=True)
-class RoleScalerView:
+class RoleScalerView(ObjectView):
     """A DisaggregatedSetRoleScaler: the replica count an autoscaler writes for one role."""
-
-    raw: Mapping[str, Any]
-
-    @property
-    def name(self) -> str:
-        return str(metadata(self.raw).get("name") or "")
 
     @property
     def role(self) -> str:
-        return str(_map(metadata(self.raw).get("labels")).get(ROLE_LABEL) or "")
+        return str(_map(self.meta.get("labels")).get(ROLE_LABEL) or "")
 
     @property
     def replicas(self) -> int:
         """``spec.replicas`` (non-pointer upstream: absent reads as 0, the CRD default)."""
-        value = _map(self.raw.get("spec")).get("replicas")
+        value = self.spec.get("replicas")
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    @property
-    def generation(self) -> int:
-        return int(metadata(self.raw).get("generation") or 0)
 
 
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:

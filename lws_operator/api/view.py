@@ -176,15 +176,11 @@ class StatefulSetView:
 
 
 @dataclass(frozen=True)
-class LeaderWorkerSetView:
-    """A LeaderWorkerSet as the logic reads it. Build with :meth:`of`."""
+class ObjectView:
+    """What every view of an API object answers the same way: its identity, metadata, spec and
+    status, read from ``raw`` (the stored object itself)."""
 
     raw: Mapping[str, Any]
-
-    @classmethod
-    def of(cls, lws: Mapping[str, Any] | LeaderWorkerSetView) -> LeaderWorkerSetView:
-        """The view of ``lws`` (itself when it is one already)."""
-        return lws if isinstance(lws, LeaderWorkerSetView) else cls(lws)
 
     # ------------------------------------------------------------------------- identity
     @property
@@ -224,7 +220,7 @@ class LeaderWorkerSetView:
     def deleting(self) -> bool:
         return deleting(self.raw)
 
-    # ----------------------------------------------------------------------------- spec
+    # ------------------------------------------------------------------ spec and status
     @property
     def spec(self) -> Mapping[str, Any]:
         return _map(self.raw.get("spec"))
@@ -232,6 +228,16 @@ class LeaderWorkerSetView:
     @property
     def status(self) -> Mapping[str, Any]:
         return _map(self.raw.get("status"))
+
+
+@dataclass(frozen=True)
+class LeaderWorkerSetView(ObjectView):
+    """A LeaderWorkerSet as the logic reads it. Build with :meth:`of`."""
+
+    @classmethod
+    def of(cls, lws: Mapping[str, Any] | LeaderWorkerSetView) -> LeaderWorkerSetView:
+        """The view of ``lws`` (itself when it is one already)."""
+        return lws if isinstance(lws, LeaderWorkerSetView) else cls(lws)
 
     @property
     def template(self) -> Mapping[str, Any]:
