@@ -1,0 +1,93 @@
+"""The ``kubectl-lws`` entry point: global options like kubectl's, then one subcommand.
+
+kubectl runs any ``kubectl-<name>`` executable on the PATH as ``kubectl <name>``, passing the
+remaining arguments through; so the options a kubectl user types (``-n``, ``-A``, ``--context``,
+``--kubeconfig``) mean the same here. Each subcommand module exposes ``register(subparsers)``,
+which adds its parser and sets ``run``: an ``async (Session, argparse.Namespace) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+from kubernetes.aio import client, config
+
+from lws_operator.kube.client import KubeClient
+
+Run = Callable[["Session", argparse.Namespace], Awaitable[int]]
+
+
+@dataclass
+class Session:
+    """What every subcommand needs: the API and the namespace scope the user asked for."""
+
+    kube: KubeClient
+    namespace: str
+    all_namespaces: bool
+
+
+async def connect(args: argparse.Namespace) -> Session:
+    """The user's kubeconfig and context, as kubectl reads them; the namespace is ``-n``, else
+    the context's namespace, else ``default``."""
+    conf = client.Configuration()
+    path = args.kubeconfig or os.environ.get("KUBECONFIG") or None
+    await config.load_kube_config(config_file=path, context=args.context,
+                                  client_configuration=conf, persist_config=False)
+    namespace = args.namespace
+    if namespace is None:
+        listed, active = config.list_kube_config_contexts(config_file=path)
+        current = next((c for c in listed if c["name"] == args.context), None) \
+            if args.context else active
+        namespace = (current or {}).get("context", {}).get("namespace") or "default"
+    return Session(KubeClient(client.ApiClient(configuration=conf)), namespace,
+                   bool(args.all_namespaces))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The global options and every subcommand's parser."""
+    parser = argparse.ArgumentParser(
+        prog="kubectl lws",
+        description="Show and operate LeaderWorkerSets group by group.")
+    parser.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
+    parser.add_argument("-A", "--all-namespaces", action="store_true",
+                        help="every namespace (where the subcommand lists)")
+    parser.add_argument("--context", help="the kubeconfig context to use")
+    parser.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, "
+                        "then ~/.kube/config)")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _subcommands():
+        module.register(subparsers)
+    return parser
+
+
+def _subcommands() -> Sequence[ModuleType]:
+    """The subcommand modules, in the order ``--help`` lists them."""
+    return ()
+
+
+async def _main(args: argparse.Namespace) -> int:
+    session = await connect(args)
+    try:
+        run: Run = args.run
+        return await run(session, args)
+    finally:
+        await session.kube.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``kubectl-lws``: parse, connect, run one subcommand; its exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(_main(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
