@@ -47,15 +47,23 @@ RECREATING_POLICIES = (RECREATE_GROUP_ON_POD_RESTART, RECREATE_GROUP_AFTER_START
 
 
 def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # ``type(...) is dict`` first: the objects are JSON dicts, and the ABC check behind
+    # ``isinstance(value, Mapping)`` cost a tenth of a pass's CPU when it came first.
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    return {}
 
 
 def metadata(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _map((obj or {}).get("metadata"))
+    if obj is None:
+        return {}
+    value = obj.get("metadata")
+    return value if type(value) is dict else _map(value)
 
 
 def labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
-    return _map(metadata(obj).get("labels"))
+    value = metadata(obj).get("labels")
+    return value if type(value) is dict else _map(value)
 
 
 def annotations_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:

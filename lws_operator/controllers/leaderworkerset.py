@@ -25,6 +25,7 @@ from lws_operator.kube.client import KubeClient
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor, Outcome
 from lws_operator.logic import unmutated
+from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.plan import Plan
 from lws_operator.logic.restart_budget import plan_release
@@ -38,8 +39,18 @@ NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = Decided()
 
 
+_stamped: tuple[int, str] = (-1, "")
+
+
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time in RFC 3339 at second precision, formatted once per second (every step of
+    every pass asks for it)."""
+    global _stamped
+    second = int(time.time())
+    if _stamped[0] != second:
+        _stamped = (second, dt.datetime.fromtimestamp(second, dt.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"))
+    return _stamped[1]
 
 
 class InNamespace(Mapping[str, dict[str, Any]]):
@@ -61,6 +72,47 @@ class InNamespace(Mapping[str, dict[str, Any]]):
 
     def __len__(self) -> int:
         return len(self.store.in_namespace(self.namespace))
+
+
+# The kinds a snapshot holds as tuples of a set's objects (``Held``).
+_OWNED_KINDS = ("Pod", "StatefulSet", "Deployment", "ControllerRevision", "PodGroup")
+
+
+class Held:
+    """What the snapshots of one LeaderWorkerSet are built from, kept between steps and passes
+    while the cache has not changed for the set (``KindStore.changed``): the body, its objects
+    as tuples, the admitted pods (``logic.unmutated.split`` of every pod, every step, was a
+    tenth of the controller's CPU) and the memo of facts derived from them (``logic.memo``).
+    Only the identity of what the cache holds is kept, so a pass sees exactly what it would
+    see without it."""
+
+    def __init__(self, cache: ClusterCache, namespace: str) -> None:
+        self.lws: dict[str, Any] | None = None
+        self.body: dict[str, Any] = {}
+        self.stamps: tuple[int, ...] = ()
+        self.owned: dict[str, tuple[dict[str, Any], ...]] = {}
+        self.pods: tuple[dict[str, Any], ...] = ()
+        self.services = InNamespace(cache["Service"], namespace)
+        self.workloads = InNamespace(cache["Workload"], namespace)
+        self.volcano_groups = InNamespace(cache["VolcanoPodGroup"], namespace)
+        self.memo = Memo()
+
+    def refresh(self, cache: ClusterCache, key: Key, lws: dict[str, Any]) -> None:
+        """Up to date with the cache: only what changed is read again."""
+        if lws is not self.lws:
+            self.lws = lws
+            self.body = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                         **lws}
+        stamps = tuple(cache[kind].changed(key) for kind in _OWNED_KINDS)
+        if stamps == self.stamps:
+            return
+        for kind, stamp, before in zip(_OWNED_KINDS, stamps,
+                                       self.stamps or (None,) * len(stamps), strict=True):
+            if stamp != before:
+                self.owned[kind] = tuple(cache[kind].owned_by(key))
+                if kind == "Pod":
+                    self.pods = tuple(unmutated.split(self.owned[kind])[0])
+        self.stamps = stamps
 
 
 class LeaderWorkerSetReconciler:
@@ -85,6 +137,8 @@ class LeaderWorkerSetReconciler:
         # Per LeaderWorkerSet: what a pass remembers for the next (``logic.snapshot.Memory``
         # says what and why; bounded by the live pods).
         self.memory: dict[Key, Memory] = {}
+        # Per LeaderWorkerSet: what its snapshots are built from (``Held``), dropped with it.
+        self.held: dict[Key, Held] = {}
 
     def observe(self, key: Key, tombstones: tuple[dict[str, Any], ...],
                 decided: Decided = NOTHING_DECIDED, collected: tuple[str, ...] = (),
@@ -94,22 +148,26 @@ class LeaderWorkerSetReconciler:
         lws = self.cache["LeaderWorkerSet"].get(namespace, name)
         if lws is None or meta_of(lws).get("deletionTimestamp"):
             return None
-        all_pods = self.cache["Pod"].owned_by(key)
+        held = self.held.get(key)
+        if held is None:
+            held = self.held[key] = Held(self.cache, namespace)
+        held.refresh(self.cache, key, lws)
+        owned = held.owned
         return Observed(
-            body={"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **lws},
-            pods=tuple(unmutated.split(all_pods)[0]),
-            all_pods=tuple(all_pods),
-            statefulsets=tuple(self.cache["StatefulSet"].owned_by(key)),
-            deployments=tuple(self.cache["Deployment"].owned_by(key)),
-            services=InNamespace(self.cache["Service"], namespace),
-            revisions=tuple(self.cache["ControllerRevision"].owned_by(key)),
-            pod_groups=tuple(self.cache["PodGroup"].owned_by(key)),
-            workloads=InNamespace(self.cache["Workload"], namespace),
-            volcano_groups=InNamespace(self.cache["VolcanoPodGroup"], namespace),
+            body=held.body,
+            pods=held.pods,
+            all_pods=owned["Pod"],
+            statefulsets=owned["StatefulSet"],
+            deployments=owned["Deployment"],
+            services=held.services,
+            revisions=owned["ControllerRevision"],
+            pod_groups=owned["PodGroup"],
+            workloads=held.workloads,
+            volcano_groups=held.volcano_groups,
             tombstones=tombstones, now=self.now(), clock=self.clock(),
             options=Options(self.stall_grace, self.scheduler_provider, self.native_scheduling),
             memory=self.memory.get(key, Memory()), decided=decided, collected=collected,
-            fetched=fetched or {})
+            fetched=fetched or {}, memo=held.memo)
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None."""
@@ -157,6 +215,7 @@ class LeaderWorkerSetReconciler:
         workers together with the leaders."""
         self.cache.take_tombstones(key)  # nothing to recreate; don't keep them around
         self.memory.pop(key, None)
+        self.held.pop(key, None)
         if not self.cache.synced:
             return NOT_SYNCED_REQUEUE
         pods = self.cache["Pod"].owned_by(key)

@@ -146,6 +146,9 @@ class KindStore:
         self._clock = clock
         self._gone: set[str] = set()  # UIDs of deleted objects, never stored again
         self._gone_order: deque[tuple[float, str]] = deque()  # (when, uid), oldest first
+        # When each owner's objects last changed (``changed``), for owners that have some.
+        self._stamp = 0
+        self._changed: dict[Key, int] = {}
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -165,6 +168,8 @@ class KindStore:
         if owner is not None:
             self._by_owner[owner].add(key)
             self._owner_of[key] = owner
+            self._stamp += 1
+            self._changed[owner] = self._stamp
         return owner
 
     def delete(self, obj: Mapping[str, Any], gone: bool = False) -> Key | None:
@@ -196,14 +201,23 @@ class KindStore:
     def _unindex(self, key: Key) -> None:
         owner = self._owner_of.pop(key, None)
         if owner is not None:
+            self._stamp += 1
+            self._changed[owner] = self._stamp
             members = self._by_owner.get(owner)
             if members is not None:
                 members.discard(key)
                 if not members:
                     del self._by_owner[owner]
+                    del self._changed[owner]
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._objects.get((namespace, name))
+
+    def changed(self, owner: Key) -> int:
+        """A number that differs from every earlier answer for ``owner`` whenever the objects
+        ``owned_by`` returns have changed since (0: it has none), so a reader can keep what it
+        derived from them until then (``controllers.leaderworkerset``)."""
+        return self._changed.get(owner, 0)
 
     def owned_by(self, owner: Key) -> list[dict[str, Any]]:
         """Objects labelled with the LeaderWorkerSet ``owner``, in name order."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from lws_operator.api.view import LeaderWorkerSetView, is_leader
 from lws_operator.logic.hash_groups import Admission
+from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.rollout import RolloutDecision
@@ -111,14 +112,18 @@ class Observed:
     decided: Decided = Decided()
     collected: tuple[str, ...] = ()
     fetched: Mapping[str, Obj] = field(default_factory=dict)
+    # Facts derived from the fields above, shared by the snapshots of a set built over the
+    # same objects (``logic.memo``: reused only for identical inputs, so it decides nothing).
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
     @cached_property
     def lws(self) -> LeaderWorkerSetView:
-        return LeaderWorkerSetView(self.body)
+        return self.memo.get("lws", (self.body,), lambda: LeaderWorkerSetView(self.body))
 
     @property
     def leaders(self) -> list[Obj]:
-        return [p for p in self.pods if is_leader(p)]
+        return list(self.memo.get("leaders", (self.pods,),
+                                  lambda: tuple(p for p in self.pods if is_leader(p))))
 
     @property
     def moment(self) -> dt.datetime:
@@ -127,27 +132,40 @@ class Observed:
     @property
     def leader_statefulset(self) -> Obj | None:
         """The Ordinal leader StatefulSet: named after the set and controlled by it."""
-        return next((s for s in self.statefulsets
-                     if name_of(s) == self.lws.name and owned_by(s, self.body)), None)
+        return self.memo.get("leader_statefulset", (self.statefulsets, self.body),
+                             lambda: self._leader_owner(self.statefulsets))
 
     @property
     def leader_deployment(self) -> Obj | None:
         """The Hash leader Deployment: named after the set and controlled by it."""
-        return next((d for d in self.deployments
-                     if name_of(d) == self.lws.name and owned_by(d, self.body)), None)
+        return self.memo.get("leader_deployment", (self.deployments, self.body),
+                             lambda: self._leader_owner(self.deployments))
+
+    def _leader_owner(self, objects: tuple[Obj, ...]) -> Obj | None:
+        name = self.lws.name
+        return next((o for o in objects if name_of(o) == name and owned_by(o, self.body)), None)
 
     @property
     def worker_statefulsets(self) -> list[Obj]:
-        leader = self.leader_statefulset
-        return [s for s in self.statefulsets if s is not leader]
+        def compute() -> tuple[Obj, ...]:
+            leader = self.leader_statefulset
+            return tuple(s for s in self.statefulsets if s is not leader)
+        return list(self.memo.get("worker_statefulsets", (self.statefulsets, self.body),
+                                  compute))
 
     @property
     def own_revisions(self) -> list[Mapping[str, Any]]:
-        return [r for r in self.revisions if owned_by(r, self.body)]
+        return list(self.memo.get("own_revisions", (self.revisions, self.body), lambda: tuple(
+            r for r in self.revisions if owned_by(r, self.body))))
 
     def pod(self, name: str) -> Obj | None:
         return next((p for p in self.all_pods if name_of(p) == name), None)
 
     def uids(self, pods: tuple[Obj, ...] | list[Obj] | None = None) -> frozenset[str]:
-        return frozenset(str(meta_of(p).get("uid")) for p in (self.pods if pods is None
-                                                               else pods))
+        if pods is None:
+            return self.memo.get("uids", (self.pods,), lambda: _uids(self.pods))
+        return _uids(pods)
+
+
+def _uids(pods: tuple[Obj, ...] | list[Obj]) -> frozenset[str]:
+    return frozenset(str(meta_of(p).get("uid")) for p in pods)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.kube.cache import ClusterCache
 from lws_operator.logic import hash_groups, unmutated
 from lws_operator.logic.objects import meta_of, name_of
@@ -50,6 +51,7 @@ class World:
     nodes: dict[str, dict[str, str]] = field(default_factory=dict)
     memory: Memory = field(default_factory=Memory)
     options: Options = field(default_factory=lambda: Options(stall_grace=600.0))
+    held: Held | None = None
     _uids: int = 0
 
     def uid(self, prefix: str) -> str:
@@ -63,21 +65,27 @@ class World:
         return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **found}
 
     def observe(self, decided: Decided, fetched: Mapping[str, Any]) -> Observed:
+        """The snapshot as the controller builds it: from what it holds of the set between
+        steps and passes (``controllers.leaderworkerset.Held``), so the tables also check that
+        nothing it keeps, nor the memo of derived facts, changes a plan."""
         key, cache = self.key, self.cache
-        pods = cache["Pod"].owned_by(key)
+        lws = cache["LeaderWorkerSet"].get(*key)
+        assert lws is not None
+        if self.held is None:
+            self.held = Held(cache, key[0])
+        held = self.held
+        held.refresh(cache, key, lws)
         return Observed(
-            body=self.lws, pods=tuple(unmutated.split(pods)[0]), all_pods=tuple(pods),
-            statefulsets=tuple(cache["StatefulSet"].owned_by(key)),
-            deployments=tuple(cache["Deployment"].owned_by(key)),
+            body=held.body, pods=held.pods, all_pods=held.owned["Pod"],
+            statefulsets=held.owned["StatefulSet"], deployments=held.owned["Deployment"],
             services={name_of(s): s for s in cache["Service"].in_namespace(key[0])},
-            revisions=tuple(cache["ControllerRevision"].owned_by(key)),
-            pod_groups=tuple(cache["PodGroup"].owned_by(key)),
+            revisions=held.owned["ControllerRevision"], pod_groups=held.owned["PodGroup"],
             workloads={name_of(w): w for w in cache["Workload"].in_namespace(key[0])},
             volcano_groups={name_of(g): g
                             for g in cache["VolcanoPodGroup"].in_namespace(key[0])},
             tombstones=tuple(unmutated.split(cache.tombstones(key))[0]),
             now=NOW, clock=CLOCK, options=self.options, memory=self.memory,
-            decided=decided, fetched=dict(fetched))
+            decided=decided, fetched=dict(fetched), memo=held.memo)
 
 
 def new_world(body: Mapping[str, Any]) -> World:

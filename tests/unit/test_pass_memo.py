@@ -1,0 +1,93 @@
+"""What a pass keeps between its steps and passes must never hide a change: the memo of derived
+facts (``logic.memo``), the cache's per-owner change mark (``KindStore.changed``) and the
+controller's held snapshot inputs (``controllers.leaderworkerset.Held``)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lws_operator.controllers.leaderworkerset import Held
+from lws_operator.kube.cache import ClusterCache, KindStore
+from lws_operator.logic.memo import Memo
+from tests.unit.reconciler_world import at_rest, built_world, manifest
+
+OWNER = ("ns", "sample")
+
+
+def _pod(name: str, version: str, owner: str = "sample") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "resourceVersion": version,
+                         "labels": {"leaderworkerset.sigs.k8s.io/name": owner}}}
+
+
+def test_a_memo_reuses_a_result_only_for_the_very_same_inputs() -> None:
+    memo, calls = Memo(), []
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    first = {"a": 1}
+    assert memo.get("n", (first, "key", 3), compute) == 1
+    assert memo.get("n", (first, "key", 3), compute) == 1  # same objects, equal scalars
+    assert memo.get("n", ({"a": 1}, "key", 3), compute) == 2  # an equal copy is not the same
+    assert memo.get("n", ({"a": 1}, "key", 3), compute) == 3
+    held = {"a": 1}
+    assert memo.get("n", (held, "key", 4), compute) == 4
+    assert memo.get("n", (held, "other", 4), compute) == 5
+    assert memo.get("n", (held, "other", 4.0), compute) == 6  # another type is another input
+    assert memo.get("m", (held, "other", 4.0), compute) == 7  # one result per name
+    assert len(memo) == 2
+
+
+def test_the_change_mark_moves_with_every_change_of_an_owners_objects() -> None:
+    store = KindStore("Pod")
+    assert store.changed(OWNER) == 0
+    store.upsert(_pod("a", "5"))
+    marks = [store.changed(OWNER)]
+    store.upsert(_pod("a", "6"))
+    marks.append(store.changed(OWNER))
+    store.upsert(_pod("a", "4"))  # older than what is stored: not stored, no change
+    assert store.changed(OWNER) == marks[-1]
+    store.upsert(_pod("x", "7", owner="other"))  # another owner's object
+    assert store.changed(OWNER) == marks[-1]
+    store.upsert(_pod("b", "8"))
+    marks.append(store.changed(OWNER))
+    store.delete(_pod("b", "8"))
+    marks.append(store.changed(OWNER))
+    assert len(set(marks)) == len(marks)
+    assert 0 not in marks
+    store.upsert({**_pod("a", "9"), "metadata": {**_pod("a", "9")["metadata"], "labels": {}}})
+    assert store.changed(OWNER) == 0  # none left: nothing to keep
+    assert store.changed(("ns", "other")) != 0
+
+
+def test_held_inputs_follow_the_cache() -> None:
+    world = at_rest(built_world(manifest(size=2, replicas=2)))
+    cache: ClusterCache = world.cache
+    held = Held(cache, "ns")
+    lws = cache["LeaderWorkerSet"].get(*OWNER)
+    assert lws is not None
+    held.refresh(cache, OWNER, lws)
+    pods, body = held.pods, held.body
+    held.refresh(cache, OWNER, lws)
+    assert held.pods is pods
+    assert held.body is body
+    leader = copy.deepcopy(cache["Pod"].get("ns", "sample-1"))
+    assert leader is not None
+    leader["metadata"]["resourceVersion"] = "900"
+    leader["metadata"]["labels"].pop("leaderworkerset.sigs.k8s.io/group-key")
+    cache["Pod"].upsert(leader)
+    held.refresh(cache, OWNER, lws)
+    assert [p["metadata"]["name"] for p in held.owned["Pod"]] == [
+        "sample-0", "sample-0-1", "sample-1", "sample-1-1"]
+    assert "sample-1" not in [p["metadata"]["name"] for p in held.pods]  # not admitted now
+    changed = {**lws, "metadata": {**lws["metadata"], "resourceVersion": "901"}}
+    cache["LeaderWorkerSet"].upsert(changed)
+    stored = cache["LeaderWorkerSet"].get(*OWNER)
+    assert stored is not None
+    held.refresh(cache, OWNER, stored)
+    assert held.body is not body
+    assert held.body["metadata"]["resourceVersion"] == "901"
+    assert held.body["kind"] == "LeaderWorkerSet"
