@@ -27,6 +27,7 @@ from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import lws_view, revision_of
 from lws_operator.logic.adoption import rolled_out
 from lws_operator.logic.events import Event
+from lws_operator.logic.memo import Memo
 from lws_operator.logic.quantity import quantity_unit, same_quantity
 from lws_operator.logic.revision import (
     canonical_json,
@@ -148,13 +149,16 @@ def _revision_event(note: str) -> Event:
 
 def decide_revision(lws: LWS, leader_sts: Mapping[str, Any] | None,
                     revisions: list[Mapping[str, Any]],
-                    workers: Iterable[Mapping[str, Any]] = ()) -> RevisionDecision:
+                    workers: Iterable[Mapping[str, Any]] = (),
+                    memo: Memo | None = None) -> RevisionDecision:
     """Upstream's Reconcile (leaderworkerset_controller.go): ensure a revision exists for the
     leader StatefulSet's key, then detect
     a template update against it. ``leader_sts`` is the leader StatefulSet (or Deployment),
-    ``workers`` the worker StatefulSets, which tell whether the key is rolled out completely."""
+    ``workers`` the worker StatefulSets, which tell whether the key is rolled out completely.
+    ``memo`` keeps the hashing of the templates for the same ``lws`` object (``logic.memo``)."""
+    memo = memo or Memo()
     view = lws_view(lws)
-    computed = revision_key(view)
+    computed = memo.get("revision_key", (lws,), lambda: revision_key(view))
     sts_key = revision_of(leader_sts)
     if leader_sts is None or not sts_key:
         if revision_for_key(revisions, computed) is not None:
@@ -169,7 +173,8 @@ def decide_revision(lws: LWS, leader_sts: Mapping[str, Any] | None,
         note = f"Creating missing revision with key {sts_key} for existing {KIND}"
         return RevisionDecision(sts_key, controller_revision(view, sts_key, revisions), False,
                                 (_revision_event(note),))
-    difference = _template_difference(view, stored)
+    difference = memo.get("template_difference", (lws, stored),
+                          lambda: _template_difference(view, stored))
     if difference is None:
         return RevisionDecision(sts_key, None, False)
     if rolled_out(view, sts_key, leader_sts, workers):

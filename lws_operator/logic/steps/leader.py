@@ -55,7 +55,8 @@ def _apply(obs: Observed, plural: str, kind: str, noun: str, desired: dict[str, 
            live: Obj | None, events: tuple[Event, ...] = ()) -> Plan:
     """Server-side apply ``desired`` when the cached owner differs; a failure records
     FailedCreate (no owner yet) or FailedUpdate and fails the pass."""
-    difference = "." if live is None else first_difference(desired, live)
+    difference = "." if live is None else obs.memo.get(
+        f"{kind} difference", (desired, live), lambda: first_difference(desired, live))
     if difference is None:
         return EMPTY
     first = live is None
@@ -103,8 +104,9 @@ class OrdinalLeader:
 
     def apply(self, obs: Observed) -> Plan:
         rollout = self._rollout(obs)
-        desired = leader_statefulset(obs.body, obs.decided.key, rollout.partition,
-                                     rollout.replicas)
+        key, partition, replicas = obs.decided.key, rollout.partition, rollout.replicas
+        desired = obs.memo.get("leader statefulset", (obs.body, key, partition, replicas),
+                               lambda: leader_statefulset(obs.body, key, partition, replicas))
         return _apply(obs, "statefulsets", "StatefulSet", "leader statefulset", desired,
                       obs.leader_statefulset, rollout.events_after_apply)
 
@@ -116,8 +118,11 @@ class OrdinalLeader:
     def status(self, obs: Observed) -> StatusDecision:
         sts = obs.leader_statefulset
         assert sts is not None, "applied by an earlier step"
-        return compute_status(_status_view(obs), obs.decided.key, sts, obs.leaders,
-                              obs.worker_statefulsets, obs.now)
+        # Asked by the counts step and the status step of a pass, over the same objects.
+        return obs.memo.get(
+            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.pods, obs.now),
+            lambda: compute_status(_status_view(obs), obs.decided.key, sts, obs.leaders,
+                                   obs.worker_statefulsets, obs.now))
 
 
 class HashLeader:
@@ -139,7 +144,9 @@ class HashLeader:
         return Plan(carry=replace(obs.decided, admission=admission))
 
     def apply(self, obs: Observed) -> Plan:
-        desired = hash_groups.leader_deployment(obs.body, obs.decided.key)
+        key = obs.decided.key
+        desired = obs.memo.get("leader deployment", (obs.body, key),
+                               lambda: hash_groups.leader_deployment(obs.body, key))
         return _apply(obs, "deployments", "Deployment", "leader deployment", desired,
                       obs.leader_deployment)
 
@@ -151,8 +158,10 @@ class HashLeader:
                                                                    obs.decided.key))
 
     def status(self, obs: Observed) -> StatusDecision:
-        return compute_hash_status(_status_view(obs), obs.decided.key, obs.leaders,
-                                   list(obs.statefulsets), obs.now)
+        return obs.memo.get(
+            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.pods, obs.now),
+            lambda: compute_hash_status(_status_view(obs), obs.decided.key, obs.leaders,
+                                        list(obs.statefulsets), obs.now))
 
 
 ORDINAL = OrdinalLeader()

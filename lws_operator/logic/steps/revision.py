@@ -17,7 +17,8 @@ from lws_operator.logic.steps.leader import owner_of
 def step(obs: Observed) -> Plan:
     owner = owner_of(obs)
     revisions = obs.own_revisions
-    decision = decide_revision(obs.body, owner.live(obs), revisions, owner.workers(obs))
+    decision = decide_revision(obs.body, owner.live(obs), revisions, owner.workers(obs),
+                               obs.memo)
     actions: list[Action] = []
     if decision.create is not None:
         actions.append(Create(apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision"),
