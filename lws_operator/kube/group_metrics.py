@@ -74,6 +74,9 @@ class GroupMetrics:
         self.clock = clock
         self._memory: dict[Key, derive.Memory] = {}
         self._budget_groups: dict[Key, set[str]] = {}
+        # Per key: the LeaderWorkerSet object and the cache's change marks of its pods and
+        # StatefulSets that the last export read (``_unchanged``).
+        self._read: dict[Key, tuple[object, int, int]] = {}
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> GroupMetrics:
@@ -94,6 +97,9 @@ class GroupMetrics:
         obj = cache["LeaderWorkerSet"].get(namespace, name)
         if obj is None or deleting(obj):
             self.forget(key)
+            return
+        read = (obj, cache["Pod"].changed(key), cache["StatefulSet"].changed(key))
+        if key in self._memory and self._unchanged(key, read):
             return
         lws = lws_view(obj)  # built once, handed to every derivation
         pods = cache["Pod"].owned_by(key)
@@ -123,9 +129,19 @@ class GroupMetrics:
         for group, value in remaining.items():
             self.budget.labels(namespace, name, group).set(value)
         self._budget_groups[key] = set(remaining)
+        self._read[key] = read
+
+    def _unchanged(self, key: Key, read: tuple[object, int, int]) -> bool:
+        """Whether the objects the last export of ``key`` read are still the cache's (the same
+        LeaderWorkerSet object, no pod or StatefulSet of it changed): the derivations are pure
+        and a repeated snapshot shows no transition, so exporting again would set the same
+        values (a pass that wrote nothing, or only something these derivations do not read)."""
+        before = self._read.get(key)
+        return before is not None and before[0] is read[0] and before[1:] == read[1:]
 
     def forget(self, key: Key) -> None:
         """Remove every series of ``key`` (the LeaderWorkerSet is gone or being deleted)."""
+        self._read.pop(key, None)
         if self._memory.pop(key, None) is None and key not in self._budget_groups:
             return
         namespace, name = key

@@ -273,3 +273,41 @@ def test_exporter_reports_groups_and_forgets_a_deleted_leaderworkerset() -> None
     cache["LeaderWorkerSet"].delete(lws())
     metrics.observe(("ns", "demo"), cache)
     assert _series(registry) == {}
+
+
+def test_exporter_reads_again_only_what_changed() -> None:
+    """A pass that changed nothing the metrics read exports nothing again; any change of the
+    set's pods, StatefulSets or the set itself does."""
+    from prometheus_client import CollectorRegistry
+
+    from lws_operator.kube.cache import ClusterCache
+    from lws_operator.kube.group_metrics import GroupMetrics
+
+    registry = CollectorRegistry()
+    reads: list[float] = []
+
+    def clock() -> float:
+        reads.append(T0 + 10 * len(reads))
+        return reads[-1]
+
+    metrics = GroupMetrics(registry, clock=clock)
+    cache = ClusterCache()
+    for store in cache.stores.values():
+        store.synced = True
+    cache["LeaderWorkerSet"].upsert(lws(replicas=2, size=1))
+    cache["Pod"].upsert(pod(0, ready=False))
+    key = ("ns", "demo")
+    metrics.observe(key, cache)
+    before = _series(registry)
+    metrics.observe(key, cache)
+    assert len(reads) == 1
+    assert _series(registry) == before
+    cache["Pod"].upsert(pod(0))
+    metrics.observe(key, cache)
+    assert len(reads) == 2
+    labels = (("name", "demo"), ("namespace", "ns"))
+    assert _series(registry)[("lws_groups", (*labels, ("state", "ready")))] == 1
+    cache["LeaderWorkerSet"].upsert(lws(replicas=1, size=1))
+    metrics.observe(key, cache)
+    assert len(reads) == 3
+    assert _series(registry)[("lws_groups", (*labels, ("state", "missing")))] == 0
