@@ -139,6 +139,7 @@ class LeaderWorkerSetReconciler:
         self.memory: dict[Key, Memory] = {}
         # Per LeaderWorkerSet: what its snapshots are built from (``Held``), dropped with it.
         self.held: dict[Key, Held] = {}
+        self._last_options = Options(stall_grace, scheduler_provider, self.native_scheduling)
 
     def observe(self, key: Key, tombstones: tuple[dict[str, Any], ...],
                 decided: Decided = NOTHING_DECIDED, collected: tuple[str, ...] = (),
@@ -165,9 +166,16 @@ class LeaderWorkerSetReconciler:
             workloads=held.workloads,
             volcano_groups=held.volcano_groups,
             tombstones=tombstones, now=self.now(), clock=self.clock(),
-            options=Options(self.stall_grace, self.scheduler_provider, self.native_scheduling),
-            memory=self.memory.get(key, Memory()), decided=decided, collected=collected,
-            fetched=fetched or {}, memo=held.memo)
+            options=self._options(), memory=self.memory.get(key, Memory()), decided=decided,
+            collected=collected, fetched=fetched or {}, memo=held.memo)
+
+    def _options(self) -> Options:
+        options = self._last_options
+        if (options.stall_grace, options.provider, options.native_scheduling) != (
+                self.stall_grace, self.scheduler_provider, self.native_scheduling):
+            options = self._last_options = Options(self.stall_grace, self.scheduler_provider,
+                                                   self.native_scheduling)
+        return options
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None."""

@@ -189,13 +189,15 @@ def scan_failures(lws: LWS, pods: Iterable[Mapping[str, Any]],
     waits = view.recreate_after_start
     size = view.size
     live = list(pods)
+    triggers = [p for p in live if restarted(p) or deleting(p)]
+    triggers += list(deleted)
+    if not triggers:
+        return FailureScan([], [])  # the common case: nothing failed
     by_name = {str(meta_of(p).get("name")): p for p in live}
     # A worker names its leader by host name (the pod name in Ordinal mode, `<lws>-<key prefix>`
     # in Hash mode).
     by_host = {host_name(p): p for p in live if is_leader(p)}
     sts_by_name = {str(meta_of(s).get("name")): s for s in statefulsets}
-    triggers = [p for p in live if restarted(p) or deleting(p)]
-    triggers += list(deleted)
     out: dict[str, Recreation] = {}
     skips: dict[str, UnschedulableSkip] = {}
     for pod in triggers:
