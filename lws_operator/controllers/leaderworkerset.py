@@ -109,10 +109,21 @@ class Held:
         for kind, stamp, before in zip(_OWNED_KINDS, stamps,
                                        self.stamps or (None,) * len(stamps), strict=True):
             if stamp != before:
-                self.owned[kind] = tuple(cache[kind].owned_by(key))
+                owned = tuple(cache[kind].owned_by(key))
                 if kind == "Pod":
-                    self.pods = tuple(unmutated.split(self.owned[kind])[0])
+                    self.pods = self._admitted(owned)
+                self.owned[kind] = owned
         self.stamps = stamps
+
+    def _admitted(self, pods: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        """``logic.unmutated.split``'s admitted pods, judged again only for pods that are not
+        the very objects judged before (a pass follows the change of one pod or a few; the
+        objects held until now keep their identities unique)."""
+        held = {id(p) for p in self.owned.get("Pod", ())}
+        admitted = {id(p) for p in self.pods}
+        fresh = [p for p in pods if id(p) not in held]
+        judged = {id(p) for p in unmutated.split(fresh)[0]}
+        return tuple(p for p in pods if id(p) in admitted or id(p) in judged)
 
 
 class LeaderWorkerSetReconciler:
