@@ -14,13 +14,12 @@ queue retries it with backoff (upstream returns the joined error).
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from lws_operator.api.disaggregated import API_VERSION, KIND, SCALER_KIND
 from lws_operator.controllers.leaderworkerset import InNamespace
-from lws_operator.controllers.passes import PassRunner
+from lws_operator.controllers.passes import PassRunner, now_rfc3339
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.executor import Executor
 from lws_operator.kube.workers import RetryableError
@@ -33,10 +32,6 @@ NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = DsDecided()
 LWS = "LeaderWorkerSet"
 SERVICE = "Service"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class PassFailed(RetryableError):
@@ -52,7 +47,7 @@ class DisaggregatedSetReconciler:
     queue guarantees that)."""
 
     def __init__(self, executor: Executor, cache: ClusterCache,
-                 now: Callable[[], str] = _now) -> None:
+                 now: Callable[[], str] = now_rfc3339) -> None:
         """``executor``: the plan executor writing through the API server (tests of the pass
         as a table hand in one that writes into a simulated world)."""
         self.executor = executor

@@ -13,13 +13,12 @@ pass over a LeaderWorkerSet at rest issues no request at all.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from lws_operator.controllers.passes import PassRunner
+from lws_operator.controllers.passes import PassRunner, now_rfc3339
 from lws_operator.kube.cache import ClusterCache, Key, KindStore
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.events import EventRecorder
@@ -37,20 +36,6 @@ from lws_operator.logic.steps.termination import stop_workers
 
 NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = Decided()
-
-
-_stamped: tuple[int, str] = (-1, "")
-
-
-def _now() -> str:
-    """The time in RFC 3339 at second precision, formatted once per second (every step of
-    every pass asks for it)."""
-    global _stamped
-    second = int(time.time())
-    if _stamped[0] != second:
-        _stamped = (second, dt.datetime.fromtimestamp(second, dt.UTC).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"))
-    return _stamped[1]
 
 
 class InNamespace(Mapping[str, dict[str, Any]]):
@@ -131,7 +116,7 @@ class LeaderWorkerSetReconciler:
     twice at once for the same key (the work queue guarantees that)."""
 
     def __init__(self, kube: KubeClient, cache: ClusterCache, events: EventRecorder,
-                 now: Callable[[], str] = _now, clock: Callable[[], float] = time.time,
+                 now: Callable[[], str] = now_rfc3339, clock: Callable[[], float] = time.time,
                  stall_grace: float = DEFAULT_GRACE_SECONDS,
                  scheduler_provider: str | None = None, steps: tuple[Step, ...] = STEPS) -> None:
         self.executor = Executor(kube, cache, events)

@@ -12,6 +12,8 @@ differs is the snapshot, the steps and two hooks (``adopt``, ``settle``).
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -59,6 +61,20 @@ def _unchanged(decided: D, _outcome: Outcome) -> D:
 
 READ_ROUNDS = 3  # rounds of reads a step may ask for in one pass (``PassRunner._plan``)
 READ_REQUEUE = 1.0  # seconds: when a step still asks after them, look again then
+
+
+_stamped: tuple[int, str] = (-1, "")
+
+
+def now_rfc3339() -> str:
+    """The time in RFC 3339 at second precision, as conditions carry it: formatted once per
+    second, since every step of every pass asks for it."""
+    global _stamped
+    second = int(time.time())
+    if _stamped[0] != second:
+        _stamped = (second, dt.datetime.fromtimestamp(second, dt.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"))
+    return _stamped[1]
 
 
 class PassRunner:
