@@ -196,6 +196,8 @@ class LeaderWorkerSetReconciler:
             return decided
 
         def settle(decided: Decided, outcome: Outcome) -> Decided:
+            if decided.memory is None and decided.kept_tombstones is None:
+                return decided  # what most steps carry: nothing to settle
             if decided.kept_tombstones is not None and not outcome.interrupted:
                 # The failures step acted on the tombstones: only those that still trigger
                 # something stay (``logic.steps.failures``).

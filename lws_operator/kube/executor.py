@@ -80,6 +80,8 @@ class Executor:
     async def execute(self, plan: Plan, regarding: Mapping[str, Any]) -> Outcome:
         """Every action of ``plan`` in order, Events regarding ``regarding``."""
         outcome = Outcome(stop=plan.stop, requeue_after=plan.requeue_after)
+        if not plan.actions:
+            return outcome  # most steps of most passes: nothing to do, no group bound
         try:
             for action in plan.actions:
                 await self._one(action, regarding, outcome)
