@@ -77,6 +77,9 @@ class GroupMetrics:
         # Per key: the LeaderWorkerSet object and the cache's change marks of its pods and
         # StatefulSets that the last export read (``_unchanged``).
         self._read: dict[Key, tuple[object, int, int]] = {}
+        # Per key: each group's last view and the objects it was derived from
+        # (``logic.group_metrics.group_views``), for its live groups only.
+        self._views: dict[Key, derive.Known] = {}
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> GroupMetrics:
@@ -104,7 +107,7 @@ class GroupMetrics:
         lws = lws_view(obj)  # built once, handed to every derivation
         pods = cache["Pod"].owned_by(key)
         statefulsets = cache["StatefulSet"].owned_by(key)
-        views = derive.group_views(lws, pods, statefulsets)
+        views = derive.group_views(lws, pods, statefulsets, self._views.setdefault(key, {}))
         leader_sts = next((s for s in statefulsets if meta_of(s).get("name") == name), None)
         previous = self._memory.get(key)
         memory, seen = derive.observe(previous, lws, views,
@@ -142,6 +145,7 @@ class GroupMetrics:
     def forget(self, key: Key) -> None:
         """Remove every series of ``key`` (the LeaderWorkerSet is gone or being deleted)."""
         self._read.pop(key, None)
+        self._views.pop(key, None)
         if self._memory.pop(key, None) is None and key not in self._budget_groups:
             return
         namespace, name = key

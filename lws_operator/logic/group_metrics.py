@@ -27,6 +27,7 @@ and the user recovered it), ``rollout`` (the new leader carries another template
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -61,9 +62,20 @@ class GroupView:
     failure_seen: bool  # a member failed or restarted (sticky over the incarnation's life)
 
 
+# Per group: the objects its last view was derived from (the size, the leader, its worker
+# StatefulSet, its member pods) and that view (``group_views``).
+Known = dict[str, tuple[tuple[object, ...], "GroupView"]]
+
+
 def group_views(lws: LWS, pods: Iterable[Mapping[str, Any]],
-                statefulsets: Iterable[Mapping[str, Any]]) -> list[GroupView]:
-    """Every group with a leader pod, in group order."""
+                statefulsets: Iterable[Mapping[str, Any]],
+                known: Known | None = None) -> list[GroupView]:
+    """Every group with a leader pod, in group order.
+
+    ``known``, when given, holds the views of the previous call with the objects each was
+    derived from; a group whose objects are the very same ones keeps its view (a view is a
+    pure function of them, and most calls follow the change of one group's pod), and
+    ``known`` is left holding this call's groups only."""
     size = lws_view(lws).size
     workers = {str(meta_of(s).get("name")): s for s in statefulsets}
     members: dict[str, list[Mapping[str, Any]]] = {}
@@ -79,31 +91,48 @@ def group_views(lws: LWS, pods: Iterable[Mapping[str, Any]],
             if current is None or deleting(current):
                 leaders[group] = pod
     out = []
+    seen: Known = {}
     for group in sorted(leaders, key=lambda g: (len(g), g)):
         leader = leaders[group]
-        meta = meta_of(leader)
-        uid = str(meta.get("uid") or "")
-        # Pods of this incarnation: the leader, and workers not left over from a previous one.
-        own = [p for p in members[group] if p is leader or not deleting(p)]
-        failure = any(_failed(p) for p in own)
         worker_sts = workers.get(host_name(leader))
-        if exhausted(leader):
-            state = "exhausted"
-        elif deleting(leader):
-            state = "terminating"
-        elif group_ready(leader, worker_sts, size):
-            state = "ready"
-        elif failure:
-            state = "failed"
-        elif gated(leader) or any(pending_state(p) == "gated" for p in own):
-            state = "gated"
-        elif any(pending_state(p) == "unschedulable" for p in own):
-            state = "unschedulable"
+        inputs: tuple[object, ...] = (leader, worker_sts, *members[group])
+        held = known.get(group) if known is not None else None
+        if held is not None and held[0][0] == size and len(held[0]) == len(inputs) + 1 \
+                and all(map(operator.is_, held[0][1:], inputs)):
+            view = held[1]
         else:
-            state = "progressing"
-        out.append(GroupView(group, uid, epoch_seconds(meta.get("creationTimestamp")),
-                             revision_key(leader), state, failure))
+            view = _group_view(group, leader, worker_sts, members[group], size)
+        seen[group] = ((size, *inputs), view)
+        out.append(view)
+    if known is not None:
+        known.clear()
+        known.update(seen)
     return out
+
+
+def _group_view(group: str, leader: Mapping[str, Any], worker_sts: Mapping[str, Any] | None,
+                members: list[Mapping[str, Any]], size: int) -> GroupView:
+    meta = meta_of(leader)
+    uid = str(meta.get("uid") or "")
+    # Pods of this incarnation: the leader, and workers not left over from a previous one.
+    own = [p for p in members if p is leader or not deleting(p)]
+    failure = any(_failed(p) for p in own)
+    if exhausted(leader):
+        state = "exhausted"
+    elif deleting(leader):
+        state = "terminating"
+    elif group_ready(leader, worker_sts, size):
+        state = "ready"
+    elif failure:
+        state = "failed"
+    elif gated(leader) or any(pending_state(p) == "gated" for p in own):
+        state = "gated"
+    elif any(pending_state(p) == "unschedulable" for p in own):
+        state = "unschedulable"
+    else:
+        state = "progressing"
+    return GroupView(group, uid, epoch_seconds(meta.get("creationTimestamp")),
+                     revision_key(leader), state, failure)
 
 
 def state_counts(lws: LWS, views: Iterable[GroupView]) -> dict[str, int]:

@@ -311,3 +311,21 @@ def test_exporter_reads_again_only_what_changed() -> None:
     metrics.observe(key, cache)
     assert len(reads) == 3
     assert _series(registry)[("lws_groups", (*labels, ("state", "missing")))] == 0
+
+
+def test_group_views_derive_again_only_groups_whose_objects_changed() -> None:
+    spec = lws(replicas=2)
+    pods = [pod(0), pod(0, 1), pod(1), pod(1, 1)]
+    statefulsets = [sts(0), sts(1)]
+    known: dict[str, Any] = {}
+    first = group_views(spec, pods, statefulsets, known)
+    assert first == group_views(spec, pods, statefulsets)
+    again = group_views(spec, pods, statefulsets, known)
+    assert all(a is b for a, b in zip(first, again, strict=True))  # nothing derived again
+    pods[2] = pod(1, ready=False)  # a new object for group 1's leader
+    changed = group_views(spec, pods, statefulsets, known)
+    assert changed == group_views(spec, pods, statefulsets)
+    assert changed[0] is first[0]
+    assert changed[1].state == "progressing"
+    assert group_views(spec, pods[:2], statefulsets, known) == [first[0]]
+    assert set(known) == {"0"}  # groups gone are forgotten
