@@ -61,9 +61,11 @@ def restarted(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") not in ("Running", "Pending"):
         return False
-    statuses = [*(status.get("containerStatuses") or []),
-                *(status.get("initContainerStatuses") or [])]
-    return any(int(s.get("restartCount") or 0) > 0 for s in statuses)
+    for kind in ("containerStatuses", "initContainerStatuses"):
+        for container in status.get(kind) or ():
+            if int(container.get("restartCount") or 0) > 0:
+                return True
+    return False
 
 
 PendingState = Literal["gated", "starting", "unschedulable"]

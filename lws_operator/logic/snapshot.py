@@ -177,6 +177,15 @@ class Observed:
         return list(self.memo.get("own_revisions", (self.revisions, self.body), lambda: tuple(
             r for r in self.revisions if owned_by(r, self.body))))
 
+    @property
+    def unmutated_pods(self) -> list[Obj]:
+        """The pods the pod webhook never saw: ``all_pods`` less ``pods`` (``logic.
+        unmutated``), in their order."""
+        def compute() -> tuple[Obj, ...]:
+            admitted = {id(p) for p in self.pods}
+            return tuple(p for p in self.all_pods if id(p) not in admitted)
+        return list(self.memo.get("unmutated_pods", (self.all_pods, self.pods), compute))
+
     def pod(self, name: str) -> Obj | None:
         return next((p for p in self.all_pods if name_of(p) == name), None)
 

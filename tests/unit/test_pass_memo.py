@@ -10,7 +10,7 @@ from typing import Any
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.kube.cache import ClusterCache, KindStore
 from lws_operator.logic.memo import Memo
-from tests.unit.reconciler_world import at_rest, built_world, manifest
+from tests.unit.reconciler_world import at_rest, built_world, manifest, plan_pass
 
 OWNER = ("ns", "sample")
 
@@ -91,3 +91,21 @@ def test_held_inputs_follow_the_cache() -> None:
     assert held.body is not body
     assert held.body["metadata"]["resourceVersion"] == "901"
     assert held.body["kind"] == "LeaderWorkerSet"
+
+
+def test_a_pass_reports_pods_the_webhook_never_saw() -> None:
+    """The status step reads the unmutated pods from the snapshot (``Observed.unmutated_pods``),
+    not from every pod."""
+    world = at_rest(built_world(manifest(size=2, replicas=2)))
+    worker = copy.deepcopy(world.cache["Pod"].get("ns", "sample-1-1"))
+    assert worker is not None
+    worker["metadata"].update(name="sample-1-9", uid="stray", resourceVersion="700")
+    worker["metadata"]["labels"].pop("leaderworkerset.sigs.k8s.io/worker-index")
+    world.cache["Pod"].upsert(worker)
+    done = plan_pass(world)
+    (status,) = [a for a in done.actions if getattr(a, "subresource", None) == "status"]
+    progressing = next(c for c in status.body["status"]["conditions"]
+                       if c["type"] == "Progressing")
+    assert progressing["reason"] == "PodsNotMutated"
+    assert "e.g. sample-1-9" in progressing["message"]
+    assert done.events() == [f"event PodsNotMutated: {progressing['message']}"]

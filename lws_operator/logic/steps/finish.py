@@ -49,9 +49,10 @@ def status(obs: Observed) -> Plan:
     stall = find_stall(pods, obs.decided.key, obs.clock, obs.options.stall_grace)
     desired, stall_events = apply_stall(
         apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
+    # Only the pods it reads: those the webhook never saw, and the leaders.
     desired, progressing_events = unmutated.apply_unmutated(
-        desired, observed, obs.lws.namespace, list(obs.all_pods), obs.now, stall_events)
-    desired = apply_degraded(desired, pods, obs.lws.generation, obs.now)
+        desired, observed, obs.lws.namespace, obs.unmutated_pods, obs.now, stall_events)
+    desired = apply_degraded(desired, obs.leaders, obs.lws.generation, obs.now)
     if obs.decided.scheduling is not None:
         desired = gang.apply_condition(desired, gang.scheduling_condition(
             observed.get("conditions") or [], now=obs.now, generation=obs.lws.generation,
