@@ -16,9 +16,9 @@ resourceVersion (the same content), then the pass runs.
   decides the same), which is the pass's CPU minus the requests. Per-step figures include the
   step's ``observe``.
 
-``--check`` also runs every pass with the per-set memo dropped first and fails if a plan
-differs. ``--profile`` runs only one state's passes, for ``py-spy record -- python -m
-hack.pass_bench --profile rollout --seconds 20``.
+``--check`` also runs every pass with a fresh reconciler (nothing held, no memo) and fails if
+a plan differs. ``--profile`` runs only one state's passes, for ``py-spy record -- python -m
+hack.pass_bench --profile rollout --rounds 100``.
 
     .venv/bin/python -m hack.pass_bench [--sets 5] [--replicas 5] [--size 8] [--passes 400]
 """
@@ -214,13 +214,11 @@ def main() -> None:
     parser.add_argument("--check", action="store_true",
                         help="compare every plan with one computed without the memo")
     parser.add_argument("--profile", choices=("rest", "create", "rollout"),
-                        help="run only this state's passes, for --seconds (under py-spy)")
-    parser.add_argument("--seconds", type=float, default=20.0)
+                        help="run only this state's passes (under py-spy; more --rounds)")
     args = parser.parse_args()
-    if args.profile:
-        end = time.monotonic() + args.seconds
-        while time.monotonic() < end:
-            run_state(args.profile, args.sets, args.replicas, args.size, args.passes, 1, False)
+    if args.profile:  # the world is built once: the profile shows passes only
+        run_state(args.profile, args.sets, args.replicas, args.size, args.passes, args.rounds,
+                  False)
         return
     print(f"{args.sets} sets x {args.replicas} groups x {args.size} pods, "
           f"{args.passes} passes per round, best of {args.rounds} rounds (process CPU)")

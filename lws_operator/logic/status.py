@@ -265,6 +265,18 @@ def compute_status(
                    now)
 
 
+def _copy(value: Any) -> Any:
+    """``copy.deepcopy`` for JSON values, without its memo (the status is copied every pass)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def _decide(lws: LeaderWorkerSetView, counts: GroupCounts, observed_replicas: int,
             update_done: bool, now: str) -> StatusDecision:
     """The status from the group counters, shared by both group identity modes."""
@@ -275,7 +287,7 @@ def _decide(lws: LeaderWorkerSetView, counts: GroupCounts, observed_replicas: in
         observed.get("conditions") or (), chosen, generation, now
     )
 
-    status = copy.deepcopy(dict(observed))
+    status = _copy(dict(observed))
     status["replicas"] = observed_replicas
     status["readyReplicas"] = counts.ready
     status["updatedReplicas"] = counts.updated
