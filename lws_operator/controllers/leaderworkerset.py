@@ -36,6 +36,7 @@ from lws_operator.logic.steps.termination import stop_workers
 
 NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = Decided()
+NO_MEMORY = Memory()
 
 
 class InNamespace(Mapping[str, dict[str, Any]]):
@@ -88,7 +89,10 @@ class Held:
             self.lws = lws
             self.body = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
                          **lws}
-        stamps = tuple(cache[kind].changed(key) for kind in _OWNED_KINDS)
+        stores = cache.stores
+        stamps = (stores["Pod"].changed(key), stores["StatefulSet"].changed(key),
+                  stores["Deployment"].changed(key), stores["ControllerRevision"].changed(key),
+                  stores["PodGroup"].changed(key))  # in the order of _OWNED_KINDS
         if stamps == self.stamps:
             return
         for kind, stamp, before in zip(_OWNED_KINDS, stamps,
@@ -162,7 +166,7 @@ class LeaderWorkerSetReconciler:
             workloads=held.workloads,
             volcano_groups=held.volcano_groups,
             tombstones=tombstones, now=self.now(), clock=self.clock(),
-            options=self._options(), memory=self.memory.get(key, Memory()), decided=decided,
+            options=self._options(), memory=self.memory.get(key, NO_MEMORY), decided=decided,
             collected=collected, fetched=fetched or {}, memo=held.memo)
 
     def _options(self) -> Options:
