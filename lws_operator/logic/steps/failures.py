@@ -66,7 +66,7 @@ def step(obs: Observed) -> Plan:
     expected_gone = set(memory.expected_gone & live)
     candidates = [r for r in scan.recreations if r.leader_uid not in expected_gone]
     restarts = plan_restarts(body, candidates, obs.clock)
-    exhaust = {r.leader_uid: r for r in [*restarts.exhaust, *unfinished_exhaustions(pods)]}
+    exhaust = {r.leader_uid: r for r in [*restarts.exhaust, *unfinished_exhaustions(obs.leaders)]}
     before = memory.backoff_reported & live
     actions += [Record(backoff_event(d)) for d in restarts.deferred
                 if d.recreation.leader_uid not in before]
