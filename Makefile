@@ -76,6 +76,10 @@ BENCH_ARGS ?=
 bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --py-spy")
 	$(BIN)/python -m e2e.bench $(BENCH_ARGS)
 
+.PHONY: bench-coldstart
+bench-coldstart: build-cluster ## operator cold start over 5k/20k/50k existing pods, API tier (BENCH_ARGS="--pods 5000")
+	$(BIN)/python -m e2e.bench.coldstart $(BENCH_ARGS)
+
 .PHONY: bench-ds
 bench-ds: build-cluster ## DisaggregatedSets vs the same LeaderWorkerSets applied directly (BENCH_ARGS="--sets 2")
 	$(BIN)/python -m e2e.bench.disaggregated $(BENCH_ARGS)
