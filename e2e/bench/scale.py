@@ -551,9 +551,11 @@ def write_results(summary: dict[str, Any], results: Path, stamp: str) -> Path:
     history.mkdir(parents=True, exist_ok=True)
     (history / f"{stamp}.json").write_text(json.dumps(
         {k: v for k, v in summary.items() if k != "timelines"}, indent=2) + "\n")
-    for phase, name in (summary["operator"].get("flame_graphs") or {}).items():
-        if name is not None:
-            shutil.copyfile(results / name, results / f"latest-{phase}.svg")
+    flames = summary["operator"].get("flame_graphs") or {}
+    for phase in targets.PHASES:  # an earlier run's flame graph is not this run's
+        (results / f"latest-{phase}.svg").unlink(missing_ok=True)
+        if flames.get(phase) is not None:
+            shutil.copyfile(results / flames[phase], results / f"latest-{phase}.svg")
     return path
 
 
@@ -567,7 +569,7 @@ def report_text(summary: dict[str, Any], path: Path) -> str:
              "API requests: every request of the operator but leader election's Lease requests "
              "(named apart); Events and certificate/webhook-configuration requests included.",
              "upstream and issue: ours are the performance issue's figures (default profile, "
-             "this machine class).", "",
+             "this machine class); every figure is better lower.", "",
              targets.render(summary["targets"], summary.get("previous_run")), "",
              f"summary: {path}"]
     if flames:

@@ -183,7 +183,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("load.webhook_server_mean_ms", "under load", "pod webhook mean ms, server side",
            _at("operator", "pod_webhook_ms", "mean"),
            note=lambda s: f"during the benchmark; p99 "
-                          f"{dig(s, 'operator', 'pod_webhook_ms', 'p99')} (bucket estimate)"),
+                          f"{_number(dig(s, 'operator', 'pod_webhook_ms', 'p99'))} (bucket "
+                          "estimate)"),
     Figure("rate.webhook_server_p99_ms", "200/s", "pod webhook p99 ms, server side",
            _at("webhook_at_rate", "server_ms", "p99"), 5.0, before="5.6",
            note=lambda s: f"at {dig(s, 'webhook_at_rate', 'achieved_rate')}/s; kube-apiserver's "
@@ -231,7 +232,7 @@ def _number(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:g}" if abs(value) >= 100 or value == int(value) else f"{value:.3g}"
+        return f"{value:.4g}" if abs(value) < 10_000 else f"{value:.0f}"
     return str(value)
 
 
