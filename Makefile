@@ -73,7 +73,10 @@ e2e-ds: build-cluster ## the DisaggregatedSet end-to-end catalogue (make test ru
 		e2e/controllers/test_disaggregatedset_processes.py $(PYTEST_ARGS)
 
 BENCH_ARGS ?=
-bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --py-spy")
+# `make bench`: the issue's table with targets, upstream's figures and the change since the last run
+# of the same size; a py-spy flame graph per phase (needs ptrace permission; BENCH_ARGS=--no-py-spy
+# skips it); summaries in e2e/bench/results/ (latest.json, history/<time>.json).
+bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --no-py-spy")
 	$(BIN)/python -m e2e.bench $(BENCH_ARGS)
 
 .PHONY: bench-coldstart

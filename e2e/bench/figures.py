@@ -8,10 +8,12 @@ boundary (webhook p99 <= 5 ms) the share within the bound is reported exactly as
 
 from __future__ import annotations
 
+import bisect
+import html
 import math
+import re
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 # Parsing a scrape is the harness's (tests read the operator's metrics the same way).
 from e2e.harness.metrics import WRITE_VERBS as WRITE_VERBS
@@ -115,6 +117,14 @@ def quantile(q: float, cumulative: Mapping[float, float]) -> float | None:
     return lower
 
 
+def mean(scrape: Scrape, metric: str, /, unit: float = 1.0, **match: str) -> float | None:
+    """A histogram's mean (``_sum`` over ``_count``) in ``unit``s; None without observations."""
+    count = total(scrape, metric + "_count", **match)
+    if count <= 0:
+        return None
+    return round(total(scrape, metric + "_sum", **match) / count / unit, 4)
+
+
 def share_within(bound: float, cumulative: Mapping[float, float]) -> float | None:
     """The share of observations at most ``bound`` (which must be a bucket boundary)."""
     count = cumulative.get(math.inf, 0.0)
@@ -152,22 +162,57 @@ def ratio(operator: float | None, baseline: float | None) -> float | None:
     return round(operator / baseline, 3)
 
 
-@dataclass(frozen=True)
-class Target:
-    """One of the issue's targets: reported, never enforced."""
+# One frame of an inferno flame graph (py-spy's ``--format flamegraph``): its title, the row it
+# is drawn in, and ``fg:x``/``fg:w``, its first sample and its width in samples.
+_SVG_FRAME = re.compile(r'<g><title>(?P<title>[^<]*)</title><rect [^>]*?y="(?P<y>[0-9.]+)"'
+                        r'[^>]*?fg:x="(?P<x>[0-9]+)" fg:w="(?P<w>[0-9]+)"')
+_SAMPLES = re.compile(r" \([0-9,]+ samples?, [0-9.]+%\)$")
 
-    name: str
-    limit: float
-    value: float | None
 
-    def report(self) -> dict[str, object]:
-        met = None if self.value is None else self.value <= self.limit
-        return {"target": self.name, "limit": self.limit, "value": self.value, "met": met}
+def collapsed_from_flamegraph(svg: str) -> str:
+    """A flame graph's stacks back as collapsed lines (``a;b;c count``), for ``top_frames``.
+
+    Each frame's parent is the frame one row nearer the root (``all``) whose sample range holds
+    its first sample; a frame's own samples are its width less its children's. Frames inferno
+    left out for being narrower than a pixel's tenth count as their parent's own time."""
+    frames: list[tuple[float, int, int, str]] = []
+    for match in _SVG_FRAME.finditer(svg):
+        title = _SAMPLES.sub("", html.unescape(match["title"]))
+        frames.append((float(match["y"]), int(match["x"]), int(match["w"]), title))
+    roots = [f for f in frames if f[3] == "all"]
+    if not roots:
+        return ""
+    rows = sorted({f[0] for f in frames}, reverse=roots[0][0] != min(f[0] for f in frames))
+    depth = {y: i for i, y in enumerate(rows)}
+    levels: list[list[tuple[int, int, str]]] = [[] for _ in rows]
+    for y, x, w, title in frames:
+        levels[depth[y]].append((x, w, title))
+    for level in levels:
+        level.sort()
+    paths: list[dict[int, str]] = [{x: "" for x, _, _ in levels[0]}]
+    own: dict[str, int] = {}
+    children: list[dict[int, int]] = [{} for _ in rows]
+    for d in range(1, len(levels)):
+        parents = levels[d - 1]
+        starts = [x for x, _, _ in parents]
+        paths.append({})
+        for x, w, title in levels[d]:
+            px = starts[bisect.bisect_right(starts, x) - 1]
+            parent = paths[d - 1][px]
+            paths[d][x] = f"{parent};{title}" if parent else title
+            children[d - 1][px] = children[d - 1].get(px, 0) + w
+    for d, level in enumerate(levels[1:], start=1):
+        for x, w, _ in level:
+            left = w - children[d].get(x, 0)
+            if left > 0:
+                own[paths[d][x]] = own.get(paths[d][x], 0) + left
+    return "".join(f"{stack} {n}\n" for stack, n in own.items())
 
 
 def top_frames(collapsed: str, *, own: str = "lws_operator", limit: int = 15,
                ) -> dict[str, object]:
-    """The hotspots of a py-spy ``--format raw`` profile: the share of samples each function
+    """The hotspots of collapsed stacks (py-spy's ``--format raw``, or
+    ``collapsed_from_flamegraph``): the share of samples each function
     is running in (``self``), and the share spent inside each of our own functions, callees
     included (``inclusive``, only frames from the ``own`` package)."""
     self_counts: dict[str, int] = {}

@@ -1,7 +1,11 @@
 """The operator as the benchmark runs it: the harness's ``OperatorProcess.measured`` (a process of
 its own, so its CPU time and memory are its own and the load generator does not share its event
-loop), sampled for memory every second and, with ``--py-spy``, by py-spy for the whole run
-(``--format raw``: collapsed stacks, which ``figures.top_frames`` ranks).
+loop), sampled for memory every second and, unless ``--no-py-spy``, by py-spy one phase at a time:
+each phase gets its own recording, which py-spy renders as a flame graph (SVG) when it stops.
+
+py-spy reads the operator's memory (``process_vm_readv``, ptrace's permission), which a container
+or a Yama ``ptrace_scope`` above 0 can forbid; ``check_py_spy`` tries it on a child of its own
+before anything is created, so a run that cannot profile fails at once with the reason.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -16,22 +21,68 @@ from pathlib import Path
 
 from e2e.harness.launcher import OperatorProcess, memory_mib
 
+PY_SPY = Path(sys.executable).with_name("py-spy")
+SAMPLE_RATE = 50  # per second: enough for a flame graph, little CPU taken from the cluster
+
+
+class ProfilerError(Exception):
+    """py-spy cannot profile a process on this machine."""
+
+
+def check_py_spy() -> None:
+    """Attach py-spy to a Python child of ours (``py-spy dump``), as it will attach to the
+    operator: raise ``ProfilerError`` with the reason when it cannot."""
+    if not PY_SPY.is_file():
+        raise ProfilerError(f"py-spy is not installed next to {sys.executable} "
+                            f"(`make venv` installs it); or run with --no-py-spy")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             stdin=subprocess.DEVNULL)
+    try:
+        # The child must be running Python code before py-spy can find its interpreter.
+        time.sleep(0.5)
+        done = subprocess.run([str(PY_SPY), "dump", "--pid", str(child.pid)],
+                              capture_output=True, text=True, timeout=30, check=False)
+    finally:
+        child.kill()
+        child.wait()
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        reason = " / ".join(lines[:3]) or f"exit code {done.returncode}"
+        raise ProfilerError(
+            f"py-spy cannot read another process's memory here ({reason}). It needs ptrace "
+            f"permission: run as root or with CAP_SYS_PTRACE (a container: --cap-add "
+            f"SYS_PTRACE), or set kernel.yama.ptrace_scope to 0; or run with --no-py-spy")
+
+
+@dataclass
+class Recording:
+    """One phase's py-spy process and the flame graph it writes when stopped."""
+
+    phase: str
+    path: Path
+    process: asyncio.subprocess.Process
+    log: Path
+
 
 @dataclass
 class ProfiledOperator:
-    """A measured operator process, with its memory samples and optional py-spy profile."""
+    """A measured operator process, with its memory samples and, when ``flame_dir`` is set, one
+    py-spy flame graph per phase (``<flame_prefix>-<phase>.svg``)."""
 
     operator: OperatorProcess
-    profile_path: Path | None = None
-    profiler: asyncio.subprocess.Process | None = None
+    flame_dir: Path | None = None
+    flame_prefix: str = "flame"
+    flame_graphs: dict[str, Path | None] = field(default_factory=dict)
     rss_samples: list[tuple[float, float]] = field(default_factory=list)
+    _recording: Recording | None = None
     _sampler: asyncio.Task[None] | None = None
 
     @classmethod
     def create(cls, kubeconfig: str, run_id: str, log_path: Path,
-               profile_path: Path | None = None, workers: int = 8) -> ProfiledOperator:
+               flame_dir: Path | None = None, flame_prefix: str = "flame",
+               workers: int = 8) -> ProfiledOperator:
         return cls(OperatorProcess.measured(kubeconfig, run_id, log_path, workers=workers),
-                   profile_path)
+                   flame_dir, flame_prefix)
 
     @property
     def namespace(self) -> str:
@@ -41,6 +92,10 @@ class ProfiledOperator:
     def configurations(self) -> tuple[str, str]:
         return self.operator.configurations
 
+    @property
+    def profiling(self) -> bool:
+        return self.flame_dir is not None
+
     async def start(self) -> None:
         """Start and wait until ``/readyz`` answers 200 (certificates issued, webhooks
         registered); the caller then waits until the API server reaches them."""
@@ -48,14 +103,54 @@ class ProfiledOperator:
         print(f"[bench] operator pid {self.operator.pid}", file=sys.stderr, flush=True)
         self._sampler = asyncio.create_task(self._sample_memory())
 
-    async def start_profiler(self, rate: int = 50) -> None:
-        """Sample every thread of the operator with py-spy until ``stop``."""
-        assert self.profile_path is not None
-        py_spy = Path(sys.executable).with_name("py-spy")
-        self.profiler = await asyncio.create_subprocess_exec(
-            str(py_spy), "record", "--pid", str(self.operator.pid), "--rate", str(rate),
-            "--nonblocking", "--format", "raw", "--output", str(self.profile_path),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    async def profile_phase(self, phase: str | None) -> None:
+        """End the current phase's recording (py-spy writes its flame graph) and, unless
+        ``phase`` is None, start recording ``phase``. Without ``flame_dir``, nothing."""
+        if self.flame_dir is None:
+            return
+        await self._end_recording()
+        if phase is None:
+            return
+        path = self.flame_dir / f"{self.flame_prefix}-{phase}.svg"
+        log = path.with_suffix(".log")
+        with log.open("wb") as out:
+            process = await asyncio.create_subprocess_exec(
+                str(PY_SPY), "record", "--pid", str(self.operator.pid),
+                "--rate", str(SAMPLE_RATE), "--nonblocking", "--format", "flamegraph",
+                "--output", str(path), stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                stderr=out)
+        self._recording = Recording(phase, path, process, log)
+        # The phase starts once py-spy samples (it says so), so its first moments are in it.
+        deadline = time.monotonic() + 10
+        while b"Sampling process" not in await asyncio.to_thread(log.read_bytes):
+            if process.returncode is not None or time.monotonic() > deadline:
+                print(f"[bench] py-spy is not sampling {phase} (see {log})", file=sys.stderr,
+                      flush=True)
+                break
+            await asyncio.sleep(0.05)
+
+    async def _end_recording(self) -> None:
+        """SIGINT (py-spy writes its file on it); SIGKILL after 30 s. A phase without a single
+        sample still gets an SVG (py-spy writes one saying so, and exits 1); a recording that
+        wrote nothing is None in ``flame_graphs`` and its log stays for the reason."""
+        recording, self._recording = self._recording, None
+        if recording is None:
+            return
+        process = recording.process
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        written = recording.path.is_file() and recording.path.stat().st_size > 0
+        self.flame_graphs[recording.phase] = recording.path if written else None
+        if written:
+            recording.log.unlink(missing_ok=True)
+        else:
+            print(f"[bench] py-spy wrote no flame graph for {recording.phase} (exit code "
+                  f"{process.returncode}; see {recording.log})", file=sys.stderr, flush=True)
 
     async def _sample_memory(self) -> None:
         while True:
@@ -73,14 +168,10 @@ class ProfiledOperator:
         return await self.operator.metrics()
 
     async def stop(self) -> int | None:
-        """SIGINT to the profiler (it writes its file), SIGTERM to the operator (it removes its
-        webhook registrations); SIGKILL whatever does not stop in time. The exit code."""
+        """The last recording ends (its flame graph written), then SIGTERM to the operator (it
+        removes its webhook registrations); SIGKILL whatever does not stop in time. The exit
+        code."""
         if self._sampler is not None:
             self._sampler.cancel()
-        if self.profiler is not None and self.profiler.returncode is None:
-            self.profiler.send_signal(signal.SIGINT)
-            try:
-                await asyncio.wait_for(self.profiler.wait(), 30)
-            except TimeoutError:
-                self.profiler.kill()
+        await self._end_recording()
         return await self.operator.stop(30)

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from e2e.bench import process, targets
+from e2e.bench.workloads import PROFILES
 from e2e.cluster import LocalCluster
 from e2e.kube import Kube, wait_for
 
@@ -32,8 +34,18 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
+    # An earlier run of the same size and one of another size: the table compares with the
+    # first only.
+    history = tmp_path / "history"
+    history.mkdir()
+    smoke = {k: getattr(PROFILES["smoke"], k) for k in ("sets", "replicas", "size",
+                                                         "steady_seconds")}
+    (history / "20000101T000000Z.json").write_text(json.dumps(
+        {"profile": smoke, "operator": {"cpu_seconds": {"create": 0.0}}}))
+    (history / "20000102T000000Z.json").write_text(json.dumps(
+        {"profile": smoke | {"sets": 99}, "operator": {"cpu_seconds": {"create": 1.0}}}))
     done = bench("--profile", "smoke", "--cluster-dir", str(SMOKE_CLUSTER), "--results",
-                 str(tmp_path), "--py-spy", "--webhook-rate", "50", "--webhook-seconds", "2")
+                 str(tmp_path), "--webhook-rate", "50", "--webhook-seconds", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     summary: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text())
     assert not LocalCluster(SMOKE_CLUSTER).running("kube-apiserver")  # its own cluster stopped
@@ -42,6 +54,7 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     for side in ("baseline", "operator"):
         for phase in ("create", "rollout", "delete"):
             assert summary[side][phase]["seconds"] > 0
+        assert summary[side]["create"]["first_ready_seconds"] > 0
         timeline = summary["timelines"][side]
         # Every pod became Ready, then Ready on the new image (with no surge pod left over).
         assert any(p[1] == p[3] == pods for p in timeline["create"])
@@ -61,12 +74,51 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     assert op["work_queue_wait_seconds"]["count"] == op["reconcile_time_seconds"]["count"]
     assert op["rate_limiter_wait_seconds"]["count"] > 0
     assert op["pod_webhook_ms"]["count"] >= pods * 2  # admitted on create and on rollout
+    assert op["pod_webhook_ms"]["mean"] > 0
+    assert op["apiserver_pod_webhook_call_ms"]["count"] == op["pod_webhook_ms"]["count"]
+    assert op["apiserver_pod_webhook_call_ms"]["mean"] > 0
     assert op["cpu_seconds"]["total"] > 0
-    assert op["memory_mib"]["peak_rss"] > 0
-    assert op["hotspots"]["samples"] > 0
+    assert 0 < op["memory_mib"]["at_start"] <= op["memory_mib"]["peak_rss"]
     assert summary["webhook_at_rate"]["failures"] == 0
-    assert {t["target"] for t in summary["targets"]} >= {"steady-state writes"}
     assert (tmp_path / summary["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # A flame graph per phase, by default; create's has the operator's own frames in it.
+    assert set(op["flame_graphs"]) == {"create", "steady", "rollout", "delete"}
+    for phase, name in op["flame_graphs"].items():
+        for svg in (tmp_path / name, tmp_path / f"latest-{phase}.svg"):
+            assert svg.read_text().startswith("<?xml"), svg
+            assert "<svg" in svg.read_text()
+    assert op["hotspots"]["create"]["samples"] > 0
+    assert any("lws_operator" in frame for frame, _ in op["hotspots"]["create"]["inclusive"])
+
+    # The run's summary joins the history, without its pod timelines.
+    stamp = summary["plot"].removeprefix("scale-").removesuffix(".png")
+    assert json.loads((history / f"{stamp}.json").read_text()) == {
+        k: v for k, v in summary.items() if k != "timelines"}
+
+    # The issue's table: every figure, its target and the previous run of the same size.
+    rows = {r["key"]: r for r in summary["targets"]}
+    assert list(rows) == [f.key for f in targets.FIGURES]
+    for row in rows.values():
+        assert row["met"] is (None if row["target"] is None or row["value"] is None
+                              else row["value"] <= row["target"])
+    for key in ("create.cpu_s", "rollout.cpu_s", "delete.cpu_s", "create.requests",
+                "rollout.requests", "create.status_patches", "rollout.status_patches",
+                "steady.requests", "create.ratio", "rollout.ratio", "create.first_ready_s",
+                "create.median_set_s", "run.peak_rss_mib", "run.start_rss_mib",
+                "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms",
+                "rate.webhook_server_p99_ms"):
+        assert rows[key]["value"] is not None, key
+        assert key in {"create.median_set_s", "run.start_rss_mib",
+                       "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms"} \
+            or rows[key]["target"] is not None, key
+    assert summary["previous_run"] == "20000101T000000Z.json"
+    assert rows["create.cpu_s"]["previous"] == 0.0
+    assert rows["create.cpu_s"]["change"] == rows["create.cpu_s"]["value"]
+    assert rows["rollout.cpu_s"]["previous"] is None
+    # ... and stdout prints that table.
+    assert "controller CPU s" in done.stdout
+    assert "vs 20000101T000000Z.json" in done.stdout
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -178,3 +230,22 @@ async def test_an_interrupted_run_deletes_what_it_created(
             await kube.delete("admissionregistration.k8s.io/v1", kind, name)
         for name in await _bench_namespaces(kube):
             await kube.delete("v1", "Namespace", name)
+
+
+def test_a_machine_where_py_spy_cannot_attach_is_refused_with_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What py-spy answers where ptrace is not allowed (a container without SYS_PTRACE).
+    denied = tmp_path / "py-spy"
+    denied.write_text("#!/bin/sh\necho 'Error: Failed to get process executable name. Check "
+                      "that the process is running.' >&2\necho 'Caused by:' >&2\n"
+                      "echo '    0: Permission denied (os error 13)' >&2\nexit 1\n")
+    denied.chmod(0o755)
+    monkeypatch.setattr(process, "PY_SPY", denied)
+    with pytest.raises(process.ProfilerError) as refused:
+        process.check_py_spy()
+    assert "Permission denied (os error 13)" in str(refused.value)
+    assert "ptrace" in str(refused.value)
+    assert "--no-py-spy" in str(refused.value)
+    monkeypatch.setattr(process, "PY_SPY", tmp_path / "absent")
+    with pytest.raises(process.ProfilerError, match="py-spy is not installed"):
+        process.check_py_spy()

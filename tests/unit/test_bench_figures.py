@@ -1,4 +1,5 @@
-"""The scale benchmark's arithmetic: scrapes, deltas, quantiles, cross-checks, hotspots."""
+"""The scale benchmark's arithmetic: scrapes, deltas, quantiles, cross-checks, hotspots, flame
+graphs read back as stacks."""
 
 from __future__ import annotations
 
@@ -101,11 +102,6 @@ def test_ratio(operator: float | None, baseline: float, expected: float | None) 
     assert figures.ratio(operator, baseline) == expected
 
 
-@pytest.mark.parametrize(("value", "met"), [(1.0, True), (1.2, False), (None, None)])
-def test_targets_are_reported_not_enforced(value: float | None, met: bool | None) -> None:
-    assert figures.Target("t", 1.1, value).report()["met"] is met
-
-
 def test_top_frames_rank_own_and_inclusive_time() -> None:
     collapsed = "\n".join([
         "main (/x/lws_operator/__main__.py:10);reconcile (/x/lws_operator/controllers/l.py:5);"
@@ -118,4 +114,44 @@ def test_top_frames_rank_own_and_inclusive_time() -> None:
     assert top["self"] == [("loads (json/__init__.py)", 0.6), ("select (selectors.py)", 0.4)]
     assert top["inclusive"] == [("main (lws_operator/__main__.py)", 1.0),
                                 ("reconcile (lws_operator/controllers/l.py)", 0.6)]
+    assert figures.top_frames("")["samples"] == 0
+
+
+def test_a_histograms_mean_comes_from_its_sum_and_count() -> None:
+    scrape = figures.parse(OPERATOR)
+    assert figures.mean(scrape, "h") == 0.004
+    assert figures.mean(scrape, "h", unit=0.001) == 4.0
+    assert figures.mean(scrape, "absent") is None
+
+
+def _svg(frames: list[tuple[str, int, int, int]]) -> str:
+    """An inferno flame graph's frames as py-spy writes them: (title, y, fg:x, fg:w)."""
+    return "".join(
+        f'<g><title>{title} ({w} samples, {w * 10}%)</title><rect x="{x * 10}.0000%" y="{y}" '
+        f'width="{w * 10}.0000%" height="15" fill="rgb(1,2,3)" fg:x="{x}" fg:w="{w}"/>'
+        f'<text x="1" y="2"></text></g>\n' for title, y, x, w in frames)
+
+
+@pytest.mark.parametrize("rows", [
+    {"all": 52, "a": 68, "b": 84},  # icicle: the root on top, as py-spy draws it
+    {"all": 100, "a": 84, "b": 68},  # flame: the root at the bottom
+])
+def test_a_flame_graph_reads_back_as_the_stacks_it_was_drawn_from(rows: dict[str, int]) -> None:
+    svg = _svg([("all", rows["all"], 0, 10),
+                ("run (lws_operator/x.py:1)", rows["a"], 0, 7),
+                ("&lt;lambda&gt; (json/y.py:2)", rows["b"], 0, 4),
+                ("poll (selectors.py:3)", rows["a"], 7, 2)])
+    collapsed = figures.collapsed_from_flamegraph(svg)
+    assert sorted(collapsed.splitlines()) == [
+        "poll (selectors.py:3) 2",
+        "run (lws_operator/x.py:1) 3",
+        "run (lws_operator/x.py:1);<lambda> (json/y.py:2) 4",
+    ]
+    assert figures.top_frames(collapsed)["samples"] == 9
+
+
+def test_a_flame_graph_without_samples_reads_back_as_none() -> None:
+    # What py-spy writes for a phase in which the operator never ran Python code.
+    svg = '<svg><text x="50.0000%" y="24.00">ERROR: No valid input provided</text></svg>'
+    assert figures.collapsed_from_flamegraph(svg) == ""
     assert figures.top_frames("")["samples"] == 0

@@ -1,0 +1,263 @@
+"""The performance issue's table, computed from a benchmark summary: every figure next to its
+target, upstream's figure and the change since the previous run. Pure functions over the JSON
+summary (``scale.summarize``'s dict), so a summary of any earlier run, read back from the
+history, gives the same rows to compare with (a figure an older summary lacks is None).
+
+How requests are counted, as the issue counts them: every request of the operator's client (its
+``lws_operator_api_requests_total``, failures included; watches are counted when they start),
+except leader election's Lease requests, which are reported on a line of their own (upstream was
+measured with leader election off). Events are included. The certificate and webhook
+configuration requests (Secrets, Mutating/ValidatingWebhookConfigurations) are included and also
+named apart, since the issue's steady-state figure is made of them.
+
+Upstream's figures and ours before the work come from the issue: the upstream Go controller v0.10
+measured side by side on the same 2-core machine, the default profile (800 pods), means of four
+runs. They are a reference for the default profile only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from e2e.harness.metrics import WRITE_VERBS
+
+Summary = Mapping[str, Any]
+LEASES = "leases"
+CERTIFICATES = ("secrets", "mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+STATUS = "leaderworkersets/status"
+LARGE_PODS = 5000  # from this size the peak RSS target is the large profile's
+PHASES = ("create", "steady", "rollout", "delete")
+
+
+def dig(summary: Summary, *keys: str) -> Any:
+    """``summary[k1][k2]...``, or None where any step is missing."""
+    node: Any = summary
+    for key in keys:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def request_counts(by_verb: Mapping[str, int] | None) -> dict[str, int] | None:
+    """One phase's ``api_requests`` (``{"verb resource[ (code)]": n}``) in the issue's terms:
+    ``counted`` (all but Leases), ``leases``, ``certificates``, ``events`` and
+    ``status_patches`` (writes of LeaderWorkerSet status)."""
+    if by_verb is None:
+        return None
+    out = {"counted": 0, "leases": 0, "certificates": 0, "events": 0, "status_patches": 0}
+    for key, n in by_verb.items():
+        verb, _, rest = key.partition(" ")
+        resource = rest.split(" ", 1)[0]
+        if resource == LEASES:
+            out["leases"] += n
+            continue
+        out["counted"] += n
+        if resource in CERTIFICATES:
+            out["certificates"] += n
+        elif resource == "events":
+            out["events"] += n
+        elif resource == STATUS and verb in WRITE_VERBS:
+            out["status_patches"] += n
+    return out
+
+
+def _requests(phase: str, what: str = "counted") -> Callable[[Summary], float | None]:
+    def get(summary: Summary) -> float | None:
+        counts = request_counts(dig(summary, "operator", "api_requests", phase))
+        return None if counts is None else counts[what]
+    return get
+
+
+def _requests_note(phase: str) -> Callable[[Summary], str]:
+    def note(summary: Summary) -> str:
+        counts = request_counts(dig(summary, "operator", "api_requests", phase))
+        if counts is None:
+            return ""
+        seconds = dig(summary, "profile", "steady_seconds") if phase == "steady" else None
+        window = f"in {seconds:g} s; " if seconds is not None else ""
+        return (f"{window}incl. {counts['events']} Events, {counts['certificates']} certificate"
+                f"/webhook-configuration; excl. {counts['leases']} Lease")
+    return note
+
+
+def _at(*keys: str) -> Callable[[Summary], float | None]:
+    return lambda summary: dig(summary, *keys)
+
+
+def _raw(summary: Summary, *keys: str) -> Any:
+    """The baseline's figure of the create phase."""
+    return dig(summary, "baseline", "create", *keys)
+
+
+def _rss_limit(summary: Summary) -> float:
+    pods = dig(summary, "profile", "pods") or 0
+    return 200.0 if pods >= LARGE_PODS else 90.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the issue's table: ``key`` names it across runs; ``limit`` is its target
+    (met when the value is at most the limit; a function of the summary where the target
+    depends on the profile); ``upstream`` and ``before`` are the issue's figures."""
+
+    key: str
+    phase: str
+    metric: str
+    value: Callable[[Summary], float | None]
+    limit: float | Callable[[Summary], float] | None = None
+    upstream: str = ""
+    before: str = ""
+    note: Callable[[Summary], str] | None = None
+
+    def row(self, summary: Summary, previous: Summary | None) -> dict[str, Any]:
+        value = self.value(summary)
+        limit = self.limit(summary) if callable(self.limit) else self.limit
+        met = None if limit is None or value is None else value <= limit
+        before = None if previous is None else self.value(previous)
+        change = None if value is None or before is None else round(value - before, 4)
+        return {"key": self.key, "phase": self.phase, "metric": self.metric, "value": value,
+                "target": limit, "met": met, "upstream": self.upstream or None,
+                "issue_ours": self.before or None, "previous": before, "change": change,
+                "note": self.note(summary) if self.note else ""}
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("create.wall_s", "create", "wall s", _at("operator", "create", "seconds"),
+           upstream="17.1", before="19.2"),
+    Figure("create.raw_wall_s", "create", "raw StatefulSets wall s",
+           _at("baseline", "create", "seconds"), upstream="11.2", before="11.2"),
+    Figure("create.ratio", "create", "wall ratio to raw StatefulSets", _at("ratios", "create"),
+           1.25, upstream="1.3-1.5", before="1.71"),
+    Figure("create.cpu_s", "create", "controller CPU s",
+           _at("operator", "cpu_seconds", "create"), 4.0, upstream="4.0", before="8.5"),
+    Figure("create.requests", "create", "API requests", _requests("create"), 480.0,
+           upstream="479", before="494", note=_requests_note("create")),
+    Figure("create.status_patches", "create", "status patches",
+           _requests("create", "status_patches"), 60.0, upstream="~60", before="~147"),
+    Figure("create.first_ready_s", "create", "first pod Ready after first create s",
+           _at("operator", "create", "first_ready_seconds"), 0.25, upstream="0.2",
+           before="0.3-0.6",
+           note=lambda s: "driver's clock: create request sent to Ready seen on its watch; raw "
+                          f"StatefulSets {_number(_raw(s, 'first_ready_seconds'))}"),
+    Figure("create.median_set_s", "create", "median set done s",
+           _at("operator", "create", "per_set_seconds", "p50"), upstream="10-13",
+           before="13-16",
+           note=lambda s: f"raw StatefulSets {_number(_raw(s, 'per_set_seconds', 'p50'))}"),
+    Figure("rollout.wall_s", "rollout", "wall s", _at("operator", "rollout", "seconds"),
+           upstream="28.9", before="34.3"),
+    Figure("rollout.raw_wall_s", "rollout", "raw StatefulSets wall s",
+           _at("baseline", "rollout", "seconds"), upstream="16.5", before="16.5"),
+    Figure("rollout.ratio", "rollout", "wall ratio to raw StatefulSets",
+           _at("ratios", "rollout"), 1.6, upstream="1.75", before="2.08"),
+    Figure("rollout.cpu_s", "rollout", "controller CPU s",
+           _at("operator", "cpu_seconds", "rollout"), 7.0, upstream="6.7", before="17.2"),
+    Figure("rollout.requests", "rollout", "API requests", _requests("rollout"), 760.0,
+           upstream="756", before="1088", note=_requests_note("rollout")),
+    Figure("rollout.status_patches", "rollout", "status patches",
+           _requests("rollout", "status_patches"), 140.0, upstream="~140", before="~480"),
+    Figure("delete.cpu_s", "delete", "controller CPU s",
+           _at("operator", "cpu_seconds", "delete"), 0.6, upstream="0.6", before="2.1"),
+    Figure("delete.ratio", "delete", "wall ratio to raw StatefulSets", _at("ratios", "delete")),
+    Figure("delete.requests", "delete", "API requests", _requests("delete"),
+           note=_requests_note("delete")),
+    Figure("steady.requests", "steady", "API requests besides Leases", _requests("steady"), 0.0,
+           upstream="0", before="3-6 per 15 s", note=_requests_note("steady")),
+    Figure("steady.lease_requests", "steady", "Lease requests (leader election)",
+           _requests("steady", "leases"), upstream="(election off)"),
+    Figure("steady.cpu_s", "steady", "controller CPU s",
+           _at("operator", "cpu_seconds", "steady")),
+    Figure("run.peak_rss_mib", "whole run", "peak RSS MiB",
+           _at("operator", "memory_mib", "peak_rss"), _rss_limit, upstream="85",
+           before="141", note=lambda s: "target 90 (default profile), 200 at 5,000 pods"),
+    Figure("run.start_rss_mib", "whole run", "RSS at start MiB",
+           _at("operator", "memory_mib", "at_start"), upstream="51", before="91"),
+    Figure("load.webhook_apiserver_mean_ms", "under load",
+           "pod webhook mean ms seen by kube-apiserver",
+           _at("operator", "apiserver_pod_webhook_call_ms", "mean"), upstream="43-58",
+           before="68-107", note=lambda s: "during the benchmark; network and TLS included"),
+    Figure("load.webhook_server_mean_ms", "under load", "pod webhook mean ms, server side",
+           _at("operator", "pod_webhook_ms", "mean"),
+           note=lambda s: f"during the benchmark; p99 "
+                          f"{_number(dig(s, 'operator', 'pod_webhook_ms', 'p99'))} (bucket "
+                          "estimate)"),
+    Figure("rate.webhook_server_p99_ms", "200/s", "pod webhook p99 ms, server side",
+           _at("webhook_at_rate", "server_ms", "p99"), 5.0, before="5.6",
+           note=lambda s: f"at {dig(s, 'webhook_at_rate', 'achieved_rate')}/s; kube-apiserver's "
+                          "calls within 5 ms: "
+                          f"{dig(s, 'webhook_at_rate', 'apiserver_webhook_call_within_5ms')}"),
+    Figure("create.writes_per_set", "create", "writes per set besides status, Events, Leases",
+           _at("operator", "writes_on_create", "per_set"),
+           note=lambda s: "the old target was 2 + replicas"),
+)
+
+
+def table(summary: Summary, previous: Summary | None = None) -> list[dict[str, Any]]:
+    """Every figure of the issue's table for ``summary``, compared with ``previous``."""
+    return [figure.row(summary, previous) for figure in FIGURES]
+
+
+# ---------------------------------------------------------------------------- history
+
+
+def same_profile(a: Summary, b: Summary) -> bool:
+    """Runs of the same size (sets, replicas, size, steady window) compare; others do not."""
+    keys = ("sets", "replicas", "size", "steady_seconds")
+    return all(dig(a, "profile", k) == dig(b, "profile", k) for k in keys)
+
+
+def previous_run(history: Path, summary: Summary) -> tuple[str, Summary] | None:
+    """The newest summary in ``history`` (files named by their UTC stamp, so their names sort
+    by time) of a run the same size as ``summary``: its file name and contents."""
+    if not history.is_dir():
+        return None
+    for path in sorted(history.glob("*.json"), reverse=True):
+        try:
+            earlier = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(earlier, Mapping) and same_profile(earlier, summary):
+            return path.name, earlier
+    return None
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 10_000 else f"{value:.0f}"
+    return str(value)
+
+
+def _change(row: Mapping[str, Any]) -> str:
+    change, previous = row["change"], row["previous"]
+    if change is None:
+        return ""
+    text = f"{change:+.3g}" if change else "0"
+    if previous:
+        text += f" ({change / previous:+.0%})"
+    return text
+
+
+def render(rows: Iterable[Mapping[str, Any]], previous_name: str | None) -> str:
+    """The table as aligned text: the run's figures, targets, upstream's and ours from the
+    issue, and the change since the previous run of the same size."""
+    head = ("phase", "metric", "value", "target", "met", "upstream", "issue: ours",
+            f"vs {previous_name or 'no previous run'}", "")
+    lines = [head]
+    for row in rows:
+        met = {True: "yes", False: "NO", None: "" if row["target"] is None else "?"}[row["met"]]
+        target = "" if row["target"] is None else f"<= {_number(row['target'])}"
+        lines.append((row["phase"], row["metric"], _number(row["value"]), target, met,
+                      row["upstream"] or "", row["issue_ours"] or "", _change(row),
+                      row["note"]))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
+    return "\n".join("  ".join([*(cell.ljust(w) for cell, w in zip(line, widths, strict=False)),
+                                line[-1]]).rstrip() for line in lines)

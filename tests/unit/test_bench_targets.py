@@ -1,0 +1,119 @@
+"""The performance issue's table as the scale benchmark reports it: how requests are counted,
+targets met or not, the change since the previous run of the same size, the printed table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.bench import targets
+
+CREATE_REQUESTS = {
+    "create statefulsets": 100, "apply statefulsets": 20, "create events": 180,
+    "patch leaderworkersets/status": 145, "patch leaderworkersets/status (409)": 2,
+    "get leaderworkersets": 3, "get secrets": 1, "get mutatingwebhookconfigurations": 1,
+    "get leases": 7, "update leases": 7,
+}
+
+
+def summary(**figures: Any) -> dict[str, Any]:
+    """A summary of the default profile's size with the given figures set."""
+    out: dict[str, Any] = {
+        "profile": {"sets": 20, "replicas": 5, "size": 8, "steady_seconds": 120, "pods": 800},
+        "operator": {"api_requests": {"create": CREATE_REQUESTS}, "cpu_seconds": {},
+                     "memory_mib": {}},
+    }
+    for path, value in figures.items():
+        node = out
+        *parents, leaf = path.split("__")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return out
+
+
+def row(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    return next(r for r in rows if r["key"] == key)
+
+
+def test_requests_are_counted_as_the_issue_counts_them() -> None:
+    assert targets.request_counts(CREATE_REQUESTS) == {
+        "counted": 452,  # all but the 14 Lease requests, failures and Events included
+        "leases": 14, "certificates": 2, "events": 180, "status_patches": 147}
+    assert targets.request_counts({}) == {
+        "counted": 0, "leases": 0, "certificates": 0, "events": 0, "status_patches": 0}
+    assert targets.request_counts(None) is None
+
+
+@pytest.mark.parametrize(("cpu", "met"), [(3.9, True), (4.0, True), (4.1, False),
+                                          (None, None)])
+def test_a_target_is_met_at_or_below_its_limit(cpu: float | None, met: bool | None) -> None:
+    got = row(targets.table(summary(operator__cpu_seconds__create=cpu)), "create.cpu_s")
+    assert (got["value"], got["target"], got["met"]) == (cpu, 4.0, met)
+    assert (got["upstream"], got["issue_ours"]) == ("4.0", "8.5")
+
+
+def test_request_rows_name_what_they_include() -> None:
+    rows = targets.table(summary())
+    assert row(rows, "create.requests")["value"] == 452
+    assert row(rows, "create.requests")["met"] is True
+    assert row(rows, "create.status_patches")["value"] == 147
+    assert row(rows, "create.status_patches")["met"] is False
+    assert row(rows, "create.requests")["note"] == (
+        "incl. 180 Events, 2 certificate/webhook-configuration; excl. 14 Lease")
+    assert row(rows, "rollout.requests")["value"] is None  # no figure: no verdict
+    assert row(rows, "rollout.requests")["met"] is None
+
+
+@pytest.mark.parametrize(("pods", "limit"), [(800, 90.0), (4999, 90.0), (5000, 200.0)])
+def test_the_rss_target_depends_on_the_profile(pods: int, limit: float) -> None:
+    got = row(targets.table(summary(profile__pods=pods, operator__memory_mib__peak_rss=150.0)),
+              "run.peak_rss_mib")
+    assert got["target"] == limit
+    assert got["met"] is (limit >= 150.0)
+
+
+def test_each_row_shows_its_change_since_the_previous_run() -> None:
+    now = summary(operator__cpu_seconds__create=3.0, operator__cpu_seconds__rollout=8.0)
+    before = summary(operator__cpu_seconds__create=4.0)
+    rows = targets.table(now, before)
+    assert (row(rows, "create.cpu_s")["previous"], row(rows, "create.cpu_s")["change"]) == (
+        4.0, -1.0)
+    assert row(rows, "rollout.cpu_s")["previous"] is None
+    assert row(rows, "rollout.cpu_s")["change"] is None
+    assert row(targets.table(now), "create.cpu_s")["change"] is None
+    assert len({r["key"] for r in rows}) == len(rows) == len(targets.FIGURES)
+
+
+def test_the_previous_run_is_the_newest_of_the_same_size(tmp_path: Path) -> None:
+    now = summary()
+    assert targets.previous_run(tmp_path / "absent", now) is None
+    files = {
+        "20261101T000000Z.json": summary(operator__cpu_seconds__create=1.0),
+        "20261102T000000Z.json": summary(operator__cpu_seconds__create=2.0),
+        "20261103T000000Z.json": summary(profile__sets=3, operator__cpu_seconds__create=3.0),
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_text(json.dumps(content))
+    (tmp_path / "20261104T000000Z.json").write_text("{not json")
+    found = targets.previous_run(tmp_path, now)
+    assert found is not None
+    assert found[0] == "20261102T000000Z.json"
+    assert found[1]["operator"]["cpu_seconds"]["create"] == 2.0
+
+
+def test_the_printed_table_has_a_line_per_figure_with_target_and_verdict() -> None:
+    now = summary(operator__cpu_seconds__create=5.0)
+    text = targets.render(targets.table(now, summary(operator__cpu_seconds__create=4.0)),
+                          "20261102T000000Z.json")
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["phase", "metric", "value"]
+    assert "vs 20261102T000000Z.json" in lines[0]
+    assert len(lines) == 1 + len(targets.FIGURES)
+    cpu = next(line for line in lines if "create" in line and "controller CPU s" in line)
+    assert cpu.split("controller CPU s")[1].split()[:6] == ["5", "<=", "4", "NO", "4.0", "8.5"]
+    assert "+1 (+25%)" in cpu
+    assert "vs no previous run" in targets.render(targets.table(now), None)
