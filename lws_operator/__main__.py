@@ -186,7 +186,8 @@ def _add_run(sub: Any) -> None:
                      help="CA lifetime; rotated with an overlap at 2/3 of it")
     run.add_argument("--cert-sync-interval", type=parse_duration,
                      default=parse_duration(_env("cert_sync_interval", "10s")),
-                     help="how often each replica re-reads the certificate Secret")
+                     help="longest wait before a failed certificate pass is retried (the "
+                          "Secret and webhook configurations are watched, not polled)")
     run.add_argument("--cert-propagation-delay", type=parse_duration,
                      default=parse_duration(_env("cert_propagation_delay", "30s")),
                      help="time API servers get to pick up a new caBundle before it is relied on")

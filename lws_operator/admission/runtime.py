@@ -20,7 +20,8 @@ from lws_operator.admission import registration, review
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
-from lws_operator.kube.client import ApiException, KubeClient
+from lws_operator.kube.client import KubeClient
+from lws_operator.kube.named_watch import NamedObject, until_stop
 from lws_operator.logic import certs
 
 log = logging.getLogger(__name__)
@@ -150,9 +151,9 @@ class WebhookRuntime:
 
 class ExternalCertificates:
     """Certificates that someone else manages (cert-manager's Certificate writes the Secret and
-    its cainjector the caBundles): re-read the Secret every sync interval and serve its
-    ``tls.crt``/``tls.key`` once they change. Nothing is written, so the operator needs only
-    ``get`` on that one Secret and nothing on the webhook configurations."""
+    its cainjector the caBundles): watch the Secret and serve its ``tls.crt``/``tls.key`` once
+    they change. Nothing is written, so the operator needs only ``get``, ``list`` and ``watch``
+    on that one Secret and nothing on the webhook configurations."""
 
     def __init__(self, kube: KubeClient, settings: CertSettings,
                  on_certificate: Callable[[bytes, bytes], Awaitable[None]]) -> None:
@@ -161,15 +162,16 @@ class ExternalCertificates:
         self.on_certificate = on_certificate
         self.served: bytes | None = None
         self._waiting = False  # logged once until the Secret holds a certificate
+        self.changed = asyncio.Event()
+        self.secret = NamedObject(kube, f"/api/v1/namespaces/{settings.namespace}/secrets",
+                                  settings.secret_name, self.changed.set)
 
     @property
     def ready(self) -> bool:
         return self.served is not None
 
     async def sync(self) -> None:
-        path = (f"/api/v1/namespaces/{self.settings.namespace}/secrets/"
-                f"{self.settings.secret_name}")
-        secret = await self.kube.get(path)
+        secret = self.secret.obj
         data = {k: base64.b64decode(v) for k, v in ((secret or {}).get("data") or {}).items()}
         cert, key = data.get(certs.TLS_CERT_KEY), data.get(certs.TLS_KEY_KEY)
         if not cert or not key:
@@ -186,11 +188,21 @@ class ExternalCertificates:
                      self.settings.namespace, self.settings.secret_name)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.sync()
-            except (ApiException, ValueError, OSError) as exc:  # OSError: ssl.SSLError
-                log.warning("reading the webhook certificate Secret failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.sync_interval)
-
+        """Serve the Secret's certificate whenever the watch brings a new one; a certificate
+        that does not load is retried after the sync interval."""
+        watch = asyncio.create_task(self.secret.run(), name=f"watch {self.secret.path}")
+        try:
+            while not stop.is_set():
+                self.changed.clear()
+                timeout = None
+                if self.secret.synced.is_set():
+                    try:
+                        await self.sync()
+                    except (ValueError, OSError) as exc:  # OSError: ssl.SSLError
+                        log.warning("serving the webhook certificate Secret failed: %s", exc)
+                        timeout = self.settings.sync_interval
+                await until_stop(stop, self.changed.wait(), timeout=timeout)
+        finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
