@@ -16,8 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from lws_operator.admission import registration, review
 from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
 from lws_operator.kube.client import KubeClient
@@ -56,6 +59,11 @@ class WebhookOptions:
     # "external": another tool (cert-manager) writes the Secret and the caBundles; we only
     # read the Secret's tls.crt/tls.key and serve them, and write nothing.
     cert_management: str = "self"
+    # Serve admissions from a child process (``admission.process``), as ``lws-operator run``
+    # does; in-process (tests, the benchmark's embedders) otherwise. The child logs as told.
+    isolated: bool = False
+    log_level: str = "info"
+    log_format: str = "text"
 
     def policy(self) -> certs.CertPolicy:
         dns = list(certs.service_dns_names(self.service_name, self.namespace))
@@ -90,12 +98,25 @@ class WebhookRuntime:
         *,
         metrics: WebhookMetrics | None = None,
         observer: Observer | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """In-process, ``metrics`` and ``observer`` see each admission; isolated, the child's
+        metrics are served from ``registry``."""
         self.options = options
+        # The in-process server's TLS context (an isolated child has its own).
         self.tls = ServingTLS(options.tls_min_version, options.tls_ciphers)
-        self.server = AdmissionServer(
-            tls=self.tls, handlers=review.handlers(options.scheduler_provider),
-            host=options.bind_address, port=options.port, metrics=metrics, observer=observer)
+        self.server: AdmissionServer | AdmissionProcess
+        if options.isolated:
+            self.server = AdmissionProcess(ChildSettings(
+                host=options.bind_address, port=options.port,
+                scheduler_provider=options.scheduler_provider,
+                tls_min_version=options.tls_min_version, tls_ciphers=options.tls_ciphers,
+                log_level=options.log_level, log_format=options.log_format), registry)
+        else:
+            self.server = AdmissionServer(
+                tls=self.tls, handlers=review.handlers(options.scheduler_provider),
+                host=options.bind_address, port=options.port, metrics=metrics,
+                observer=observer)
         settings = CertSettings(
             namespace=options.namespace, policy=options.policy(),
             secret_name=options.secret_name,
@@ -132,10 +153,13 @@ class WebhookRuntime:
         self.server.reserve()
 
     async def _serve_certificate(self, cert: bytes, key: bytes) -> None:
-        self.tls.load(cert, key)
-        if not self.server.listening:
-            await self.server.start()
+        await self.server.serve(cert, key)
         self.serving.set()
+
+    async def refresh_metrics(self) -> None:
+        """Before a scrape: fetch the admission process's metrics (nothing in-process)."""
+        if isinstance(self.server, AdmissionProcess):
+            await self.server.refresh()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``: keep certificates rotated and served. Then, in registration mode,
