@@ -100,8 +100,8 @@ class WebhookRuntime:
         observer: Observer | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        """In-process, ``metrics`` and ``observer`` see each admission; isolated, the child's
-        metrics are served from ``registry``."""
+        """In-process, ``metrics`` (made on ``registry`` if not given) and ``observer`` see
+        each admission; isolated, the child's metrics are served from ``registry``."""
         self.options = options
         # The in-process server's TLS context (an isolated child has its own).
         self.tls = ServingTLS(options.tls_min_version, options.tls_ciphers)
@@ -113,6 +113,8 @@ class WebhookRuntime:
                 tls_min_version=options.tls_min_version, tls_ciphers=options.tls_ciphers,
                 log_level=options.log_level, log_format=options.log_format), registry)
         else:
+            if metrics is None and registry is not None:
+                metrics = WebhookMetrics(registry)
             self.server = AdmissionServer(
                 tls=self.tls, handlers=review.handlers(options.scheduler_provider),
                 host=options.bind_address, port=options.port, metrics=metrics,
