@@ -191,13 +191,27 @@ class AdmissionProcess:
             return
         log.error("the admission process %d exited with status %s; starting it again",
                   child.pid, code)
-        self.restarts += 1
-        await asyncio.sleep(min(0.5 * self.restarts, 10.0))
-        if not self._stopping:
+        while not self._stopping:
+            self.restarts += 1
+            await asyncio.sleep(min(0.5 * self.restarts, 10.0))
+            if self._stopping:
+                return
             async with self._lock:
-                await self._start_child()
+                try:
+                    await self._start_child()
+                except OSError as exc:
+                    log.error("starting the admission process again failed: %s", exc)
+                    continue
+                # From here the new child's reader watches it (and starts the next one).
                 if self._certificate is not None:
-                    await self._ask(CERTIFICATE, *self._certificate)
+                    try:
+                        await self._ask(CERTIFICATE, *self._certificate)
+                    except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
+                        log.error("the new admission process did not take the certificate "
+                                  "(%s): starting another", exc)
+                        if self._child is not None and self._child.returncode is None:
+                            self._child.kill()
+            return
 
     async def _ask(self, kind: str, *payload: Any) -> Any:
         """Send a request and wait for its answer (answers of one kind come in order)."""
