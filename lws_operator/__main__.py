@@ -186,7 +186,8 @@ def _add_run(sub: Any) -> None:
                      help="CA lifetime; rotated with an overlap at 2/3 of it")
     run.add_argument("--cert-sync-interval", type=parse_duration,
                      default=parse_duration(_env("cert_sync_interval", "10s")),
-                     help="how often each replica re-reads the certificate Secret")
+                     help="longest wait before a failed certificate pass is retried (the "
+                          "Secret and webhook configurations are watched, not polled)")
     run.add_argument("--cert-propagation-delay", type=parse_duration,
                      default=parse_duration(_env("cert_propagation_delay", "30s")),
                      help="time API servers get to pick up a new caBundle before it is relied on")
@@ -280,7 +281,7 @@ async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, name
 
 async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
     from lws_operator.admission.runtime import WebhookOptions
-    from lws_operator.kube.client import KubeClient, in_cluster_namespace
+    from lws_operator.kube.client import KubeClient, in_cluster, in_cluster_namespace
     from lws_operator.kube.metrics import ClientMetrics, new_registry
     from lws_operator.kube.ratelimit import TokenBucket
 
@@ -310,6 +311,11 @@ async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
         # --cert-management=external (upstream: certificates come from cert-manager).
         cert_management="external" if not opts.internal_certs else args.cert_management,
         register_webhooks=args.register_webhooks,
+        # Admissions are served from a process of their own, so that no reconcile pass delays
+        # them (admission.process); it logs like this one.
+        isolated=True, log_level=_log_level(args.log_level, args.zap_log_level),
+        log_format=args.log_format or {"console": "text", "json": "json"}.get(
+            args.zap_encoder or "", "json" if in_cluster() else "text"),
     )
     registry = new_registry()
     try:
@@ -372,13 +378,12 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                  options: Any, stop: asyncio.Event, namespace: str,
                  lease_namespace: str | None) -> int:
     from lws_operator.admission.health import HealthServer
-    from lws_operator.admission.metrics import WebhookMetrics
     from lws_operator.admission.metrics_server import metrics_server
     from lws_operator.admission.runtime import WebhookRuntime
     from lws_operator.kube.leaderelection import LeaderElector
 
     log = logging.getLogger("lws_operator")
-    webhooks = WebhookRuntime(kube, options, metrics=WebhookMetrics(registry))
+    webhooks = WebhookRuntime(kube, options, registry=registry)
     health = None
     if opts.health is not None:
         health = HealthServer(opts.health[0], opts.health[1],
@@ -391,7 +396,7 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                                 registry=registry, on_lost=_leadership_lost)
     metrics = metrics_server(registry, kube, opts.metrics_bind, args.metrics_secure,
                              args.metrics_cert_path, args.metrics_cert_name,
-                             args.metrics_cert_key)
+                             args.metrics_cert_key, refresh=webhooks.refresh_metrics)
     try:
         problem = await _listen(opts, options, webhooks, health, metrics)
         if problem is not None:

@@ -32,7 +32,7 @@ import socket
 import ssl
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,7 +159,11 @@ class MetricsServer:
     """Serves ``registry`` on ``/metrics`` per ``options``."""
 
     def __init__(self, registry: CollectorRegistry, options: MetricsServerOptions,
-                 kube: KubeClient | None = None) -> None:
+                 kube: KubeClient | None = None,
+                 refresh: Callable[[], Awaitable[None]] | None = None) -> None:
+        """``refresh``: awaited before each scrape is answered (the admission process's
+        metrics are fetched then, ``admission.process``)."""
+        self.refresh = refresh
         if options.secure and kube is None:
             raise ValueError("secure metrics need an API client for the access reviews")
         self.options = options
@@ -225,6 +229,8 @@ class MetricsServer:
                          reason)
                 return web.Response(
                     status=status, text=("Unauthorized" if status == 401 else "Forbidden") + "\n")
+        if self.refresh is not None:
+            await self.refresh()
         return await self._handler(request)
 
     async def start(self) -> None:
@@ -252,11 +258,12 @@ class MetricsServer:
 
 def metrics_server(registry: CollectorRegistry, kube: KubeClient | None,
                    bind: tuple[str, int] | None, secure: bool, cert_dir: str | None = None,
-                   cert_name: str = "tls.crt", key_name: str = "tls.key") -> MetricsServer | None:
+                   cert_name: str = "tls.crt", key_name: str = "tls.key",
+                   refresh: Callable[[], Awaitable[None]] | None = None) -> MetricsServer | None:
     """The server the options ask for (``bind`` as ``api.config.parse_bind_address`` gives it,
     the host "" for every interface); None for ``--metrics-bind-address=0``."""
     if bind is None:
         return None
     return MetricsServer(registry, MetricsServerOptions(
         host=bind[0] or "0.0.0.0", port=bind[1], secure=secure, cert_dir=cert_dir,
-        cert_name=cert_name, key_name=key_name), kube)
+        cert_name=cert_name, key_name=key_name), kube, refresh)

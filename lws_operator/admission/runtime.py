@@ -16,11 +16,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from lws_operator.admission import registration, review
 from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
-from lws_operator.kube.client import ApiException, KubeClient
+from lws_operator.kube.client import KubeClient
+from lws_operator.kube.named_watch import NamedObject, until_stop
 from lws_operator.logic import certs
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,11 @@ class WebhookOptions:
     # "external": another tool (cert-manager) writes the Secret and the caBundles; we only
     # read the Secret's tls.crt/tls.key and serve them, and write nothing.
     cert_management: str = "self"
+    # Serve admissions from a child process (``admission.process``), as ``lws-operator run``
+    # does; in-process (tests, the benchmark's embedders) otherwise. The child logs as told.
+    isolated: bool = False
+    log_level: str = "info"
+    log_format: str = "text"
 
     def policy(self) -> certs.CertPolicy:
         dns = list(certs.service_dns_names(self.service_name, self.namespace))
@@ -89,12 +98,27 @@ class WebhookRuntime:
         *,
         metrics: WebhookMetrics | None = None,
         observer: Observer | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """In-process, ``metrics`` (made on ``registry`` if not given) and ``observer`` see
+        each admission; isolated, the child's metrics are served from ``registry``."""
         self.options = options
+        # The in-process server's TLS context (an isolated child has its own).
         self.tls = ServingTLS(options.tls_min_version, options.tls_ciphers)
-        self.server = AdmissionServer(
-            tls=self.tls, handlers=review.handlers(options.scheduler_provider),
-            host=options.bind_address, port=options.port, metrics=metrics, observer=observer)
+        self.server: AdmissionServer | AdmissionProcess
+        if options.isolated:
+            self.server = AdmissionProcess(ChildSettings(
+                host=options.bind_address, port=options.port,
+                scheduler_provider=options.scheduler_provider,
+                tls_min_version=options.tls_min_version, tls_ciphers=options.tls_ciphers,
+                log_level=options.log_level, log_format=options.log_format), registry)
+        else:
+            if metrics is None and registry is not None:
+                metrics = WebhookMetrics(registry)
+            self.server = AdmissionServer(
+                tls=self.tls, handlers=review.handlers(options.scheduler_provider),
+                host=options.bind_address, port=options.port, metrics=metrics,
+                observer=observer)
         settings = CertSettings(
             namespace=options.namespace, policy=options.policy(),
             secret_name=options.secret_name,
@@ -131,10 +155,13 @@ class WebhookRuntime:
         self.server.reserve()
 
     async def _serve_certificate(self, cert: bytes, key: bytes) -> None:
-        self.tls.load(cert, key)
-        if not self.server.listening:
-            await self.server.start()
+        await self.server.serve(cert, key)
         self.serving.set()
+
+    async def refresh_metrics(self) -> None:
+        """Before a scrape: fetch the admission process's metrics (nothing in-process)."""
+        if isinstance(self.server, AdmissionProcess):
+            await self.server.refresh()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``: keep certificates rotated and served. Then, in registration mode,
@@ -150,9 +177,9 @@ class WebhookRuntime:
 
 class ExternalCertificates:
     """Certificates that someone else manages (cert-manager's Certificate writes the Secret and
-    its cainjector the caBundles): re-read the Secret every sync interval and serve its
-    ``tls.crt``/``tls.key`` once they change. Nothing is written, so the operator needs only
-    ``get`` on that one Secret and nothing on the webhook configurations."""
+    its cainjector the caBundles): watch the Secret and serve its ``tls.crt``/``tls.key`` once
+    they change. Nothing is written, so the operator needs only ``get``, ``list`` and ``watch``
+    on that one Secret and nothing on the webhook configurations."""
 
     def __init__(self, kube: KubeClient, settings: CertSettings,
                  on_certificate: Callable[[bytes, bytes], Awaitable[None]]) -> None:
@@ -161,15 +188,16 @@ class ExternalCertificates:
         self.on_certificate = on_certificate
         self.served: bytes | None = None
         self._waiting = False  # logged once until the Secret holds a certificate
+        self.changed = asyncio.Event()
+        self.secret = NamedObject(kube, f"/api/v1/namespaces/{settings.namespace}/secrets",
+                                  settings.secret_name, self.changed.set)
 
     @property
     def ready(self) -> bool:
         return self.served is not None
 
     async def sync(self) -> None:
-        path = (f"/api/v1/namespaces/{self.settings.namespace}/secrets/"
-                f"{self.settings.secret_name}")
-        secret = await self.kube.get(path)
+        secret = self.secret.obj
         data = {k: base64.b64decode(v) for k, v in ((secret or {}).get("data") or {}).items()}
         cert, key = data.get(certs.TLS_CERT_KEY), data.get(certs.TLS_KEY_KEY)
         if not cert or not key:
@@ -186,11 +214,21 @@ class ExternalCertificates:
                      self.settings.namespace, self.settings.secret_name)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.sync()
-            except (ApiException, ValueError, OSError) as exc:  # OSError: ssl.SSLError
-                log.warning("reading the webhook certificate Secret failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.settings.sync_interval)
-
+        """Serve the Secret's certificate whenever the watch brings a new one; a certificate
+        that does not load is retried after the sync interval."""
+        watch = asyncio.create_task(self.secret.run(), name=f"watch {self.secret.path}")
+        try:
+            while not stop.is_set():
+                self.changed.clear()
+                timeout = None
+                if self.secret.synced.is_set():
+                    try:
+                        await self.sync()
+                    except (ValueError, OSError) as exc:  # OSError: ssl.SSLError
+                        log.warning("serving the webhook certificate Secret failed: %s", exc)
+                        timeout = self.settings.sync_interval
+                await until_stop(stop, self.changed.wait(), timeout=timeout)
+        finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch

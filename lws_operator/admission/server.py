@@ -165,6 +165,20 @@ class AdmissionServer:
             self._reserved = bind(self.host, self.port)
             self.port = int(self._reserved[0].getsockname()[1])
 
+    def adopt(self, sockets: list[socket.socket]) -> None:
+        """Listen, in ``start``, on sockets bound elsewhere (by the parent of the admission
+        process, ``admission.process``)."""
+        close(self._reserved)
+        self._reserved = list(sockets)
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+
+    async def serve(self, cert: bytes, key: bytes) -> None:
+        """Serve ``cert`` from now on, listening if not yet."""
+        self.tls.load(cert, key)
+        if not self.listening:
+            await self.start()
+
     async def start(self) -> None:
         """Listen; the certificate must be loaded first (a listener without one fails every
         handshake, which is worse than not listening)."""

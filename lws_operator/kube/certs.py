@@ -1,10 +1,15 @@
 """Self-managed webhook certificates: the Secret, the served certificate and the caBundles.
 
-Every replica runs :class:`WebhookCertManager`. A pass reads the Secret and both webhook
-configurations, asks ``logic.certs.plan`` for the next rotation step, writes it (creating the
+Every replica runs :class:`WebhookCertManager`. It watches the Secret and both webhook
+configurations (``kube.named_watch``: one listing each, then nothing while nothing changes, so
+the operator at rest makes no request for its certificates). A pass runs whenever one of them
+changes, and when the clock alone changes the plan (a renewal falls due): it asks
+``logic.certs.plan`` for the next rotation step from the watched copies, writes it (creating the
 Secret if absent; a replace preconditioned on resourceVersion otherwise, so when replicas race
-exactly one write wins and the others re-plan from it), loads the Secret's serving certificate
-into the live listener, and copies the Secret's ``ca.crt`` into every webhook's caBundle.
+exactly one write wins and the others re-plan from it, after one GET of what won), loads the
+Secret's serving certificate into the live listener, and copies the Secret's ``ca.crt`` into
+every webhook's caBundle. Another replica's rotation, a caBundle edited or a configuration
+deleted is seen through the watch and acted on at once.
 
 The Secret is the source of truth; nothing is kept between passes but what is being served.
 
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import copy
 import datetime as dt
 import logging
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lws_operator.kube.client import ApiException, KubeClient, is_status
+from lws_operator.kube.named_watch import NamedObject, NamedObjects, until_stop
 from lws_operator.logic import certs
 
 log = logging.getLogger(__name__)
@@ -45,6 +50,19 @@ _CONFIG_PATHS = {
     VALIDATING: "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
 }
 _MAX_CONFLICTS = 5
+
+SECRET = "Secret"
+# A plan's next step may be years away: wake at least daily all the same (a suspended host).
+_LONGEST_WAIT = 86400.0
+
+
+class Conflict(Exception):
+    """A write of ``watched`` lost a race (409): re-read it, plan again."""
+
+    def __init__(self, watched: NamedObject) -> None:
+        super().__init__(watched.path)
+        self.watched = watched
+
 
 # Given the CA bundle, the complete configuration objects to register (registration mode).
 Registrar = Callable[[bytes], list[dict[str, Any]]]
@@ -59,7 +77,9 @@ class CertSettings:
     secret_name: str = "lws-webhook-server-cert"
     mutating_configuration: str = "lws-mutating-webhook-configuration"
     validating_configuration: str = "lws-validating-webhook-configuration"
-    # Upper bound between passes; also how fast a replica picks up another replica's rotation.
+    # The longest wait between retries of a failed pass; the rotation plan also allows two of
+    # them for every replica to load a new certificate (``WebhookOptions.policy``). Passes at
+    # rest are driven by the watches and the plan's clock, never by this interval.
     sync_interval: float = 10.0
 
     def configurations(self) -> dict[str, str]:
@@ -110,6 +130,10 @@ class WebhookCertManager:
         self.clock = clock
         self.served: bytes | None = None
         self.last_plan: certs.Plan | None = None
+        self.watched = NamedObjects({
+            SECRET: NamedObject(kube, self._secrets_path, settings.secret_name),
+            **{kind: NamedObject(kube, _CONFIG_PATHS[kind], name)
+               for kind, name in settings.configurations().items()}})
 
     @property
     def ready(self) -> bool:
@@ -132,19 +156,37 @@ class WebhookCertManager:
     # ------------------------------------------------------------------------------ a pass
 
     async def sync(self) -> certs.Plan:
-        """One pass; re-plans from fresh reads after a lost write race."""
+        """One pass over the watched objects (listed first if the watches have not started:
+        a caller outside ``run``); after a lost write race, re-plans from a fresh read of what
+        won."""
+        self.watched.start()
+        await self.watched.synced()
         for _ in range(_MAX_CONFLICTS):
             try:
                 return await self._sync_once()
-            except ApiException as exc:
-                if not is_status(exc, 409):
-                    raise
-                log.debug("conflict while rotating webhook certificates; re-reading")
+            except Conflict as exc:
+                log.debug("conflict while rotating webhook certificates; re-reading %s",
+                          exc.watched.path)
+                await exc.watched.refresh()
         raise RuntimeError(f"webhook certificates: {_MAX_CONFLICTS} write conflicts in a row")
 
+    async def _write(self, key: str, method: str, path: str, body: dict[str, Any],
+                     ) -> dict[str, Any]:
+        """One write of a watched object; its answer is stored at once (the next pass must not
+        wait for the watch's echo), a 409 becomes ``Conflict``."""
+        watched = self.watched[key]
+        try:
+            answer = await self.kube.request(method, path, body=body)
+        except ApiException as exc:
+            if is_status(exc, 409):
+                raise Conflict(watched) from exc
+            raise
+        watched.store(answer, notify=False)
+        return answer
+
     async def _sync_once(self) -> certs.Plan:
-        secret = await self.kube.get(self._secret_path)
-        configs = {kind: await self.kube.get(self._config_path(kind))
+        secret = copy.deepcopy(self.watched[SECRET].obj)
+        configs = {kind: copy.deepcopy(self.watched[kind].obj)
                    for kind in self.settings.configurations()}
         data = _decode(secret)
         injected = self._injected(configs, (data or {}).get(certs.CA_CERT_KEY))
@@ -202,14 +244,14 @@ class WebhookCertManager:
                              "annotations": {GENERATION_ANNOTATION: str(generation)}},
                 "data": encoded,
             }
-            return await self.kube.request("POST", self._secrets_path, body=created)
+            return await self._write(SECRET, "POST", self._secrets_path, created)
         body = copy.deepcopy(secret)
         body["data"] = {**(body.get("data") or {}), **encoded}
         meta = body["metadata"]
         meta["annotations"] = {**(meta.get("annotations") or {}),
                                GENERATION_ANNOTATION: str(generation)}
         # The body carries metadata.resourceVersion: a concurrent writer makes this a 409.
-        return await self.kube.request("PUT", self._secret_path, body=body)
+        return await self._write(SECRET, "PUT", self._secret_path, body)
 
     async def _inject(self, kind: str, live: dict[str, Any] | None, bundle: bytes,
                       generation: int) -> None:
@@ -227,10 +269,10 @@ class WebhookCertManager:
             # We own these objects in this mode: replace them whole (whatever another tool put
             # there, e.g. the Service-based manifests), preconditioned on resourceVersion.
             if live is None:
-                await self.kube.request("POST", _CONFIG_PATHS[kind], body=desired)
+                await self._write(kind, "POST", _CONFIG_PATHS[kind], desired)
             else:
                 desired["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-                await self.kube.request("PUT", self._config_path(kind), body=desired)
+                await self._write(kind, "PUT", self._config_path(kind), desired)
             log.info("registered %s %s", kind, desired["metadata"]["name"])
             return
         if live is None:
@@ -243,35 +285,46 @@ class WebhookCertManager:
         for hook in body.get("webhooks") or []:
             hook.setdefault("clientConfig", {})["caBundle"] = want
         body["metadata"].setdefault("annotations", {})[GENERATION_ANNOTATION] = str(generation)
-        await self.kube.request("PUT", self._config_path(kind), body=body)
+        await self._write(kind, "PUT", self._config_path(kind), body)
         log.info("injected the CA bundle into %s %s", kind, live["metadata"]["name"])
 
     # ---------------------------------------------------------------------------- lifecycle
 
     def _delay(self, plan: certs.Plan) -> float:
-        interval = self.settings.sync_interval
+        """How long the clock alone leaves the plan unchanged; the watches announce any other
+        change. A wait of years is cut to a day, so a suspended host or a clock step is
+        noticed within one."""
         if plan.data is not None:
             return 0.0  # progress was made: the next step may be due already
         until = (plan.next_check - self.clock()).total_seconds()
-        return interval if until <= 0 else min(interval, until)
+        return max(0.0, min(until, _LONGEST_WAIT))
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Pass after pass until ``stop`` is set; errors are logged and retried with backoff."""
+        """Pass after pass until ``stop`` is set: after a change of a watched object, or when
+        the plan's clock says so. Errors are logged and retried with backoff."""
         backoff = 0.5
-        while not stop.is_set():
-            try:
-                delay = self._delay(await self.sync())
-                backoff = 0.5
-            except Exception as exc:
-                # An API error or an OSError (the API server unreachable, the webhook port
-                # taken) is an outage to report in one line, retried; only anything else is a
-                # bug worth its traceback.
-                log.warning("webhook certificate pass failed: %s", exc,
-                            exc_info=not isinstance(exc, (ApiException, OSError)))
-                delay = min(backoff, self.settings.sync_interval)
-                backoff = min(backoff * 2, 30.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=delay)
+        changed = self.watched.changed
+        self.watched.start()
+        try:
+            await until_stop(stop, self.watched.synced())
+            while not stop.is_set():
+                changed.clear()
+                try:
+                    delay = self._delay(await self.sync())
+                    backoff = 0.5
+                except Exception as exc:
+                    # An API error or an OSError (the API server unreachable, the webhook port
+                    # taken) is an outage to report in one line, retried; only anything else
+                    # is a bug worth its traceback.
+                    log.warning("webhook certificate pass failed: %s", exc,
+                                exc_info=not isinstance(exc, (ApiException, OSError)))
+                    delay = min(backoff, self.settings.sync_interval)
+                    backoff = min(backoff * 2, 30.0)
+                if delay == 0.0:
+                    continue
+                await until_stop(stop, changed.wait(), timeout=delay)
+        finally:
+            await self.watched.stop()
 
     async def unregister(self) -> None:
         """Delete the configurations we registered (registration mode only)."""

@@ -19,14 +19,16 @@ caches when it answers again (``kube.watch``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import aiohttp
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
 
@@ -208,6 +210,42 @@ class KubeClient:
         self.metrics.requests.labels(code, method, self.host).inc()
         verb, resource = request_info(method, path, query, content_type)
         self.metrics.api_requests.labels(verb, resource, code).inc()
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, *, query: Mapping[str, str] | None = None,
+                     read_timeout: float | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A GET whose answer is read line by line as it arrives (a watch): yields an iterator
+        of the lines, which ends when the server ends the answer. Counted, rate-limited and
+        observed like :meth:`raw` (one request, however long it lasts); ``ApiException`` for a
+        non-2xx status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        params = await self.api.param_serialize(
+            method="GET", resource_path=path, query_params=list((query or {}).items()) or None,
+            header_params={"Accept": JSON}, auth_settings=["BearerToken"])
+        code = NO_ANSWER
+        try:
+            response = await self.api.call_api(*params, _request_timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=30.0, sock_read=read_timeout))
+            code = str(response.status)
+        finally:
+            if self.metrics is not None:
+                self._count("GET", path, query, JSON, code)
+            self.reachability.saw(code)
+        try:
+            if not 200 <= response.status < 300:
+                data = await response.read()
+                raise ApiException(status=response.status, reason=response.reason,
+                                   body=data.decode(errors="replace"))
+
+            async def lines() -> AsyncIterator[bytes]:
+                content = response.response.content
+                while line := await content.readline():
+                    yield line
+
+            yield lines()
+        finally:
+            response.response.release()
 
     async def get(self, path: str) -> dict[str, Any] | None:
         """The object at ``path``, or None if it does not exist."""

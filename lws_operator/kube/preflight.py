@@ -93,14 +93,16 @@ def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: st
     operator only ever touches one, so RBAC granting just that object (``resourceNames``)
     passes."""
     needs = admission or AdmissionNeeds()
-    verbs = ("get", "update") if needs.manage_certificates else ("get",)
+    # The certificate objects are watched (``kube.named_watch``): list and watch by name.
+    verbs = ("get", "list", "watch", "update") if needs.manage_certificates \
+        else ("get", "list", "watch")
     out = [Permission(verb, "", "secrets", namespace=namespace, name=needs.secret)
            for verb in verbs]
     if needs.manage_certificates:
         out += [Permission(verb, "admissionregistration.k8s.io", kind, name=name)
                 for kind, name in (("mutatingwebhookconfigurations", needs.mutating),
                                    ("validatingwebhookconfigurations", needs.validating))
-                for verb in ("get", "update")]
+                for verb in ("get", "list", "watch", "update")]
     if needs.review_metrics:
         out += [Permission("create", "authentication.k8s.io", "tokenreviews"),
                 Permission("create", "authorization.k8s.io", "subjectaccessreviews")]

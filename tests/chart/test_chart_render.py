@@ -202,10 +202,12 @@ def test_cert_manager_mode() -> None:
             f"ops/{certificate['metadata']['name']}")
     assert "--cert-management=external" in container(objs)["args"]
     assert not by_kind(objs, "Secret"), "cert-manager owns the Secret"
-    # The operator only reads the Secret then, and writes no webhook configuration.
+    # The operator only reads (and watches) the Secret then, and writes no webhook
+    # configuration.
     role = manager_namespace_role(objs)
     assert {"apiGroups": [""], "resources": ["secrets"],
-            "resourceNames": ["lws-webhook-server-cert"], "verbs": ["get"]} in role["rules"]
+            "resourceNames": ["lws-webhook-server-cert"],
+            "verbs": ["get", "list", "watch"]} in role["rules"]
     cluster_role = manager_role(objs)
     assert not any("admissionregistration.k8s.io" in r["apiGroups"]
                    for r in cluster_role["rules"])
@@ -246,11 +248,13 @@ def test_rbac_has_no_wildcards(case: str) -> None:
             if rule.get("nonResourceURLs"):
                 assert role["metadata"]["name"].endswith("-metrics-reader")
                 assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
-            # Secrets only by name, in the release namespace.
+            # Secrets only by name, in the release namespace. list and watch restricted by
+            # resourceNames are allowed only with a field selector on that name (the
+            # certificate Secret is watched), so they read nothing a get could not.
             if "secrets" in rule.get("resources", []):
                 assert role["kind"] == "Role"
                 assert rule["resourceNames"]
-                assert set(rule["verbs"]) <= {"get", "update"}
+                assert set(rule["verbs"]) <= {"get", "list", "watch", "update"}
 
 
 def test_people_get_leaderworkersets_through_the_default_roles() -> None:

@@ -7,9 +7,11 @@ retry log a full traceback for what is an ordinary ``address already in use``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import errno
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,14 +21,24 @@ from lws_operator.logic import certs
 
 
 class _Kube:
-    """Nothing exists yet; creates echo their body."""
+    """Nothing exists yet (listings are empty, watches quiet); creates echo their body."""
 
     async def get(self, path: str) -> None:
         return None
 
     async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        if method == "GET":
+            return {"items": [], "metadata": {"resourceVersion": "1"}}
         body: dict[str, Any] = kwargs["body"]
         return body
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, **kwargs: Any) -> AsyncIterator[AsyncIterator[bytes]]:
+        async def quiet() -> AsyncIterator[bytes]:
+            await asyncio.Event().wait()
+            yield b""
+
+        yield quiet()
 
 
 async def _one_failed_pass(error: Exception, caplog: pytest.LogCaptureFixture,

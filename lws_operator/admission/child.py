@@ -1,0 +1,113 @@
+"""The admission process: serves the webhooks on sockets its parent bound, with the certificates
+its parent sends, until its parent says stop or is gone (``admission.process`` says why).
+
+    python -m lws_operator.admission.child --control-fd N --listen-fds A[,B] --settings JSON
+
+Started only by ``AdmissionProcess``; nothing here talks to the API server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import gc
+import json
+import logging
+import signal
+import socket
+import sys
+
+import prometheus_client
+from prometheus_client import CollectorRegistry
+
+from lws_operator.admission import review
+from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.process import (
+    CERTIFICATE,
+    METRICS,
+    SERVING,
+    STOP,
+    ChildSettings,
+    fingerprint,
+    inherited_sockets,
+    receive,
+    send,
+)
+from lws_operator.admission.server import AdmissionServer, ServingTLS
+
+log = logging.getLogger("lws_operator.admission.child")
+
+
+async def serve(settings: ChildSettings, control: socket.socket,
+                listeners: list[socket.socket]) -> None:
+    prometheus_client.disable_created_metrics()  # as the parent's registry (kube.metrics)
+    registry = CollectorRegistry()
+    tls = ServingTLS(settings.tls_min_version, settings.tls_ciphers)
+    server = AdmissionServer(
+        tls=tls, handlers=review.handlers(settings.scheduler_provider), host=settings.host,
+        port=settings.port, metrics=WebhookMetrics(registry),
+        shutdown_timeout=settings.shutdown_timeout)
+    server.adopt(listeners)
+    reader, writer = await asyncio.open_unix_connection(sock=control)
+    # Everything imported so far lives as long as the process: keep it out of the collector's
+    # generations, so a collection walks only what admissions allocate.
+    gc.freeze()
+    try:
+        while (message := await receive(reader)) is not None:
+            kind = message[0]
+            if kind == CERTIFICATE:
+                tls.load(message[1], message[2])
+                if not server.listening:
+                    await server.start()
+                await send(writer, (SERVING, fingerprint(message[1])))
+            elif kind == METRICS:
+                await send(writer, (METRICS, list(registry.collect())))
+            elif kind == STOP:
+                break
+        else:
+            log.warning("the operator process is gone; the admission process stops")
+    finally:
+        await server.stop()
+        writer.close()
+
+
+class _JsonLines(logging.Formatter):
+    """The operator's JSON log line (``lws-operator run --log-format json``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(),
+                 "level": record.levelname.lower(), "logger": record.name,
+                 "msg": record.getMessage()}
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _setup_logging(level: str, fmt: str) -> None:
+    """Lines in the parent's format, on the stderr they share."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonLines() if fmt == "json" else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lws_operator.admission.child")
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--listen-fds", required=True)
+    parser.add_argument("--settings", required=True)
+    args = parser.parse_args(argv)
+    settings = ChildSettings(**json.loads(args.settings))
+    # The parent decides when this process stops (see admission.process).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _setup_logging(settings.log_level, settings.log_format)
+    control = socket.socket(fileno=args.control_fd)
+    listeners = inherited_sockets([int(fd) for fd in args.listen_fds.split(",") if fd])
+    asyncio.run(serve(settings, control, listeners))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

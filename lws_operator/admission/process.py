@@ -1,0 +1,282 @@
+"""The admission webhooks in a process of their own, so that no reconcile pass delays an admission.
+
+Served on the controllers' event loop, an admission waited behind whatever pass held the loop;
+served from a thread of the same process, it still waited for the GIL, which the controllers'
+CPU work holds for up to the interpreter's switch interval at a time, several times per request
+(measured: at 200 admissions/s with one busy thread beside it, a thread-served webhook answered
+in 85 ms at the median, a process-served one in 3 ms). So ``lws-operator run`` serves admissions
+from a child process (``python -m lws_operator.admission.child``, the same interpreter and
+package), and keeps everything that talks to the API server in the parent:
+
+* **Port.** The parent binds the webhook port at start (a taken port is still one line at
+  startup, ``listener.bind``) and hands the bound sockets to the child, which listens on them
+  once it has a certificate. The chart's ports and values are unchanged.
+* **Certificates.** The parent's certificate manager (``kube.certs``) sends each certificate it
+  would have served to the child over a private socket pair and waits for the child to confirm
+  that new connections get it; rotation is unchanged.
+* **Metrics.** The child counts its admissions on a registry of its own under the same names
+  (``admission.metrics``); before each scrape of the operator's ``/metrics`` the parent asks the
+  child for them (``refresh``) and serves them with its own (``ChildMetrics``), so one scrape
+  shows everything, as before. Prometheus' multiprocess mode was not used: it needs a shared
+  writable directory, changes how every gauge of the process aggregates, and would have touched
+  every metric of the controllers to move three.
+* **Readiness.** Ready once the child confirmed the certificate of the Secret.
+* **Lifetime.** The child stops when the parent tells it to (after unregistering, in-flight
+  admissions drain) or when the parent is gone: the parent's end of the socket pair closes with
+  it, killed or not, and the child drains and exits on that end of file. It ignores SIGINT and
+  SIGTERM (a terminal's Ctrl-C reaches the whole process group, and the parent must unregister
+  before the webhooks stop). A child that dies is started again, with the last certificate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import pickle
+import socket
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from lws_operator.admission.listener import bind, close
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("!I")
+# Messages, as tuples whose first item names them.
+CERTIFICATE = "certificate"  # parent -> child: (cert PEM, key PEM)
+SERVING = "serving"  # child -> parent: the SHA-256 of the certificate now served
+METRICS = "metrics"  # parent -> child: a request; child -> parent: the metric families
+STOP = "stop"  # parent -> child: drain and exit
+_ANSWER_TIMEOUT = 30.0
+_METRICS_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class ChildSettings:
+    """What the child needs to serve (everything else stays in the parent)."""
+
+    host: str
+    port: int
+    scheduler_provider: str | None = None
+    tls_min_version: str | None = None
+    tls_ciphers: str | None = None
+    shutdown_timeout: float = 10.0
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+def fingerprint(cert_pem: bytes) -> str:
+    return hashlib.sha256(cert_pem).hexdigest()
+
+
+async def send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
+    """One message: its length, then its pickle (both ends are this package, over a socket
+    pair nobody else holds)."""
+    data = pickle.dumps(message)
+    writer.write(_HEADER.pack(len(data)) + data)
+    await writer.drain()
+
+
+async def receive(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+    """The next message, or None at the end of the stream (the other side is gone)."""
+    try:
+        header = await reader.readexactly(_HEADER.size)
+        data = await reader.readexactly(_HEADER.unpack(header)[0])
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    message: tuple[Any, ...] = pickle.loads(data)  # only this package writes to the pair
+    return message
+
+
+class ChildMetrics(Collector):
+    """The child's metric families as last fetched, served from the parent's registry."""
+
+    def __init__(self) -> None:
+        self.families: list[Metric] = []
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self.families)
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # unknown until the child answers: no name check at registration
+
+
+class AdmissionProcess:
+    """The parent's handle on the admission child: same interface as ``AdmissionServer`` for
+    ``WebhookRuntime`` (``reserve``, ``serve``, ``listening``, ``port``, ``stop``)."""
+
+    def __init__(self, settings: ChildSettings,
+                 registry: CollectorRegistry | None = None) -> None:
+        self.settings = settings
+        self.host = settings.host
+        self.port = settings.port
+        self.metrics = ChildMetrics()
+        if registry is not None:
+            registry.register(self.metrics)
+        self._reserved: list[socket.socket] = []
+        self._child: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._answers: dict[str, asyncio.Future[Any]] = {}
+        self._certificate: tuple[bytes, bytes] | None = None
+        self._serving: str | None = None
+        self._stopping = False
+        self._lock = asyncio.Lock()
+        self.restarts = 0
+
+    @property
+    def listening(self) -> bool:
+        """The child runs and confirmed the current certificate."""
+        return (self._child is not None and self._child.returncode is None
+                and self._certificate is not None
+                and self._serving == fingerprint(self._certificate[0]))
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid if self._child is not None else None
+
+    def reserve(self) -> None:
+        """Bind the port now (``OSError`` if that fails); the child listens on it."""
+        if not self._reserved:
+            self._reserved = bind(self.host, self.port)
+            self.port = int(self._reserved[0].getsockname()[1])
+
+    async def _start_child(self) -> None:
+        self.reserve()
+        parent_end, child_end = socket.socketpair()
+        fds = [child_end.fileno(), *(s.fileno() for s in self._reserved)]
+        try:
+            settings = {**asdict(self.settings), "port": self.port}
+            self._child = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "lws_operator.admission.child",
+                "--control-fd", str(fds[0]), "--listen-fds", ",".join(map(str, fds[1:])),
+                "--settings", _encode(settings),
+                pass_fds=fds, stdin=asyncio.subprocess.DEVNULL)
+        finally:
+            child_end.close()
+        reader, self._writer = await asyncio.open_unix_connection(sock=parent_end)
+        self._serving = None
+        self._reader_task = asyncio.create_task(self._read(reader, self._child),
+                                                name="admission-child")
+        log.info("admission webhooks served by process %d", self._child.pid)
+
+    async def _read(self, reader: asyncio.StreamReader,
+                    child: asyncio.subprocess.Process) -> None:
+        """The child's answers, until it is gone; then, unless we are stopping, a new child."""
+        while (message := await receive(reader)) is not None:
+            kind = message[0]
+            if kind == SERVING:
+                self._serving = message[1]
+            elif kind == METRICS:
+                self.metrics.families = message[1]
+            future = self._answers.pop(kind, None)
+            if future is not None and not future.done():
+                future.set_result(message[1])
+        code = await child.wait()
+        for future in self._answers.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the admission process exited"))
+        self._answers.clear()
+        if self._stopping:
+            return
+        log.error("the admission process %d exited with status %s; starting it again",
+                  child.pid, code)
+        while not self._stopping:
+            self.restarts += 1
+            await asyncio.sleep(min(0.5 * self.restarts, 10.0))
+            if self._stopping:
+                return
+            async with self._lock:
+                try:
+                    await self._start_child()
+                except OSError as exc:
+                    log.error("starting the admission process again failed: %s", exc)
+                    continue
+                # From here the new child's reader watches it (and starts the next one).
+                if self._certificate is not None:
+                    try:
+                        await self._ask(CERTIFICATE, *self._certificate)
+                    except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
+                        log.error("the new admission process did not take the certificate "
+                                  "(%s): starting another", exc)
+                        if self._child is not None and self._child.returncode is None:
+                            self._child.kill()
+            return
+
+    async def _ask(self, kind: str, *payload: Any) -> Any:
+        """Send a request and wait for its answer (answers of one kind come in order)."""
+        assert self._writer is not None
+        answer_kind = SERVING if kind == CERTIFICATE else kind
+        future = self._answers.get(answer_kind)
+        if future is None or future.done():
+            future = self._answers[answer_kind] = asyncio.get_running_loop().create_future()
+        await send(self._writer, (kind, *payload))
+        timeout = _METRICS_TIMEOUT if kind == METRICS else _ANSWER_TIMEOUT
+        return await asyncio.wait_for(asyncio.shield(future), timeout)
+
+    async def serve(self, cert: bytes, key: bytes) -> None:
+        """Serve ``cert`` from now on: returns once the child confirms that new connections
+        get it (the first time: that it listens)."""
+        async with self._lock:
+            self._certificate = (cert, key)
+            if self._child is None:
+                await self._start_child()
+            served = await self._ask(CERTIFICATE, cert, key)
+        if served != fingerprint(cert):
+            raise RuntimeError("the admission process serves another certificate")
+
+    async def refresh(self) -> None:
+        """Fetch the child's metrics (before a scrape); the last ones stay on failure."""
+        if self._writer is None or self._child is None or self._child.returncode is not None:
+            return
+        try:
+            await self._ask(METRICS)
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            log.warning("could not fetch the admission process's metrics: %s",
+                        exc or type(exc).__name__)
+
+    async def stop(self) -> None:
+        """Tell the child to stop accepting and drain its in-flight admissions, wait for it
+        (killing it after its shutdown timeout and a margin), release the port."""
+        self._stopping = True
+        child, writer = self._child, self._writer
+        if child is not None and child.returncode is None and writer is not None:
+            with contextlib.suppress(ConnectionError, OSError):
+                await send(writer, (STOP,))
+            try:
+                await asyncio.wait_for(child.wait(), self.settings.shutdown_timeout + 5.0)
+            except TimeoutError:
+                log.warning("the admission process %d did not stop; killing it", child.pid)
+                child.kill()
+                await child.wait()
+        if writer is not None:
+            writer.close()
+        if self._reader_task is not None:
+            await asyncio.gather(self._reader_task, return_exceptions=True)
+        reserved, self._reserved = self._reserved, []
+        close(reserved)
+
+
+def _encode(settings: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(settings, separators=(",", ":"))
+
+
+def inherited_sockets(fds: Sequence[int]) -> list[socket.socket]:
+    """The bound sockets the parent handed over, by descriptor."""
+    out = []
+    for fd in fds:
+        os.set_inheritable(fd, False)
+        out.append(socket.socket(fileno=fd))
+    return out
