@@ -54,6 +54,9 @@ class DisaggregatedSetReconciler:
         self.runner = PassRunner(executor)
         self.cache = cache
         self.now = now
+        # Per set: what its snapshots are built from, while the cache has not changed for it
+        # (the set object and the change marks of its children; dropped with the set).
+        self.held: dict[Key, tuple[tuple[object, ...], tuple[Any, ...]]] = {}
 
     def observe(self, key: Key, decided: DsDecided = NOTHING_DECIDED,
                 collected: tuple[str, ...] = (),
@@ -62,15 +65,21 @@ class DisaggregatedSetReconciler:
         namespace, _name = key
         ds = self.cache[KIND].get(*key)
         if ds is None or meta_of(ds).get("deletionTimestamp"):
+            self.held.pop(key, None)
             return None
+        marks = (ds, *(self.cache[kind].changed(key) for kind in (LWS, SERVICE, SCALER_KIND)))
+        held = self.held.get(key)
+        if held is None or held[0][0] is not ds or held[0][1:] != marks[1:]:
+            # Read again only when the cache changed for the set (``KindStore.changed``).
+            held = self.held[key] = (marks, (
+                {"apiVersion": API_VERSION, "kind": KIND, **ds},
+                tuple(self.cache[LWS].owned_by(key)), tuple(self.cache[SERVICE].owned_by(key)),
+                tuple(self.cache[SCALER_KIND].owned_by(key))))
+        body, lws, services, scalers = held[1]
         return DsObserved(
-            body={"apiVersion": API_VERSION, "kind": KIND, **ds},
-            lws=tuple(self.cache[LWS].owned_by(key)),
-            lws_named=InNamespace(self.cache[LWS], namespace),
-            services=tuple(self.cache[SERVICE].owned_by(key)),
-            services_named=InNamespace(self.cache[SERVICE], namespace),
-            scalers=tuple(self.cache[SCALER_KIND].owned_by(key)),
-            scalers_named=InNamespace(self.cache[SCALER_KIND], namespace),
+            body=body, lws=lws, lws_named=InNamespace(self.cache[LWS], namespace),
+            services=services, services_named=InNamespace(self.cache[SERVICE], namespace),
+            scalers=scalers, scalers_named=InNamespace(self.cache[SCALER_KIND], namespace),
             now=self.now(), decided=decided, collected=collected, fetched=fetched or {})
 
     async def reconcile(self, key: Key) -> float | None:
