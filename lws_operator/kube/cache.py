@@ -242,6 +242,16 @@ class KindStore:
                 if not members:
                     del self._by_owner[owner]
 
+    def holds(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` is stored as it is: the same UID at the same resourceVersion (a
+        resourceVersion names one state of an object, so nothing in it can be new)."""
+        meta = meta_of(obj)
+        stored = self._objects.get((str(meta.get("namespace") or ""),
+                                    str(meta.get("name") or "")))
+        version = meta.get("resourceVersion")
+        return stored is not None and bool(version) and cached_uid(stored) == cached_uid(obj) \
+            and meta_of(stored).get("resourceVersion") == version
+
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._objects.get((namespace, name))
 
