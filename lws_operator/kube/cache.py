@@ -5,8 +5,8 @@ namespace and the ``leaderworkerset.sigs.k8s.io/name`` label (LeaderWorkerSets b
 name), which is exactly the grouping a pass needs. The DisaggregatedSet controller keeps a cache
 of its own, indexed by its owner (``ds_owner_key``): the index is a parameter of the cache.
 ``managedFields`` are dropped on the way in: they are the bulk of an object and nothing reads
-them; a pod keeps only the parts of its spec that some decision reads, as the logic declares
-them (``lean``).
+them; a pod keeps only the parts of its spec and status that some decision reads, as the logic
+declares them (``lean``); keys and short strings are interned (``shared``).
 
 kopf delivers the events of each object UID in order, but objects of different UIDs in separate
 streams: when a pod is deleted and recreated under the same name (a StatefulSet replacing a
@@ -48,7 +48,7 @@ from typing import Any
 from lws_operator.api import disaggregated as ds_api
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.logic.objects import meta_of
-from lws_operator.logic.observed import observed_spec
+from lws_operator.logic.observed import observed_spec, observed_status
 
 _intern = sys.intern
 Key = tuple[str, str]  # (namespace, name)
@@ -126,17 +126,20 @@ def shared(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """A copy of an object of ``kind`` without ``metadata.managedFields``; a pod also
-    without the parts of its spec no decision reads; its keys and short strings interned
-    (``shared``).
+    without the parts of its spec and status no decision reads; its keys and short strings
+    interned (``shared``).
 
     Which kinds are trimmed and what they keep is declared once, in the logic that reads them
-    (``logic.observed.CACHED_SPEC_SHAPES``, for pods ``POD_SPEC_SHAPE``): the decisions and
+    (``logic.observed.CACHED_SPEC_SHAPES`` and ``CACHED_STATUS_SHAPES``, for pods
+    ``POD_SPEC_SHAPE`` and ``POD_STATUS_SHAPE``): the decisions and
     this cache share the declaration, so they cannot drift apart (the cache once dropped the
     containers that tell whether a leader requests TPUs: found running upstream's TPU samples).
     The store's kind decides, not the object's ``kind`` field, which a watch event may lack."""
     out = dict(obj)
     if isinstance(out.get("spec"), Mapping):
         out["spec"] = observed_spec(kind, out["spec"])
+    if isinstance(out.get("status"), Mapping):
+        out["status"] = observed_status(kind, out["status"])
     meta = dict(meta_of(obj))
     meta.pop("managedFields", None)
     out["metadata"] = meta
@@ -246,6 +249,16 @@ class KindStore:
                 if not members:
                     del self._by_owner[owner]
                     del self._changed[owner]
+
+    def holds(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` is stored as it is: the same UID at the same resourceVersion (a
+        resourceVersion names one state of an object, so nothing in it can be new)."""
+        meta = meta_of(obj)
+        stored = self._objects.get((str(meta.get("namespace") or ""),
+                                    str(meta.get("name") or "")))
+        version = meta.get("resourceVersion")
+        return stored is not None and bool(version) and cached_uid(stored) == cached_uid(obj) \
+            and meta_of(stored).get("resourceVersion") == version
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._objects.get((namespace, name))

@@ -209,11 +209,17 @@ class Watches:
         """Runs on the main loop: update the cache, tell the controller of the owner. An event
         without a type comes from a listing, an owner's ADDED may find leftovers of a
         namesake: both call for a resync (``kube.gaps``)."""
+        store = self.cache[kind]
         if event_type is None:
             self.gaps.listed(kind)
+            if store.holds(body):
+                # Listed again as cached: kopf's first listing after our own (``prime``), or a
+                # relisting of an object that did not change. No news for its owner, and no
+                # second copy to build: at a cold start over 50,000 pods this re-cached every
+                # object and passed every set once more.
+                return
         elif kind == self.owner_kind and event_type == "ADDED":
             self._check_leftovers(body)
-        store = self.cache[kind]
         owner = store.delete(body, gone=True) if event_type == "DELETED" else store.upsert(body)
         if kind == "Pod" and event_type == "DELETED" and owner is not None:
             self.cache.bury(owner, body)

@@ -19,10 +19,12 @@ TPUs" means; the cache stays a plain subset of the object, never a second interp
 Only what that function reads of a container is kept: its name (for its error message) and its
 ``google.com/tpu`` limit and request, so the memory cost per pod is a few short strings.
 
-Pods are the only kind trimmed (``CACHED_SPEC_SHAPES``): there are many of them per group and
-their specs are large. Every other kind is cached whole but for ``metadata.managedFields``,
-which nothing reads, so no read of them can miss; ``tests/unit/test_cached_shapes.py`` checks
-both, and a kind that starts to be trimmed must be declared there, with a guard like the pods'.
+Pods are the only kind trimmed (``CACHED_SPEC_SHAPES``, and ``CACHED_STATUS_SHAPES`` for
+their status, where the same holds: ``POD_STATUS_SHAPE``): there are many of them per group
+and their specs and statuses are large. Every other kind is cached whole but for
+``metadata.managedFields``, which nothing reads, so no read of them can miss;
+``tests/unit/test_cached_shapes.py`` checks both, and a kind that starts to be trimmed must be
+declared there, with a guard like the pods'.
 """
 
 from __future__ import annotations
@@ -55,8 +57,24 @@ POD_SPEC_SHAPE: Final[Mapping[str, Shape]] = {
 }
 
 
+# Every part of a pod's status that a decision reads: the phase (readiness, restart, group
+# metrics), the conditions whole (Ready and ContainersReady, PodScheduled's reason, message and
+# transition time for stalls and unschedulable groups, the group-ready gate's) and each
+# container's restart count (``restart.restarted``). The rest (addresses, start time, QoS class,
+# each container's image, IDs and state) is a Running pod's larger half as the kubelet reports
+# it, and nothing reads it.
+_CONTAINER_STATUS: Final[Mapping[str, Shape]] = {"restartCount": True}
+POD_STATUS_SHAPE: Final[Mapping[str, Shape]] = {
+    "phase": True,
+    "conditions": True,
+    "containerStatuses": _CONTAINER_STATUS,
+    "initContainerStatuses": _CONTAINER_STATUS,
+}
+
 # The kinds whose spec the watch cache trims, and the shape it keeps of each (module docstring).
 CACHED_SPEC_SHAPES: Final[Mapping[str, Mapping[str, Shape]]] = {"Pod": POD_SPEC_SHAPE}
+# The same for status.
+CACHED_STATUS_SHAPES: Final[Mapping[str, Mapping[str, Shape]]] = {"Pod": POD_STATUS_SHAPE}
 
 
 def project(value: Any, shape: Shape) -> Any:
@@ -82,3 +100,10 @@ def observed_spec(kind: str, spec: Mapping[str, Any]) -> Mapping[str, Any]:
     for a trimmed kind, else ``spec`` itself."""
     shape = CACHED_SPEC_SHAPES.get(kind)
     return spec if shape is None else dict(project(spec, shape))
+
+
+def observed_status(kind: str, status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The part of the status of an object of ``kind`` that the cache keeps: the declared
+    shape for a trimmed kind, else ``status`` itself."""
+    shape = CACHED_STATUS_SHAPES.get(kind)
+    return status if shape is None else dict(project(status, shape))

@@ -1,5 +1,6 @@
-"""What keeps the watch cache small: each cached object holds interned keys and short strings
-(``kube.cache.shared``), and shares no dict or list with the decoded event it came from."""
+"""What keeps the watch cache small beyond the trimming of pods (``test_cached_shapes.py``):
+each cached object holds interned keys and short strings (``kube.cache.shared``), and shares
+no dict or list with the decoded event it came from."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Any
 from lws_operator.kube.cache import SHARED_STRING_LENGTH, KindStore, lean, shared
 
 
-def pod(name: str) -> dict[str, Any]:
-    """A pod as one watch event decodes it: its own copy of every string."""
+def statefulset(name: str) -> dict[str, Any]:
+    """A StatefulSet (a kind the cache keeps whole) as one watch event decodes it: its own copy
+    of every string."""
     return json.loads(json.dumps({
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
                      "labels": {"leaderworkerset.sigs.k8s.io/name": "sample"},
                      "managedFields": [{"manager": "kubelet"}]},
@@ -33,10 +35,10 @@ def keys_and_strings(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else []
 
 
-def test_two_cached_pods_share_their_keys_and_short_strings() -> None:
-    store = KindStore("Pod")
-    store.upsert(pod("a"))
-    store.upsert(pod("b"))
+def test_two_cached_objects_share_their_keys_and_short_strings() -> None:
+    store = KindStore("StatefulSet")
+    store.upsert(statefulset("a"))
+    store.upsert(statefulset("b"))
     a, b = store.get("ns", "a"), store.get("ns", "b")
     assert a is not None
     assert b is not None
@@ -50,11 +52,10 @@ def test_two_cached_pods_share_their_keys_and_short_strings() -> None:
 
 
 def test_a_cached_object_shares_no_container_with_its_event() -> None:
-    event = pod("a")
-    cached = lean(event, "Pod")
+    event = statefulset("a")
+    cached = lean(event, "StatefulSet")
     assert cached == {**event, "metadata": {k: v for k, v in event["metadata"].items()
-                                            if k != "managedFields"},
-                      "spec": {"nodeName": "node-1", "containers": [{"name": "main"}]}}
+                                            if k != "managedFields"}}
     event["status"]["conditions"][0]["status"] = "False"
     event["status"]["hostIPs"].append("10.1.0.2")
     event["metadata"]["labels"]["new"] = "label"

@@ -1,7 +1,8 @@
 """Guard: what the watch cache keeps of each kind is what ``logic.observed`` declares.
 
-Only the kinds in ``CACHED_SPEC_SHAPES`` are trimmed, to their declared shape (the pods' is
-checked against every read of the logic in ``test_cached_pod_reads.py``); every other kind the
+Only the kinds in ``CACHED_SPEC_SHAPES`` and ``CACHED_STATUS_SHAPES`` are trimmed, to their
+declared shapes (the pods' are checked against every read of the logic in
+``test_cached_pod_reads.py``); every other kind the
 cache holds is kept whole but for ``metadata.managedFields``, which nothing in the operator
 reads. A kind trimmed without a declaration, or a declaration the cache ignores, fails here.
 """
@@ -16,7 +17,13 @@ import pytest
 
 import lws_operator
 from lws_operator.kube.cache import ClusterCache, lean
-from lws_operator.logic.observed import CACHED_SPEC_SHAPES, POD_SPEC_SHAPE, project
+from lws_operator.logic.observed import (
+    CACHED_SPEC_SHAPES,
+    CACHED_STATUS_SHAPES,
+    POD_SPEC_SHAPE,
+    POD_STATUS_SHAPE,
+    project,
+)
 
 
 def full(kind: str) -> dict[str, Any]:
@@ -47,6 +54,8 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 def test_shapes_are_declared_for_cached_kinds_only() -> None:
     assert set(CACHED_SPEC_SHAPES) <= set(ClusterCache.KINDS)
     assert CACHED_SPEC_SHAPES["Pod"] is POD_SPEC_SHAPE
+    assert set(CACHED_STATUS_SHAPES) <= set(ClusterCache.KINDS)
+    assert CACHED_STATUS_SHAPES["Pod"] is POD_STATUS_SHAPE
 
 
 @pytest.mark.parametrize("kind", ClusterCache.KINDS)
@@ -60,6 +69,10 @@ def test_the_cache_keeps_each_kind_as_declared(kind: str) -> None:
     if shape is not None:
         expected["spec"] = project(obj["spec"], shape)
         assert expected["spec"] != obj["spec"]  # the sample has something to trim
+    status_shape = CACHED_STATUS_SHAPES.get(kind)
+    if status_shape is not None:
+        expected["status"] = project(obj["status"], status_shape)
+        assert expected["status"] != obj["status"]
     assert stored == expected
     assert lean(obj, kind) == expected
     assert obj == full(kind)  # the event's object is left as it came

@@ -166,3 +166,23 @@ async def test_a_set_created_over_cached_leftovers_of_a_namesake_asks_for_a_resy
     assert run.watches.gaps.pending
     assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=LEFTOVERS) == 1
     await run.watches.gaps.close()
+
+
+async def test_a_listing_of_an_object_cached_as_it_is_wakes_no_pass() -> None:
+    """kopf's first listing comes after the operator's own: objects it lists unchanged (same
+    UID and resourceVersion) are news to nobody; a changed or new one is, and every listing
+    still asks for a resync."""
+    run, _registry = runtime()
+    run.watches._observe("Service", "ADDED", obj("Service", "x", "s1", owner="x"))
+    assert await run.queue.get() == ("ns", "x")  # taken by a worker: no longer queued
+    run.watches._observe("Service", None, obj("Service", "x", "s1", owner="x"))
+    assert len(run.queue) == 0
+    assert run.watches.gaps.pending
+    changed = obj("Service", "x", "s1", owner="x")
+    changed["metadata"]["resourceVersion"] = "6"
+    run.watches._observe("Service", None, changed)
+    assert len(run.queue) == 1
+    assert run.watches.cache["Service"].get("ns", "x") == changed
+    run.watches._observe("Service", None, obj("Service", "y", "s2", owner="y"))
+    assert len(run.queue) == 2
+    await run.watches.gaps.close()
