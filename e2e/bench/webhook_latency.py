@@ -160,7 +160,8 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
         if working is not None:
             await working
         listed = await kube.request("GET", pods, query={"labelSelector": NAME_LABEL})
-        await kube.request("DELETE", pods, query={"labelSelector": NAME_LABEL})
+        # Thousands of pods: deleting them takes longer than a request's usual 30 s.
+        await kube.request("DELETE", pods, query={"labelSelector": NAME_LABEL}, timeout=600.0)
         code = await operator.stop()
     finally:
         stop_work.set()

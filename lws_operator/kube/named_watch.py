@@ -111,7 +111,9 @@ class NamedObject:
         else:
             self.store(None, deleted=True)
         self._version = str((listed.get("metadata") or {}).get("resourceVersion") or "") or None
-        self.synced.set()
+        if not self.synced.is_set():
+            self.synced.set()
+            self.on_change()  # the first listing is news, even of an absent object
 
     async def _watch(self) -> None:
         query = {**self._selector, "watch": "true", "allowWatchBookmarks": "true"}
