@@ -1,0 +1,150 @@
+"""Which watch events wake a pass, and how soon (``kube.watch`` and the runtime's
+``_changed``): an event that changes nothing the cache keeps of an object but its
+resourceVersion wakes none; a set's own events and deletions wake one at once; the other
+events of its children join one pass a short window later. Nothing here reaches an API server;
+the queue runs on a manual clock."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kubernetes.aio import client
+from prometheus_client import CollectorRegistry
+
+from lws_operator.api.constants import NAME_LABEL
+from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
+from lws_operator.kube.client import KubeClient
+from lws_operator.kube.watch import news
+from lws_operator.kube.workqueue import WorkQueue
+from tests.unit.manual_clock import ManualClock, settle
+
+WINDOW = 0.05
+
+
+def pod(version: str = "5", **changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "x-0", "namespace": "ns", "uid": "p1",
+                     "resourceVersion": version, "labels": {NAME_LABEL: "x"},
+                     "managedFields": [{"manager": "kubelet"}]},
+        "spec": {"nodeName": "", "containers": [{"name": "c", "image": "engine:v1"}]},
+        "status": {"phase": "Pending"},
+    }
+    for path, value in changes.items():
+        where = body
+        *parents, last = path.split("__")
+        for part in parents:
+            where = where[part]
+        where[last] = value
+    return body
+
+
+def runtime() -> tuple[ControllerRuntime, ManualClock, CollectorRegistry]:
+    kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
+    registry = CollectorRegistry()
+    run = ControllerRuntime(kube, ControllerOptions(child_event_window=WINDOW), registry)
+    clock = ManualClock()
+    run.queue = WorkQueue("leaderworkerset", clock=clock, sleep=clock.sleep)
+    return run, clock, registry
+
+
+@pytest.mark.parametrize(("before", "after", "expected"), [
+    (None, {"metadata": {"name": "a"}}, True),
+    ({"metadata": {"name": "a"}}, None, True),
+    ({"metadata": {"name": "a", "resourceVersion": "1"}},
+     {"metadata": {"name": "a", "resourceVersion": "2"}}, False),
+    ({"metadata": {"name": "a", "resourceVersion": "1"}, "status": {"phase": "Pending"}},
+     {"metadata": {"name": "a", "resourceVersion": "2"}, "status": {"phase": "Running"}}, True),
+    ({"metadata": {"name": "a", "resourceVersion": "1"}},
+     {"metadata": {"name": "a", "resourceVersion": "2", "deletionTimestamp": "t"}}, True),
+    ({"metadata": {"name": "a", "labels": {"k": "1"}}},
+     {"metadata": {"name": "a", "labels": {"k": "2"}}}, True),
+    ({"metadata": {"name": "a"}, "status": {}}, {"metadata": {"name": "a"}}, True),
+    ({"metadata": {"name": "a"}}, {"metadata": {"name": "a"}, "status": {}}, True),
+    ({"metadata": {"name": "a", "generation": 1}},
+     {"metadata": {"name": "a", "generation": 2}}, True),
+], ids=["stored anew", "forgotten", "only the resourceVersion", "status", "deleting",
+        "labels", "a field dropped", "a field added", "generation"])
+def test_news_is_any_difference_but_the_resource_version(
+        before: dict[str, Any] | None, after: dict[str, Any] | None, expected: bool) -> None:
+    assert news(before, after) is expected
+
+
+def test_an_event_that_was_not_stored_is_no_news() -> None:
+    stored = {"metadata": {"name": "a", "resourceVersion": "9"}}
+    assert not news(stored, stored)
+    assert not news(None, None)
+
+
+async def test_the_echo_of_a_stored_answer_wakes_no_pass() -> None:
+    run, clock, registry = runtime()
+    run.cache["Pod"].upsert(pod())  # the executor stored the answer of our own write
+    run.watches._observe("Pod", "MODIFIED", pod())  # its watch event
+    run.watches._observe("Pod", "MODIFIED", pod("6", metadata__managedFields=[]))
+    run.watches._observe("Pod", "MODIFIED",  # a spec field no decision reads (trimmed)
+                         pod("7", spec__containers=[{"name": "c", "image": "engine:v2"}]))
+    run.watches._observe("Pod", None, pod("7"))  # kopf's listing after ours
+    clock.advance(1)
+    await settle()
+    assert len(run.queue) == 0
+    assert run.queue.coalescing() == {}
+    stored = run.cache["Pod"].get("ns", "x-0")
+    assert stored is not None
+    assert stored["metadata"]["resourceVersion"] == "7"
+    assert registry.get_sample_value("lws_operator_watch_events_unchanged_total",
+                                     {"kind": "Pod"}) == 4
+    await run.watches.gaps.close()
+
+
+async def test_an_older_event_than_the_stored_object_wakes_no_pass() -> None:
+    run, clock, _ = runtime()
+    run.cache["Pod"].upsert(pod("9", status={"phase": "Running"}))
+    run.watches._observe("Pod", "MODIFIED", pod("8", status={"phase": "Pending"}))
+    clock.advance(1)
+    await settle()
+    assert len(run.queue) == 0
+    await run.watches.gaps.close()
+
+
+async def test_a_burst_of_pod_changes_makes_one_pass_after_the_window() -> None:
+    run, clock, _ = runtime()
+    run.watches._observe("Pod", "ADDED", pod())
+    clock.advance(WINDOW / 2)
+    run.watches._observe("Pod", "MODIFIED", pod("6", spec__nodeName="node-1"))
+    run.watches._observe("Pod", "MODIFIED", pod("7", spec__nodeName="node-1",
+                                                status={"phase": "Running"}))
+    assert len(run.queue) == 0
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WINDOW)}
+    clock.advance(WINDOW / 2)
+    await settle()
+    assert len(run.queue) == 1
+    assert await run.queue.get() == ("ns", "x")
+    await run.watches.gaps.close()
+
+
+async def test_a_set_event_and_a_deletion_wake_a_pass_at_once() -> None:
+    run, _, _ = runtime()
+    lws: dict[str, Any] = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "x", "namespace": "ns", "uid": "l1", "resourceVersion": "3"},
+           "spec": {"replicas": 1}}
+    run.watches._observe("LeaderWorkerSet", "ADDED", lws)
+    assert len(run.queue) == 1
+    assert await run.queue.get() == ("ns", "x")
+    run.queue.done(("ns", "x"))
+
+    run.watches._observe("Pod", "ADDED", pod())
+    assert len(run.queue) == 0  # coalescing
+    run.watches._observe("Pod", "DELETED", pod("6"))
+    assert len(run.queue) == 1
+    assert run.queue.coalescing() == {}  # the deletion's pass covers the coalesced news
+
+    changed = copy.deepcopy(lws)
+    changed["metadata"]["resourceVersion"] = "4"
+    changed["spec"]["replicas"] = 2
+    assert await run.queue.get() == ("ns", "x")
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", changed)
+    run.queue.done(("ns", "x"))
+    assert len(run.queue) == 1  # again at once, after the pass that was running
+    await run.watches.gaps.close()
