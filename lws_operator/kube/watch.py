@@ -142,6 +142,29 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+class _NoProgress(kopf.ProgressStorage):
+    """kopf's progress storage records the state of change handlers in annotations or status;
+    with event handlers only it holds nothing, yet kopf still asks it to clear its keys from
+    every event's essence (a deep copy of the default storages' making). Nothing to clear,
+    fetch, store or purge here; and kopf writes nothing to our objects either way."""
+
+    def fetch(self, *, key: kopf.HandlerId, body: kopf.Body) -> kopf.ProgressRecord | None:
+        return None
+
+    def store(self, *, key: kopf.HandlerId, record: kopf.ProgressRecord, body: kopf.Body,
+              patch: kopf.Patch) -> None:
+        return None
+
+    def purge(self, *, key: kopf.HandlerId, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        return None
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return essence
+
+
 class SignalsForwarded(logging.Filter):
     """Drops kopf's warning ``OS signals are ignored: running not in the main thread`` from
     the thread kopf runs in, which the operator's log would otherwise show at every start.
@@ -344,6 +367,7 @@ class Watches:
     def settings(self) -> kopf.OperatorSettings:
         settings = kopf.OperatorSettings()
         settings.persistence.diffbase_storage = _NoDiffBase()
+        settings.persistence.progress_storage = _NoProgress()
         settings.posting.enabled = False
         settings.peering.standalone = True
         settings.watching.chunk_size = self.list_chunk_size
