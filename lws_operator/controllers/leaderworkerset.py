@@ -35,11 +35,6 @@ from lws_operator.logic.steps.release import release_plan
 from lws_operator.logic.steps.termination import stop_workers
 
 NOT_SYNCED_REQUEUE = 1.0
-# A pass a plan stopped without saying when to look again (it wrote, and the steps after it
-# must see the outcome: a recreation, released pods) looks again after this many seconds. The
-# watch events of its writes once brought that pass, but an event that changes nothing the
-# cache holds (the echo of a write whose answer was stored) wakes no pass (``kube.watch``).
-AFTER_STOP_REQUEUE = 0.05
 NOTHING_DECIDED = Decided()
 
 
@@ -148,11 +143,7 @@ class LeaderWorkerSetReconciler:
 
         ran = await self.runner.run(self.steps, observe, NOTHING_DECIDED,
                                     lambda obs: obs.body, adopt=adopt, settle=settle)
-        if ran.gone:
-            return None
-        if ran.stopped and ran.requeue_after is None:
-            return AFTER_STOP_REQUEUE
-        return ran.requeue_after
+        return None if ran.gone else ran.requeue_after
 
     def _remember(self, key: Key, memory: Memory) -> None:
         if memory == Memory():

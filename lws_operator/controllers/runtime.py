@@ -81,7 +81,7 @@ CHILD_EVENT_WINDOW = 0.05
 # group transition (upstream's controller, one worker behind a deduplicating queue, sees a set
 # far less often: about a third of our status writes). Passes for the set's own events, for
 # deletions and for requeues are not held back.
-CHILD_PASS_INTERVAL = 0.0
+CHILD_PASS_INTERVAL = 0.5
 
 
 @dataclass(frozen=True)

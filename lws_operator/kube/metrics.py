@@ -207,9 +207,10 @@ class WatchMetrics:
     for a resync: ``listed``, ``reconnected``, ``leftovers``),
     ``lws_operator_cache_resyncs_total{kind}`` (the lists made to find the deletions a listing
     cannot show) and ``lws_operator_cache_resync_dropped_total{kind}`` (cached objects found
-    deleted that way). Also ``lws_operator_watch_events_unchanged_total{kind}``: events that
-    changed nothing the cache keeps of an object but its resourceVersion (the echoes of the
-    operator's own writes, mostly), which wake no pass (``kube.watch``)."""
+    deleted that way). Also ``lws_operator_watch_events_unchanged_total{kind}``: events of an
+    owner (a LeaderWorkerSet, a DisaggregatedSet) that changed nothing the cache keeps of it
+    but its resourceVersion (the echoes of the operator's status writes, mostly), which wake no
+    pass (``kube.watch``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.relistings = Counter(
@@ -233,8 +234,8 @@ class WatchMetrics:
             ["kind"], registry=registry)
         self.unchanged = Counter(
             "lws_operator_watch_events_unchanged_total",
-            "Watch events that changed nothing the cache keeps of an object but its "
-            "resourceVersion (the echoes of the operator's own writes, mostly), so woke no "
+            "Watch events of an owner that changed nothing the cache keeps of it but its "
+            "resourceVersion (the echoes of the operator's status writes, mostly), so woke no "
             "pass, by kind.", ["kind"], registry=registry)
 
     @classmethod

@@ -36,13 +36,14 @@ no batch on its way schedules one drain ``HANDOFF_DELAY`` later, and the events 
 it. Waking the other thread's loop (``call_soon_threadsafe``, a self-pipe write and a hand-over
 of the GIL) once per event was the watch thread's largest cost after kopf's own processing.
 
-An event that brings nothing new wakes no pass: the cache keeps a projection of each object
-(``kube.cache.lean``: a pod's spec trimmed to what decisions read, no managedFields), and when
-the projection stored after the event equals the one before but for the resourceVersion, no
-decision can come out differently. That is, above all, the echo of the operator's own writes,
-whose answers the executor stored already, and the duplicates of the listing kopf makes when it
-starts after ours. A pass that writes and then stops before the end relies on no echo either:
-the reconciler looks again itself (``controllers.leaderworkerset``).
+An event of an owner (a LeaderWorkerSet) that brings nothing new wakes no pass: when what the
+cache keeps of it (``kube.cache.lean``: no managedFields) equals what it kept before but for
+the resourceVersion, no decision can come out differently. That is, above all, the echo of the
+status write that ends a pass, whose answer the executor stored already, and the duplicates of
+the listing kopf makes when it starts after ours. Children's echoes still wake a pass (joining
+the children's coalesced one): a pass may decide differently right after its own writes, as
+upstream's does (the partition of a rollout's first pass, which created the revision, is the
+next pass's to lower), and the watch event of the write is what brings that pass.
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ class Watches:
             key = cached_key(body)
             before = store.get(*key)
             owner = store.upsert(body)
-            if not news(before, store.get(*key)):
+            if kind == self.owner_kind and not news(before, store.get(*key)):
                 self.watch_metrics.unchanged.labels(kind).inc()
                 return
         if owner is not None and owner[1]:
