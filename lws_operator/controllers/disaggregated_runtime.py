@@ -74,8 +74,9 @@ class DisaggregatedSetRuntime:
                                owner_kind=KIND, list_chunk_size=list_chunk_size)
         self.primed = False
 
-    def _changed(self, _kind: str, owner: Key) -> None:
-        """A child of the set ``owner`` changed (or the set itself): a pass."""
+    def _changed(self, _kind: str, _event_type: str | None, owner: Key) -> None:
+        """A child of the set ``owner`` changed (or the set itself): a pass. (Its children are
+        few and their events rare next to a LeaderWorkerSet's pods: nothing to coalesce.)"""
         self.queue.add(owner)
 
     def _enqueue_all(self) -> int:

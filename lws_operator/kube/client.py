@@ -14,6 +14,12 @@ controller-runtime counts them and by Kubernetes verb and resource (``request_in
 tell, say, status writes of LeaderWorkerSets from pod patches. It is also where the process
 learns, for free, that the API server was away (``Reachability``): the watch layer resyncs its
 caches when it answers again (``kube.watch``).
+
+The proxy environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``) is read once, when the
+client connects (``resolve_proxy``), not by aiohttp on every request: the library's session
+trusts the environment, which made every request look up proxies and ``~/.netrc`` in a thread
+of the default executor (a measurable share of the operator's CPU under load). The server's
+address does not change, so neither does the answer.
 """
 
 from __future__ import annotations
@@ -29,8 +35,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
+from aiohttp import BasicAuth
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
+from yarl import URL
 
 from lws_operator.kube.metrics import ClientMetrics
 from lws_operator.kube.ratelimit import TokenBucket
@@ -45,6 +54,7 @@ __all__ = [
     "in_cluster",
     "is_status",
     "request_info",
+    "resolve_proxy",
 ]
 
 JSON = "application/json"
@@ -69,6 +79,25 @@ def in_cluster_namespace() -> str | None:
 
 def is_status(exc: BaseException, *codes: int) -> bool:
     return isinstance(exc, ApiException) and exc.status in codes
+
+
+def resolve_proxy(conf: client.Configuration) -> None:
+    """Settle ``conf``'s proxy once, as aiohttp's ``trust_env`` would for each request to its
+    server (the module docstring): a proxy the kubeconfig names (``proxy-url``) stands;
+    otherwise the environment's proxy for the server's scheme, unless ``NO_PROXY`` exempts
+    the server, with the credentials of the proxy's URL (or of ``~/.netrc``) sent as its
+    ``Proxy-Authorization``. The session then stops consulting the environment."""
+    if not conf.proxy and conf.host:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(conf.host))
+        except LookupError:
+            pass  # no proxy for this server
+        else:
+            conf.proxy = str(proxy)
+            if isinstance(auth, BasicAuth):
+                conf.proxy_headers = {**(conf.proxy_headers or {}),
+                                      "Proxy-Authorization": auth.encode()}
+    conf.client_session_kwargs = {**(conf.client_session_kwargs or {}), "trust_env": False}
 
 
 # The code a request is counted with when no HTTP answer came.
@@ -134,6 +163,7 @@ class KubeClient:
             path = kubeconfig or os.environ.get("KUBECONFIG") or None
             await config.load_kube_config(config_file=path, context=context,
                                           client_configuration=conf, persist_config=False)
+        resolve_proxy(conf)
         return cls(client.ApiClient(configuration=conf), limiter=limiter, metrics=metrics)
 
     async def close(self) -> None:

@@ -207,7 +207,10 @@ class WatchMetrics:
     for a resync: ``listed``, ``reconnected``, ``leftovers``),
     ``lws_operator_cache_resyncs_total{kind}`` (the lists made to find the deletions a listing
     cannot show) and ``lws_operator_cache_resync_dropped_total{kind}`` (cached objects found
-    deleted that way)."""
+    deleted that way). Also ``lws_operator_watch_events_unchanged_total{kind}``: events of an
+    owner (a LeaderWorkerSet, a DisaggregatedSet) that changed nothing the cache keeps of it
+    but its resourceVersion (the echoes of the operator's status writes, mostly), which wake no
+    pass (``kube.watch``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.relistings = Counter(
@@ -229,6 +232,11 @@ class WatchMetrics:
             "lws_operator_cache_resync_dropped_total",
             "Cached objects a resync found deleted (their DELETED event never came), by kind.",
             ["kind"], registry=registry)
+        self.unchanged = Counter(
+            "lws_operator_watch_events_unchanged_total",
+            "Watch events of an owner that changed nothing the cache keeps of it but its "
+            "resourceVersion (the echoes of the operator's status writes, mostly), so woke no "
+            "pass, by kind.", ["kind"], registry=registry)
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> WatchMetrics:

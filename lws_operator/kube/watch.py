@@ -31,7 +31,19 @@ each is needed and what none of them sees).
 kopf runs in a thread of its own, with its own event loop (kopf's documented embedding): when it
 exits it cancels every task of its loop that it did not see start, which in a shared loop would
 include the webhooks' request handlers and whoever is waiting for it to stop. Its handlers hand
-each event to the main loop, where the caches and the queue live, with ``call_soon_threadsafe``.
+each event to the main loop, where the caches and the queue live, in batches: an event finding
+no batch on its way schedules one drain ``HANDOFF_DELAY`` later, and the events meanwhile join
+it. Waking the other thread's loop (``call_soon_threadsafe``, a self-pipe write and a hand-over
+of the GIL) once per event was the watch thread's largest cost after kopf's own processing.
+
+An event of an owner (a LeaderWorkerSet) that brings nothing new wakes no pass: when what the
+cache keeps of it (``kube.cache.lean``: no managedFields) equals what it kept before but for
+the resourceVersion, no decision can come out differently. That is, above all, the echo of the
+status write that ends a pass, whose answer the executor stored already, and the duplicates of
+the listing kopf makes when it starts after ours. Children's echoes still wake a pass (joining
+the children's coalesced one): a pass may decide differently right after its own writes, as
+upstream's does (the partition of a rollout's first pass, which created the revision, is the
+next pass's to lower), and the watch event of the write is what brings that pass.
 """
 
 from __future__ import annotations
@@ -77,11 +89,17 @@ WATCH_CONNECT_TIMEOUT = 10
 # cached copy), the bulk of the cold start's peak memory.
 KOPF_WORKER_IDLE = 0.2
 
+# Seconds between the first event of a batch and its hand-over to the main loop (module
+# docstring): long enough that busy watches hand over several events per wake-up, short next to
+# a pass and to the controllers' own coalescing of child events.
+HANDOFF_DELAY = 0.005
+
 # (kind, group, version, plural, list path, label selector)
 Watch = tuple[str, str, str, str, str, str | None]
-# What a controller is told of every event: the kind, and the key of the object's owner
-# (namespace and LeaderWorkerSet name, the cache's ``Key``).
-Changed = Callable[[str, Key], None]
+# What a controller is told of every event that changed what the cache holds: the kind, the
+# event's type (None for a listing's) and the key of the object's owner (namespace and
+# LeaderWorkerSet name, the cache's ``Key``).
+Changed = Callable[[str, str | None, Key], None]
 # (group, version, plural, field selector): a kind watched only to be told of its events (one
 # object, say, selected by ``metadata.name=...``), never cached; and what is told: the event's
 # type and the object.
@@ -131,6 +149,29 @@ class _NoDiffBase(kopf.DiffBaseStorage):
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         return None
+
+
+class _NoProgress(kopf.ProgressStorage):
+    """kopf's progress storage records the state of change handlers in annotations or status;
+    with event handlers only it holds nothing, yet kopf still asks it to clear its keys from
+    every event's essence (a deep copy of the default storages' making). Nothing to clear,
+    fetch, store or purge here; and kopf writes nothing to our objects either way."""
+
+    def fetch(self, *, key: kopf.HandlerId, body: kopf.Body) -> kopf.ProgressRecord | None:
+        return None
+
+    def store(self, *, key: kopf.HandlerId, record: kopf.ProgressRecord, body: kopf.Body,
+              patch: kopf.Patch) -> None:
+        return None
+
+    def purge(self, *, key: kopf.HandlerId, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        return None
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return essence
 
 
 class SignalsForwarded(logging.Filter):
@@ -220,13 +261,21 @@ class Watches:
                 return
         elif kind == self.owner_kind and event_type == "ADDED":
             self._check_leftovers(body)
-        owner = store.delete(body, gone=True) if event_type == "DELETED" else store.upsert(body)
-        if kind == "Pod" and event_type == "DELETED" and owner is not None:
-            self.cache.bury(owner, body)
-        if kind == self.owner_kind and event_type == "DELETED" and owner is not None:
-            self.cache.depart(owner, body)
+        if event_type == "DELETED":
+            owner = store.delete(body, gone=True)
+            if kind == "Pod" and owner is not None:
+                self.cache.bury(owner, body)
+            if kind == self.owner_kind and owner is not None:
+                self.cache.depart(owner, body)
+        else:
+            key = cached_key(body)
+            before = store.get(*key)
+            owner = store.upsert(body)
+            if kind == self.owner_kind and not news(before, store.get(*key)):
+                self.watch_metrics.unchanged.labels(kind).inc()
+                return
         if owner is not None and owner[1]:
-            self.changed(kind, owner)
+            self.changed(kind, event_type, owner)
 
     # ------------------------------------------------------------------------ resyncing
 
@@ -314,7 +363,7 @@ class Watches:
                 self._inbox.append((_kind, type, dict(body)))
                 if not self._drain_pending:
                     self._drain_pending = True
-                    loop.call_soon_threadsafe(self._drain)
+                    loop.call_soon_threadsafe(loop.call_later, HANDOFF_DELAY, self._drain)
 
             kopf.on.event(group, version, plural, labels=labels, registry=registry,
                           id=f"observe-{plural}.{group}")(handler)
@@ -333,6 +382,7 @@ class Watches:
     def settings(self) -> kopf.OperatorSettings:
         settings = kopf.OperatorSettings()
         settings.persistence.diffbase_storage = _NoDiffBase()
+        settings.persistence.progress_storage = _NoProgress()
         settings.posting.enabled = False
         settings.peering.standalone = True
         settings.watching.chunk_size = self.list_chunk_size
@@ -476,6 +526,32 @@ class Watches:
         if self._started is not None:
             self._started.cancel()
         self._thread_stop.set()
+
+
+def news(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
+    """Whether an event changed what the cache holds of an object (``before`` and ``after``
+    the stored projections around it): stored anew, or different in anything but the
+    resourceVersion (module docstring). An event that was not stored (older than the stored
+    object, or of a deleted one) brings nothing."""
+    if after is before:
+        return False
+    if before is None or after is None:
+        return True
+    if len(before) != len(after):
+        return True
+    for field, value in after.items():
+        if field == "metadata":
+            continue
+        if before.get(field, _ABSENT) != value:
+            return True
+    meta_before, meta_after = before.get("metadata") or {}, after.get("metadata") or {}
+    if len(meta_before) != len(meta_after):
+        return True
+    return any(name != "resourceVersion" and meta_before.get(name, _ABSENT) != value
+               for name, value in meta_after.items())
+
+
+_ABSENT = object()
 
 
 def connection_info(kube: KubeClient) -> kopf.ConnectionInfo:

@@ -11,7 +11,13 @@ spec change"):
   by a token bucket (10 retries a second, 100 burst), so a broken API server or a bad object
   cannot make the operator spin;
 - delayed adds (``add_after``) sit in one heap served by one timer task; an earlier deadline for
-  a key replaces a later one.
+  a key replaces a later one;
+- coalesced adds (``add_soon``, ours, not client-go's): "this key needs a pass, but a burst of
+  news is arriving": the key is added once ``window`` seconds after the first such add, and the
+  adds meanwhile join it. It is dropped when the key is added (or handed out) before then: that
+  pass reads the cache after the news arrived, so the coalesced add has nothing left to bring.
+  Watch events of a set's pods and StatefulSets come in bursts (a group's pods start together),
+  and without it each event that found the key idle made a pass of its own.
 
 Semantics follow client-go's rate-limited queue, which is what a drop-in for the Go controller
 should behave like; the metrics are controller-runtime's ``workqueue_*``. Time is injected
@@ -142,6 +148,8 @@ class WorkQueue(Generic[K]):
         # entries (superseded by an earlier deadline) are skipped when they surface.
         self._waiting: dict[K, tuple[float, int]] = {}
         self._heap: list[tuple[float, int, K]] = []
+        # Coalesced adds (``add_soon``): key -> (deadline, sequence), in the same heap.
+        self._soon: dict[K, tuple[float, int]] = {}
         self._sequence = itertools.count()
         self._timer: asyncio.Task[None] | None = None
         self._timer_wakeup = asyncio.Event()
@@ -174,6 +182,10 @@ class WorkQueue(Generic[K]):
         """Delayed adds not yet due: key -> deadline (by the queue's clock)."""
         return {key: deadline for key, (deadline, _) in self._waiting.items()}
 
+    def coalescing(self) -> dict[K, float]:
+        """Coalesced adds not yet due: key -> deadline (by the queue's clock)."""
+        return {key: deadline for key, (deadline, _) in self._soon.items()}
+
     # --- adding -----------------------------------------------------------------------------
 
     def add(self, key: K) -> None:
@@ -182,6 +194,7 @@ class WorkQueue(Generic[K]):
         if self._shutting_down or key in self._dirty:
             return
         self._dirty.add(key)
+        self._soon.pop(key, None)  # this pass reads whatever the coalesced add waited for
         self._added_at[key] = self.clock()
         self._adds.inc()
         if key in self._processing:
@@ -202,13 +215,33 @@ class WorkQueue(Generic[K]):
         pending = self._waiting.get(key)
         if pending is not None and pending[0] <= deadline:
             return
+        self._schedule(self._waiting, key, deadline)
+
+    def _schedule(self, entries: dict[K, tuple[float, int]], key: K, deadline: float) -> None:
+        """One live heap entry for ``key`` in ``entries`` (delayed or coalesced adds), due at
+        ``deadline``; the timer re-arms when it is the new earliest."""
         sequence = next(self._sequence)
-        self._waiting[key] = (deadline, sequence)
+        entries[key] = (deadline, sequence)
         heapq.heappush(self._heap, (deadline, sequence, key))
         self._drop_stale_heads()
         if self._heap[0][1] == sequence:  # a new earliest deadline: the timer must re-arm
             self._timer_wakeup.set()
         self._ensure_timer()
+
+    def add_soon(self, key: K, window: float) -> None:
+        """Add the key ``window`` seconds from now, unless it waits for a worker already or is
+        added before then (module docstring); a pending coalesced add with an earlier deadline
+        stands. Not a retry: nothing is counted but the add itself, when it happens."""
+        if self._shutting_down or key in self._dirty:
+            return
+        if window <= 0:
+            self.add(key)
+            return
+        deadline = self.clock() + window
+        pending = self._soon.get(key)
+        if pending is not None and pending[0] <= deadline:
+            return
+        self._schedule(self._soon, key, deadline)
 
     def add_rate_limited(self, key: K) -> None:
         """Add the key after its backoff: the retry path of a failed pass."""
@@ -285,11 +318,18 @@ class WorkQueue(Generic[K]):
                 waiter.set_result(None)
                 return
 
+    def _live(self, key: K, sequence: int) -> dict[K, tuple[float, int]] | None:
+        """Which of the delayed or coalesced adds a heap entry is the live one of, if any."""
+        for entries in (self._waiting, self._soon):
+            live = entries.get(key)
+            if live is not None and live[1] == sequence:
+                return entries
+        return None
+
     def _drop_stale_heads(self) -> None:
         while self._heap:
             _, sequence, key = self._heap[0]
-            live = self._waiting.get(key)
-            if live is not None and live[1] == sequence:
+            if self._live(key, sequence) is not None:
                 return
             heapq.heappop(self._heap)
 
@@ -300,8 +340,10 @@ class WorkQueue(Generic[K]):
             self._drop_stale_heads()
             if not self._heap or self._heap[0][0] > now:
                 return
-            _, _, key = heapq.heappop(self._heap)
-            del self._waiting[key]
+            _, sequence, key = heapq.heappop(self._heap)
+            entries = self._live(key, sequence)
+            if entries is not None:
+                del entries[key]
             self.add(key)
 
     def _ensure_timer(self) -> None:

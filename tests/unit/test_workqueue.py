@@ -346,6 +346,92 @@ async def test_one_timer_serves_many_delayed_keys() -> None:
     queue.shutdown()
 
 
+# --- coalesced adds -------------------------------------------------------------------------
+
+async def test_a_burst_of_coalesced_adds_makes_one_pass_a_window_after_the_first() -> None:
+    clock = ManualClock()
+    queue = new_queue(clock)
+    queue.add_soon("a", 0.1)
+    clock.advance(0.05)
+    queue.add_soon("a", 0.1)  # joins the pending one: its deadline stays t=0.1
+    assert queue.coalescing() == {"a": pytest.approx(0.1)}
+    assert await nothing_ready(queue)
+    clock.advance(0.05)
+    assert await get_now(queue) == "a"
+    queue.done("a")
+    clock.advance(1)
+    assert await nothing_ready(queue)
+    assert queue.coalescing() == {}
+
+
+async def test_a_coalesced_add_of_a_key_already_waiting_adds_nothing_later() -> None:
+    clock = ManualClock()
+    queue = new_queue(clock)
+    queue.add("a")
+    queue.add_soon("a", 0.1)  # the waiting pass reads the cache after this news
+    assert queue.coalescing() == {}
+    assert await get_now(queue) == "a"
+    queue.done("a")
+    clock.advance(1)
+    assert await nothing_ready(queue)
+
+
+async def test_an_add_before_the_window_ends_drops_the_coalesced_add() -> None:
+    clock = ManualClock()
+    queue = new_queue(clock)
+    queue.add_soon("a", 0.1)
+    queue.add("a")  # a set's own event: at once, and it covers the coalesced news
+    assert await get_now(queue) == "a"
+    queue.done("a")
+    assert queue.coalescing() == {}
+    clock.advance(1)
+    assert await nothing_ready(queue)
+
+
+async def test_a_coalesced_add_during_a_pass_runs_once_after_the_window() -> None:
+    clock = ManualClock()
+    queue = new_queue(clock)
+    queue.add("a")
+    assert await get_now(queue) == "a"
+    queue.add_soon("a", 0.1)  # news the running pass may have missed
+    queue.done("a")
+    assert await nothing_ready(queue)
+    clock.advance(0.1)
+    assert await get_now(queue) == "a"
+
+
+async def test_coalesced_and_delayed_adds_of_a_key_are_independent() -> None:
+    clock = ManualClock()
+    registry = CollectorRegistry()
+    queue = new_queue(clock, registry)
+    queue.add_after("a", 5)  # a pass's requeue_after
+    queue.add_soon("a", 0.1)
+    assert queue.waiting() == {"a": 5}
+    clock.advance(0.1)
+    assert await get_now(queue) == "a"
+    queue.done("a")
+    assert queue.waiting() == {"a": 5}  # the requeue still stands
+    clock.advance(4.9)
+    assert await get_now(queue) == "a"
+    assert sample(registry, "workqueue_retries_total") == 1  # add_after's; add_soon is no retry
+    assert sample(registry, "workqueue_adds_total") == 2
+
+
+async def test_a_coalesced_add_without_a_window_is_an_add() -> None:
+    clock = ManualClock()
+    queue = new_queue(clock)
+    queue.add_soon("a", 0)
+    assert await get_now(queue) == "a"
+
+
+async def test_coalesced_adds_after_shutdown_are_ignored() -> None:
+    clock = ManualClock()
+    queue = new_queue(clock)
+    queue.shutdown()
+    queue.add_soon("a", 0.1)
+    assert queue.coalescing() == {}
+
+
 # --- metrics --------------------------------------------------------------------------------
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:

@@ -1,0 +1,196 @@
+"""Which watch events wake a pass, and how soon (``kube.watch`` and the runtime's
+``_changed``): an event that changes nothing the cache keeps of an object but its
+resourceVersion wakes none; a set's own events and deletions wake one at once; the other
+events of its children join one pass a short window later. Nothing here reaches an API server;
+the queue runs on a manual clock."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kubernetes.aio import client
+from prometheus_client import CollectorRegistry
+
+from lws_operator.api.constants import NAME_LABEL
+from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
+from lws_operator.kube.client import KubeClient
+from lws_operator.kube.watch import news
+from lws_operator.kube.workqueue import WorkQueue
+from tests.unit.manual_clock import ManualClock, settle
+
+WINDOW = 0.05
+
+
+def pod(version: str = "5", **changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "x-0", "namespace": "ns", "uid": "p1",
+                     "resourceVersion": version, "labels": {NAME_LABEL: "x"},
+                     "managedFields": [{"manager": "kubelet"}]},
+        "spec": {"nodeName": "", "containers": [{"name": "c", "image": "engine:v1"}]},
+        "status": {"phase": "Pending"},
+    }
+    for path, value in changes.items():
+        where = body
+        *parents, last = path.split("__")
+        for part in parents:
+            where = where[part]
+        where[last] = value
+    return body
+
+
+def runtime(interval: float = 0.0) -> tuple[ControllerRuntime, ManualClock, CollectorRegistry]:
+    kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
+    registry = CollectorRegistry()
+    options = ControllerOptions(child_event_window=WINDOW, child_pass_interval=interval)
+    run = ControllerRuntime(kube, options, registry)
+    clock = ManualClock()
+    run.queue = WorkQueue("leaderworkerset", clock=clock, sleep=clock.sleep)
+    return run, clock, registry
+
+
+@pytest.mark.parametrize(("before", "after", "expected"), [
+    (None, {"metadata": {"name": "a"}}, True),
+    ({"metadata": {"name": "a"}}, None, True),
+    ({"metadata": {"name": "a", "resourceVersion": "1"}},
+     {"metadata": {"name": "a", "resourceVersion": "2"}}, False),
+    ({"metadata": {"name": "a", "resourceVersion": "1"}, "status": {"phase": "Pending"}},
+     {"metadata": {"name": "a", "resourceVersion": "2"}, "status": {"phase": "Running"}}, True),
+    ({"metadata": {"name": "a", "resourceVersion": "1"}},
+     {"metadata": {"name": "a", "resourceVersion": "2", "deletionTimestamp": "t"}}, True),
+    ({"metadata": {"name": "a", "labels": {"k": "1"}}},
+     {"metadata": {"name": "a", "labels": {"k": "2"}}}, True),
+    ({"metadata": {"name": "a"}, "status": {}}, {"metadata": {"name": "a"}}, True),
+    ({"metadata": {"name": "a"}}, {"metadata": {"name": "a"}, "status": {}}, True),
+    ({"metadata": {"name": "a", "generation": 1}},
+     {"metadata": {"name": "a", "generation": 2}}, True),
+], ids=["stored anew", "forgotten", "only the resourceVersion", "status", "deleting",
+        "labels", "a field dropped", "a field added", "generation"])
+def test_news_is_any_difference_but_the_resource_version(
+        before: dict[str, Any] | None, after: dict[str, Any] | None, expected: bool) -> None:
+    assert news(before, after) is expected
+
+
+def test_an_event_that_was_not_stored_is_no_news() -> None:
+    stored = {"metadata": {"name": "a", "resourceVersion": "9"}}
+    assert not news(stored, stored)
+    assert not news(None, None)
+
+
+def lws(version: str = "3", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "x", "namespace": "ns", "uid": "l1",
+                         "resourceVersion": version, "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"replicas": 1, **spec}, "status": {"readyReplicas": 0}}
+
+
+async def test_the_echo_of_a_stored_status_write_wakes_no_pass() -> None:
+    run, clock, registry = runtime()
+    run.cache["LeaderWorkerSet"].upsert(lws())  # the executor stored the answer of our write
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", lws())  # its watch event
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", {**lws("4"), "metadata": {
+        **lws("4")["metadata"], "managedFields": []}})  # nothing kept changed
+    run.watches._observe("LeaderWorkerSet", None, lws("4"))  # kopf's listing after ours
+    clock.advance(1)
+    await settle()
+    assert len(run.queue) == 0
+    stored = run.cache["LeaderWorkerSet"].get("ns", "x")
+    assert stored is not None
+    assert stored["metadata"]["resourceVersion"] == "4"
+    assert registry.get_sample_value("lws_operator_watch_events_unchanged_total",
+                                     {"kind": "LeaderWorkerSet"}) == 3
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", lws("5", replicas=2))
+    assert len(run.queue) == 1  # a change wakes a pass at once
+    await run.watches.gaps.close()
+
+
+async def test_an_older_event_than_the_stored_set_wakes_no_pass() -> None:
+    run, clock, _ = runtime()
+    run.cache["LeaderWorkerSet"].upsert(lws("9", replicas=3))
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", lws("8", replicas=2))
+    clock.advance(1)
+    await settle()
+    assert len(run.queue) == 0
+    await run.watches.gaps.close()
+
+
+async def test_the_echo_of_a_childs_write_still_wakes_a_pass() -> None:
+    """A pass may decide differently right after its own writes (a rollout's first pass, which
+    created the revision, leaves the partition to the next one): the echo of a child's write
+    brings that pass, as upstream's watch does."""
+    run, clock, _ = runtime()
+    run.cache["Pod"].upsert(pod())
+    run.watches._observe("Pod", "MODIFIED", pod())
+    clock.advance(WINDOW)
+    await settle()
+    assert len(run.queue) == 1
+    await run.watches.gaps.close()
+
+
+async def test_a_burst_of_pod_changes_makes_one_pass_after_the_window() -> None:
+    run, clock, _ = runtime()
+    run.watches._observe("Pod", "ADDED", pod())
+    clock.advance(WINDOW / 2)
+    run.watches._observe("Pod", "MODIFIED", pod("6", spec__nodeName="node-1"))
+    run.watches._observe("Pod", "MODIFIED", pod("7", spec__nodeName="node-1",
+                                                status={"phase": "Running"}))
+    assert len(run.queue) == 0
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WINDOW)}
+    clock.advance(WINDOW / 2)
+    await settle()
+    assert len(run.queue) == 1
+    assert await run.queue.get() == ("ns", "x")
+    await run.watches.gaps.close()
+
+
+async def test_a_set_event_and_a_deletion_wake_a_pass_at_once() -> None:
+    run, _, _ = runtime()
+    lws: dict[str, Any] = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "x", "namespace": "ns", "uid": "l1", "resourceVersion": "3"},
+           "spec": {"replicas": 1}}
+    run.watches._observe("LeaderWorkerSet", "ADDED", lws)
+    assert len(run.queue) == 1
+    assert await run.queue.get() == ("ns", "x")
+    run.queue.done(("ns", "x"))
+
+    run.watches._observe("Pod", "ADDED", pod())
+    assert len(run.queue) == 0  # coalescing
+    run.watches._observe("Pod", "DELETED", pod("6"))
+    assert len(run.queue) == 1
+    assert run.queue.coalescing() == {}  # the deletion's pass covers the coalesced news
+
+    changed = copy.deepcopy(lws)
+    changed["metadata"]["resourceVersion"] = "4"
+    changed["spec"]["replicas"] = 2
+    assert await run.queue.get() == ("ns", "x")
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", changed)
+    run.queue.done(("ns", "x"))
+    assert len(run.queue) == 1  # again at once, after the pass that was running
+    await run.watches.gaps.close()
+
+
+async def test_children_ask_for_a_pass_of_a_set_at_most_once_per_interval() -> None:
+    run, clock, _ = runtime(interval=1.0)
+    key = ("ns", "x")
+    run.cache["LeaderWorkerSet"].upsert(
+        {"kind": "LeaderWorkerSet", "metadata": {"name": "x", "namespace": "ns", "uid": "l1",
+                                                 "resourceVersion": "3"}})
+    await run._reconcile(key)  # a pass starts at t=0 (the caches are not synced: it waits)
+    clock.advance(0.1)
+    run.watches._observe("Pod", "ADDED", pod())
+    assert run.queue.coalescing() == {key: pytest.approx(1.0)}  # not before t=1
+    clock.advance(0.5)
+    await settle()
+    assert len(run.queue) == 0
+    clock.advance(0.4)
+    await settle()
+    assert await run.queue.get() == key
+    run.queue.done(key)
+    # A set's own event is not held back.
+    run.watches._observe("LeaderWorkerSet", "MODIFIED", {
+        "kind": "LeaderWorkerSet", "metadata": {"name": "x", "namespace": "ns", "uid": "l1",
+                                                "resourceVersion": "4", "generation": 2}})
+    assert len(run.queue) == 1
+    await run.watches.gaps.close()
