@@ -63,8 +63,12 @@ chaos: build-cluster ## reliability runs at full size (operator kills, API and w
 	LWS_CHAOS=full $(BIN)/pytest e2e/chaos tests/integration/test_cert_rotation.py -s --timeout 7200 $(PYTEST_ARGS)
 
 .PHONY: e2e-metrics
-e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), upgrade safety
+e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), the chart's dashboard and alerts, upgrade safety
 	$(BIN)/pytest e2e/metrics e2e/upgrade $(PYTEST_ARGS)
+
+.PHONY: dashboard-png
+dashboard-png: build-cluster ## draw docs/dashboard.png: the chart's dashboard panels from a live run's Prometheus
+	LWS_DASHBOARD_PNG=docs/dashboard.png $(BIN)/pytest e2e/metrics/test_dashboard.py $(PYTEST_ARGS)
 
 .PHONY: e2e-ds
 e2e-ds: build-cluster ## the DisaggregatedSet end-to-end catalogue (make test runs its short part)

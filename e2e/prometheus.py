@@ -71,6 +71,29 @@ class Prometheus:
         result: list[dict[str, Any]] = body["data"]["result"]
         return result
 
+    def query_range(self, expr: str, start: float, end: float,
+                    step: float) -> list[dict[str, Any]]:
+        """The range vector of ``expr`` between ``start`` and ``end`` (epoch seconds)."""
+        url = f"{self.url}/api/v1/query_range?" + urllib.parse.urlencode(
+            {"query": expr, "start": start, "end": end, "step": step})
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            body = json.load(answer)
+        assert body.get("status") == "success", body
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Alerts pending or firing now, with their labels and ``state``."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/alerts", timeout=5) as answer:
+            found: list[dict[str, Any]] = json.load(answer)["data"]["alerts"]
+            return found
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule, with its ``health`` and ``lastError``."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=5) as answer:
+            groups = json.load(answer)["data"]["groups"]
+        return [rule for group in groups for rule in group["rules"]]
+
     def targets(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=5) as answer:
             active: list[dict[str, Any]] = json.load(answer)["data"]["activeTargets"]
@@ -78,14 +101,20 @@ class Prometheus:
 
 
 @contextlib.contextmanager
-def running(directory: Path, scrape: dict[str, Any],
-            timeout: float = 60.0) -> Iterator[Prometheus]:
+def running(directory: Path, scrape: dict[str, Any], timeout: float = 60.0,
+            rule_groups: list[dict[str, Any]] | None = None) -> Iterator[Prometheus]:
     """Prometheus scraping one job (``scrape``: the scrape_config, without job name and
-    interval) every second, until the context ends."""
+    interval) every second, until the context ends; with ``rule_groups`` (a rule file's
+    ``groups``, e.g. a PrometheusRule's spec) loaded and evaluated every second."""
     exe = binary()
     directory.mkdir(parents=True, exist_ok=True)
-    config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-              "scrape_configs": [{"job_name": "lws-operator", **scrape}]}
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
+                   "evaluation_interval": "1s"},
+        "scrape_configs": [{"job_name": "lws-operator", **scrape}]}
+    if rule_groups is not None:
+        (directory / "rules.yml").write_text(yaml.safe_dump({"groups": rule_groups}))
+        config["rule_files"] = [str(directory / "rules.yml")]
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
     log = (directory / "prometheus.log").open("wb")

@@ -13,6 +13,10 @@ Families (labels ``namespace`` and ``name`` are the LeaderWorkerSet's):
   rolling update (the leader StatefulSet's partition or replicas held one value).
 * ``lws_rollout_duration_seconds{namespace,name}`` histogram: UpdateInProgress True to False.
 * ``lws_group_restart_budget_remaining{namespace,name,group}`` gauge, with maxGroupRestarts only.
+* ``lws_rollout_in_progress{namespace,name}`` gauge: 1 while UpdateInProgress is True.
+* ``lws_rollout_stalled{namespace,name}`` gauge: 1 while Progressing is False, RolloutStalled.
+* ``lws_rollout_groups{namespace,name,state}`` gauge: ``desired`` (spec.replicas) and
+  ``updated`` (status.updatedReplicas) groups.
 
 Group metrics are per LeaderWorkerSet and group index, never per pod name: bounded by what the
 user asked for, not by how many pods have ever existed.
@@ -71,6 +75,18 @@ class GroupMetrics:
             "lws_group_restart_budget_remaining",
             "Recreations a group may still have under maxGroupRestarts",
             [*lws, "group"], registry=registry)
+        self.in_progress = Gauge(
+            "lws_rollout_in_progress",
+            "1 while a rolling update of the LeaderWorkerSet is under way (UpdateInProgress)",
+            lws, registry=registry)
+        self.stalled = Gauge(
+            "lws_rollout_stalled",
+            "1 while the rolling update is stalled (Progressing=False, reason RolloutStalled)",
+            lws, registry=registry)
+        self.rollout_groups = Gauge(
+            "lws_rollout_groups",
+            "Groups desired (spec.replicas) and on the current revision (updated)",
+            [*lws, "state"], registry=registry)
         self.clock = clock
         self._memory: dict[Key, derive.Memory] = {}
         self._budget_groups: dict[Key, set[str]] = {}
@@ -126,6 +142,11 @@ class GroupMetrics:
             self.step_seconds.labels(namespace, name).observe(seconds)
         for seconds in seen.rollout_seconds:
             self.rollout_seconds.labels(namespace, name).observe(seconds)
+        rollout = derive.rollout_gauges(lws)
+        self.in_progress.labels(namespace, name).set(int(rollout.in_progress))
+        self.stalled.labels(namespace, name).set(int(rollout.stalled))
+        self.rollout_groups.labels(namespace, name, "desired").set(rollout.desired)
+        self.rollout_groups.labels(namespace, name, "updated").set(rollout.updated)
         remaining = derive.budget_remaining(lws, views)
         for group in self._budget_groups.get(key, set()) - set(remaining):
             self.budget.remove(namespace, name, group)
@@ -150,7 +171,8 @@ class GroupMetrics:
             return
         namespace, name = key
         for family in (self.groups, self.recreations, self.ready_seconds, self.step_seconds,
-                       self.rollout_seconds, self.budget):
+                       self.rollout_seconds, self.budget, self.in_progress, self.stalled,
+                       self.rollout_groups):
             for labels in _label_sets(family, namespace, name):
                 family.remove(*labels)
         self._budget_groups.pop(key, None)

@@ -23,6 +23,12 @@ Recreation reasons, judged from the incarnation that went away: ``recovered`` (i
 and the user recovered it), ``rollout`` (the new leader carries another template revision),
 ``pod-failure`` (a member of the old incarnation was seen failed or restarted) and
 ``pod-deleted`` (anything else: a member deleted or evicted, a node lost).
+
+Rollout gauges (:func:`rollout_gauges`) read the status the controller wrote: whether a rolling
+update is under way (``UpdateInProgress``), whether it is stalled (``Progressing=False`` with
+reason ``RolloutStalled``, the overlay of ``logic.stall``), and the groups desired and already on
+the current revision, so a dashboard shows a rollout's progress and an alert its stall with the
+controller's own judgement rather than a guess from group states.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from lws_operator.api.constants import CONDITION_UPDATE_IN_PROGRESS
+from lws_operator.api.constants import CONDITION_PROGRESSING, CONDITION_UPDATE_IN_PROGRESS
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, group_index, is_leader, lws_view
 from lws_operator.logic.gang import gated
@@ -40,6 +46,7 @@ from lws_operator.logic.objects import epoch_seconds, host_name, meta_of
 from lws_operator.logic.readiness import group_ready, revision_key
 from lws_operator.logic.restart import pending_state, restarted
 from lws_operator.logic.restart_budget import count_key, exhausted, limits_of, read_counts
+from lws_operator.logic.stall import REASON_ROLLOUT_STALLED
 
 STATES: Final = ("ready", "progressing", "failed", "gated", "unschedulable", "terminating",
                  "exhausted", "missing")
@@ -164,6 +171,33 @@ def budget_remaining(lws: LWS, views: Iterable[GroupView]) -> dict[str, int]:
         used = counts.get(count_key(view.revision, view.group), 0)
         out[view.group] = 0 if view.state == "exhausted" else max(budget - used, 0)
     return out
+
+
+@dataclass(frozen=True)
+class RolloutGauges:
+    """What ``lws_rollout_in_progress``, ``lws_rollout_stalled`` and ``lws_rollout_groups``
+    report for one LeaderWorkerSet."""
+
+    in_progress: bool
+    stalled: bool
+    desired: int  # spec.replicas
+    updated: int  # status.updatedReplicas: groups on the current revision
+
+
+def rollout_gauges(lws: LWS) -> RolloutGauges:
+    view = lws_view(lws)
+    conditions = [c for c in view.status.get("conditions") or [] if isinstance(c, Mapping)]
+
+    def has(kind: str, status: str, reason: str | None = None) -> bool:
+        return any(c.get("type") == kind and c.get("status") == status
+                   and (reason is None or c.get("reason") == reason) for c in conditions)
+
+    updated = view.status.get("updatedReplicas")
+    return RolloutGauges(
+        in_progress=has(CONDITION_UPDATE_IN_PROGRESS, "True"),
+        stalled=has(CONDITION_PROGRESSING, "False", REASON_ROLLOUT_STALLED),
+        desired=view.replicas,
+        updated=updated if isinstance(updated, int) and not isinstance(updated, bool) else 0)
 
 
 @dataclass(frozen=True)

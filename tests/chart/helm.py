@@ -66,6 +66,14 @@ GOLDEN_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
                     "serviceMonitor": {"enabled": True}},
     }),
     "upstream": ("lws", "lws-system", UPSTREAM_VALUES),
+    "monitoring": ("lws", "lws-system", {
+        "dashboard": {"enabled": True, "namespace": "monitoring",
+                      "annotations": {"grafana_folder": "LeaderWorkerSet"}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"},
+                           "alertLabels": {"team": "ml-platform"},
+                           "alerts": {"groupNotReady": {"for": "30m"},
+                                      "webhookSlow": {"enabled": False}}},
+    }),
     "external-issuer": ("lws-operator", "lws-system", {
         "serviceAccount": {"name": "lws-controller"},
         "metrics": {"enabled": False},

@@ -18,10 +18,12 @@ from lws_operator.api.constants import (
 from lws_operator.logic.group_metrics import (
     GroupView,
     Memory,
+    RolloutGauges,
     RolloutView,
     budget_remaining,
     group_views,
     observe,
+    rollout_gauges,
     rollout_view,
     state_counts,
 )
@@ -237,6 +239,28 @@ def test_rollout_view(status: dict[str, Any], sts_spec: dict[str, Any] | None,
     assert rollout_view({"status": status}, leader) == expected
 
 
+@pytest.mark.parametrize(("status", "expected"), [
+    ({}, RolloutGauges(False, False, 3, 0)),
+    ({"updatedReplicas": 1, "conditions": [
+        {"type": "UpdateInProgress", "status": "True"},
+        {"type": "Progressing", "status": "True", "reason": "GroupsProgressing"}]},
+     RolloutGauges(True, False, 3, 1)),
+    ({"updatedReplicas": 2, "conditions": [
+        {"type": "UpdateInProgress", "status": "True"},
+        {"type": "Progressing", "status": "False", "reason": "RolloutStalled"}]},
+     RolloutGauges(True, True, 3, 2)),
+    # Progressing=False for another reason (pods not mutated) is no stall.
+    ({"updatedReplicas": 3, "conditions": [
+        {"type": "UpdateInProgress", "status": "False"},
+        {"type": "Progressing", "status": "False", "reason": "PodsNotMutated"}]},
+     RolloutGauges(False, False, 3, 3)),
+])
+def test_rollout_gauges(status: dict[str, Any], expected: RolloutGauges) -> None:
+    body = lws(replicas=3)
+    body["status"] = status
+    assert rollout_gauges(body) == expected
+
+
 def _series(registry: Any, prefix: str = "lws_") -> dict[tuple[str, tuple[tuple[str, str], ...]],
                                                         float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
@@ -270,6 +294,10 @@ def test_exporter_reports_groups_and_forgets_a_deleted_leaderworkerset() -> None
     assert series[("lws_group_restart_budget_remaining",
                    (("group", "0"), *labels))] == 2
     assert series[("lws_group_recreations_total", (*labels, ("reason", "pod-deleted")))] == 0
+    assert series[("lws_rollout_in_progress", labels)] == 0
+    assert series[("lws_rollout_stalled", labels)] == 0
+    assert series[("lws_rollout_groups", (*labels, ("state", "desired")))] == 2
+    assert series[("lws_rollout_groups", (*labels, ("state", "updated")))] == 0
     cache["LeaderWorkerSet"].delete(lws())
     metrics.observe(("ns", "demo"), cache)
     assert _series(registry) == {}
