@@ -67,8 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _subcommands() -> Sequence[ModuleType]:
-    """The subcommand modules, in the order ``--help`` lists them."""
-    return ()
+    """The subcommand modules, in the order ``--help`` lists them (imported here: they import
+    ``Session`` from this module)."""
+    from lws_operator.plugin import actions, plan, tree
+
+    return (tree, plan, actions)
 
 
 async def _main(args: argparse.Namespace) -> int:
