@@ -134,8 +134,10 @@ async def test_text_tree_and_every_set(operator: Operator, sets: tuple[str, str]
     print(ran.out)
 
     every = await kubectl_lws("tree", "-o", "json")
+    assert every.code == 0, every.err
     assert [t["name"] for t in json.loads(every.out)["items"]] == [HASH, ORDINAL]
     everywhere = await kubectl_lws("-n", "default", "tree", "-A", "-o", "json")
+    assert everywhere.code == 0, everywhere.err
     names = {(t["namespace"], t["name"]) for t in json.loads(everywhere.out)["items"]}
     assert {(operator.namespace, HASH), (operator.namespace, ORDINAL)} <= names
 

@@ -154,3 +154,17 @@ def test_every_subcommand_has_complete_help(command: str,
                       if isinstance(a, argparse._SubParsersAction))
     for action in subparsers.choices[command]._actions:
         assert action.help, f"{command}: {action.dest} has no help"
+
+
+@pytest.mark.parametrize(("argv", "namespace", "everywhere", "kubeconfig"), [
+    (["tree"], None, False, None),
+    (["-n", "a", "tree"], "a", False, None),
+    (["tree", "-A"], None, True, None),  # kubectl's options after the subcommand, too
+    (["-n", "a", "tree", "-n", "b", "--kubeconfig", "k"], "b", False, "k"),
+    (["-A", "--kubeconfig", "k", "tree", "x"], None, True, "k"),
+])
+def test_global_options_before_or_after_the_subcommand(
+        argv: list[str], namespace: str | None, everywhere: bool, kubeconfig: str | None) -> None:
+    args = build_parser().parse_args(argv)
+    assert (args.namespace, args.all_namespaces, args.kubeconfig) == (
+        namespace, everywhere, kubeconfig)
