@@ -234,6 +234,9 @@ async def run(session: Session, args: argparse.Namespace) -> int:
         except NotFound as exc:  # deleted while watched
             print(f"Error: {exc}", file=sys.stderr)
             return 1
+        except (ApiException, OSError) as exc:  # the API server away for a moment: go on
+            print(f"Warning: {exc}; retrying", file=sys.stderr)
+            continue
         drawn = draw(trees, args, out)
         if drawn == text:
             continue
