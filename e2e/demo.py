@@ -3,8 +3,9 @@
 Brings the full-tier cluster up (building it on first use), installs the CRD, starts
 ``lws-operator run`` in the background (webhooks registered by URL, logs in
 ``.cluster/logs/lws-operator.log``), applies the guide's architecture example (replicas 2, size 4),
-waits until every group is Ready, and prints the groups as a tree: LeaderWorkerSet → group →
-pods, with node, readiness and revision. Then a two-role DisaggregatedSet (prefill and decode),
+waits until every group is Ready, and prints the groups as ``kubectl lws tree`` draws them (the
+package's ``kubectl-lws`` plugin): LeaderWorkerSet → group → pods, with node, readiness, revision
+and restarts. Then a two-role DisaggregatedSet (prefill and decode),
 shown as a tree (DisaggregatedSet → role LeaderWorkerSets → groups → pods, and the per-role
 Services), and a rollout of it printed step by step: each line one state of the coordinated
 rolling update, old|new groups per role. ``make cluster-down`` stops everything, operator
@@ -33,7 +34,7 @@ from e2e.harness.disaggregated import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-P = "leaderworkerset.sigs.k8s.io/"
+PLUGIN = Path(sys.executable).parent / "kubectl-lws"
 SAMPLE: dict[str, Any] = {
     "apiVersion": "leaderworkerset.x-k8s.io/v1",
     "kind": "LeaderWorkerSet",
@@ -104,33 +105,22 @@ def get(cluster: LocalCluster, *args: str) -> Any:
     return json.loads(cluster.kubectl("get", *args, "-o", "json"))
 
 
+def plugin(cluster: LocalCluster, *args: str, capture: bool = True) -> str:
+    """Run ``kubectl lws ARGS`` (the package's ``kubectl-lws`` script) against the demo
+    cluster's ``default`` namespace; its output, or printed straight to the terminal (so it is
+    coloured there) with ``capture=False``."""
+    command = [str(PLUGIN), "--kubeconfig", str(cluster.kubeconfig), "-n", "default", *args]
+    if not capture:
+        sys.stdout.flush()
+        subprocess.run(command, check=True)
+        return ""
+    return subprocess.run(command, check=True, capture_output=True,
+                          text=True).stdout.rstrip("\n")
+
+
 def tree(cluster: LocalCluster, name: str) -> str:
-    lws = get(cluster, "lws", name, "-n", "default")
-    pods = get(cluster, "pods", "-n", "default", "-l", f"{P}name={name}")["items"]
-    status = lws.get("status") or {}
-    lines = [f"LeaderWorkerSet {name}  (replicas {lws['spec']['replicas']}, size "
-             f"{lws['spec']['leaderWorkerTemplate']['size']}; ready {status.get('readyReplicas')},"
-             f" updated {status.get('updatedReplicas')})"]
-    groups: dict[int, list[dict[str, Any]]] = {}
-    for pod in pods:
-        groups.setdefault(int(pod["metadata"]["labels"][P + "group-index"]), []).append(pod)
-    for index in sorted(groups):
-        members = sorted(groups[index],
-                         key=lambda p: int(p["metadata"]["labels"][P + "worker-index"]))
-        last_group = index == max(groups)
-        lines.append(f"{'└' if last_group else '├'}── group {index}")
-        for i, pod in enumerate(members):
-            ready = any(c["type"] == "Ready" and c["status"] == "True"
-                        for c in pod["status"].get("conditions") or [])
-            role = "leader" if pod["metadata"]["labels"][P + "worker-index"] == "0" else "worker"
-            branch = "└" if i == len(members) - 1 else "├"
-            indent = " " if last_group else "│"
-            lines.append(
-                f"{indent}   {branch}── {pod['metadata']['name']:<28} {role:<6} "
-                f"node {pod['spec'].get('nodeName', '-'):<13} "
-                f"{'Ready' if ready else 'NotReady':<8} "
-                f"revision {pod['metadata']['labels'][P + 'template-revision-hash']}")
-    return "\n".join(lines)
+    """LeaderWorkerSet → groups → pods, as ``kubectl lws tree NAME`` draws it."""
+    return plugin(cluster, "tree", name)
 
 
 def ds_children(cluster: LocalCluster) -> list[dict[str, Any]]:
@@ -239,11 +229,13 @@ def main() -> int:
     wait_until("every group to be Ready", lambda: (
         get(cluster, "lws", name, "-n", "default").get("status") or {}).get("readyReplicas") == 2)
     print()
-    print(tree(cluster, name))
+    plugin(cluster, "tree", name, capture=False)
     if CRD_FILES:
         ds_demo(cluster)
     print(f"""
-Explore:  export KUBECONFIG={cluster.kubeconfig} PATH={cluster.bin}:$PATH
+Explore:  export KUBECONFIG={cluster.kubeconfig} PATH={cluster.bin}:{PLUGIN.parent}:$PATH
+          kubectl lws tree {name} --watch               # the plugin: groups as a tree
+          kubectl lws plan {name} --set-image vllm=vllm/vllm-openai:v2   # a dry run
           kubectl get lws,sts,pods,svc -o wide
           kubectl get disaggregatedsets,lws,pods,svc
           kubectl scale lws {name} --replicas=3

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from kubernetes.aio import client, config
 
@@ -54,21 +55,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl lws",
         description="Show and operate LeaderWorkerSets group by group.")
-    parser.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
-    parser.add_argument("-A", "--all-namespaces", action="store_true",
-                        help="every namespace (where the subcommand lists)")
-    parser.add_argument("--context", help="the kubeconfig context to use")
-    parser.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, "
-                        "then ~/.kube/config)")
+    _add_globals(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _subcommands():
         module.register(subparsers)
+    for sub in subparsers.choices.values():
+        # kubectl takes its global options anywhere (`kubectl lws tree -A`); given after the
+        # subcommand they override the ones before it, and absent they leave them alone.
+        _add_globals(sub, argparse.SUPPRESS)
     return parser
 
 
+def _add_globals(parser: argparse.ArgumentParser, default: Any = None) -> None:
+    parser.add_argument("-n", "--namespace", default=default,
+                        help="the namespace (default: the context's)")
+    parser.add_argument("-A", "--all-namespaces", action="store_true",
+                        default=False if default is None else default,
+                        help="every namespace (where the subcommand lists)")
+    parser.add_argument("--context", default=default, help="the kubeconfig context to use")
+    parser.add_argument("--kubeconfig", default=default,
+                        help="the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+
+
 def _subcommands() -> Sequence[ModuleType]:
-    """The subcommand modules, in the order ``--help`` lists them."""
-    return ()
+    """The subcommand modules, in the order ``--help`` lists them (imported here: they import
+    ``Session`` from this module)."""
+    from lws_operator.plugin import actions, plan, tree
+
+    return (tree, plan, actions)
 
 
 async def _main(args: argparse.Namespace) -> int:

@@ -1,0 +1,139 @@
+"""Fixtures of the plugin's end-to-end tests: the real ``kubectl-lws`` console script run
+against the module's operator and namespace (``operator`` fixture), and sets made Ready once
+per module. Tests take everything from fixtures (never importing this module)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest_asyncio
+
+from e2e.harness.converge import get_lws, pods_of, remove
+from e2e.harness.launcher import Operator
+from e2e.kube import is_ready, wait_for
+
+SCRIPT = Path(sys.executable).parent / "kubectl-lws"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One run of the console script."""
+
+    code: int
+    out: str
+    err: str
+
+
+Plugin = Callable[..., Awaitable[Ran]]
+
+
+def command(op: Operator, *args: str) -> list[str]:
+    """``kubectl-lws`` with the operator's kubeconfig and namespace, then ``args``."""
+    return [str(SCRIPT), "--kubeconfig", op.kubeconfig, "-n", op.namespace, *args]
+
+
+def plain_env() -> dict[str, str]:
+    """The environment without NO_COLOR (so a test sees the script decide colour itself)."""
+    return {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def kubectl_lws(operator: Operator) -> Plugin:
+    """Run ``kubectl-lws ARGS`` (stdin: ``stdin`` or /dev/null, so never a terminal)."""
+
+    async def run(*args: str, stdin: str | None = None) -> Ran:
+        proc = await asyncio.create_subprocess_exec(
+            *command(operator, *args), env=plain_env(),
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(
+            proc.communicate(stdin.encode() if stdin is not None else None), 60)
+        assert proc.returncode is not None
+        return Ran(proc.returncode, out.decode(), err.decode())
+
+    return run
+
+
+@dataclass
+class Watching:
+    """A ``kubectl-lws ... --watch`` process and what it printed so far."""
+
+    proc: asyncio.subprocess.Process
+    out: str = ""
+
+    async def until(self, predicate: Callable[[str], bool], what: str) -> str:
+        """Read stdout until ``predicate(all output so far)`` holds."""
+        assert self.proc.stdout is not None
+        stream = self.proc.stdout
+
+        async def probe() -> str | None:
+            try:
+                chunk = await asyncio.wait_for(stream.read(65536), 1.0)
+            except TimeoutError:
+                chunk = b""
+            self.out += chunk.decode()
+            return self.out if predicate(self.out) else None
+
+        got = await wait_for(probe, timeout=90, what=what)
+        assert got is not None
+        return got
+
+    async def interrupt(self) -> int:
+        """Ctrl-C, as a terminal sends it; the exit code."""
+        self.proc.send_signal(signal.SIGINT)
+        return await asyncio.wait_for(self.proc.wait(), 30)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def watch(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
+    """Start ``kubectl-lws ARGS`` in the background (for ``--watch``); killed at the end."""
+    started: list[Watching] = []
+
+    async def start(*args: str) -> Watching:
+        proc = await asyncio.create_subprocess_exec(
+            *command(operator, *args), env=plain_env(), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        started.append(Watching(proc))
+        return started[-1]
+
+    yield start
+    for watching in started:
+        if watching.proc.returncode is None:
+            watching.proc.kill()
+            await watching.proc.wait()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def ready_set(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[str]]]:
+    """Create a LeaderWorkerSet in the operator's namespace and wait until its ``pods`` pods
+    are Ready and its status says every group is; each is removed (pods gone) at the end of
+    the module."""
+    made: list[str] = []
+
+    async def make(body: dict[str, Any], pods: int) -> str:
+        await operator.kube.create(body, operator.namespace)
+        name = str(body["metadata"]["name"])
+        made.append(name)
+        replicas = body["spec"].get("replicas", 1)
+
+        async def ready() -> bool:
+            live = [p for p in await pods_of(operator, name)
+                    if not p["metadata"].get("deletionTimestamp")]
+            status = (await get_lws(operator, name)).get("status") or {}
+            return (len(live) == pods and all(is_ready(p) for p in live)
+                    and status.get("readyReplicas") == replicas
+                    and status.get("updatedReplicas") == replicas)
+
+        await wait_for(ready, timeout=120, what=f"{name}: {pods} pods Ready")
+        return name
+
+    yield make
+    for name in made:
+        await remove(operator, name)

@@ -1,0 +1,112 @@
+"""``kubectl lws plan`` end to end: the real console script against a live set configured as
+the guide's rolling-update example (4 groups, maxUnavailable 2, maxSurge 2). The plan is the
+guide's trace, and nothing is written: every object of the set keeps its resourceVersion."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from e2e.harness.builder import LeaderWorkerSet, P
+from e2e.harness.launcher import Operator
+
+pytestmark = pytest.mark.full
+
+NAME = "plan-guide"
+SYMBOL = {"updated": "✅", "old": "❎", "updating": "⏳", "old-not-ready": "❌"}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def guide_set(ready_set: Callable[..., Awaitable[str]]) -> str:
+    return await ready_set(LeaderWorkerSet(NAME).replicas(4).size(2).image("engine:v1")
+                           .rolling_update(maxUnavailable=2, maxSurge=2).build(), pods=8)
+
+
+async def versions(op: Operator) -> dict[str, str]:
+    """kind/name -> resourceVersion of the set and everything labelled with its name."""
+    out = {}
+    lws = await op.kube.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", NAME,
+                            op.namespace)
+    assert lws is not None
+    out[f"LeaderWorkerSet/{NAME}"] = lws["metadata"]["resourceVersion"]
+    for api, kind in (("v1", "Pod"), ("apps/v1", "StatefulSet"), ("v1", "Service")):
+        for obj in await op.kube.list(api, kind, op.namespace, label_selector=f"{P}name={NAME}"):
+            out[f"{kind}/{obj['metadata']['name']}"] = obj["metadata"]["resourceVersion"]
+    sts = await op.kube.get("apps/v1", "StatefulSet", NAME, op.namespace)
+    assert sts is not None
+    out[f"StatefulSet/{NAME}"] = sts["metadata"]["resourceVersion"]
+    return out
+
+
+def trace(plan: dict[str, Any]) -> list[tuple[int, int, str]]:
+    return [(s["partition"], s["replicas"], "".join(SYMBOL[g] for g in s["groups"]))
+            for s in plan["steps"]]
+
+
+async def test_an_image_change_plans_the_guides_rollout_and_writes_nothing(
+        operator: Operator, guide_set: str, kubectl_lws: Any) -> None:
+    before = await versions(operator)
+    assert sum(key.startswith("Pod/") for key in before) == 8
+    assert sum(key.startswith("StatefulSet/") for key in before) == 5
+    ran = await kubectl_lws("plan", NAME, "--set-image", "engine=engine:v2", "-o", "json")
+    assert ran.code == 0, ran.err
+    plan = json.loads(ran.out)
+    assert plan["rollout"] is True
+    assert plan["templateDifference"].startswith(".spec.leaderWorkerTemplate.workerTemplate")
+    assert (plan["maxUnavailable"], plan["maxSurge"], plan["partition"]) == (2, 2, 0)
+    # The guide's table, with the groups of one batch turning Ready together.
+    assert trace(plan) == [
+        (0, 4, "✅✅✅✅"), (4, 6, "❎❎❎❎⏳⏳"), (2, 6, "❎❎⏳⏳⏳⏳"), (0, 6, "⏳⏳⏳⏳✅✅"),
+        (0, 6, "⏳⏳✅✅✅✅"), (0, 4, "⏳⏳✅✅"), (0, 4, "✅✅✅✅")]
+    assert plan["complete"] is True
+    assert plan["minAvailable"] == 2
+
+    one = json.loads((await kubectl_lws("plan", NAME, "--set-image", "engine:v2",
+                                        "--ready-order", "one", "-o", "json")).out)
+    assert trace(one)[3:5] == [(2, 6, "❎❎⏳⏳✅⏳"), (0, 6, "⏳⏳⏳⏳✅✅")]  # guide stages 4, 5
+
+    text = await kubectl_lws("plan", NAME, "--size", "3")
+    assert text.code == 0, text.err
+    assert text.out.startswith(f"Rolling update of {operator.namespace}/{NAME}: the templates "
+                               "change (first difference: .spec.leaderWorkerTemplate.size)")
+    assert "Nothing was written." in text.out
+    assert "STAGE  PARTITION  REPLICAS  R-0 R-1 R-2 R-3 R-4* R-5*  AVAILABLE  DESCRIPTION" \
+        in text.out
+    print(text.out)
+    assert await versions(operator) == before
+
+
+async def test_replicas_alone_is_no_rollout(operator: Operator, guide_set: str,
+                                            kubectl_lws: Any, tmp_path: Any) -> None:
+    before = await versions(operator)
+    ran = await kubectl_lws("plan", NAME, "--replicas", "6", "-o", "json")
+    assert ran.code == 0, ran.err
+    plan = json.loads(ran.out)
+    assert plan["rollout"] is False
+    assert trace(plan) == [(0, 4, "✅✅✅✅"), (0, 6, "✅✅✅✅⏳⏳"), (0, 6, "✅✅✅✅✅✅")]
+
+    # A whole manifest (from stdin) whose templates are the live ones: no rollout either.
+    live = await operator.kube.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", NAME,
+                                   operator.namespace)
+    assert live is not None
+    manifest = {"apiVersion": live["apiVersion"], "kind": live["kind"],
+                "metadata": {"name": NAME}, "spec": {**live["spec"], "replicas": 3}}
+    same = await kubectl_lws("plan", NAME, "-f", "-", "-o", "json", stdin=json.dumps(manifest))
+    assert same.code == 0, same.err
+    assert json.loads(same.out)["rollout"] is False
+    text = await kubectl_lws("plan", NAME, "--replicas", "6")
+    assert f"No rollout for {operator.namespace}/{NAME}: the templates are unchanged, no group "\
+        "is replaced (replicas 4 → 6: groups are added or removed)." in text.out
+
+    refused = json.loads((await kubectl_lws("plan", NAME, "--replicas", "-1", "-o",
+                                            "json")).out)
+    assert "spec.replicas" in refused["refusedByAdmission"]
+    assert refused["steps"] is None
+    nothing = await kubectl_lws("plan", NAME)
+    assert nothing.code == 2
+    assert "nothing to plan" in nothing.err
+    assert await versions(operator) == before

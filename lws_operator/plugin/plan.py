@@ -1,0 +1,258 @@
+"""``kubectl lws plan``: a dry run of the rollout a change would cause; nothing is written.
+
+It reads the set, its leader StatefulSet, leader pods and worker StatefulSets (GET and LIST
+only), applies the change to a copy (``logic.set_change``) and runs the controller's own
+pacing over it (``logic.rollout_preview``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from kubernetes.aio.client.exceptions import ApiException
+
+from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
+from lws_operator.api.view import LEADER_INDEX, StatefulSetView, lws_view, revision_of
+from lws_operator.logic.rollout import LeaderStatefulSetState, group_states
+from lws_operator.logic.rollout_preview import (
+    BATCH,
+    READY_ORDERS,
+    SYMBOLS,
+    LiveGroup,
+    Preview,
+    PreviewInput,
+    preview_rollout,
+)
+from lws_operator.logic.set_change import (
+    ChangeError,
+    parse_image,
+    proposed,
+    refusal,
+    template_change,
+)
+from lws_operator.plugin.cli import Session
+from lws_operator.plugin.output import Paint, add_output_option, colour_enabled, dump
+from lws_operator.plugin.tree import lws_path, pods_path
+
+HELP = "dry-run a change: the rolling update's step table (nothing is written)"
+DESCRIPTION = """\
+Show what a change to a LeaderWorkerSet would do, without writing anything: whether it
+replaces groups at all (a change of the leader/worker templates or size does; replicas, the
+rollout strategy and metadata do not), and for Ordinal group identity the rolling update step
+by step, as in the guide's trace table: stage, the leader StatefulSet's partition and replicas
+(surge groups included), each group's state, and how many groups are available.
+
+The steps come from the controller's own pacing code, run pass after pass from the live state
+and assuming every group it replaces becomes Ready (a group not Ready now stays so unless it
+is replaced). Which groups turn Ready first is up to the cluster; --ready-order chooses:
+  batch  every group whose update began in the same pass turns Ready together (default)
+  one    one group at a time, oldest update first, lowest ordinal first
+
+States: ✅ new revision, Ready  ⏳ new revision, not Ready yet  ❎ old revision, Ready
+        ❌ old revision, not Ready.   R-n* is a surge group.
+The first row is the live state (✅ = on the current revision).
+
+The same pacing as the upstream controller's, so the table holds for its sets too. In Hash
+group identity the leader Deployment paces the rollout: plan says whether it rolls and the
+bounds, without a step table."""
+EPILOG = """\
+examples:
+  kubectl lws plan my-set --set-image engine=vllm/vllm-openai:v0.9
+  kubectl lws plan my-set --set-image vllm/vllm-openai:v0.9      every container
+  kubectl lws plan my-set -f my-set.yaml
+  kubectl lws plan my-set --size 8 --replicas 6                  resize and scale together
+  kubectl lws plan my-set --replicas 6                           a scale: no group replaced
+  kubectl lws plan my-set --set-image vllm:v2 --ready-order one -o yaml"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "plan", help=HELP, description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", metavar="NAME", help="the LeaderWorkerSet")
+    parser.add_argument("-f", "--filename", metavar="FILE",
+                        help="the new manifest (YAML or JSON; - for stdin): its spec replaces "
+                        "the live one")
+    parser.add_argument("--set-image", action="append", default=[],
+                        metavar="[CONTAINER=]IMAGE",
+                        help="a new image for the named container (or every container) of "
+                        "the leader and worker templates; repeatable")
+    parser.add_argument("--replicas", type=int, metavar="N", help="new spec.replicas")
+    parser.add_argument("--size", type=int, metavar="N",
+                        help="new spec.leaderWorkerTemplate.size (replaces every group)")
+    parser.add_argument("--ready-order", choices=READY_ORDERS, default=BATCH,
+                        help="which replaced groups the simulation turns Ready first "
+                        "(default: batch)")
+    add_output_option(parser)
+    parser.set_defaults(run=run)
+
+
+def load_manifest(path: str) -> dict[str, Any]:
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ChangeError(f"{path}: expected exactly one LeaderWorkerSet manifest")
+    return docs[0]
+
+
+async def live_groups(session: Session, lws: Mapping[str, Any],
+                      sts: Mapping[str, Any]) -> tuple[LiveGroup, ...]:
+    """Each ordinal of the leader StatefulSet: Ready, and on the current revision, judged as
+    the controller judges them (``logic.rollout.group_states``)."""
+    view = lws_view(lws)
+    ns = view.namespace
+    leaders = (await session.kube.request("GET", pods_path(ns), query={
+        "labelSelector": f"{NAME_LABEL}={view.name},{WORKER_INDEX_LABEL}={LEADER_INDEX}"}))
+    workers = await session.kube.request(
+        "GET", f"/apis/apps/v1/namespaces/{ns}/statefulsets",
+        query={"labelSelector": f"{NAME_LABEL}={view.name}"})
+    states = group_states(view.name, view.size, revision_of(sts),
+                          StatefulSetView.of(sts).replicas, leaders.get("items") or [],
+                          workers.get("items") or [])
+    return tuple(LiveGroup(ready=s.ready, current=s.updated) for s in states)
+
+
+def preview_data(preview: Preview) -> dict[str, Any]:
+    return {"complete": preview.complete, "minAvailable": preview.min_available,
+            "error": preview.error,
+            "steps": [{"stage": r.stage, "partition": r.partition, "replicas": r.replicas,
+                       "groups": list(r.groups), "available": r.available,
+                       "description": r.description} for r in preview.rows]}
+
+
+def table(preview: Preview, replicas: int, paint: Paint) -> list[str]:
+    """The guide's trace table: one row per stage, one column per group."""
+    width = max(len(r.groups) for r in preview.rows)
+    heads = [f"R-{i}{'*' if i >= replicas else ''}" for i in range(width)]
+    cols = [max(len(h), 3) for h in heads]
+    header = ["STAGE", "PARTITION", "REPLICAS"]
+    columns = " ".join(h.ljust(c) for h, c in zip(heads, cols, strict=True))
+    lines = ["  ".join(header) + "  " + columns + "  AVAILABLE  DESCRIPTION"]
+    for r in preview.rows:
+        cells = []
+        for i in range(width):
+            # an emoji takes two columns of a terminal
+            cells.append((SYMBOLS[r.groups[i]] + " " * (cols[i] - 2)) if i < len(r.groups)
+                         else " " * cols[i])
+        available = f"{r.available}/{replicas}"
+        style = "green" if r.available >= replicas else "yellow"
+        lines.append(f"{str(r.stage).ljust(5)}  {str(r.partition).ljust(9)}  "
+                     f"{str(r.replicas).ljust(8)}  {' '.join(cells)}  "
+                     f"{paint(available.ljust(9), style)}  {r.description}")
+    return lines
+
+
+async def run(session: Session, args: argparse.Namespace) -> int:
+    out = sys.stdout
+    try:
+        images = [parse_image(text) for text in args.set_image]
+        manifest = load_manifest(args.filename) if args.filename else None
+    except (ChangeError, OSError, yaml.YAMLError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    if manifest is None and not images and args.replicas is None and args.size is None:
+        print("Error: nothing to plan: give -f, --set-image, --replicas or --size",
+              file=sys.stderr)
+        return 2
+    ns = session.namespace
+    try:
+        live = await session.kube.get(lws_path(ns, args.name))
+        if live is None:
+            print(f'Error: leaderworkerset "{args.name}" not found in namespace "{ns}"',
+                  file=sys.stderr)
+            return 1
+        try:
+            new = proposed(live, manifest=manifest, images=images, replicas=args.replicas,
+                           size=args.size)
+        except ChangeError as exc:
+            print(f"Error: {exc}", file=sys.stderr)
+            return 2
+        view, before = lws_view(new), lws_view(live)
+        refused = refusal(live, new)
+        changed = template_change(live, new)
+        data: dict[str, Any] = {
+            "namespace": ns, "name": args.name, "groupIdentity": view.group_identity,
+            "rollout": changed is not None, "templateDifference": changed,
+            "refusedByAdmission": refused,
+            "replicas": {"from": before.replicas, "to": view.replicas},
+            "size": {"from": before.size, "to": view.size},
+            "maxUnavailable": view.rolling_update.max_unavailable,
+            "maxSurge": view.rolling_update.max_surge,
+            "partition": view.rolling_update.partition, "readyOrder": args.ready_order,
+            "steps": None}
+        preview: Preview | None = None
+        note = None
+        if refused:
+            note = f"admission would refuse this change: {refused}"
+        elif view.hashed:
+            note = ("Hash group identity: the leader Deployment paces the rollout "
+                    f"(maxSurge {view.rolling_update.max_surge}, maxUnavailable "
+                    f"{view.rolling_update.max_unavailable}, groupReplacementPolicy "
+                    f"{view.group_replacement_policy}); no step table is simulated")
+        else:
+            sts = await session.kube.get(
+                f"/apis/apps/v1/namespaces/{ns}/statefulsets/{args.name}")
+            if sts is None:
+                note = "the set has no leader StatefulSet yet: nothing to simulate from"
+            else:
+                sts_view = StatefulSetView.of(sts)
+                config = view.rolling_update
+                preview = preview_rollout(PreviewInput(
+                    name=args.name, replicas=view.replicas, partition=config.partition,
+                    max_unavailable=config.max_unavailable, max_surge=config.max_surge,
+                    size=view.size, template_changed=changed is not None,
+                    leader_sts=LeaderStatefulSetState(sts_view.replicas, sts_view.partition,
+                                                      sts_view.replicas_annotation),
+                    groups=await live_groups(session, live, sts)), order=args.ready_order)
+                data.update(preview_data(preview))
+        data["note"] = note
+    except ApiException as exc:
+        print(f"Error: {exc.status} {exc.reason}", file=sys.stderr)
+        return 1
+    if args.output:
+        out.write(dump(data, args.output))
+        return 0
+    out.write("\n".join(summary(data, preview, Paint(colour_enabled(out)))) + "\n")
+    return 0
+
+
+def summary(data: Mapping[str, Any], preview: Preview | None, paint: Paint) -> list[str]:
+    name = f"{data['namespace']}/{data['name']}"
+    lines = []
+    scale = (f"replicas {data['replicas']['from']} → {data['replicas']['to']}"
+             if data["replicas"]["from"] != data["replicas"]["to"] else None)
+    if data["rollout"]:
+        lines.append(f"{paint('Rolling update', 'bold')} of {name}: the templates change "
+                     f"(first difference: {data['templateDifference']}), so every group "
+                     "is replaced" + (f"; {scale}" if scale else "") + ".")
+    else:
+        lines.append(f"{paint('No rollout', 'bold')} for {name}: the templates are "
+                     "unchanged, no group is replaced"
+                     + (f" ({scale}: groups are added or removed)." if scale else "."))
+    lines.append(f"maxUnavailable {data['maxUnavailable']}, maxSurge {data['maxSurge']}, "
+                 f"partition {data['partition']}; readiness order: {data['readyOrder']}. "
+                 "Nothing was written.")
+    if data.get("note"):
+        lines.append(f"Note: {data['note']}.")
+    if preview is not None:
+        lines.append("")
+        lines += table(preview, int(data["replicas"]["to"]), paint)
+        lines.append("")
+        if preview.error:
+            lines.append(paint(f"The simulation stopped: {preview.error}", "red"))
+        elif preview.complete:
+            lines.append(f"Complete after {len(preview.rows) - 1} steps; at least "
+                         f"{preview.min_available} of {data['replicas']['to']} groups "
+                         "available throughout.")
+        else:
+            lines.append(paint("Does not complete on its own: groups below the partition, "
+                               "or not Ready now, hold it (see `kubectl lws why`).", "yellow"))
+    return lines

@@ -1,0 +1,251 @@
+"""``kubectl lws tree``: LeaderWorkerSet → groups → pods, once or live.
+
+The model is ``logic.group_tree``'s; this module reads the objects and draws it. ``--watch``
+polls about once a second and redraws when the picture changed. Polling rather than the watch
+API: the tree is one consistent picture of three kinds (the set, its pods, its leader
+StatefulSet or Deployment), which a watch would have to rebuild from three merged streams after
+the same initial LISTs; a person reads one redraw a second, and a LIST narrowed by a label
+selector is cheap for the API server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from kubernetes.aio.client.exceptions import ApiException
+
+from lws_operator.api.constants import API_VERSION, NAME_LABEL, PLURAL
+from lws_operator.api.view import lws_view
+from lws_operator.logic.group_tree import (
+    EXHAUSTED,
+    NOT_READY,
+    READY,
+    TERMINATING,
+    GroupNode,
+    PodNode,
+    SetNode,
+    build_tree,
+    tree_data,
+)
+from lws_operator.plugin.cli import Session
+from lws_operator.plugin.output import Paint, add_output_option, colour_enabled, dump
+
+HELP = "show LeaderWorkerSets as set → groups → pods"
+DESCRIPTION = """\
+Show a LeaderWorkerSet the way its users think of it: the set, each group (replica) with its
+state and revision, and each group's pods with their node, readiness, template revision,
+container restarts and subgroup. Hash group identity shows each group's key. With no NAME,
+every LeaderWorkerSet in the namespace (or, with -A, in every namespace).
+
+Group states: Ready (every pod running and ready), NotReady, Terminating (the leader is being
+deleted), RestartBudgetExhausted (stopped after maxGroupRestarts, a feature of lws-operator
+only: recover it with `kubectl lws recover`). A revision shown in colour differs from the set's
+current one (the group is not updated yet).
+
+Colour is used when stdout is a terminal and NO_COLOR is unset."""
+EPILOG = """\
+examples:
+  kubectl lws tree my-set                 the tree of one set
+  kubectl lws tree -A                     every set in every namespace
+  kubectl lws tree my-set --watch         redraw about once a second until Ctrl-C
+  kubectl lws tree my-set -o json         the same model as data
+  kubectl lws tree my-set -o json | jq '.groups[] | select(.state != "Ready") | .index'"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "tree", help=HELP, description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", nargs="?", metavar="NAME",
+                        help="the LeaderWorkerSet (default: every one in scope)")
+    parser.add_argument("-w", "--watch", action="store_true",
+                        help="redraw when anything changes (polled about once a second) "
+                        "until Ctrl-C")
+    add_output_option(parser)
+    parser.set_defaults(run=run)
+
+
+def lws_path(namespace: str | None, name: str | None = None) -> str:
+    base = f"/apis/{API_VERSION}"
+    path = f"{base}/namespaces/{namespace}/{PLURAL}" if namespace else f"{base}/{PLURAL}"
+    return f"{path}/{name}" if name else path
+
+
+def pods_path(namespace: str | None) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+
+
+async def leader_workload(session: Session, lws: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The set's leader StatefulSet (Ordinal) or Deployment (Hash), named after it."""
+    view = lws_view(lws)
+    kind = "deployments" if view.hashed else "statefulsets"
+    return await session.kube.get(
+        f"/apis/apps/v1/namespaces/{view.namespace}/{kind}/{view.name}")
+
+
+class NotFound(Exception):
+    pass
+
+
+async def read_trees(session: Session, name: str | None) -> list[SetNode]:
+    """The trees of ``name`` (in the session's namespace) or of every set in scope."""
+    namespace = None if session.all_namespaces and name is None else session.namespace
+    if name is not None:
+        lws = await session.kube.get(lws_path(namespace, name))
+        if lws is None:
+            raise NotFound(f'leaderworkerset "{name}" not found in namespace "{namespace}"')
+        sets = [lws]
+        selector = f"{NAME_LABEL}={name}"
+    else:
+        sets = (await session.kube.request("GET", lws_path(namespace))).get("items") or []
+        selector = NAME_LABEL
+    pods = (await session.kube.request(
+        "GET", pods_path(namespace), query={"labelSelector": selector})).get("items") or []
+    by_set: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace")), str((meta.get("labels") or {}).get(NAME_LABEL)))
+        by_set.setdefault(key, []).append(pod)
+    workloads = await asyncio.gather(*(leader_workload(session, s) for s in sets))
+    trees = [build_tree(s, by_set.get(lws_view(s).key, []), w)
+             for s, w in zip(sets, workloads, strict=True)]
+    return sorted(trees, key=lambda t: (t.namespace, t.name))
+
+
+# ------------------------------------------------------------------------------ drawing
+
+_STATE_STYLE = {READY: "green", NOT_READY: "yellow", TERMINATING: "dim", EXHAUSTED: "red"}
+
+
+def short(revision: str) -> str:
+    return revision or "-"
+
+
+def pod_status(pod: PodNode) -> str:
+    if pod.terminating:
+        return "Terminating"
+    if pod.gated:
+        return "SchedulingGated"
+    if pod.ready:
+        return "Ready"
+    return "NotReady" if pod.phase == "Running" else pod.phase
+
+
+def _pod_cells(pod: PodNode) -> list[str]:
+    cells = [pod.name, pod.role, f"node {pod.node or '-'}", pod_status(pod),
+             f"revision {short(pod.revision)}", f"restarts {pod.restarts}"]
+    if pod.subgroup is not None:
+        cells.append(f"subgroup {pod.subgroup}")
+    return cells
+
+
+def _pod_style(pod: PodNode) -> str:
+    status = pod_status(pod)
+    return {"Ready": "green", "Terminating": "dim", "Failed": "red"}.get(status, "yellow")
+
+
+def set_header(tree: SetNode, paint: Paint) -> str:
+    ready = f"ready {tree.ready_replicas}/{tree.replicas}"
+    style = "green" if tree.ready_replicas >= tree.replicas else "yellow"
+    conditions = " ".join(f"{t}={s}" for t, s in sorted(tree.conditions.items()))
+    return (f"{paint('LeaderWorkerSet', 'bold')} {tree.namespace}/{tree.name}  "
+            f"({tree.group_identity}; replicas {tree.replicas}, size {tree.size}; "
+            f"{paint(ready, style)}, updated {tree.updated_replicas}; "
+            f"revision {short(tree.revision)})" + (f"  {conditions}" if conditions else ""))
+
+
+def group_header(group: GroupNode, tree: SetNode, paint: Paint) -> str:
+    revision = f"revision {short(group.revision)}"
+    if tree.revision and not group.updated:
+        revision = paint(revision + " (not updated)", "magenta")
+    text = f"group {paint(group.index, 'bold')}  {paint(group.state, _STATE_STYLE[group.state])}"
+    text += f"  {revision}"
+    if group.key:
+        text += f"  key {group.key}"
+    return text
+
+
+def render(tree: SetNode, paint: Paint) -> list[str]:
+    """The tree's lines: the set, then each group, then each pod in aligned columns."""
+    lines = [set_header(tree, paint)]
+    rows = [_pod_cells(p) for g in tree.groups for p in g.pods]
+    widths = [max((len(r[i]) for r in rows if len(r) > i), default=0)
+              for i in range(max((len(r) for r in rows), default=0))]
+    if not tree.groups:
+        lines.append("└── (no pods)")
+    for gi, group in enumerate(tree.groups):
+        last_group = gi == len(tree.groups) - 1
+        lines.append(f"{'└' if last_group else '├'}── {group_header(group, tree, paint)}")
+        indent = " " if last_group else "│"
+        for pi, pod in enumerate(group.pods):
+            cells = _pod_cells(pod)
+            padded = [c.ljust(widths[i]) for i, c in enumerate(cells)]
+            padded[3] = paint(padded[3], _pod_style(pod))
+            if tree.revision and pod.revision != tree.revision:
+                padded[4] = paint(padded[4], "magenta")
+            branch = "└" if pi == len(group.pods) - 1 else "├"
+            lines.append(f"{indent}   {branch}── " + "  ".join(padded).rstrip())
+    return lines
+
+
+def render_all(trees: Sequence[SetNode], paint: Paint) -> str:
+    if not trees:
+        return "No LeaderWorkerSets found.\n"
+    return "\n\n".join("\n".join(render(t, paint)) for t in trees) + "\n"
+
+
+def as_data(trees: Sequence[SetNode], single: bool) -> Any:
+    """One set's model, or ``{"items": [...]}`` for every set in scope (like kubectl get)."""
+    if single:
+        return tree_data(trees[0])
+    return {"items": [tree_data(t) for t in trees]}
+
+
+def draw(trees: Sequence[SetNode], args: argparse.Namespace, out: TextIO) -> str:
+    if args.output:
+        return dump(as_data(trees, args.name is not None), args.output)
+    return render_all(trees, Paint(colour_enabled(out)))
+
+
+async def run(session: Session, args: argparse.Namespace) -> int:
+    out = sys.stdout
+    try:
+        trees = await read_trees(session, args.name)
+    except NotFound as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except ApiException as exc:
+        print(f"Error: {exc.status} {exc.reason}", file=sys.stderr)
+        return 1
+    text = draw(trees, args, out)
+    out.write(text)
+    out.flush()
+    if not args.watch:
+        return 0
+    terminal = out.isatty() and not args.output
+    while True:
+        await asyncio.sleep(1.0)
+        try:
+            trees = await read_trees(session, args.name)
+        except NotFound as exc:  # deleted while watched
+            print(f"Error: {exc}", file=sys.stderr)
+            return 1
+        except (ApiException, OSError) as exc:  # the API server away for a moment: go on
+            print(f"Warning: {exc}; retrying", file=sys.stderr)
+            continue
+        drawn = draw(trees, args, out)
+        if drawn == text:
+            continue
+        text = drawn
+        if terminal:
+            out.write("\x1b[H\x1b[2J")  # home and clear: a redraw in place
+        elif args.output == "yaml":
+            out.write("---\n")
+        elif not args.output:
+            out.write("\n")
+        out.write(text)
+        out.flush()
