@@ -19,6 +19,7 @@ from types import ModuleType
 from kubernetes.aio import client, config
 
 from lws_operator.kube.client import KubeClient
+from lws_operator.plugin import why
 
 Run = Callable[["Session", argparse.Namespace], Awaitable[int]]
 
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _subcommands() -> Sequence[ModuleType]:
     """The subcommand modules, in the order ``--help`` lists them."""
-    return ()
+    return (why,)
 
 
 async def _main(args: argparse.Namespace) -> int:
