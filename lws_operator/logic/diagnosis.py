@@ -52,10 +52,15 @@ from lws_operator.api.view import (
     lws_view,
     revision_of,
 )
-from lws_operator.logic.objects import epoch_seconds, meta_of, name_of
+from lws_operator.logic.objects import epoch_seconds, host_name, meta_of, name_of
 from lws_operator.logic.readiness import containers_ready, pod_running_and_ready
 from lws_operator.logic.restart_budget import exhausted
-from lws_operator.logic.stall import REASON_ROLLOUT_STALLED, find_stall, stall_message
+from lws_operator.logic.stall import (
+    DEFAULT_GRACE_SECONDS,
+    REASON_ROLLOUT_STALLED,
+    find_stall,
+    stall_message,
+)
 from lws_operator.logic.unmutated import REASON_PODS_NOT_MUTATED
 
 # The causes, in the order they are acted on (a lower rank is reported first).
@@ -125,7 +130,7 @@ class Scene:
     endpoint_slices: Mapping[str, Sequence[Mapping[str, Any]] | None] = field(
         default_factory=dict)  # a Service left out: unknown (not read)
     now: float = 0.0
-    stall_grace: float = 60.0
+    stall_grace: float = DEFAULT_GRACE_SECONDS  # the controller's default
 
 
 @dataclass(frozen=True)
@@ -298,18 +303,17 @@ def group_size(scene: Scene, group: Group) -> int:
     return count_of(raw) or lws_view(scene.lws).size
 
 
-def current_revision(scene: Scene) -> str:
-    """The revision the leader owner (StatefulSet or Deployment) creates leaders on now."""
-    name = lws_view(scene.lws).name
-    owner = scene.deployment or next(
-        (s for s in scene.statefulsets if name_of(s) == name), None)
-    template = _spec(owner).get("template") if owner else None
-    return revision_of(template) if isinstance(template, Mapping) else ""
-
-
 def _leader_owner(scene: Scene) -> Mapping[str, Any] | None:
+    """The leader Deployment (Hash) or StatefulSet (Ordinal), named after the set."""
     name = lws_view(scene.lws).name
     return scene.deployment or next((s for s in scene.statefulsets if name_of(s) == name), None)
+
+
+def current_revision(scene: Scene) -> str:
+    """The revision the leader owner creates leaders on now ('' before it exists)."""
+    owner = _leader_owner(scene)
+    template = _spec(owner).get("template") if owner else None
+    return revision_of(template) if isinstance(template, Mapping) else ""
 
 
 # ------------------------------------------------------------------------------ set-level causes
@@ -864,7 +868,7 @@ def _incomplete(scene: Scene, group: Group) -> Finding | None:
                        else "with the leader"),),
                    hint="the worker StatefulSet creates the missing pods; if it does not, look "
                         "at its Events ("
-                        f"{_kubectl(scene, 'describe', 'statefulset', name_of(group.leader))})")
+                        f"{_kubectl(scene, 'describe', 'statefulset', host_name(group.leader))})")
 
 
 def _group_finding(scene: Scene, group: Group, groups: Sequence[Group],
