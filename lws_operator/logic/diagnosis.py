@@ -510,8 +510,8 @@ def _rollout_stalled(scene: Scene, current: str) -> list[Finding]:
                     "{\"maxUnavailable\":\"100%\"}}}}'") if not view.hashed else "")
     hint = ("update in two steps (first the template with the smaller request, then "
             "spec.replicas), or raise maxUnavailable above the scale-up delta"
-            + ("" if view.hashed else " (in Ordinal mode 100% recovers in one step, the fix "
-               "below)"))
+            + ("" if view.hashed else " (in Ordinal mode maxUnavailable 100% recovers in one "
+               "step: the fix)"))
     if cond and cond.get("reason") == REASON_ROLLOUT_STALLED:
         return [Finding(ROLLOUT_STALLED, "the rollout is stalled: pods of the new revision "
                         "cannot be scheduled while the groups not yet replaced hold the capacity",
@@ -756,7 +756,7 @@ def _unschedulable_finding(scene: Scene, group: Group, facts: Sequence[EventFact
     if not pods:
         return None
     count = len(pods)
-    rollout = (" (they block the rollout)" if current and revision_of(pods[0]) == current
+    rollout = (" (blocking the rollout)" if current and revision_of(pods[0]) == current
                and _true(scene.lws, CONDITION_UPDATE_IN_PROGRESS) else "")
     return Finding(UNSCHEDULABLE,
                    f"group {group.index}: {count} pod{'s' if count != 1 else ''} cannot be "
@@ -913,7 +913,7 @@ def _group_settled(scene: Scene, group: Group, current: str) -> tuple[bool, bool
              and all(pod_running_and_ready(p) for p in live))
     updated = bool(live) and (not current or all(revision_of(p) == current for p in live))
     ready_pods = sum(1 for p in live if pod_running_and_ready(p))
-    revisions = sorted({revision_of(p) for p in live if revision_of(p)})
+    revisions = sorted({revision_of(p) for p in group.pods if revision_of(p)})
     state = ("Ready and updated" if ready and updated else "Ready, not updated" if ready
              else "not Ready")
     return ready, updated, (f"{state}: {ready_pods}/{size} pods ready, revision "

@@ -411,7 +411,7 @@ def test_the_stall_fix_is_the_guides_ordinal_remedy() -> None:
         "kubectl patch leaderworkerset demo --type=merge -p "
         "'{\"spec\":{\"rolloutStrategy\":{\"rollingUpdateConfiguration\":"
         "{\"maxUnavailable\":\"100%\"}}}}' -n ns")
-    assert found.findings[1].summary == ("group 0: 2 pods cannot be scheduled (they block the "
+    assert found.findings[1].summary == ("group 0: 2 pods cannot be scheduled (blocking the "
                                          "rollout)")
 
 
