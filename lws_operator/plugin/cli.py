@@ -80,9 +80,9 @@ def _add_globals(parser: argparse.ArgumentParser, default: Any = None) -> None:
 def _subcommands() -> Sequence[ModuleType]:
     """The subcommand modules, in the order ``--help`` lists them (imported here: they import
     ``Session`` from this module)."""
-    from lws_operator.plugin import actions, plan, tree
+    from lws_operator.plugin import actions, plan, tree, why
 
-    return (tree, plan, actions)
+    return (tree, why, plan, actions)
 
 
 async def _main(args: argparse.Namespace) -> int:
