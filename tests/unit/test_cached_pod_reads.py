@@ -321,7 +321,7 @@ TAKE_NO_PODS = frozenset({
     "statefulsets.exclusive_topology_key", "statefulsets.hashed",
     "statefulsets.leader_statefulset", "statefulsets.spec_replicas",
     "group_metrics.budget_remaining", "group_metrics.observe", "group_metrics.rollout_view",
-    "group_metrics.state_counts",
+    "group_metrics.state_counts", "group_metrics.rollout_gauges",
 })
 
 # The modules that hand cached pods to the logic: the controller's shell, and the steps and
