@@ -76,12 +76,6 @@ SERVED_RECHECK_FOR = 60.0  # seconds: how long they go on
 # a pass of its own. Measured with the benchmark (a pass per set per burst, not per event);
 # short next to the API server's own pace (a StatefulSet's status follows its pods in batches).
 CHILD_EVENT_WINDOW = 0.05
-# And a set's children's events ask for a pass at most this often: while a set's groups start or
-# roll, some pod of it changes every few milliseconds, and a pass per change wrote a status per
-# group transition (upstream's controller, one worker behind a deduplicating queue, sees a set
-# far less often: about a third of our status writes). Passes for the set's own events, for
-# deletions and for requeues are not held back.
-CHILD_PASS_INTERVAL = 0.5
 
 
 @dataclass(frozen=True)
@@ -94,10 +88,8 @@ class ControllerOptions:
     # pkg/schedulerprovider).
     scheduler_provider: str | None = None
     # Seconds a pass waits after the first event of a set's pods or StatefulSets (the events
-    # meanwhile join it), and the least seconds between the starts of two passes of a set that
-    # its children's events ask for: ``ControllerRuntime._changed``.
+    # meanwhile join it): ``ControllerRuntime._changed``.
     child_event_window: float = CHILD_EVENT_WINDOW
-    child_pass_interval: float = CHILD_PASS_INTERVAL
 
 
 class ControllerRuntime:
@@ -120,8 +112,6 @@ class ControllerRuntime:
         self.group_metrics = GroupMetrics.for_registry(registry)
         self.watches = Watches(kube, self.cache, registry, WATCHED, self._changed,
                                list_chunk_size=options.list_chunk_size)
-        # When each set's latest pass started (``_changed`` paces its children's passes).
-        self._pass_started: dict[Key, float] = {}
         # The DisaggregatedSet controller, when discovery finds its API served.
         self.disaggregated: DisaggregatedSetRuntime | None = None
         self._ds_crd_watched = False
@@ -135,12 +125,8 @@ class ControllerRuntime:
         idle."""
         if kind == "LeaderWorkerSet" or event_type == "DELETED":
             self.queue.add(owner)
-            return
-        delay = self.options.child_event_window
-        started = self._pass_started.get(owner)
-        if started is not None:
-            delay = max(delay, started + self.options.child_pass_interval - self.queue.clock())
-        self.queue.add_soon(owner, delay)
+        else:
+            self.queue.add_soon(owner, self.options.child_event_window)
 
     def _enqueue_all(self) -> int:
         """Every LeaderWorkerSet, and the owners of pods whose LeaderWorkerSet is gone (a
@@ -263,13 +249,10 @@ class ControllerRuntime:
         log.info("leading: %d LeaderWorkerSets queued for a pass", queued)
 
     async def _reconcile(self, key: Key) -> Result:
-        self._pass_started[key] = self.queue.clock()
         try:
             requeue = await self.reconciler.reconcile(key)
         finally:
             self.group_metrics.observe(key, self.cache)  # what the pass left, even on error
-            if self.cache["LeaderWorkerSet"].get(*key) is None:
-                self._pass_started.pop(key, None)
         return Result(requeue_after=requeue)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -41,11 +41,10 @@ def pod(version: str = "5", **changes: Any) -> dict[str, Any]:
     return body
 
 
-def runtime(interval: float = 0.0) -> tuple[ControllerRuntime, ManualClock, CollectorRegistry]:
+def runtime() -> tuple[ControllerRuntime, ManualClock, CollectorRegistry]:
     kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
     registry = CollectorRegistry()
-    options = ControllerOptions(child_event_window=WINDOW, child_pass_interval=interval)
-    run = ControllerRuntime(kube, options, registry)
+    run = ControllerRuntime(kube, ControllerOptions(child_event_window=WINDOW), registry)
     clock = ManualClock()
     run.queue = WorkQueue("leaderworkerset", clock=clock, sleep=clock.sleep)
     return run, clock, registry
@@ -170,27 +169,3 @@ async def test_a_set_event_and_a_deletion_wake_a_pass_at_once() -> None:
     assert len(run.queue) == 1  # again at once, after the pass that was running
     await run.watches.gaps.close()
 
-
-async def test_children_ask_for_a_pass_of_a_set_at_most_once_per_interval() -> None:
-    run, clock, _ = runtime(interval=1.0)
-    key = ("ns", "x")
-    run.cache["LeaderWorkerSet"].upsert(
-        {"kind": "LeaderWorkerSet", "metadata": {"name": "x", "namespace": "ns", "uid": "l1",
-                                                 "resourceVersion": "3"}})
-    await run._reconcile(key)  # a pass starts at t=0 (the caches are not synced: it waits)
-    clock.advance(0.1)
-    run.watches._observe("Pod", "ADDED", pod())
-    assert run.queue.coalescing() == {key: pytest.approx(1.0)}  # not before t=1
-    clock.advance(0.5)
-    await settle()
-    assert len(run.queue) == 0
-    clock.advance(0.4)
-    await settle()
-    assert await run.queue.get() == key
-    run.queue.done(key)
-    # A set's own event is not held back.
-    run.watches._observe("LeaderWorkerSet", "MODIFIED", {
-        "kind": "LeaderWorkerSet", "metadata": {"name": "x", "namespace": "ns", "uid": "l1",
-                                                "resourceVersion": "4", "generation": 2}})
-    assert len(run.queue) == 1
-    await run.watches.gaps.close()
