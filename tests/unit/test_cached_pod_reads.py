@@ -320,8 +320,9 @@ TAKE_NO_PODS = frozenset({
     "services.wants_shared_service", "stall.apply_stall", "stall.unstall_view",
     "statefulsets.exclusive_topology_key", "statefulsets.hashed",
     "statefulsets.leader_statefulset", "statefulsets.spec_replicas",
-    "group_metrics.budget_remaining", "group_metrics.observe", "group_metrics.rollout_view",
-    "group_metrics.state_counts", "group_metrics.rollout_gauges",
+    "group_metrics.budget_remaining", "group_metrics.observe", "group_metrics.rollout_gauges",
+    "group_metrics.rollout_view",
+    "group_metrics.state_counts",
 })
 
 # The modules that hand cached pods to the logic: the controller's shell, and the steps and
