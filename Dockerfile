@@ -20,6 +20,10 @@ LABEL org.opencontainers.image.title="lws-operator" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /venv /venv
 ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# Two malloc arenas instead of glibc's 8 per core: the operator's threads (its loop, kopf's per
+# controller, the executor's) each grew an arena of their own. Measured with the cold-start
+# benchmark at 5,000 pods: 148 MiB at rest and 157 MiB peak, against 163 and 163.
+ENV MALLOC_ARENA_MAX=2
 # Non-root, numeric so that runAsNonRoot can verify it; owns nothing in the image.
 USER 65532:65532
 # Webhooks, health probes, metrics (HTTPS).

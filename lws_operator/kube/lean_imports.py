@@ -13,17 +13,27 @@ only) before anything imports them, so importing a submodule runs just that subm
 it imports. Nothing else changes: ``from kubernetes import client`` and ``import
 kubernetes.config`` still import those submodules on demand (the import system does it for a
 package whose attribute is missing); only an attribute read of a submodule nobody imported
-(``import kubernetes; kubernetes.watch``) would fail, and nothing here does that. When either
+(``import kubernetes; kubernetes.watch``) would fail, and nothing here does that. Of the
+``__init__``'s own attributes only ``__version__`` is read by the client's modules; it is set
+from the installed distribution. When either
 package is already imported (a test process that imported it first), this does nothing.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import sys
 import types
 
 PACKAGES = ("kubernetes", "kubernetes.aio")
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def bare_packages(names: tuple[str, ...] = PACKAGES) -> bool:
@@ -43,6 +53,9 @@ def bare_packages(names: tuple[str, ...] = PACKAGES) -> bool:
         module.__path__ = list(spec.submodule_search_locations)
         module.__file__ = spec.origin
         module.__package__ = name
+        # What the ``__init__`` would have set besides imports: the client's own modules read
+        # the version (``kubernetes.aio.dynamic.discovery`` imports it for its cache file name).
+        module.__version__ = _version(names[0])  # type: ignore[attr-defined]
         sys.modules[name] = module
         parent, _, child = name.rpartition(".")
         if parent:

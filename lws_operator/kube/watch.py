@@ -86,7 +86,7 @@ WATCH_CONNECT_TIMEOUT = 10
 # (managedFields and all), until no event came for this long (kopf's default: 5 s). Our handler
 # only queues a copy, so a worker has nothing left to do after it: at start, kopf's listing of
 # 50,000 pods otherwise kept every pod listed in the last 5 s twice (the decoded event and our
-# cached copy), the bulk of the cold start's peak memory.
+# cached copy). Not measured on its own: the cold-start benchmark's figures include it.
 KOPF_WORKER_IDLE = 0.2
 
 # Seconds between the first event of a batch and its hand-over to the main loop (module
