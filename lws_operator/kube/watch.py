@@ -258,6 +258,8 @@ class Watches:
                 # relisting of an object that did not change. No news for its owner, and no
                 # second copy to build: at a cold start over 50,000 pods this re-cached every
                 # object and passed every set once more.
+                if kind == self.owner_kind:
+                    self.watch_metrics.unchanged.labels(kind).inc()
                 return
         elif kind == self.owner_kind and event_type == "ADDED":
             self._check_leftovers(body)
