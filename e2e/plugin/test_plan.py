@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from e2e.harness.builder import LeaderWorkerSet, P
+from e2e.harness.converge import wait_converged
 from e2e.harness.launcher import Operator
 
 pytestmark = pytest.mark.full
@@ -22,8 +23,16 @@ SYMBOL = {"updated": "✅", "old": "❎", "updating": "⏳", "old-not-ready": "�
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def guide_set(ready_set: Callable[..., Awaitable[str]]) -> str:
-    return await ready_set(LeaderWorkerSet(NAME).replicas(4).size(2).image("engine:v1")
+    name = await ready_set(LeaderWorkerSet(NAME).replicas(4).size(2).image("engine:v1")
                            .rolling_update(maxUnavailable=2, maxSurge=2).build(), pods=8)
+    return name
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def at_rest(operator: Operator, guide_set: str) -> None:
+    """The set converged and at rest (its last status write done), so that any change of a
+    resourceVersion during a test is a write of the test's own doing."""
+    await wait_converged(operator.kube, operator.namespace, NAME, 4, 2, "engine:v1")
 
 
 async def versions(op: Operator) -> dict[str, str]:
@@ -48,7 +57,7 @@ def trace(plan: dict[str, Any]) -> list[tuple[int, int, str]]:
 
 
 async def test_an_image_change_plans_the_guides_rollout_and_writes_nothing(
-        operator: Operator, guide_set: str, kubectl_lws: Any) -> None:
+        operator: Operator, at_rest: None, kubectl_lws: Any) -> None:
     before = await versions(operator)
     assert sum(key.startswith("Pod/") for key in before) == 8
     assert sum(key.startswith("StatefulSet/") for key in before) == 5
@@ -80,8 +89,8 @@ async def test_an_image_change_plans_the_guides_rollout_and_writes_nothing(
     assert await versions(operator) == before
 
 
-async def test_replicas_alone_is_no_rollout(operator: Operator, guide_set: str,
-                                            kubectl_lws: Any, tmp_path: Any) -> None:
+async def test_replicas_alone_is_no_rollout(operator: Operator, at_rest: None,
+                                            kubectl_lws: Any) -> None:
     before = await versions(operator)
     ran = await kubectl_lws("plan", NAME, "--replicas", "6", "-o", "json")
     assert ran.code == 0, ran.err

@@ -101,9 +101,24 @@ async def run_recover(session: Session, args: argparse.Namespace) -> int:
         pod, _ = _name_uid(leader)
         confirm(f"Recover group {args.group} of {ns}/{args.name} (annotate leader pod {pod} "
                 f"with {RECOVER_ANNOTATION}=true)?", yes=args.yes)
-        await session.kube.request(
-            "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod}", body=recover_patch(leader),
-            content_type="application/merge-patch+json")
+        for attempt in range(3):
+            try:
+                await session.kube.request(
+                    "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod}",
+                    body=recover_patch(leader), content_type="application/merge-patch+json")
+                break
+            except ApiException as exc:
+                # The retained pod's status moved on meanwhile (it is still stopping): read
+                # it again and decide again, as the patch is guarded by its resourceVersion.
+                if exc.status != 409 or attempt == 2:
+                    raise
+            leaders = await _leaders(session, args.name, args.group)
+            try:
+                leader = recover_target(leaders or [], args.group)
+            except ValueError as again:
+                print(f"Error: {again}.", file=sys.stderr)
+                return 1
+            pod, _ = _name_uid(leader)
     except NotConfirmed as exc:
         print(f"Error: {exc}.", file=sys.stderr)
         return 1
