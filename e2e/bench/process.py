@@ -19,10 +19,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.harness.launcher import OperatorProcess, memory_mib
+from e2e.harness.launcher import OperatorProcess, cpu_seconds, memory_mib
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 SAMPLE_RATE = 50  # per second: enough for a flame graph, little CPU taken from the cluster
+
+
+def children_of(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (``/proc/<pid>/task/*/children``): the operator's
+    admission process, which serves the webhooks beside it."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.extend(int(c) for c in (task / "children").read_text().split())
+    return found
 
 
 class ProfilerError(Exception):
@@ -74,6 +84,8 @@ class ProfiledOperator:
     flame_prefix: str = "flame"
     flame_graphs: dict[str, Path | None] = field(default_factory=dict)
     rss_samples: list[tuple[float, float]] = field(default_factory=list)
+    # The last CPU seconds seen of each child process (a restarted child's time stays counted).
+    child_cpu: dict[int, float] = field(default_factory=dict)
     _recording: Recording | None = None
     _sampler: asyncio.Task[None] | None = None
 
@@ -116,7 +128,8 @@ class ProfiledOperator:
         with log.open("wb") as out:
             process = await asyncio.create_subprocess_exec(
                 str(PY_SPY), "record", "--pid", str(self.operator.pid),
-                "--rate", str(SAMPLE_RATE), "--nonblocking", "--format", "flamegraph",
+                "--rate", str(SAMPLE_RATE), "--nonblocking", "--subprocesses",
+                "--format", "flamegraph",
                 "--output", str(path), stdin=asyncio.subprocess.DEVNULL, stdout=out,
                 stderr=out)
         self._recording = Recording(phase, path, process, log)
@@ -155,14 +168,31 @@ class ProfiledOperator:
     async def _sample_memory(self) -> None:
         while True:
             with contextlib.suppress(OSError):
-                self.rss_samples.append((time.monotonic(), memory_mib(self.operator.pid)["rss"]))
+                self.rss_samples.append((time.monotonic(), self.memory()["rss"]))
             await asyncio.sleep(1.0)
 
     def cpu(self) -> float:
-        return self.operator.cpu()
+        """CPU seconds of the operator and its admission process together (the webhooks are
+        served by a child process: their cost is the operator's)."""
+        for child in children_of(self.operator.pid):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                self.child_cpu[child] = cpu_seconds(child)
+        return self.operator.cpu() + sum(self.child_cpu.values())
 
     def memory(self) -> dict[str, float]:
-        return self.operator.memory()
+        """RSS of the operator and its admission process together, now (``rss``), and the sum
+        of their peaks (``peak_rss``, an upper bound: they need not peak at once); the sampled
+        peak of the sum is ``max(rss_samples)``. ``operator_rss``/``admission_rss``: each."""
+        own = self.operator.memory()
+        rss, peak, admission = own.get("rss", 0.0), own.get("peak_rss", 0.0), 0.0
+        for child in children_of(self.operator.pid):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                child_memory = memory_mib(child)
+                admission += child_memory["rss"]
+                peak += child_memory["peak_rss"]
+        sampled = max((r for _, r in self.rss_samples), default=0.0)
+        return {"rss": round(rss + admission, 1), "peak_rss": round(max(peak, sampled), 1),
+                "operator_rss": own.get("rss", 0.0), "admission_rss": round(admission, 1)}
 
     async def metrics(self) -> str:
         return await self.operator.metrics()

@@ -459,7 +459,10 @@ class Run:
             "memory_mib": {"at_start": memory["at_start"].get("rss"),
                            "after_create": memory["after_create"].get("rss"),
                            "at_end": memory["at_end"].get("rss"),
-                           "peak_rss": memory["at_end"].get("peak_rss")},
+                           "peak_rss": memory["at_end"].get("peak_rss"),
+                           # The webhooks' child process, counted in the figures above.
+                           "admission_rss_at_end": memory["at_end"].get("admission_rss"),
+                           "operator_rss_at_end": memory["at_end"].get("operator_rss")},
             "reconcile_time_seconds": figures.histogram_summary(
                 figures.buckets(whole, "controller_runtime_reconcile_time_seconds")),
             # Time requests waited for a token of the client-side limiter (--kube-api-qps).
