@@ -39,13 +39,13 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from e2e.bench.scale import bounded
 from e2e.bench.workloads import Profile, leaderworkerset
 from e2e.cluster import LocalCluster
 from e2e.harness.launcher import OperatorProcess, memory_mib
@@ -195,18 +195,6 @@ class Writer:
                 revision_lws, lws, lean(leader, "Pod"), None))
             await self.status(STS_PATH, worker_sts["metadata"]["name"], _sts_status(worker_sts))
             await self.pods(worker_sts, 1, index)
-
-
-async def _bounded(jobs: list[Callable[[], Awaitable[Any]]], limit: int) -> None:
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(job: Callable[[], Awaitable[Any]]) -> None:
-        async with semaphore:
-            await job()
-
-    async with asyncio.TaskGroup() as group:
-        for job in jobs:
-            group.create_task(one(job))
 
 
 # ------------------------------------------------------------------------- one operator run
@@ -368,7 +356,7 @@ async def populate(client: KubeClient, profile: Profile, sets: int) -> tuple[flo
     # A set whose LeaderWorkerSet exists was written whole by an earlier point (the last one
     # may have been cut short: it is checked again).
     first = max(existing - 1, 0)
-    await _bounded([lambda i=i: writer.one_set(i) for i in range(first, sets)],  # type: ignore[misc]
+    await bounded([lambda i=i: writer.one_set(i) for i in range(first, sets)],  # type: ignore[misc]
                    CONCURRENCY // 4)
     return time.monotonic() - begin, writer.requests
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from e2e.bench import figures
 from e2e.bench.process import ProfiledOperator
-from e2e.bench.scale import RESULTS, BenchError, _bounded, _cleanup_step
+from e2e.bench.scale import RESULTS, BenchError, _cleanup_step, bounded
 from e2e.bench.tracker import Tracker
 from e2e.bench.workloads import IMAGE, MAX_SURGE, MAX_UNAVAILABLE, ROLLED_IMAGE, SET_LABEL
 from e2e.cluster import LocalCluster, NodeLayout
@@ -118,7 +118,7 @@ class Side:
                      done: Callable[[], bool]) -> Phase:
         before = figures.parse(await self.operator.metrics())
         began = time.monotonic()
-        await _bounded([lambda s=s: submit(s) for s in self.sets])  # type: ignore[misc]
+        await bounded([lambda s=s: submit(s) for s in self.sets])  # type: ignore[misc]
         await self.tracker._until(done, self.profile.timeout, lambda: (
             f"{self.tracker.count(ready=True)} pods Ready of {len(self.tracker.pods)}"))
         seconds = time.monotonic() - began

@@ -120,9 +120,9 @@ class Phase:
         return out
 
 
-async def _bounded(jobs: list[Callable[[], Awaitable[Any]]]) -> None:
-    """Run ``jobs`` with at most ``CONCURRENCY`` in flight; the first failure cancels the rest."""
-    semaphore = asyncio.Semaphore(CONCURRENCY)
+async def bounded(jobs: list[Callable[[], Awaitable[Any]]], limit: int = CONCURRENCY) -> None:
+    """Run ``jobs`` with at most ``limit`` in flight; the first failure cancels the rest."""
+    semaphore = asyncio.Semaphore(limit)
 
     async def one(job: Callable[[], Awaitable[Any]]) -> None:
         async with semaphore:
@@ -194,7 +194,7 @@ class Side:
 
     async def _each_set(self, one: Callable[[str], Awaitable[None]]) -> None:
         """``one(set name)`` for every set, ``CONCURRENCY`` at a time."""
-        await _bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
+        await bounded([lambda n=name: one(n) for name in self.sets])  # type: ignore[misc]
 
     async def open(self) -> None:
         await self.kube.create({"apiVersion": "v1", "kind": "Namespace",
