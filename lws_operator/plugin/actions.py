@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes.aio.client.exceptions import ApiException
@@ -82,6 +82,21 @@ async def _leaders(session: Session, name: str, group: str) -> list[Mapping[str,
     return group_leaders(pods.get("items") or [], name, group)
 
 
+async def _target(session: Session, args: argparse.Namespace,
+                  choose: Callable[[Sequence[Mapping[str, Any]], str], Mapping[str, Any]],
+                  ) -> Mapping[str, Any] | None:
+    """The leader pod ``choose`` picks of the group's leaders; None (the reason printed) when
+    the set is missing or ``choose`` refuses."""
+    leaders = await _leaders(session, args.name, args.group)
+    if leaders is None:
+        return None
+    try:
+        return choose(leaders, args.group)
+    except ValueError as exc:
+        print(f"Error: {exc}.", file=sys.stderr)
+        return None
+
+
 def _name_uid(pod: Mapping[str, Any]) -> tuple[str, str]:
     meta = pod.get("metadata") or {}
     return str(meta.get("name")), str(meta.get("uid"))
@@ -90,13 +105,8 @@ def _name_uid(pod: Mapping[str, Any]) -> tuple[str, str]:
 async def run_recover(session: Session, args: argparse.Namespace) -> int:
     ns = session.namespace
     try:
-        leaders = await _leaders(session, args.name, args.group)
-        if leaders is None:
-            return 1
-        try:
-            leader = recover_target(leaders, args.group)
-        except ValueError as exc:
-            print(f"Error: {exc}.", file=sys.stderr)
+        leader = await _target(session, args, recover_target)
+        if leader is None:
             return 1
         pod, _ = _name_uid(leader)
         confirm(f"Recover group {args.group} of {ns}/{args.name} (annotate leader pod {pod} "
@@ -135,13 +145,8 @@ async def run_recover(session: Session, args: argparse.Namespace) -> int:
 async def run_restart(session: Session, args: argparse.Namespace) -> int:
     ns = session.namespace
     try:
-        leaders = await _leaders(session, args.name, args.group)
-        if leaders is None:
-            return 1
-        try:
-            leader = restart_target(leaders, args.group)
-        except ValueError as exc:
-            print(f"Error: {exc}.", file=sys.stderr)
+        leader = await _target(session, args, restart_target)
+        if leader is None:
             return 1
         pod, uid = _name_uid(leader)
         lws = await session.kube.get(lws_path(ns, args.name))
