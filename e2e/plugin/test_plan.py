@@ -1,6 +1,7 @@
 """``kubectl lws plan`` end to end: the real console script against a live set configured as
-the guide's rolling-update example (4 groups, maxUnavailable 2, maxSurge 2). The plan is the
-guide's trace, and nothing is written: every object of the set keeps its resourceVersion."""
+the guide's rolling-update example (4 groups, maxUnavailable 2, maxSurge 2), and a Hash set as the
+guide's Hash-mode example (2 groups, maxUnavailable 1, maxSurge 1). The plan is the guide's
+trace, and nothing is written: every object of the set keeps its resourceVersion."""
 
 from __future__ import annotations
 

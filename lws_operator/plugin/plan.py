@@ -97,7 +97,8 @@ examples:
   kubectl lws plan my-set -f my-set.yaml
   kubectl lws plan my-set --size 8 --replicas 6                  resize and scale together
   kubectl lws plan my-set --replicas 6                           a scale: no group replaced
-  kubectl lws plan my-set --set-image vllm:v2 --ready-order one -o yaml"""
+  kubectl lws plan my-set --set-image vllm:v2 --ready-order one -o yaml
+  kubectl lws plan my-hash-set --set-image vllm:v2               a Hash set: Deployment stages"""
 
 
 def register(subparsers: Any) -> None:
@@ -117,7 +118,7 @@ def register(subparsers: Any) -> None:
                         help="new spec.leaderWorkerTemplate.size (replaces every group)")
     parser.add_argument("--ready-order", choices=READY_ORDERS, default=BATCH,
                         help="which replaced groups the simulation turns Ready first "
-                        "(default: batch)")
+                        "(default: batch; Ordinal group identity only)")
     add_output_option(parser)
     parser.set_defaults(run=run)
 
