@@ -1,6 +1,7 @@
 """``kubectl lws plan`` end to end: the real console script against a live set configured as
-the guide's rolling-update example (4 groups, maxUnavailable 2, maxSurge 2). The plan is the
-guide's trace, and nothing is written: every object of the set keeps its resourceVersion."""
+the guide's rolling-update example (4 groups, maxUnavailable 2, maxSurge 2), and a Hash set as the
+guide's Hash-mode example (2 groups, maxUnavailable 1, maxSurge 1). The plan is the guide's
+trace, and nothing is written: every object of the set keeps its resourceVersion."""
 
 from __future__ import annotations
 
@@ -119,3 +120,67 @@ async def test_replicas_alone_is_no_rollout(operator: Operator, at_rest: None,
     assert nothing.code == 2
     assert "nothing to plan" in nothing.err
     assert await versions(operator) == before
+
+
+HASH_NAME = "plan-hash"
+
+
+async def hash_versions(op: Operator) -> dict[str, str]:
+    """kind/name -> resourceVersion of the Hash set, its leader Deployment and everything
+    labelled with its name."""
+    out = {}
+    for api, kind in (("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+                      ("apps/v1", "Deployment")):
+        obj = await op.kube.get(api, kind, HASH_NAME, op.namespace)
+        assert obj is not None, kind
+        out[f"{kind}/{HASH_NAME}"] = obj["metadata"]["resourceVersion"]
+    for api, kind in (("v1", "Pod"), ("apps/v1", "StatefulSet"), ("v1", "Service"),
+                      ("apps/v1", "ReplicaSet")):
+        for obj in await op.kube.list(api, kind, op.namespace,
+                                      label_selector=f"{P}name={HASH_NAME}"):
+            out[f"{kind}/{obj['metadata']['name']}"] = obj["metadata"]["resourceVersion"]
+    return out
+
+
+async def test_a_hash_set_plans_the_guides_hash_trace_and_writes_nothing(
+        operator: Operator, ready_set: Callable[..., Awaitable[str]],
+        kubectl_lws: Any) -> None:
+    """Guide, "Hash Mode": 2 groups of 2, maxUnavailable 1, maxSurge 1, PostTermination. The
+    plan is the guide's five-stage trace, old groups named by their live keys, the new ones
+    G-1, G-2; nothing is written."""
+    body = (LeaderWorkerSet(HASH_NAME).replicas(2).size(2).image("engine:v1")
+            .rolling_update(maxUnavailable=1, maxSurge=1).build())
+    body["spec"]["groupIdentity"] = "Hash"
+    await ready_set(body, pods=4)
+    leaders = [p for p in await operator.kube.list(
+        "v1", "Pod", operator.namespace,
+        label_selector=f"{P}name={HASH_NAME},{P}worker-index=0")]
+    keys = {p["metadata"]["labels"][f"{P}group-key"][:8] for p in leaders}
+    assert len(keys) == 2
+    before = await hash_versions(operator)
+    ran = await kubectl_lws("plan", HASH_NAME, "--set-image", "engine=engine:v2", "-o", "json")
+    assert ran.code == 0, ran.err
+    plan = json.loads(ran.out)
+    assert plan["rollout"] is True
+    assert plan["groupIdentity"] == "Hash"
+    assert plan["groupReplacementPolicy"] == "PostTermination"
+    assert plan["deployment"] == {"maxUnavailable": 1, "maxSurge": 1}
+    states = [([g["state"] for g in s["oldGroups"]], [g["state"] for g in s["newGroups"]],
+               s["available"]) for s in plan["steps"]]
+    assert states == [
+        (["ready", "ready"], [], 2),
+        (["ready", "tearing"], ["starting", "gated"], 1),
+        (["ready"], ["starting", "starting"], 1),
+        (["tearing"], ["ready", "starting"], 1),
+        ([], ["ready", "ready"], 2)]
+    assert {g["name"] for g in plan["steps"][0]["oldGroups"]} == keys
+    assert [g["name"] for g in plan["steps"][-1]["newGroups"]] == ["G-1", "G-2"]
+    assert plan["complete"] is True
+
+    text = await kubectl_lws("plan", HASH_NAME, "--set-image", "engine:v2")
+    assert text.code == 0, text.err
+    assert "STAGE  OLD GROUPS" in text.out
+    assert "Nothing was written." in text.out
+    assert "G-2 stays SchedulingGated until" in text.out
+    print(text.out)
+    assert await hash_versions(operator) == before

@@ -15,8 +15,28 @@ from typing import Any
 import yaml
 from kubernetes.aio.client.exceptions import ApiException
 
-from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
-from lws_operator.api.view import LEADER_INDEX, StatefulSetView, lws_view, revision_of
+from lws_operator.api.constants import GROUP_KEY_LABEL, NAME_LABEL, WORKER_INDEX_LABEL
+from lws_operator.api.view import (
+    LEADER_INDEX,
+    StatefulSetView,
+    deleting,
+    lws_view,
+    revision_of,
+)
+from lws_operator.logic.gang import gated
+from lws_operator.logic.hash_rollout_preview import (
+    GATED,
+    HASH_SYMBOLS,
+    READY,
+    STARTING,
+    TEARING,
+    HashPreview,
+    HashPreviewError,
+    HashPreviewInput,
+    LiveHashGroup,
+    preview_hash_rollout,
+)
+from lws_operator.logic.readiness import pod_ready
 from lws_operator.logic.rollout import LeaderStatefulSetState, group_states
 from lws_operator.logic.rollout_preview import (
     BATCH,
@@ -56,9 +76,20 @@ States: ✅ new revision, Ready  ⏳ new revision, not Ready yet  ❎ old revisi
         ❌ old revision, not Ready.   R-n* is a surge group.
 The first row is the live state (✅ = on the current revision).
 
-The same pacing as the upstream controller's, so the table holds for its sets too. In Hash
-group identity the leader Deployment paces the rollout: plan says whether it rolls and the
-bounds, without a step table."""
+The same pacing as the upstream controller's, so the table holds for its sets too.
+
+Hash group identity (the guide's "Hash Mode"): the leader Deployment paces the rollout, so the
+table simulates its rolling update (the new ReplicaSet grows within maxSurge, the old one
+shrinks within maxUnavailable, counting only groups Ready as a whole) together with the
+controller's own group-replacement admission (PostTermination: a replacement stays gated
+until a group tearing down is gone; Immediate: ungated at once; at most replicas groups of a
+revision ungated). One row per stage: the old-revision and new-revision groups and their
+states, and how many groups are available. Timing is a model, as in the guide's trace: a
+group tearing down is gone one stage later, an ungated group Ready two stages after it was
+ungated; --ready-order does not apply. Live groups keep their group keys (first 8
+characters); G-1, G-2, ... stand for the random keys of groups the rollout creates.
+  ✅ Ready   ⏳ starting (ungated, not Ready yet)   🔒 SchedulingGated (group-replacement)
+  🗑️ tearing down (leader terminating, pods still exist)"""
 EPILOG = """\
 examples:
   kubectl lws plan my-set --set-image engine=vllm/vllm-openai:v0.9
@@ -66,7 +97,8 @@ examples:
   kubectl lws plan my-set -f my-set.yaml
   kubectl lws plan my-set --size 8 --replicas 6                  resize and scale together
   kubectl lws plan my-set --replicas 6                           a scale: no group replaced
-  kubectl lws plan my-set --set-image vllm:v2 --ready-order one -o yaml"""
+  kubectl lws plan my-set --set-image vllm:v2 --ready-order one -o yaml
+  kubectl lws plan my-hash-set --set-image vllm:v2               a Hash set: Deployment stages"""
 
 
 def register(subparsers: Any) -> None:
@@ -86,7 +118,7 @@ def register(subparsers: Any) -> None:
                         help="new spec.leaderWorkerTemplate.size (replaces every group)")
     parser.add_argument("--ready-order", choices=READY_ORDERS, default=BATCH,
                         help="which replaced groups the simulation turns Ready first "
-                        "(default: batch)")
+                        "(default: batch; Ordinal group identity only)")
     add_output_option(parser)
     parser.set_defaults(run=run)
 
@@ -101,6 +133,32 @@ def load_manifest(path: str) -> dict[str, Any]:
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise ChangeError(f"{path}: expected exactly one LeaderWorkerSet manifest")
     return docs[0]
+
+
+def hash_state(leader: Mapping[str, Any]) -> str:
+    """A live Hash group's state, read off its leader pod."""
+    if deleting(leader):
+        return TEARING
+    if gated(leader):
+        return GATED
+    return READY if pod_ready(leader) else STARTING
+
+
+async def live_hash_groups(session: Session, lws: Mapping[str, Any],
+                           deployment: Mapping[str, Any] | None) -> tuple[LiveHashGroup, ...]:
+    """The live groups of a Hash set, oldest first: each leader pod's state, and whether it is
+    on the leader Deployment's current revision."""
+    view = lws_view(lws)
+    leaders = await session.kube.request("GET", pods_path(view.namespace), query={
+        "labelSelector": f"{NAME_LABEL}={view.name},{WORKER_INDEX_LABEL}={LEADER_INDEX}"})
+    current = revision_of(deployment) if deployment is not None else ""
+    pods = sorted(leaders.get("items") or [], key=lambda p: (
+        str((p.get("metadata") or {}).get("creationTimestamp") or ""),
+        str((p.get("metadata") or {}).get("name") or "")))
+    return tuple(LiveHashGroup(
+        name=str((p.get("metadata") or {}).get("labels", {}).get(GROUP_KEY_LABEL)
+                 or (p.get("metadata") or {}).get("name") or "?")[:8],
+        state=hash_state(p), current=revision_of(p) == current) for p in pods)
 
 
 async def live_groups(session: Session, lws: Mapping[str, Any],
@@ -126,6 +184,42 @@ def preview_data(preview: Preview) -> dict[str, Any]:
             "steps": [{"stage": r.stage, "partition": r.partition, "replicas": r.replicas,
                        "groups": list(r.groups), "available": r.available,
                        "description": r.description} for r in preview.rows]}
+
+
+def hash_preview_data(preview: HashPreview) -> dict[str, Any]:
+    """The Hash step table as data: the Ordinal shape, with the old and new revisions' groups
+    (name and state) in place of the partition and the per-ordinal states."""
+    return {"complete": preview.complete, "minAvailable": preview.min_available,
+            "error": None,
+            "deployment": {"maxUnavailable": preview.max_unavailable,
+                           "maxSurge": preview.max_surge},
+            "steps": [{"stage": r.stage,
+                       "oldGroups": [{"name": c.name, "state": c.state} for c in r.old],
+                       "newGroups": [{"name": c.name, "state": c.state} for c in r.new],
+                       "available": r.available, "description": r.description}
+                      for r in preview.rows]}
+
+
+def hash_table(preview: HashPreview, replicas: int, paint: Paint) -> list[str]:
+    """The guide's Hash trace table: one row per stage, old and new revisions' groups."""
+    def cells(groups: Any) -> str:
+        return ", ".join(f"{c.name} {HASH_SYMBOLS[c.state]}" for c in groups) or "none"
+    olds = [cells(r.old) for r in preview.rows]
+    news = [cells(r.new) for r in preview.rows]
+    # an emoji takes two columns of a terminal, as one character (🗑️ is two code points)
+    def width(text: str) -> int:
+        return len(text.replace("\ufe0f", "")) + sum(text.count(s) for s in "✅⏳🔒🗑")
+    ow = max(width(t) for t in [*olds, "OLD GROUPS"])
+    nw = max(width(t) for t in [*news, "NEW GROUPS"])
+    lines = [f"STAGE  {'OLD GROUPS'.ljust(ow)}  {'NEW GROUPS'.ljust(nw)}  AVAILABLE  "
+             "DESCRIPTION"]
+    for r, old, new in zip(preview.rows, olds, news, strict=True):
+        available = f"{r.available}/{replicas}"
+        style = "green" if r.available >= replicas else "yellow"
+        lines.append(f"{str(r.stage).ljust(5)}  {old}{' ' * (ow - width(old))}  "
+                     f"{new}{' ' * (nw - width(new))}  {paint(available.ljust(9), style)}  "
+                     f"{r.description}")
+    return lines
 
 
 def table(preview: Preview, replicas: int, paint: Paint) -> list[str]:
@@ -188,15 +282,34 @@ async def run(session: Session, args: argparse.Namespace) -> int:
             "maxSurge": view.rolling_update.max_surge,
             "partition": view.rolling_update.partition, "readyOrder": args.ready_order,
             "steps": None}
-        preview: Preview | None = None
+        preview: Preview | HashPreview | None = None
         note = None
         if refused:
             note = f"admission would refuse this change: {refused}"
         elif view.hashed:
-            note = ("Hash group identity: the leader Deployment paces the rollout "
-                    f"(maxSurge {view.rolling_update.max_surge}, maxUnavailable "
-                    f"{view.rolling_update.max_unavailable}, groupReplacementPolicy "
-                    f"{view.group_replacement_policy}); no step table is simulated")
+            data["groupReplacementPolicy"] = view.group_replacement_policy
+            deployment = await session.kube.get(
+                f"/apis/apps/v1/namespaces/{ns}/deployments/{args.name}")
+            if deployment is None:
+                note = "the set has no leader Deployment yet: nothing to simulate from"
+            else:
+                try:
+                    preview = preview_hash_rollout(HashPreviewInput(
+                        name=args.name, replicas=view.replicas,
+                        max_unavailable=view.rolling_update.max_unavailable,
+                        max_surge=view.rolling_update.max_surge,
+                        policy=view.group_replacement_policy,
+                        template_changed=changed is not None,
+                        groups=await live_hash_groups(session, live, deployment)))
+                except HashPreviewError as exc:
+                    note = str(exc)
+                else:
+                    note = ("Hash group identity: the leader Deployment paces the rollout "
+                            f"(maxSurge {preview.max_surge}, maxUnavailable "
+                            f"{preview.max_unavailable}, groupReplacementPolicy "
+                            f"{view.group_replacement_policy}); G-n stand for the random "
+                            "keys of groups the rollout creates")
+                    data.update(hash_preview_data(preview))
         else:
             sts = await session.kube.get(
                 f"/apis/apps/v1/namespaces/{ns}/statefulsets/{args.name}")
@@ -224,7 +337,8 @@ async def run(session: Session, args: argparse.Namespace) -> int:
     return 0
 
 
-def summary(data: Mapping[str, Any], preview: Preview | None, paint: Paint) -> list[str]:
+def summary(data: Mapping[str, Any], preview: Preview | HashPreview | None,
+            paint: Paint) -> list[str]:
     name = f"{data['namespace']}/{data['name']}"
     lines = []
     scale = (f"replicas {data['replicas']['from']} → {data['replicas']['to']}"
@@ -237,12 +351,28 @@ def summary(data: Mapping[str, Any], preview: Preview | None, paint: Paint) -> l
         lines.append(f"{paint('No rollout', 'bold')} for {name}: the templates are "
                      "unchanged, no group is replaced"
                      + (f" ({scale}: groups are added or removed)." if scale else "."))
-    lines.append(f"maxUnavailable {data['maxUnavailable']}, maxSurge {data['maxSurge']}, "
-                 f"partition {data['partition']}; readiness order: {data['readyOrder']}. "
-                 "Nothing was written.")
+    if isinstance(preview, HashPreview):
+        lines.append(f"maxUnavailable {data['maxUnavailable']}, maxSurge {data['maxSurge']}, "
+                     f"groupReplacementPolicy {data['groupReplacementPolicy']}. "
+                     "Nothing was written.")
+    else:
+        lines.append(f"maxUnavailable {data['maxUnavailable']}, maxSurge "
+                     f"{data['maxSurge']}, partition {data['partition']}; readiness order: "
+                     f"{data['readyOrder']}. Nothing was written.")
     if data.get("note"):
         lines.append(f"Note: {data['note']}.")
-    if preview is not None:
+    if isinstance(preview, HashPreview):
+        lines.append("")
+        lines += hash_table(preview, int(data["replicas"]["to"]), paint)
+        lines.append("")
+        if preview.complete:
+            lines.append(f"Complete after {len(preview.rows) - 1} steps; at least "
+                         f"{preview.min_available} of {data['replicas']['to']} groups "
+                         "available throughout.")
+        else:
+            lines.append(paint("Does not complete on its own: a group not Ready now holds "
+                               "it (see `kubectl lws why`).", "yellow"))
+    elif preview is not None:
         lines.append("")
         lines += table(preview, int(data["replicas"]["to"]), paint)
         lines.append("")
