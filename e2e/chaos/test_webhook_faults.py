@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import time
 import uuid
@@ -121,7 +122,7 @@ async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Setup]:
             # A stopped process cannot even be terminated. Resumed, a lapsed Lease makes it
             # exit within a retry period.
             with contextlib.suppress(ProcessLookupError):
-                s.stopped.process.send_signal(signal.SIGCONT)
+                signal_pod(s.stopped.process, signal.SIGCONT)
             await asyncio.sleep(3)
         if s.operator is not None:
             # The finalizer needs the operator: remove the LeaderWorkerSet while one runs (a
@@ -225,6 +226,12 @@ async def non_lws_pods_run(s: Setup, tag: str) -> list[str]:
     return made
 
 
+def signal_pod(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    """``sig`` to the operator and its admission process (the webhooks' server, a child in the
+    operator's process group): what a container runtime's kill or freeze does to a pod."""
+    os.killpg(process.pid, sig)
+
+
 async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
                     before: dict[str, str]) -> dict[str, str]:
     op = s.operator
@@ -236,12 +243,12 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
     tag = f"{fault.lower()}-{cycle}"
     t0 = time.monotonic()
     if fault == "SIGKILL":
-        op.process.send_signal(signal.SIGKILL)
+        signal_pod(op.process, signal.SIGKILL)
         await op.process.wait()
         # A crash removes nothing: the API server keeps calling the dead endpoint.
         assert await registered_url(s.raw, f"lws-mutating-{s.run_id}") == dead_url
     else:
-        op.process.send_signal(signal.SIGSTOP)
+        signal_pod(op.process, signal.SIGSTOP)
         s.stopped = op
 
     # 1. A worker pod deleted: its StatefulSet must recreate it and cannot.
@@ -303,7 +310,7 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
     if fault == "SIGKILL":
         await s.start_operator()
     else:
-        op.process.send_signal(signal.SIGCONT)
+        signal_pod(op.process, signal.SIGCONT)
         s.stopped = None
     exits: list[int] = []
 

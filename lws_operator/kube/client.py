@@ -185,6 +185,18 @@ class KubeClient:
         decoded: dict[str, Any] = json.loads(data) if data else {}
         return decoded
 
+    async def _token(self, method: str) -> None:
+        """Wait for the global limiter's token (every request does, watches included) and
+        observe the wait (``rest_client_rate_limiter_duration_seconds``: its count is the
+        number of requests started)."""
+        if self.limiter is None:
+            return
+        waited_from = time.monotonic()
+        await self.limiter.acquire()
+        if self.metrics is not None:
+            self.metrics.rate_limiter_duration.labels(method, self.host).observe(
+                time.monotonic() - waited_from)
+
     async def raw(
         self,
         method: str,
@@ -198,12 +210,7 @@ class KubeClient:
     ) -> bytes:
         """One call; the answer's bytes (for non-JSON endpoints such as ``/metrics``)."""
         method = method.upper()
-        if self.limiter is not None:
-            waited_from = time.monotonic()
-            await self.limiter.acquire()
-            if self.metrics is not None:
-                self.metrics.rate_limiter_duration.labels(method, self.host).observe(
-                    time.monotonic() - waited_from)
+        await self._token(method)
         params = await self.api.param_serialize(
             method=method,
             resource_path=path,
@@ -248,8 +255,7 @@ class KubeClient:
         of the lines, which ends when the server ends the answer. Counted, rate-limited and
         observed like :meth:`raw` (one request, however long it lasts); ``ApiException`` for a
         non-2xx status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
-        if self.limiter is not None:
-            await self.limiter.acquire()
+        await self._token("GET")
         params = await self.api.param_serialize(
             method="GET", resource_path=path, query_params=list((query or {}).items()) or None,
             header_params={"Accept": JSON}, auth_settings=["BearerToken"])
