@@ -214,12 +214,15 @@ def hash_table(preview: HashPreview, replicas: int, paint: Paint) -> list[str]:
     lines = [f"STAGE  {'OLD GROUPS'.ljust(ow)}  {'NEW GROUPS'.ljust(nw)}  AVAILABLE  "
              "DESCRIPTION"]
     for r, old, new in zip(preview.rows, olds, news, strict=True):
-        available = f"{r.available}/{replicas}"
-        style = "green" if r.available >= replicas else "yellow"
         lines.append(f"{str(r.stage).ljust(5)}  {old}{' ' * (ow - width(old))}  "
-                     f"{new}{' ' * (nw - width(new))}  {paint(available.ljust(9), style)}  "
+                     f"{new}{' ' * (nw - width(new))}  {_available(r.available, replicas, paint)}  "
                      f"{r.description}")
     return lines
+
+
+def _available(available: int, replicas: int, paint: Paint) -> str:
+    """The AVAILABLE cell of both tables: green once every group is available."""
+    return paint(f"{available}/{replicas}".ljust(9), "green" if available >= replicas else "yellow")
 
 
 def table(preview: Preview, replicas: int, paint: Paint) -> list[str]:
@@ -236,11 +239,9 @@ def table(preview: Preview, replicas: int, paint: Paint) -> list[str]:
             # an emoji takes two columns of a terminal
             cells.append((SYMBOLS[r.groups[i]] + " " * (cols[i] - 2)) if i < len(r.groups)
                          else " " * cols[i])
-        available = f"{r.available}/{replicas}"
-        style = "green" if r.available >= replicas else "yellow"
         lines.append(f"{str(r.stage).ljust(5)}  {str(r.partition).ljust(9)}  "
                      f"{str(r.replicas).ljust(8)}  {' '.join(cells)}  "
-                     f"{paint(available.ljust(9), style)}  {r.description}")
+                     f"{_available(r.available, replicas, paint)}  {r.description}")
     return lines
 
 
