@@ -68,9 +68,16 @@ PROFILES = {
     # The default: 800 pods, within 15 minutes on a 2-core machine.
     "default": Profile("default", sets=20, replicas=5, size=8, nodes=20, steady_seconds=120,
                        timeout=900),
-    # 5,000 pods on 700 nodes.
-    "large": Profile("large", sets=125, replicas=5, size=8, nodes=700, steady_seconds=120,
-                     timeout=2400),
+    # 5,000 pods on 80 nodes of 110 pods each (kwok's nodes allocate 110 pods, as a kubelet
+    # does by default): room for every pod plus a surge group per set (6,000) with a third to
+    # spare. The operator reads no Node in this profile, so the node count changes nothing it
+    # does. 700 nodes (about 7 pods each, a production-like density) were never run: on the 2-core
+    # machine, the control plane's work per node (kwok's heartbeats and status, the scheduler
+    # scoring every node for every pod) would compete with the operator for the CPU it is
+    # measured on. An hour per phase: creating 5,000 pods through the full control plane on
+    # that machine is its own limit, and a phase that ends early is never penalised.
+    "large": Profile("large", sets=125, replicas=5, size=8, nodes=80, steady_seconds=120,
+                     timeout=3600),
     # The short variant `make test` runs: every phase and figure, in about a minute.
     "smoke": Profile("smoke", sets=3, replicas=2, size=3, nodes=20, steady_seconds=10,
                      timeout=300),

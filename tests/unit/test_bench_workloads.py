@@ -9,6 +9,7 @@ import pytest
 
 from e2e.bench.workloads import (
     IMAGE,
+    MAX_SURGE,
     PROFILES,
     ROLLED_IMAGE,
     SET_LABEL,
@@ -19,6 +20,7 @@ from e2e.bench.workloads import (
     rolled_leaderworkerset_patch,
     rolled_statefulset_patch,
 )
+from e2e.cluster.nodes import NodeLayout, node_manifests
 from lws_operator.api.defaults import apply_defaults
 from lws_operator.api.validation import validate
 
@@ -75,5 +77,15 @@ def test_bad_sizes_are_refused(change: dict[str, Any], message: str) -> None:
 def test_the_default_profile_is_the_issues() -> None:
     default = PROFILES["default"]
     assert (default.sets, default.replicas, default.size, default.pods) == (20, 5, 8, 800)
-    assert PROFILES["large"].pods >= 5000
-    assert PROFILES["large"].nodes >= 700
+
+
+def test_the_large_profile_fits_its_nodes() -> None:
+    """5,000 pods, and the benchmark's own cluster for it (GPU nodes plus four TPU nodes, as
+    ``e2e.bench.scale`` lays it out) allocates every pod plus a surge group per set, which its
+    preflight demands, with room to spare for the scheduler."""
+    large = PROFILES["large"]
+    assert large.pods >= 5000
+    layout = NodeLayout(gpu_nodes=max(large.nodes - 4, 1), tpu_nodes=4)
+    capacity = sum(int(n["status"]["allocatable"]["pods"]) for n in node_manifests(layout))
+    needed = large.pods + large.sets * large.size * MAX_SURGE
+    assert capacity >= needed * 1.25
