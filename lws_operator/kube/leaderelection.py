@@ -4,10 +4,13 @@ Every replica runs an ``LeaderElector``. A candidate reads the Lease every ``ret
 (jittered) and takes it once it is free or its holder's renewals have stopped for a whole
 ``leaseDuration`` (judged by ``logic.leaderelection``). The leader renews every ``retryPeriod``;
 each write carries the resourceVersion it read, so of two replicas racing for the same Lease only
-one write succeeds (409 for the other). A leader that cannot renew for ``renewDeadline`` has lost:
-``leading`` is cleared at once and ``on_lost`` runs (``__main__`` ends the process there, as
-controller-runtime does). ``release()`` hands the lease back on a graceful stop, so a standby
-takes over within one retry period instead of a lease duration.
+one write succeeds (409 for the other). A leader renews with the resourceVersion of its own last
+write, without reading first, as client-go's optimistic update does: one request per renewal; a
+refused write (someone else wrote the Lease) sends it back to reading and deciding. A leader that
+cannot renew for ``renewDeadline`` has lost: ``leading`` is cleared at once and ``on_lost`` runs
+(``__main__`` ends the process there, as controller-runtime does). ``release()`` hands the lease
+back on a graceful stop, so a standby takes over within one retry period instead of a lease
+duration.
 
 Lease requests use a client without the process's rate limiter: a backlog of reconcile writes
 must never delay a renewal past the deadline.
@@ -137,7 +140,19 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self, timeout: float = 10.0) -> bool:  # noqa: ASYNC109
         """One attempt: read the Lease, then take or renew it if allowed. True when we hold it
-        afterwards."""
+        afterwards. A leader first renews blind, with the resourceVersion of its own last write
+        (``logic.may_renew_blind``); only when that write is refused does it read."""
+        if self._resource_version is not None and logic.may_renew_blind(
+                self.observation, self.identity, self.timings, self.clock()):
+            record = logic.acquire_or_renew(self.observation, self.identity, self.timings,
+                                            self.clock(), self.wall())
+            assert record is not None, "our own record is always renewable"
+            try:
+                if await self._write(record, timeout):
+                    return True
+            except ApiException as exc:
+                log.info("lease %s/%s: renewal refused (%s %s); reading it", self.namespace,
+                         self.name, exc.status, status_message(exc))
         await self._read(timeout)
         record = logic.acquire_or_renew(self.observation, self.identity, self.timings,
                                         self.clock(), self.wall())

@@ -27,6 +27,7 @@ __all__ = [
     "expires_in",
     "format_micro_time",
     "lease_body",
+    "may_renew_blind",
     "parse_micro_time",
     "release",
     "renew_deadline_passed",
@@ -136,6 +137,19 @@ def acquire_or_renew(observation: Observation, identity: str, timings: Timings,
     # As client-go counts: every change of holder, a take-over after a release included.
     transitions = 0 if record is None else record.transitions + 1
     return LeaseRecord(identity, duration, stamp, stamp, transitions)
+
+
+def may_renew_blind(observation: Observation, identity: str, timings: Timings,
+                    now: float) -> bool:
+    """Whether a leader may renew without reading the Lease first (client-go's optimistic
+    update): the record last seen is its own, written or read less than a lease duration ago by
+    the local clock. The write still carries the resourceVersion of that record, so it succeeds
+    only if nobody wrote the Lease since; any other answer sends the leader back to reading it
+    and deciding as a candidate would (``acquire_or_renew``), so a Lease someone else holds is
+    never written over. A renewal then costs one request, not a GET and a PUT."""
+    record = observation.record
+    return record is not None and record.holder == identity \
+        and now < observation.observed_at + timings.lease_duration
 
 
 def renew_deadline_passed(last_renewed: float, timings: Timings, now: float) -> bool:

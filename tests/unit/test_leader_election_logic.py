@@ -15,6 +15,7 @@ from lws_operator.logic.leaderelection import (
     expires_in,
     format_micro_time,
     lease_body,
+    may_renew_blind,
     parse_micro_time,
     release,
     renew_deadline_passed,
@@ -145,3 +146,18 @@ def test_expires_in(record: LeaseRecord | None, seen_for: float,
     observation = Observation(None, clock()).update(record, clock())
     clock.advance(seen_for)
     assert expires_in(observation, clock()) == expected
+
+
+@pytest.mark.parametrize(("record", "seen_for", "blind"), [
+    (None, 0.0, False),  # no Lease seen: read it first
+    (LeaseRecord("", 1, STAMP, STAMP, 3), 0.0, False),  # released: a candidate reads
+    (held(OTHER), 0.0, False),  # someone else's: never written without reading
+    (held(ME), 0.0, True),  # our own, just written: renew with its resourceVersion
+    (held(ME), 14.9, True),
+    (held(ME), 15.0, False),  # a whole duration since: others may hold it by now
+])
+def test_may_renew_blind(record: LeaseRecord | None, seen_for: float, blind: bool) -> None:
+    clock = ManualClock(1000.0)
+    observation = Observation(None, clock()).update(record, clock())
+    clock.advance(seen_for)
+    assert may_renew_blind(observation, ME, T, clock()) is blind
