@@ -93,6 +93,9 @@ KOPF_WORKER_IDLE = 0.2
 # docstring): long enough that busy watches hand over several events per wake-up, short next to
 # a pass and to the controllers' own coalescing of child events.
 HANDOFF_DELAY = 0.005
+# Events taken from kopf's thread in one step of the main loop (``Watches._drain``), so a long
+# listing never holds the loop (and with it the Lease's renewals) up for long.
+DRAIN_BATCH = 500
 
 # (kind, group, version, plural, list path, label selector)
 Watch = tuple[str, str, str, str, str, str | None]
@@ -239,12 +242,20 @@ class Watches:
     # ----------------------------------------------------------------------------- watching
 
     def _drain(self) -> None:
-        """Runs on the main loop: every event queued so far, in arrival order. The flag drops
-        before the queue empties, so an event appended meanwhile either is taken here or
-        schedules the next drain; none is stranded."""
+        """Runs on the main loop: the events queued so far, in arrival order, at most
+        ``DRAIN_BATCH`` of them before the loop runs other work (a listing of 50,000 objects
+        arrives faster than it is taken, and one drain took it all while nothing else ran);
+        the rest in the next drain, scheduled at once. The flag drops before the queue
+        empties, so an event appended meanwhile either is taken here or schedules the next
+        drain; none is stranded."""
         self._drain_pending = False
-        while self._inbox:
+        for _ in range(DRAIN_BATCH):
+            if not self._inbox:
+                return
             self._observe(*self._inbox.popleft())
+        if self._inbox and not self._drain_pending and self._loop is not None:
+            self._drain_pending = True
+            self._loop.call_soon(self._drain)
 
     def _observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Runs on the main loop: update the cache, tell the controller of the owner. An event

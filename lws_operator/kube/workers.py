@@ -159,6 +159,12 @@ async def run_workers(
                 queue.done(key)
                 continue
             await one_pass(key)
+            # Let the loop run between passes: ``queue.get`` returns without suspending while
+            # keys wait, and a pass with nothing to write never suspends either, so a worker
+            # would otherwise run a whole backlog as one step of the event loop: at a cold start
+            # over 1,000 sets, every set's first pass back to back, while no Lease renewal, watch
+            # event or metrics scrape could run.
+            await asyncio.sleep(0)
 
     tasks = [asyncio.create_task(worker(), name=f"{controller}-worker-{i}")
              for i in range(concurrency)]

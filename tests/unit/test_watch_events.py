@@ -6,6 +6,7 @@ the queue runs on a manual clock."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -16,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
-from lws_operator.kube.watch import news
+from lws_operator.kube.watch import DRAIN_BATCH, news
 from lws_operator.kube.workqueue import WorkQueue
 from tests.unit.manual_clock import ManualClock, settle
 
@@ -169,3 +170,24 @@ async def test_a_set_event_and_a_deletion_wake_a_pass_at_once() -> None:
     assert len(run.queue) == 1  # again at once, after the pass that was running
     await run.watches.gaps.close()
 
+
+
+async def test_a_long_listing_is_taken_in_batches_between_which_the_loop_runs() -> None:
+    """kopf's thread hands events over faster than the main loop takes them at a cold start:
+    one drain takes at most ``DRAIN_BATCH`` and schedules the next, so other work (a Lease
+    renewal) runs in between, and no event is left behind."""
+    run, _clock, _ = runtime()
+    watches = run.watches
+    watches._loop = asyncio.get_running_loop()
+    for i in range(DRAIN_BATCH + 10):
+        body = pod()
+        body["metadata"].update(name=f"x-{i}", uid=f"p{i}")
+        watches._inbox.append(("Pod", None, body))
+    watches._drain_pending = True
+    watches._drain()
+    assert len(run.cache["Pod"]) == DRAIN_BATCH
+    assert len(watches._inbox) == 10
+    await asyncio.sleep(0)  # the loop runs; then the rest
+    assert len(run.cache["Pod"]) == DRAIN_BATCH + 10
+    assert not watches._inbox
+    await watches.gaps.close()

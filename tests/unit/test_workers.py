@@ -5,6 +5,7 @@ The queue runs on a manual clock, so retries fire only when a test advances time
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -415,3 +416,31 @@ async def test_a_pass_runs_with_its_key_as_log_context() -> None:
         await settle()
     assert seen == [("ns/a", None), ("ns/a", "4"), ("ns/b", None), ("ns/b", "4")]
     assert (LWS.get(), GROUP.get()) == (None, None)
+
+
+async def test_the_loop_runs_between_passes_that_never_suspend() -> None:
+    """A backlog of passes with nothing to write (a cold start's first pass of every set)
+    never suspends on its own; the worker still lets the loop run between two passes, so a
+    Lease renewal or a watch event is not held up for the whole backlog."""
+    h = Harness()
+    order: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        order.append(key)
+
+    async def other() -> None:
+        while True:
+            order.append("other")
+            await asyncio.sleep(0)
+
+    for i in range(5):
+        h.queue.add(f"ns/{i}")
+    ticking = asyncio.create_task(other())
+    try:
+        async with h.running(reconcile, concurrency=1):
+            await settle()
+    finally:
+        ticking.cancel()
+    passes = [i for i, what in enumerate(order) if what != "other"]
+    assert len(passes) == 5
+    assert all(b - a > 1 for a, b in itertools.pairwise(passes))
