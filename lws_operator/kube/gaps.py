@@ -76,10 +76,11 @@ class WatchGaps:
         self._wanted = False
         self._counted = False  # a trigger is counted for the resync to come
         self._task: asyncio.Task[None] | None = None
-        # kopf's initial listings (which follow our own) are not relistings: they are over
-        # once the first resync has settled.
+        # kopf's initial listings (which follow our own) are not relistings: a kind first
+        # listed before the first resync settled is listed for the first time.
         self._initial = True
-        self._listing: set[str] = set()  # kinds listed since the last settling
+        # The storage key ("namespace/name") of the last object listed, per kind listed yet.
+        self._last_listed: dict[str, str] = {}
         for reason in REASONS:
             metrics.triggers.labels(reason)
 
@@ -89,14 +90,21 @@ class WatchGaps:
         way, once their listings settle; a resync then is wanted even if every one is empty."""
         self.want(STARTED)
 
-    def listed(self, kind: str) -> None:
-        """An event without a type: ``kind`` is being listed. After kopf's initial listings
-        that means its watch expired, counted once per listing."""
-        if kind not in self._listing:
-            self._listing.add(kind)
-            if not self._initial:
-                self.metrics.relistings.labels(kind).inc()
-                log.info("kopf lists %s again (its watch expired); resyncing the caches", kind)
+    def listed(self, kind: str, key: str) -> None:
+        """An event without a type: ``kind`` is being listed, and this is the object at storage
+        key ``key`` ("namespace/name"). After kopf's initial listings that means its watch
+        expired, counted once per listing.
+
+        A listing comes in chunks, and the pause between two chunks of a big one (50,000 pods
+        on a busy machine) can outlast the resync's settling time, so time cannot tell a new
+        listing from the next chunk of the same one. Order can: a chunked LIST returns objects
+        in storage-key order (its continue token is the last key returned), so the next chunk
+        goes on past the last key listed, and a new listing starts again at or before it."""
+        last = self._last_listed.get(kind)
+        self._last_listed[kind] = key
+        if (last is None and not self._initial) or (last is not None and key <= last):
+            self.metrics.relistings.labels(kind).inc()
+            log.info("kopf lists %s again (its watch expired); resyncing the caches", kind)
         self.want(LISTED)
 
     def reconnected(self) -> None:
@@ -131,7 +139,6 @@ class WatchGaps:
             await asyncio.sleep(self.settle)
             if self._wanted:
                 continue  # still listing: wait for the end of it
-            self._listing.clear()
             self._initial = False
             self._counted = False
             try:

@@ -263,7 +263,8 @@ class Watches:
         namesake: both call for a resync (``kube.gaps``)."""
         store = self.cache[kind]
         if event_type is None:
-            self.gaps.listed(kind)
+            namespace, name = cached_key(body)
+            self.gaps.listed(kind, f"{namespace}/{name}" if namespace else name)
             if store.holds(body):
                 # Listed again as cached: kopf's first listing after our own (``prime``), or a
                 # relisting of an object that did not change. No news for its owner, and no

@@ -57,16 +57,16 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 async def test_a_listing_in_chunks_is_one_resync_and_only_a_relisting_is_counted() -> None:
     resync = Resyncs()
     gaps, registry = gaps_with(resync)
-    for _ in range(3):  # kopf's initial listing, in chunks with pauses shorter than SETTLE
-        gaps.listed("Pod")
+    for i in range(3):  # kopf's initial listing, in chunks with pauses shorter than SETTLE
+        gaps.listed("Pod", f"ns/p{i}")
         await asyncio.sleep(SETTLE / 5)
     await settled(gaps)
     assert resync.done == 1
     assert sample(registry, "lws_operator_watch_relistings_total", kind="Pod") == 0
 
-    for _ in range(3):  # the watch expired: kopf lists again
-        gaps.listed("Pod")
-    gaps.listed("Service")  # empty at the start, so first seen now: a relisting too
+    for i in range(3):  # the watch expired: kopf lists again
+        gaps.listed("Pod", f"ns/p{i}")
+    gaps.listed("Service", "ns/s")  # empty at the start, so first seen now: a relisting too
     await settled(gaps)
     assert resync.done == 2
     assert sample(registry, "lws_operator_watch_relistings_total", kind="Pod") == 1
@@ -75,11 +75,36 @@ async def test_a_listing_in_chunks_is_one_resync_and_only_a_relisting_is_counted
     await gaps.close()
 
 
+async def test_a_pause_within_a_listing_longer_than_the_settling_time_is_no_relisting() -> None:
+    """A big listing (50,000 pods on a busy machine) pauses between chunks for longer than
+    the settling time: a resync runs meanwhile, yet the next chunk goes on past the last key
+    listed and is no relisting. A listing that starts over at or before it is one; keys are
+    compared as the API server orders them (storage keys, "namespace/name")."""
+    resync = Resyncs()
+    gaps, registry = gaps_with(resync)
+    gaps.listed("Pod", "ns/p0")
+    gaps.listed("Pod", "ns/p1")
+    await settled(gaps)  # the pause: a resync settles
+    gaps.listed("Pod", "ns/p2")  # the next chunk
+    gaps.listed("Pod", "ns-b/p0")  # "ns-b/" sorts before "ns/" in storage order, not after:
+    await settled(gaps)  # ... so this started over: the relisting
+    assert sample(registry, "lws_operator_watch_relistings_total", kind="Pod") == 1
+    gaps.listed("Pod", "ns-b/p1")
+    gaps.listed("Pod", "ns/p0")
+    await settled(gaps)
+    assert sample(registry, "lws_operator_watch_relistings_total", kind="Pod") == 1
+    gaps.listed("Pod", "ns/p0")  # a listing of one object, listed again
+    await settled(gaps)
+    assert sample(registry, "lws_operator_watch_relistings_total", kind="Pod") == 2
+    assert resync.done == 4
+    await gaps.close()
+
+
 async def test_kopf_starting_asks_for_a_resync_even_if_every_initial_listing_is_empty() -> None:
     resync = Resyncs()
     gaps, registry = gaps_with(resync)
     gaps.started()
-    gaps.listed("LeaderWorkerSet")  # kopf's initial listing, within the settling time
+    gaps.listed("LeaderWorkerSet", "ns/x")  # kopf's initial listing, within the settling time
     await settled(gaps)
     assert resync.done == 1
     assert sample(registry, "lws_operator_cache_resync_triggers_total", reason=STARTED) == 1
@@ -89,7 +114,7 @@ async def test_kopf_starting_asks_for_a_resync_even_if_every_initial_listing_is_
 async def test_a_failed_resync_is_tried_again_until_it_succeeds() -> None:
     resync = Resyncs(failures=3)
     gaps, _ = gaps_with(resync)
-    gaps.listed("Service")
+    gaps.listed("Service", "ns/s")
     await settled(gaps)
     assert resync.done == 1
     assert resync.failures == 0
