@@ -27,7 +27,10 @@ Reported, never asserted (they depend on the machine):
   our answer; its buckets are coarse, 5 ms then 25 ms);
 * ``create_ms``: pod creation latency seen by the client (API server, admission chain, etcd);
 * ``operator``: CPU seconds of the operator process and of its admission child over the window,
-  and their resident memory at its end.
+  their resident memory at its end, and the resident, proportional and unique memory of each
+  (``shared_memory_mib``) before and after the load: the child is a new interpreter, not a
+  fork, so the two share only the pages of the files both map (the interpreter, its libraries);
+  the RSS sum counts those twice, the operator's RSS plus the child's USS once.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any
 from e2e.bench import figures
 from e2e.bench.workloads import Profile, leaderworkerset, rolled_leaderworkerset_patch
 from e2e.harness.admission import drive, ensure_namespace, wait_until_admitting
-from e2e.harness.launcher import OperatorProcess, cpu_seconds, memory_mib
+from e2e.harness.launcher import OperatorProcess, cpu_seconds, memory_mib, shared_memory_mib
 from lws_operator.api.constants import GROUP, MUTATE_POD_PATH, NAME_LABEL, PLURAL, VERSION
 from lws_operator.kube.client import ApiException, KubeClient
 
@@ -67,6 +70,15 @@ def children(pid: int) -> list[int]:
 def cpu_by_process(pid: int) -> dict[str, float]:
     return {"operator": cpu_seconds(pid),
             "admission_child": sum(cpu_seconds(c) for c in children(pid))}
+
+
+def memory_by_process(pid: int) -> dict[str, dict[str, float]]:
+    """RSS, PSS and USS (``shared_memory_mib``) of the operator and of its admission child."""
+    out = {"operator": shared_memory_mib(pid)}
+    for child in children(pid):
+        with contextlib.suppress(OSError):
+            out["admission_child"] = shared_memory_mib(child)
+    return out
 
 
 def summary(cumulative: dict[float, float]) -> dict[str, Any]:
@@ -144,6 +156,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
         if busy:
             working = asyncio.create_task(workload.run(stop_work))
             await asyncio.sleep(1.0)  # the first creates are under way
+        memory_before = memory_by_process(operator.pid)
         ours_before = figures.parse(await operator.metrics())
         theirs_before = figures.parse((await kube.raw("GET", "/metrics")).decode())
         cpu_before = cpu_by_process(operator.pid)
@@ -156,6 +169,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
         memory = {"operator": memory_mib(operator.pid).get("rss"),
                   "admission_child": sum(memory_mib(c).get("rss", 0.0)
                                          for c in children(operator.pid))}
+        memory_after = memory_by_process(operator.pid)
         stop_work.set()
         if working is not None:
             await working
@@ -193,7 +207,11 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
         "create_ms": {"requests": len(load.latencies), **percentiles(load.latencies)},
         "operator": {
             "cpu_seconds": {k: round(cpu_after[k] - cpu_before[k], 2) for k in cpu_after},
-            "rss_mib": memory, "exit_code": code},
+            "rss_mib": memory,
+            # Before and after the measured load, each process's RSS, PSS and USS: the pair
+            # costs about the operator's RSS plus the child's USS (their shared pages once).
+            "memory_mib_before_load": memory_before, "memory_mib_after_load": memory_after,
+            "exit_code": code},
     }
 
 
