@@ -1,6 +1,6 @@
 """The admission process (``admission.process``) without a cluster: it serves admissions on the
 port its parent bound, with the certificates its parent sends; its metrics reach the parent's
-registry; it stops when told, and when its parent dies. About 5 s (three child processes).
+registry; it stops when told, and when its parent dies. About 6 s (four child processes).
 """
 
 from __future__ import annotations
