@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.harness.launcher import OperatorProcess, cpu_seconds, memory_mib
+from e2e.harness.launcher import OperatorProcess, cpu_seconds, memory_mib, shared_memory_mib
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 SAMPLE_RATE = 50  # per second: enough for a flame graph, little CPU taken from the cluster
@@ -193,6 +193,20 @@ class ProfiledOperator:
         sampled = max((r for _, r in self.rss_samples), default=0.0)
         return {"rss": round(rss + admission, 1), "peak_rss": round(max(peak, sampled), 1),
                 "operator_rss": own.get("rss", 0.0), "admission_rss": round(admission, 1)}
+
+    def shared_memory(self) -> dict[str, float]:
+        """Now, in MiB: the pair's PSS (``pss``), and the operator's RSS plus the admission
+        child's USS (``rss_shared_once``: the pages both map counted once, where the RSS sum
+        counts them twice); each process's RSS, PSS and USS (``shared_memory_mib``)."""
+        own = shared_memory_mib(self.operator.pid)
+        child = {"rss": 0.0, "pss": 0.0, "uss": 0.0}
+        for pid in children_of(self.operator.pid):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                child = {k: child[k] + v for k, v in shared_memory_mib(pid).items()}
+        return {"pss": round(own["pss"] + child["pss"], 1),
+                "rss_shared_once": round(own["rss"] + child["uss"], 1),
+                **{f"operator_{k}": v for k, v in own.items()},
+                **{f"admission_{k}": round(v, 1) for k, v in child.items()}}
 
     async def metrics(self) -> str:
         return await self.operator.metrics()

@@ -395,6 +395,7 @@ class Run:
             delete = await side.delete()
             await mark(None)  # 4: after delete
             memory = operator.memory()
+            shared_memory = operator.shared_memory()
             code = await operator.stop()
         finally:
             # Each step bounded, and each runs whatever the one before did: an interrupted
@@ -405,7 +406,8 @@ class Run:
                                 "removing the webhook registrations")
         return self._operator_report(
             {"create": create, "rollout": rollout, "delete": delete}, cpu, scrapes, servers,
-            {"at_start": memory_at_start, "after_create": memory_after_create, "at_end": memory},
+            {"at_start": memory_at_start, "after_create": memory_after_create, "at_end": memory,
+             "shared_at_end": shared_memory},
             code, operator)
 
     def _operator_report(self, phases: dict[str, Phase], cpu: list[float], scrapes: list[Scrape],
@@ -462,7 +464,9 @@ class Run:
                            "peak_rss": memory["at_end"].get("peak_rss"),
                            # The webhooks' child process, counted in the figures above.
                            "admission_rss_at_end": memory["at_end"].get("admission_rss"),
-                           "operator_rss_at_end": memory["at_end"].get("operator_rss")},
+                           "operator_rss_at_end": memory["at_end"].get("operator_rss"),
+                           # The same pair by PSS and USS (``ProfiledOperator.shared_memory``).
+                           "shared_at_end": memory["shared_at_end"]},
             "reconcile_time_seconds": figures.histogram_summary(
                 figures.buckets(whole, "controller_runtime_reconcile_time_seconds")),
             # Time requests waited for a token of the client-side limiter (--kube-api-qps).

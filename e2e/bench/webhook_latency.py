@@ -26,8 +26,14 @@ Reported, never asserted (they depend on the machine):
   (``apiserver_admission_webhook_admission_duration_seconds``, type admit: network, TLS and
   our answer; its buckets are coarse, 5 ms then 25 ms);
 * ``create_ms``: pod creation latency seen by the client (API server, admission chain, etcd);
+* ``cpu_seconds_elsewhere``: over the same window, CPU seconds of this driver, of the control
+  plane's processes (when the cluster is this tool's own or laid out like it) and of the whole
+  machine, to tell what held the rate back when ``achieved_rate`` falls short;
 * ``operator``: CPU seconds of the operator process and of its admission child over the window,
-  and their resident memory at its end.
+  their resident memory at its end, and the resident, proportional and unique memory of each
+  (``shared_memory_mib``) before and after the load: the child is a new interpreter, not a
+  fork, so the two share only the pages of the files both map (the interpreter, its libraries);
+  the RSS sum counts those twice, the operator's RSS plus the child's USS once.
 """
 
 from __future__ import annotations
@@ -45,7 +51,13 @@ from typing import Any
 from e2e.bench import figures
 from e2e.bench.workloads import Profile, leaderworkerset, rolled_leaderworkerset_patch
 from e2e.harness.admission import drive, ensure_namespace, wait_until_admitting
-from e2e.harness.launcher import OperatorProcess, cpu_seconds, memory_mib
+from e2e.harness.launcher import (
+    CLOCK_TICKS,
+    OperatorProcess,
+    cpu_seconds,
+    memory_mib,
+    shared_memory_mib,
+)
 from lws_operator.api.constants import GROUP, MUTATE_POD_PATH, NAME_LABEL, PLURAL, VERSION
 from lws_operator.kube.client import ApiException, KubeClient
 
@@ -67,6 +79,34 @@ def children(pid: int) -> list[int]:
 def cpu_by_process(pid: int) -> dict[str, float]:
     return {"operator": cpu_seconds(pid),
             "admission_child": sum(cpu_seconds(c) for c in children(pid))}
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds this machine's cores have spent on anything but idling, so far (every
+    process's, the other users' of a shared machine included: ``/proc/stat``)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / CLOCK_TICKS
+
+
+def cpu_elsewhere(kubeconfig: str) -> dict[str, float]:
+    """CPU seconds so far of what else serves the load: this driver process, and the control
+    plane's processes when the cluster's pid files sit beside the kubeconfig (``e2e.cluster``),
+    and the whole machine (``machine``)."""
+    out = {"driver": time.process_time(), "machine": machine_busy_seconds()}
+    for pid_file in sorted((Path(kubeconfig).parent / "pids").glob("*.pid")):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            out[pid_file.stem] = cpu_seconds(int(pid_file.read_text()))
+    return out
+
+
+def memory_by_process(pid: int) -> dict[str, dict[str, float]]:
+    """RSS, PSS and USS (``shared_memory_mib``) of the operator and of its admission child."""
+    out = {"operator": shared_memory_mib(pid)}
+    for child in children(pid):
+        with contextlib.suppress(OSError):
+            out["admission_child"] = shared_memory_mib(child)
+    return out
 
 
 def summary(cumulative: dict[float, float]) -> dict[str, Any]:
@@ -144,18 +184,22 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
         if busy:
             working = asyncio.create_task(workload.run(stop_work))
             await asyncio.sleep(1.0)  # the first creates are under way
+        memory_before = memory_by_process(operator.pid)
         ours_before = figures.parse(await operator.metrics())
         theirs_before = figures.parse((await kube.raw("GET", "/metrics")).decode())
         cpu_before = cpu_by_process(operator.pid)
+        elsewhere_before, window_start = cpu_elsewhere(kubeconfig), time.monotonic()
         load = await drive(kube, namespace, rate=args.rate, duration=args.duration,
                            dry_run=False, prefix="pod")
         cpu_after = cpu_by_process(operator.pid)
+        elsewhere_after, window = cpu_elsewhere(kubeconfig), time.monotonic() - window_start
         ours = figures.delta(figures.parse(await operator.metrics()), ours_before)
         theirs = figures.delta(figures.parse((await kube.raw("GET", "/metrics")).decode()),
                                theirs_before)
         memory = {"operator": memory_mib(operator.pid).get("rss"),
                   "admission_child": sum(memory_mib(c).get("rss", 0.0)
                                          for c in children(operator.pid))}
+        memory_after = memory_by_process(operator.pid)
         stop_work.set()
         if working is not None:
             await working
@@ -191,9 +235,18 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
             theirs, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK,
             type="admit")),
         "create_ms": {"requests": len(load.latencies), **percentiles(load.latencies)},
+        # Who else spent CPU during the load, to tell what held the rate back: on a 2-core
+        # machine ``machine`` near 2 x ``window_s`` means every core was busy.
+        "window_s": round(window, 1),
+        "cpu_seconds_elsewhere": {k: round(v - elsewhere_before[k], 2)
+                                  for k, v in elsewhere_after.items() if k in elsewhere_before},
         "operator": {
             "cpu_seconds": {k: round(cpu_after[k] - cpu_before[k], 2) for k in cpu_after},
-            "rss_mib": memory, "exit_code": code},
+            "rss_mib": memory,
+            # Before and after the measured load, each process's RSS, PSS and USS: the pair
+            # costs about the operator's RSS plus the child's USS (their shared pages once).
+            "memory_mib_before_load": memory_before, "memory_mib_after_load": memory_after,
+            "exit_code": code},
     }
 
 

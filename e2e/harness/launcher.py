@@ -200,6 +200,19 @@ def memory_mib(pid: int) -> dict[str, float]:
     return out
 
 
+def shared_memory_mib(pid: int) -> dict[str, float]:
+    """Resident (``rss``), proportional (``pss``: each shared page divided among the processes
+    that map it) and unique (``uss``: pages no other process maps) memory of ``pid`` now, in MiB,
+    from ``/proc/<pid>/smaps_rollup``. The RSS of two processes added counts the pages they
+    share twice; the USS of the one added to the RSS of the other counts them once."""
+    kib: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, _, value = line.partition(":")
+        kib[key] = int(value.split()[0])
+    return {"rss": round(kib["Rss"] / 1024, 1), "pss": round(kib["Pss"] / 1024, 1),
+            "uss": round((kib["Private_Clean"] + kib["Private_Dirty"]) / 1024, 1)}
+
+
 @dataclass
 class OperatorProcess:
     """One ``lws-operator run`` process; build it with :meth:`local`, :meth:`replica` or

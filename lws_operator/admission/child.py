@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import asyncio.sslproto
 import datetime as dt
 import gc
 import json
@@ -21,9 +22,17 @@ import sys
 import prometheus_client
 from prometheus_client import CollectorRegistry
 
-from lws_operator.admission import review
-from lws_operator.admission.metrics import WebhookMetrics
-from lws_operator.admission.process import (
+from lws_operator.kube.lean_imports import bare_packages
+
+# aiohttp's ``__init__`` imports its client half too (connector, sessions, cookie jar, and two
+# SSL contexts with the system's CA certificates built at import); this process only serves.
+# Registered bare before anything imports it (``kube.lean_imports``), ``aiohttp.web`` imports
+# what it needs and no more: measured, 2.2 MiB less unique memory and ~0.1 s less to import.
+bare_packages(("aiohttp",))
+
+from lws_operator.admission import review  # noqa: E402 (after the line above)
+from lws_operator.admission.metrics import WebhookMetrics  # noqa: E402
+from lws_operator.admission.process import (  # noqa: E402
     CERTIFICATE,
     METRICS,
     SERVING,
@@ -34,9 +43,19 @@ from lws_operator.admission.process import (
     receive,
     send,
 )
-from lws_operator.admission.server import AdmissionServer, ServingTLS
+from lws_operator.admission.server import AdmissionServer, ServingTLS  # noqa: E402
 
 log = logging.getLogger("lws_operator.admission.child")
+
+# Bytes asyncio's TLS layer reads from a socket at once. Its default (256 KiB) is a buffer
+# allocated and zeroed for every TLS connection: the API server opens a new connection whenever
+# more calls are in flight than it keeps idle, so under load hundreds are made per second, and
+# the allocator kept what hundreds of them had held (measured, unique memory after two bursts of
+# 300 concurrent connections, 25 MiB before them: 100-112 MiB with 256 KiB, 64 MiB with 64 KiB,
+# 55 MiB with 32 KiB, 50 MiB with 16 KiB).
+# Two TLS records (16 KiB of plaintext each, the protocol's largest) fit; larger bodies take
+# more reads, which is all a smaller buffer changes.
+TLS_READ_BUFFER = 32 * 1024
 
 
 async def serve(settings: ChildSettings, control: socket.socket,
@@ -103,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _setup_logging(settings.log_level, settings.log_format)
+    # A class attribute meant to be read per instance; this process serves nothing else.
+    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
     control = socket.socket(fileno=args.control_fd)
     listeners = inherited_sockets([int(fd) for fd in args.listen_fds.split(",") if fd])
     asyncio.run(serve(settings, control, listeners))

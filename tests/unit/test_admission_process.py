@@ -1,11 +1,12 @@
 """The admission process (``admission.process``) without a cluster: it serves admissions on the
 port its parent bound, with the certificates its parent sends; its metrics reach the parent's
-registry; it stops when told, and when its parent dies. About 5 s (three child processes).
+registry; it stops when told, and when its parent dies. About 6 s (four child processes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import json
 import os
@@ -22,6 +23,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry, generate_latest
 
 from e2e.harness.admission import lws_pod, served_certificate
+from lws_operator.admission.child import TLS_READ_BUFFER
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.api.constants import MUTATE_POD_PATH
 from lws_operator.logic import certs
@@ -39,10 +41,11 @@ def der(pem: bytes) -> bytes:
     return ssl.PEM_cert_to_DER_cert(pem.decode())
 
 
-async def admit(port: int) -> dict[str, Any]:
+async def admit(port: int, pod: dict[str, Any] | None = None) -> dict[str, Any]:
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": "default",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"}, "object": lws_pod("p-1")}}
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "object": pod or lws_pod("p-1")}}
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -91,6 +94,23 @@ async def test_serves_rotates_reports_metrics_and_stops() -> None:
         await process.stop()
     assert pid is not None
     assert not alive(pid)
+
+
+async def test_a_review_larger_than_the_tls_read_buffer_is_answered() -> None:
+    """The child reads TLS in smaller pieces than asyncio's default (``TLS_READ_BUFFER``): a
+    body of many TLS records still arrives whole."""
+    pod = lws_pod("big-1")
+    pod["metadata"]["annotations"]["example.com/big"] = "x" * (10 * TLS_READ_BUFFER)
+    process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0))
+    pair = keypair()
+    try:
+        await process.serve(pair["tls.crt"], pair["tls.key"])
+        answer = await admit(process.port, pod)
+    finally:
+        await process.stop()
+    assert answer["response"]["allowed"] is True
+    patch = json.loads(base64.b64decode(answer["response"]["patch"]))
+    assert any(op["path"].startswith("/spec/containers/0/env") for op in patch)
 
 
 async def test_a_killed_child_is_started_again_with_the_certificate() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import ssl
 
 from lws_operator.admission.server import ServingTLS
 from lws_operator.api.config import load
+from lws_operator.logic import certs
 
 HEAD = "apiVersion: config.lws.x-k8s.io/v1alpha1\nkind: Configuration\n"
 
@@ -31,3 +34,39 @@ def test_cipher_suites_limit_tls12() -> None:
     tls12 = {c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"}
     assert tls12 == {"ECDHE-RSA-AES256-GCM-SHA384"}
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def _handshake(server_ctx: ssl.SSLContext) -> ssl.SSLObject:
+    """A TLS 1.3 handshake in memory; the client after reading what the server sent."""
+    client_ctx = ssl.create_default_context()
+    client_ctx.check_hostname = False
+    client_ctx.verify_mode = ssl.CERT_NONE
+    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+    client = client_ctx.wrap_bio(c_in, c_out)
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    done = [False, False]
+    while not all(done):
+        for i, (side, out, peer_in) in enumerate(((client, c_out, s_in), (server, s_out, c_in))):
+            if not done[i]:
+                try:
+                    side.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+            peer_in.write(out.read())
+    with contextlib.suppress(ssl.SSLWantReadError):
+        client.read(1)  # takes in the post-handshake messages (session tickets), if any
+    return client
+
+
+def test_no_session_tickets() -> None:
+    now = dt.datetime.now(dt.UTC)
+    ca, ca_key = certs.new_ca(now, dt.timedelta(days=1))
+    cert, key = certs.new_serving_cert(ca, ca_key, now, dt.timedelta(days=1), ["localhost"], [])
+    pems = certs.encode(certs.CertState((ca,), ca_key, cert, key))
+    tls = ServingTLS()
+    tls.load(pems[certs.TLS_CERT_KEY], pems[certs.TLS_KEY_KEY])
+    client = _handshake(tls.context)
+    assert client.version() == "TLSv1.3"
+    assert client.session is not None
+    assert not client.session.has_ticket

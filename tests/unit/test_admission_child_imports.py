@@ -1,0 +1,25 @@
+"""What the admission process imports (``admission.child``): what it serves with and nothing of
+the controllers' stack, so that it stays small. One interpreter started, about 1 s."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# Never in the admission process: the controllers' framework and API client, the validation
+# models, and aiohttp's client half (``child`` registers aiohttp bare).
+ABSENT = ("kopf", "kubernetes.client", "kubernetes.aio.client", "kubernetes.config", "pydantic",
+          "aiohttp.client", "aiohttp.connector")
+# What it serves with.
+PRESENT = ("aiohttp.web", "ssl", "prometheus_client", "lws_operator.logic.pod_mutation",
+           "lws_operator.api.validation")
+
+
+def test_the_admission_process_imports_only_what_it_serves_with() -> None:
+    script = ("import json, sys; import lws_operator.admission.child; "
+              "print(json.dumps(sorted(sys.modules)))")
+    modules = set(json.loads(subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout))
+    assert not {m for m in modules if any(m == a or m.startswith(f"{a}.") for a in ABSENT)}
+    assert set(PRESENT) <= modules
