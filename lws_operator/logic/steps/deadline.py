@@ -1,0 +1,66 @@
+"""The progress deadline in a pass (``logic.deadline``), Ordinal groups: decided in the leader
+owner's ``prepare``, before the rollout's partition is applied, so an exceeded deadline holds the
+partition and surge this very pass; the status step overlays its condition and requeues the
+pass at the deadline. With the rollback opt-in, an exceeded deadline writes the templates of the
+last fully Ready revision instead, and ends the pass: the next one starts the rollout back."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lws_operator.logic import deadline as dl
+from lws_operator.logic.objects import epoch_seconds
+from lws_operator.logic.plan import CONFLICT_STOPS, Common, Patch, Plan, Record, lws_target
+from lws_operator.logic.rollout import RolloutDecision, RolloutSnapshot
+from lws_operator.logic.snapshot import Observed
+from lws_operator.logic.status import count_groups
+
+
+def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
+    seconds = dl.deadline_seconds(obs.body)
+    if seconds is None or snapshot.leader_sts is None or snapshot.lws_updated:
+        return dl.OFF if seconds is None else dl.Deadline(seconds)
+    lws, key = obs.lws, obs.decided.key
+    counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
+                          obs.leaders, obs.worker_statefulsets)
+    started = dl.rollout_started(obs.body, counts, obs.now)
+    return dl.decide(seconds, None if started is None else _epoch(started, obs.clock),
+                     snapshot.groups, dl.groups_ready_since(lws.name, obs.pods, key), obs.clock)
+
+
+def _epoch(stamp: str, clock: float) -> float:
+    value = epoch_seconds(stamp)
+    return clock if value is None else value
+
+
+def held(rollout: RolloutDecision, snapshot: RolloutSnapshot) -> RolloutDecision:
+    """The rollout with its partition and replicas held (``logic.deadline.hold``); the Events
+    of the moves it no longer makes are dropped."""
+    sts = snapshot.leader_sts
+    assert sts is not None, "decide() only exceeds with a leader StatefulSet"
+    scaled = sts.replicas_annotation != str(snapshot.replicas)
+    partition, replicas = dl.hold((rollout.partition, rollout.replicas),
+                                  (sts.partition, sts.replicas), scaled)
+    if (partition, replicas) == (rollout.partition, rollout.replicas):
+        return rollout
+    return replace(rollout, partition=partition, replicas=replicas, events=(),
+                   events_after_apply=())
+
+
+def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
+    """The rollback write when the set opted in and has a revision to go back to, with the
+    deadline's Warning and the rollback's Event; a 409 ends the pass (decided again on the
+    newer object, where the rollback either landed or is decided anew)."""
+    if not deadline.exceeded or not dl.rollback_enabled(obs.body):
+        return None
+    key = obs.decided.key
+    target = dl.rollback_target(obs.body, obs.decided.revisions, key)
+    if target is None:
+        return None
+    patch = Patch(lws_target(obs.lws.namespace), obs.lws.name,
+                  dl.rollback_body(obs.body, target, key),
+                  common=Common(events=(dl.rolled_back_event(obs.body, key, target, deadline),),
+                                policy=CONFLICT_STOPS,
+                                log=f"rolling {obs.lws.namespace}/{obs.lws.name} back from "
+                                    f"revision {key}"))
+    return Plan((Record(dl.exceeded_event(deadline, key)), patch), stop=True)
