@@ -15,7 +15,10 @@ current revision becoming Ready. When a rollout goes that long without progress:
 * with ``lws-operator.dev/rollback-on-deadline: "true"``, the templates are put back to the last
   revision that was fully Ready (:func:`rollback_target`), once per bad revision.
 
-Changing the templates again (a fix or a revert) starts a new rollout, so the clock starts again.
+Once exceeded, the deadline stays exceeded for that revision (the condition names it) until the
+templates change again (a fix or a revert starts a new rollout and the clock again), the update
+ends, or the annotation is removed: unlike a Deployment's, a bad revision's group coming up for
+a moment does not resume the rollout.
 
 No hidden memory (docs/architecture.md): the time of the last progress is derived from objects
 on every pass, so an operator restart or a new leader decides the same. It is the latest of
@@ -33,6 +36,7 @@ requeued at the deadline (``Deadline.recheck_after``), so it fires without any e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -134,10 +138,15 @@ def groups_ready_since(lws_name: str, pods: Iterable[Mapping[str, Any]],
 
 
 def decide(seconds: int | None, started: float | None, groups: Iterable[GroupState],
-           ready_since: Mapping[int, float], now: float) -> Deadline:
+           ready_since: Mapping[int, float], now: float, stuck: bool = False) -> Deadline:
     """Whether the rollout in progress (started at ``started``, None: none is) has gone
-    ``seconds`` without a group of the current revision becoming Ready. Exactly at the
-    deadline it is exceeded."""
+    ``seconds`` without a group of the current revision becoming Ready: only groups Ready now
+    count, with the time they became Ready. Exactly at the deadline it is exceeded.
+
+    ``stuck``: the status already reports the deadline exceeded on the current revision
+    (:func:`exceeded_on`); it stays exceeded until a new revision or the end of the update,
+    so a group of a bad revision that comes up for a moment (a crash loop passing its readiness
+    probe) neither releases the hold nor reports the deadline again and again."""
     if seconds is None:
         return OFF
     if started is None:
@@ -147,9 +156,23 @@ def decide(seconds: int | None, started: float | None, groups: Iterable[GroupSta
         if state.ready and state.updated and index in ready_since:
             last = max(last, ready_since[index])
     remaining = last + seconds - now
-    if remaining <= 0:
+    if remaining <= 0 or stuck:
         return Deadline(seconds, last, exceeded=True)
     return Deadline(seconds, last, recheck_after=remaining)
+
+
+_ON_REVISION = re.compile(r"on revision (\S+);")
+
+
+def exceeded_on(status: Mapping[str, Any] | None) -> str | None:
+    """The revision key the observed status reports the deadline exceeded on (named in the
+    condition's message, :func:`message`), or None."""
+    cond = _progressing((status or {}).get("conditions") or [])
+    if (cond is None or cond.get("status") != "False"
+            or cond.get("reason") != REASON_PROGRESS_DEADLINE_EXCEEDED):
+        return None
+    found = _ON_REVISION.search(str(cond.get("message") or ""))
+    return found.group(1) if found else None
 
 
 def hold(planned: tuple[int, int], current: tuple[int, int], scaled: bool) -> tuple[int, int]:

@@ -25,7 +25,8 @@ def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
                           obs.leaders, obs.worker_statefulsets)
     started = dl.rollout_started(obs.body, counts, obs.now)
     return dl.decide(seconds, None if started is None else _epoch(started, obs.clock),
-                     snapshot.groups, dl.groups_ready_since(lws.name, obs.pods, key), obs.clock)
+                     snapshot.groups, dl.groups_ready_since(lws.name, obs.pods, key), obs.clock,
+                     stuck=dl.exceeded_on(lws.status) == key)
 
 
 def _epoch(stamp: str, clock: float) -> float:
