@@ -17,8 +17,10 @@ from lws_operator.logic.status import count_groups
 
 
 def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
+    """The deadline of this pass; a pass that starts a new revision decides it too (its requeue
+    at the deadline), though the rollout's own rule for it stands (``acts``)."""
     seconds = dl.deadline_seconds(obs.body)
-    if seconds is None or snapshot.leader_sts is None or snapshot.lws_updated:
+    if seconds is None or snapshot.leader_sts is None:
         return dl.OFF if seconds is None else dl.Deadline(seconds)
     lws, key = obs.lws, obs.decided.key
     counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
@@ -32,6 +34,12 @@ def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
 def _epoch(stamp: str, clock: float) -> float:
     value = epoch_seconds(stamp)
     return clock if value is None else value
+
+
+def acts(deadline: dl.Deadline, snapshot: RolloutSnapshot) -> bool:
+    """Whether an exceeded deadline holds (or rolls back) this pass: never the pass that
+    starts a new revision (its partition is upstream's reset, which takes no group down)."""
+    return deadline.exceeded and not snapshot.lws_updated
 
 
 def held(rollout: RolloutDecision, snapshot: RolloutSnapshot) -> RolloutDecision:

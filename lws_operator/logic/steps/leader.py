@@ -99,7 +99,7 @@ class OrdinalLeader:
         rollout = plan_rollout(snapshot)
         # The progress deadline (opt-in): roll back, or hold the partition and surge.
         deadline = progress_deadline.decide(obs, snapshot)
-        if deadline.exceeded:
+        if progress_deadline.acts(deadline, snapshot):
             rollback = progress_deadline.rollback(obs, deadline)
             if rollback is not None:
                 return rollback
