@@ -327,6 +327,7 @@ TAKE_NO_PODS = frozenset({
     "group_metrics.budget_remaining", "group_metrics.observe", "group_metrics.rollout_gauges",
     "group_metrics.rollout_view",
     "deadline.Deadline", "deadline.apply_deadline", "deadline.deadline_seconds",
+    "deadline.exceeded_on",
     "deadline.decide", "deadline.exceeded_event", "deadline.hold", "deadline.rollback_body",
     "deadline.rollback_enabled", "deadline.rollback_target", "deadline.rolled_back_event",
     "deadline.rollout_started", "objects.epoch_seconds",
