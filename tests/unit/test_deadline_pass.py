@@ -106,7 +106,7 @@ def test_the_rollback_restores_the_last_ready_revision_once(
                 and a.target.kind == "LeaderWorkerSet"]
     assert partitions(planned) == []
     assert [line.split(":")[0] for line in planned.lines] == [
-        "event ProgressDeadlineExceeded", "patch LeaderWorkerSet sample", "event RolledBack"]
+        "patch LeaderWorkerSet sample", "event ProgressDeadlineExceeded", "event RolledBack"]
     assert patch.body["metadata"]["resourceVersion"] == "501"  # as read: the guard
     restored = world.lws
     assert restored["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from lws_operator.logic import deadline as dl
 from lws_operator.logic.objects import epoch_seconds
-from lws_operator.logic.plan import CONFLICT_STOPS, Common, Patch, Plan, Record, lws_target
+from lws_operator.logic.plan import CONFLICT_STOPS, Common, Patch, Plan, lws_target
 from lws_operator.logic.rollout import RolloutDecision, RolloutSnapshot
 from lws_operator.logic.snapshot import Observed
 from lws_operator.logic.status import count_groups
@@ -58,8 +58,8 @@ def held(rollout: RolloutDecision, snapshot: RolloutSnapshot) -> RolloutDecision
 
 def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
     """The rollback write when the set opted in and has a revision to go back to, with the
-    deadline's Warning and the rollback's Event; a 409 ends the pass (decided again on the
-    newer object, where the rollback either landed or is decided anew)."""
+    deadline's Warning and the rollback's Event once it succeeded; a 409 ends the pass (decided
+    again on the newer object, where the rollback either landed or is decided anew)."""
     if not deadline.exceeded or not dl.rollback_enabled(obs.body):
         return None
     key = obs.decided.key
@@ -68,8 +68,9 @@ def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
         return None
     patch = Patch(lws_target(obs.lws.namespace), obs.lws.name,
                   dl.rollback_body(obs.body, target, key),
-                  common=Common(events=(dl.rolled_back_event(obs.body, key, target, deadline),),
+                  common=Common(events=(dl.exceeded_event(deadline, key),
+                                        dl.rolled_back_event(obs.body, key, target, deadline)),
                                 policy=CONFLICT_STOPS,
                                 log=f"rolling {obs.lws.namespace}/{obs.lws.name} back from "
                                     f"revision {key}"))
-    return Plan((Record(dl.exceeded_event(deadline, key)), patch), stop=True)
+    return Plan((patch,), stop=True)
