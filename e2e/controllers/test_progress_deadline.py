@@ -77,6 +77,19 @@ async def test_a_bad_rollout_stops_at_the_deadline_and_a_new_template_resumes(
         return (condition(got, "Available") == "True" and len(live) == REPLICAS * SIZE
                 and all(is_ready(p) for p in live) and len(keys) == 1)
 
+    async def state() -> str:
+        """What the set and its pods show (for a failure's message)."""
+        got, sts = await lws(), await op.kube.get("apps/v1", "StatefulSet", NAME, ns)
+        conditions = [(c["type"], c["status"], c["reason"])
+                      for c in got["status"].get("conditions") or []]
+        rollout = sts and sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"], \
+            sts and sts["spec"]["replicas"]
+        live = sorted((p["metadata"]["name"], p["metadata"]["labels"].get(
+            P + "template-revision-hash"), is_ready(p)) for p in await pods())
+        events = [(e["reason"], e.get("note", "")[:80])
+                  for e in await op.kube.list("events.k8s.io/v1", "Event", ns)]
+        return f"conditions {conditions}; leader {rollout}; pods {live}; events {events}"
+
     await wait_for(settled_on_one_revision, timeout=120, what="4 groups Ready")
     await op.kube.patch(API, KIND, NAME, {"spec": {"leaderWorkerTemplate": {
         "workerTemplate": worker_template("engine:bad", ready=False)}}}, ns,
@@ -163,7 +176,11 @@ async def test_a_bad_rollout_stops_at_the_deadline_and_a_new_template_resumes(
         f"Rolled back from revision {bad_key} to revision {good_key} ")
     container = got["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
     assert container["image"] == "engine:v2"
-    await wait_for(settled_on_one_revision, timeout=180, what="all groups Ready after rollback")
+    try:
+        await wait_for(settled_on_one_revision, timeout=180,
+                       what="all groups Ready after rollback")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {await state()}") from exc
     assert (await pods())[0]["metadata"]["labels"][P + "template-revision-hash"] == good_key
     assert len(await rolled_back()) == 1
     await op.kube.delete(API, KIND, NAME, ns)

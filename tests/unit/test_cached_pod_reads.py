@@ -30,7 +30,15 @@ from typing import Any
 import pytest
 
 import lws_operator
-from lws_operator.logic import deadline, gang, group_metrics, hash_groups, unmutated, volcano
+from lws_operator.logic import (
+    deadline,
+    gang,
+    group_metrics,
+    hash_groups,
+    readiness,
+    unmutated,
+    volcano,
+)
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.observed import POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
@@ -271,6 +279,8 @@ READERS: dict[str, Reader] = {
     "objects.name_of": lambda w, pods: [name_of(p) for p in pods],
     "readiness.containers_ready": lambda w, pods: [containers_ready(p) for p in pods],
     "readiness.pod_ready": lambda w, pods: [pod_ready(p) for p in pods],
+    "readiness.pod_running_and_ready": lambda w, pods: [
+        readiness.pod_running_and_ready(p) for p in pods],
     "gang.gated": lambda w, pods: [gang.gated(p) for p in pods],
     "gang.gates_without_ours": lambda w, pods: [gang.gates_without_ours(p) for p in pods],
     "gang.desired_workload": _gang,

@@ -14,7 +14,7 @@ from lws_operator.api.constants import (
     ROLLBACK_ON_DEADLINE_ANNOTATION,
     ROLLED_BACK_FROM_ANNOTATION,
 )
-from lws_operator.logic.plan import Apply, Patch
+from lws_operator.logic.plan import Apply, Delete, Patch
 from tests.unit import reconciler_world as rw
 from tests.unit.reconciler_world import World, at_rest, built_world, manifest, plan_pass
 
@@ -117,3 +117,29 @@ def test_the_rollback_restores_the_last_ready_revision_once(
     # The next pass is on the old revision again: no second rollback.
     after = plan_pass(world)
     assert "patch LeaderWorkerSet sample" not in after.writes()
+
+
+@pytest.mark.parametrize(("annotations", "ready", "deleted"), [
+    (DEADLINE, False, ["sample-1"]),  # released, not Ready, old revision: deleted
+    (DEADLINE, True, []),  # Ready: the StatefulSet replaces it within its maxUnavailable
+    ({}, False, []),  # no opt-in: upstream's behaviour
+])
+def test_released_leaders_not_ready_on_another_revision_are_deleted(
+        annotations: dict[str, str], ready: bool, deleted: list[str]) -> None:
+    """The StatefulSet's maxUnavailable counts never-Ready pods as unavailable and deletes none
+    once they are as many as it allows: a fix after a bad rollout would wait forever."""
+    world = updating(annotations)
+    plan_pass(world)
+    sts = copy.deepcopy(world.cache["StatefulSet"].get(rw.NAMESPACE, "sample"))
+    assert sts is not None
+    sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = 1
+    world.cache["StatefulSet"].upsert(sts)
+    if not ready:
+        pod = copy.deepcopy(world.cache["Pod"].get(rw.NAMESPACE, "sample-1"))
+        assert pod is not None
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        pod["metadata"]["resourceVersion"] = "400"
+        world.cache["Pod"].upsert(pod)
+    planned = plan_pass(world)
+    assert [a.name for a in planned.actions if isinstance(a, Delete)
+            and a.target.kind == "Pod"] == deleted

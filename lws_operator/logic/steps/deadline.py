@@ -8,9 +8,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lws_operator.api.view import deleting, revision_of
 from lws_operator.logic import deadline as dl
-from lws_operator.logic.objects import epoch_seconds
-from lws_operator.logic.plan import CONFLICT_STOPS, Common, Patch, Plan, lws_target
+from lws_operator.logic.objects import epoch_seconds, name_of
+from lws_operator.logic.plan import (
+    CONFLICT_STOPS,
+    GONE_OR_CHANGED_SKIP,
+    Common,
+    Delete,
+    Patch,
+    Plan,
+    core,
+    lws_target,
+)
+from lws_operator.logic.readiness import pod_running_and_ready
 from lws_operator.logic.rollout import RolloutDecision, RolloutSnapshot
 from lws_operator.logic.snapshot import Observed
 from lws_operator.logic.status import count_groups
@@ -74,3 +85,34 @@ def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
                                 log=f"rolling {obs.lws.namespace}/{obs.lws.name} back from "
                                     f"revision {key}"))
     return Plan((patch,), stop=True)
+
+
+def unstick(obs: Observed, snapshot: RolloutSnapshot) -> tuple[Delete, ...]:
+    """Delete the leaders of groups the live leader StatefulSet already releases (ordinal at or
+    above its partition) that are still on another revision and not Ready, for a set with a
+    deadline.
+
+    The StatefulSet's own ``maxUnavailable`` (on by default) counts those not-Ready pods as
+    unavailable and then deletes none, so after a bad rollout, whose never-Ready groups are as
+    many as its maxUnavailable, a fix or a rollback would wait forever. Deleting a pod that is
+    not Ready loses no capacity; the StatefulSet recreates it on its update revision, which is
+    the current one (never in the pass that applies a new revision, whose StatefulSet does not
+    carry it yet)."""
+    sts = snapshot.leader_sts
+    if dl.deadline_seconds(obs.body) is None or sts is None or snapshot.lws_updated:
+        return ()
+    name, key = obs.lws.name, obs.decided.key
+    by_name = {name_of(pod): pod for pod in obs.leaders}
+    out: list[Delete] = []
+    for index in range(sts.partition, sts.replicas):
+        leader = by_name.get(f"{name}-{index}")
+        if (leader is None or deleting(leader) or revision_of(leader) in ("", key)
+                or pod_running_and_ready(leader)):
+            continue
+        out.append(Delete(core(obs.lws.namespace, "pods", "Pod"), name_of(leader),
+                          str(leader.get("metadata", {}).get("uid")),
+                          common=Common(policy=GONE_OR_CHANGED_SKIP, group=str(index),
+                                        log=f"deleting leader {obs.lws.namespace}/"
+                                            f"{name_of(leader)}: not Ready on revision "
+                                            f"{revision_of(leader)}, released for {key}")))
+    return tuple(out)
