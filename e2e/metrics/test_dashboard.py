@@ -51,6 +51,7 @@ VALUES: dict[str, Any] = {
     "dashboard": {"enabled": True},
     "prometheusRule": {"enabled": True, "alerts": {
         "rolloutStalled": {"for": "2s"},
+        "progressDeadlineExceeded": {"for": "2s"},
         "restartBudgetExhausted": {"for": "2s"},
         "groupNotReady": {"for": "10s"},
         "webhookSlow": {"for": "5s", "window": "1m"},
@@ -58,6 +59,7 @@ VALUES: dict[str, Any] = {
     }},
 }
 EXPECTED_ALERTS = {"LeaderWorkerSetRolloutStalled", "LeaderWorkerSetRestartBudgetExhausted",
+                   "LeaderWorkerSetProgressDeadlineExceeded",
                    "LeaderWorkerSetGroupNotReady", "LeaderWorkerSetWebhookSlow",
                    "LeaderWorkerSetReconcileErrors"}
 # The final comparison of a rule expression: `<signal> > <threshold>`.

@@ -152,3 +152,15 @@ REASON_FAILED_CREATE: Final = "FailedCreate"
 REASON_FAILED_UPDATE: Final = "FailedUpdate"
 EVENT_REPORTING_CONTROLLER: Final = "leaderworkerset"
 REASON_RECREATE_GROUP: Final = "RecreateGroup"
+
+# Progress deadline and automatic rollback (ours, beyond upstream and the guide): opt-in
+# annotations on a LeaderWorkerSet under the operator's own domain, so that no key can collide
+# with upstream's ``leaderworkerset.sigs.k8s.io/`` ones. ``rolled-back-from`` is written by the
+# operator with a rollback: the revision it rolled back from, so that revision is never rolled
+# back a second time (one rollback per bad revision).
+OPERATOR_DOMAIN: Final = "lws-operator.dev/"
+PROGRESS_DEADLINE_ANNOTATION: Final = OPERATOR_DOMAIN + "progress-deadline-seconds"
+ROLLBACK_ON_DEADLINE_ANNOTATION: Final = OPERATOR_DOMAIN + "rollback-on-deadline"
+ROLLED_BACK_FROM_ANNOTATION: Final = OPERATOR_DOMAIN + "rolled-back-from"
+REASON_PROGRESS_DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
+REASON_ROLLED_BACK: Final = "RolledBack"

@@ -52,6 +52,8 @@ from .constants import (
     HASH_MODE_NAME_LIMIT_SIZE_ONE,
     MAX_INT32,
     MAX_REPLICAS,
+    PROGRESS_DEADLINE_ANNOTATION,
+    ROLLBACK_ON_DEADLINE_ANNOTATION,
     STATEFULSET_NAME_LIMIT,
     SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
 )
@@ -469,6 +471,30 @@ def _validate_gang_settings(spec: dict[str, Any], scheduling: Any) -> list[Field
     return errors
 
 
+def _validate_progress_deadline(lws: dict[str, Any]) -> list[FieldError]:
+    """Our progress deadline and rollback opt-ins (``logic.deadline``): a whole number of
+    seconds from 1, ``"true"`` or ``"false"``, the rollback only with a deadline, and neither
+    with Hash groups, whose rollout (admission as groups go) the deadline does not hold."""
+    annotations = _get(lws, "metadata", "annotations") or {}
+    deadline = annotations.get(PROGRESS_DEADLINE_ANNOTATION)
+    rollback = annotations.get(ROLLBACK_ON_DEADLINE_ANNOTATION)
+    errors = []
+    path = f"metadata.annotations.{PROGRESS_DEADLINE_ANNOTATION}"
+    if deadline is not None and not (isinstance(deadline, str) and deadline.isdigit()
+                                     and 1 <= int(deadline) <= MAX_INT32):
+        errors.append(FieldError(path, "must be a whole number of seconds from 1", deadline))
+    rollback_path = f"metadata.annotations.{ROLLBACK_ON_DEADLINE_ANNOTATION}"
+    if rollback is not None and rollback not in ("true", "false"):
+        errors.append(FieldError(rollback_path, 'must be "true" or "false"', rollback))
+    if rollback == "true" and deadline is None:
+        errors.append(FieldError(rollback_path, f"requires {PROGRESS_DEADLINE_ANNOTATION}",
+                                 rollback))
+    if deadline is not None and (lws.get("spec") or {}).get("groupIdentity") == "Hash":
+        errors.append(FieldError(path, "is not supported with groupIdentity Hash", deadline,
+                                 "Forbidden"))
+    return errors
+
+
 def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     """Every rule that holds for any LeaderWorkerSet (checked on create and on update)."""
     spec = lws.get("spec") or {}
@@ -480,6 +506,7 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     errors += _validate_group_identity(lws)
     errors += _validate_restarts(spec)
     errors += _validate_scheduling(lws)
+    errors += _validate_progress_deadline(lws)
     return errors
 
 

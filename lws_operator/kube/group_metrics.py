@@ -17,6 +17,11 @@ Families (labels ``namespace`` and ``name`` are the LeaderWorkerSet's):
 * ``lws_rollout_stalled{namespace,name}`` gauge: 1 while Progressing is False, RolloutStalled.
 * ``lws_rollout_groups{namespace,name,state}`` gauge: ``desired`` (spec.replicas) and
   ``updated`` (status.updatedReplicas) groups.
+* ``lws_rollout_deadline_exceeded{namespace,name}`` gauge: 1 while Progressing is False,
+  ProgressDeadlineExceeded (``logic.deadline``).
+* ``lws_rollout_rollbacks_total{namespace,name}`` counter: automatic rollbacks seen, a change of
+  the set's ``rolled-back-from`` annotation while this process watched it (a restart starts
+  from 0, as every counter here; one taken over from a replica is counted by whoever saw it).
 
 Group metrics are per LeaderWorkerSet and group index, never per pod name: bounded by what the
 user asked for, not by how many pods have ever existed.
@@ -83,6 +88,13 @@ class GroupMetrics:
             "lws_rollout_stalled",
             "1 while the rolling update is stalled (Progressing=False, reason RolloutStalled)",
             lws, registry=registry)
+        self.deadline_exceeded = Gauge(
+            "lws_rollout_deadline_exceeded",
+            "1 while the rolling update is past its progress deadline and held (Progressing="
+            "False, reason ProgressDeadlineExceeded)", lws, registry=registry)
+        self.rollbacks = Counter(
+            "lws_rollout_rollbacks_total",
+            "Automatic rollbacks on an exceeded progress deadline", lws, registry=registry)
         self.rollout_groups = Gauge(
             "lws_rollout_groups",
             "Groups desired (spec.replicas) and on the current revision (updated)",
@@ -90,6 +102,8 @@ class GroupMetrics:
         self.clock = clock
         self._memory: dict[Key, derive.Memory] = {}
         self._budget_groups: dict[Key, set[str]] = {}
+        # Per key: the rolled-back-from annotation last seen (a change is one rollback).
+        self._rolled_back: dict[Key, str | None] = {}
         # Per key: the LeaderWorkerSet object and the cache's change marks of its pods and
         # StatefulSets that the last export read (``_unchanged``).
         self._read: dict[Key, tuple[object, int, int]] = {}
@@ -145,6 +159,12 @@ class GroupMetrics:
         rollout = derive.rollout_gauges(lws)
         self.in_progress.labels(namespace, name).set(int(rollout.in_progress))
         self.stalled.labels(namespace, name).set(int(rollout.stalled))
+        self.deadline_exceeded.labels(namespace, name).set(int(rollout.deadline_exceeded))
+        rollbacks = self.rollbacks.labels(namespace, name)
+        if key in self._rolled_back and rollout.rolled_back_from not in (
+                None, self._rolled_back[key]):
+            rollbacks.inc()
+        self._rolled_back[key] = rollout.rolled_back_from
         self.rollout_groups.labels(namespace, name, "desired").set(rollout.desired)
         self.rollout_groups.labels(namespace, name, "updated").set(rollout.updated)
         remaining = derive.budget_remaining(lws, views)
@@ -167,12 +187,13 @@ class GroupMetrics:
         """Remove every series of ``key`` (the LeaderWorkerSet is gone or being deleted)."""
         self._read.pop(key, None)
         self._views.pop(key, None)
+        self._rolled_back.pop(key, None)
         if self._memory.pop(key, None) is None and key not in self._budget_groups:
             return
         namespace, name = key
         for family in (self.groups, self.recreations, self.ready_seconds, self.step_seconds,
                        self.rollout_seconds, self.budget, self.in_progress, self.stalled,
-                       self.rollout_groups):
+                       self.rollout_groups, self.deadline_exceeded, self.rollbacks):
             for labels in _label_sets(family, namespace, name):
                 family.remove(*labels)
         self._budget_groups.pop(key, None)

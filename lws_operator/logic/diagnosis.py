@@ -12,7 +12,8 @@ where there is one, the command that fixes it.
 
 Several causes are this operator's own features, absent from the upstream Go controller
 (the guide's restart budget and backoff, the ``group-replacement`` scheduling gate and the
-``group-ready`` readiness gate, native gang scheduling, ``RolloutStalled``, ``PodsNotMutated``);
+``group-ready`` readiness gate, native gang scheduling, ``RolloutStalled``, ``PodsNotMutated``,
+the progress deadline's ``ProgressDeadlineExceeded``);
 their findings say so (``ours``), so a user of upstream's controller knows the advice does not
 apply to it. A stalled rollout is detected here too (``logic.stall``) when the controller did not
 write ``RolloutStalled``, so the diagnosis works over upstream's objects as well.
@@ -37,7 +38,10 @@ from lws_operator.api.constants import (
     MUTATE_LWS_PATH,
     MUTATE_POD_PATH,
     NAME_LABEL,
+    PROGRESS_DEADLINE_ANNOTATION,
+    REASON_PROGRESS_DEADLINE_EXCEEDED,
     RECOVER_ANNOTATION,
+    ROLLBACK_ON_DEADLINE_ANNOTATION,
     SIZE_ANNOTATION,
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
@@ -71,6 +75,7 @@ FAILED_CREATE: Final = "FailedCreate"
 RESTART_BUDGET_EXHAUSTED: Final = "RestartBudgetExhausted"
 SCHEDULING_GATED: Final = "SchedulingGated"
 POD_GROUP_INCOMPLETE: Final = "PodGroupIncomplete"
+PROGRESS_DEADLINE_EXCEEDED: Final = REASON_PROGRESS_DEADLINE_EXCEEDED
 ROLLOUT_STALLED: Final = REASON_ROLLOUT_STALLED
 UNSCHEDULABLE: Final = "Unschedulable"
 GROUP_READY_GATE: Final = "GroupReadyGate"
@@ -78,7 +83,8 @@ PODS_NOT_READY: Final = "PodsNotReady"
 GROUP_INCOMPLETE: Final = "GroupIncomplete"
 RANK: Final[Mapping[str, int]] = {cause: i for i, cause in enumerate((
     NOT_OBSERVED, WEBHOOK_UNREACHABLE, PODS_NOT_MUTATED, FAILED_CREATE,
-    RESTART_BUDGET_EXHAUSTED, SCHEDULING_GATED, POD_GROUP_INCOMPLETE, ROLLOUT_STALLED,
+    RESTART_BUDGET_EXHAUSTED, SCHEDULING_GATED, POD_GROUP_INCOMPLETE,
+    PROGRESS_DEADLINE_EXCEEDED, ROLLOUT_STALLED,
     UNSCHEDULABLE, GROUP_READY_GATE, PODS_NOT_READY, GROUP_INCOMPLETE))}
 
 OUR_PATHS: Final = frozenset({MUTATE_LWS_PATH, VALIDATE_LWS_PATH, MUTATE_POD_PATH,
@@ -500,6 +506,31 @@ def _pods_not_mutated(scene: Scene) -> list[Finding]:
                     hint="make the pod webhook serve this namespace, then delete those pods "
                          "so their StatefulSet recreates them through it",
                     ours="PodsNotMutated condition")]
+
+
+def _deadline_exceeded(scene: Scene) -> list[Finding]:
+    """Our progress deadline (``logic.deadline``): the rollout is held on a revision whose
+    groups never became Ready; a new template resumes it."""
+    view = lws_view(scene.lws)
+    cond = condition(scene.lws, CONDITION_PROGRESSING)
+    if not cond or cond.get("reason") != REASON_PROGRESS_DEADLINE_EXCEEDED:
+        return []
+    opt_in = _kubectl(scene, "annotate", "leaderworkerset", view.name,
+                      ROLLBACK_ON_DEADLINE_ANNOTATION + "=true")
+    rollback = "" if view.annotations.get(ROLLBACK_ON_DEADLINE_ANNOTATION) == "true" else (
+        f"; to have the operator roll back on the deadline next time: {opt_in}")
+    return [Finding(PROGRESS_DEADLINE_EXCEEDED, "the rollout passed its progress deadline and "
+                    "is held: no group of the new revision became Ready in time, and no "
+                    "further group is taken down",
+                    evidence=(f"condition Progressing=False ProgressDeadlineExceeded since "
+                              f"{cond.get('lastTransitionTime')}: {cond.get('message')}",),
+                    hint="fix the template (the pods' Events and logs of the new revision say "
+                         "why they are not Ready) or revert it (kubectl apply the previous "
+                         "manifest): a new revision resumes the rollout. To let this revision "
+                         "roll on as it is, remove the deadline: "
+                         + _kubectl(scene, "annotate", "leaderworkerset", view.name,
+                                    PROGRESS_DEADLINE_ANNOTATION + "-") + rollback,
+                    ours="progress deadline")]
 
 
 def _rollout_stalled(scene: Scene, current: str) -> list[Finding]:
@@ -944,6 +975,7 @@ def diagnose(scene: Scene, group: str | None = None) -> Diagnosis:
         *_not_observed(scene, operator_ns), *_webhook_findings(scene, failures, settled),
         *_pods_not_mutated(scene), *_failed_creates(scene, failures)]
     if chosen is None:
+        findings += _deadline_exceeded(scene)
         findings += _rollout_stalled(scene, current)
     for each in ([chosen] if chosen is not None else groups):
         found = _group_finding(scene, each, groups, facts, current)

@@ -28,7 +28,8 @@ Rollout gauges (:func:`rollout_gauges`) read the status the controller wrote: wh
 update is under way (``UpdateInProgress``), whether it is stalled (``Progressing=False`` with
 reason ``RolloutStalled``, the overlay of ``logic.stall``), and the groups desired and already on
 the current revision, so a dashboard shows a rollout's progress and an alert its stall with the
-controller's own judgement rather than a guess from group states.
+controller's own judgement rather than a guess from group states; likewise an exceeded progress
+deadline (``logic.deadline``) and the revision the operator last rolled back from.
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from lws_operator.api.constants import CONDITION_PROGRESSING, CONDITION_UPDATE_IN_PROGRESS
+from lws_operator.api.constants import (
+    CONDITION_PROGRESSING,
+    CONDITION_UPDATE_IN_PROGRESS,
+    REASON_PROGRESS_DEADLINE_EXCEEDED,
+    ROLLED_BACK_FROM_ANNOTATION,
+)
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, group_index, is_leader, lws_view
 from lws_operator.logic.gang import gated
@@ -175,13 +181,16 @@ def budget_remaining(lws: LWS, views: Iterable[GroupView]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class RolloutGauges:
-    """What ``lws_rollout_in_progress``, ``lws_rollout_stalled`` and ``lws_rollout_groups``
-    report for one LeaderWorkerSet."""
+    """What ``lws_rollout_in_progress``, ``lws_rollout_stalled``, ``lws_rollout_groups`` and
+    ``lws_rollout_deadline_exceeded`` report for one LeaderWorkerSet, and the revision the
+    operator last rolled it back from (``lws_rollout_rollbacks_total`` counts its changes)."""
 
     in_progress: bool
     stalled: bool
     desired: int  # spec.replicas
     updated: int  # status.updatedReplicas: groups on the current revision
+    deadline_exceeded: bool = False  # Progressing=False, ProgressDeadlineExceeded
+    rolled_back_from: str | None = None
 
 
 def rollout_gauges(lws: LWS) -> RolloutGauges:
@@ -197,7 +206,9 @@ def rollout_gauges(lws: LWS) -> RolloutGauges:
         in_progress=has(CONDITION_UPDATE_IN_PROGRESS, "True"),
         stalled=has(CONDITION_PROGRESSING, "False", REASON_ROLLOUT_STALLED),
         desired=view.replicas,
-        updated=updated if isinstance(updated, int) and not isinstance(updated, bool) else 0)
+        updated=updated if isinstance(updated, int) and not isinstance(updated, bool) else 0,
+        deadline_exceeded=has(CONDITION_PROGRESSING, "False", REASON_PROGRESS_DEADLINE_EXCEEDED),
+        rolled_back_from=view.annotations.get(ROLLED_BACK_FROM_ANNOTATION))
 
 
 @dataclass(frozen=True)

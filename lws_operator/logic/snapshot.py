@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any
 
 from lws_operator.api.view import LeaderWorkerSetView, is_leader
+from lws_operator.logic.deadline import Deadline
 from lws_operator.logic.hash_groups import Admission
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
@@ -76,6 +77,8 @@ class Decided:
     updated: bool = False
     revisions: tuple[Mapping[str, Any], ...] = ()
     rollout: RolloutDecision | None = None
+    # The progress deadline (``logic.deadline``), decided with the Ordinal rollout.
+    deadline: Deadline | None = None
     admission: Admission | None = None
     scheduling: Mapping[str, Any] | None = None
     requeue: float | None = None

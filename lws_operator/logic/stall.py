@@ -29,6 +29,7 @@ from lws_operator.api.constants import (
     EVENT_TYPE_WARNING,
     MESSAGE_GROUPS_PROGRESSING,
     REASON_GROUPS_PROGRESSING,
+    REASON_PROGRESS_DEADLINE_EXCEEDED,
 )
 from lws_operator.api.view import deleting, revision_of
 from lws_operator.logic.events import Event
@@ -36,7 +37,10 @@ from lws_operator.logic.objects import epoch_seconds, meta_of
 from lws_operator.logic.unmutated import REASON_PODS_NOT_MUTATED
 
 REASON_ROLLOUT_STALLED = "RolloutStalled"
-_OVERLAYS = frozenset({REASON_ROLLOUT_STALLED, REASON_PODS_NOT_MUTATED})
+# The overlays on ``Progressing``: ours, the unmutated pods' and the progress deadline's
+# (``logic.deadline``).
+_OVERLAYS = frozenset({REASON_ROLLOUT_STALLED, REASON_PODS_NOT_MUTATED,
+                       REASON_PROGRESS_DEADLINE_EXCEEDED})
 DEFAULT_GRACE_SECONDS = 60.0
 
 
@@ -57,6 +61,9 @@ class Stall:
 
     stalled: tuple[tuple[str, str], ...]  # (pod name, scheduler message)
     recheck_after: float | None
+
+
+NO_STALL = Stall((), None)
 
 
 def find_stall(pods: Iterable[Mapping[str, Any]], current_key: str, now: float,
@@ -96,8 +103,8 @@ def _progressing(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 def unstall_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     """The observed status with our ``RolloutStalled`` (or ``PodsNotMutated``, the overlay of
-    ``logic.unmutated``) shown as the ``Progressing=True`` it overrides, for upstream's updateStatus
-    computation."""
+    ``logic.unmutated``, or ``ProgressDeadlineExceeded``, ``logic.deadline``'s) shown as the
+    ``Progressing=True`` it overrides, for upstream's updateStatus computation."""
     view = dict(status or {})
     conditions = [dict(c) for c in view.get("conditions") or []]
     for cond in conditions:

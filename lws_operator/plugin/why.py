@@ -48,14 +48,16 @@ each group's first cause):
   RestartBudgetExhausted  a group stopped for good by maxGroupRestarts; how to recover it
   SchedulingGated         a scheduling gate on the group's pods, and who should lift it
   PodGroupIncomplete      a gang (PodGroup minCount, volcano minMember) cannot be placed
+  ProgressDeadlineExceeded  the rollout passed its progress deadline and is held
   RolloutStalled          new-revision pods unschedulable while old groups hold capacity
   Unschedulable           pods the scheduler cannot place, with its message
   GroupReadyGate          a Hash-mode leader held not Ready by its group-ready gate
   PodsNotReady            pods placed but not Ready (a new revision that never starts)
   GroupIncomplete         a group or the set is missing pods
 Causes about features only lws-operator has (restart budget, group-ready and
-group-replacement gates, native gang scheduling, RolloutStalled) say so: they do not occur
-under the upstream Go controller, whose objects this command reads all the same.
+group-replacement gates, native gang scheduling, RolloutStalled, the progress deadline) say
+so: they do not occur under the upstream Go controller, whose objects this command reads all
+the same.
 """
 
 EPILOG = """\

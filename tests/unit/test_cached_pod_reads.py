@@ -30,7 +30,15 @@ from typing import Any
 import pytest
 
 import lws_operator
-from lws_operator.logic import gang, group_metrics, hash_groups, unmutated, volcano
+from lws_operator.logic import (
+    deadline,
+    gang,
+    group_metrics,
+    hash_groups,
+    readiness,
+    unmutated,
+    volcano,
+)
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.observed import POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
@@ -49,7 +57,7 @@ from lws_operator.logic.rollout import plan_rollout, rollout_snapshot
 from lws_operator.logic.services import replica_service
 from lws_operator.logic.stall import find_stall
 from lws_operator.logic.statefulsets import leader_statefulset, worker_statefulset
-from lws_operator.logic.status import compute_hash_status, compute_status
+from lws_operator.logic.status import compute_hash_status, compute_status, count_groups
 from lws_operator.logic.termination import worker_sets_to_stop
 from tests.unit.as_operated import Misses, cached, created_pod, running, stored_lws, watched
 
@@ -271,6 +279,8 @@ READERS: dict[str, Reader] = {
     "objects.name_of": lambda w, pods: [name_of(p) for p in pods],
     "readiness.containers_ready": lambda w, pods: [containers_ready(p) for p in pods],
     "readiness.pod_ready": lambda w, pods: [pod_ready(p) for p in pods],
+    "readiness.pod_running_and_ready": lambda w, pods: [
+        readiness.pod_running_and_ready(p) for p in pods],
     "gang.gated": lambda w, pods: [gang.gated(p) for p in pods],
     "gang.gates_without_ours": lambda w, pods: [gang.gates_without_ours(p) for p in pods],
     "gang.desired_workload": _gang,
@@ -291,6 +301,10 @@ READERS: dict[str, Reader] = {
     "restart.apply_unschedulable": _status,
     "restart_budget.apply_degraded": _status,
     "stall.find_stall": _status,
+    "status.count_groups": lambda w, pods: count_groups(
+        str(w.lws["metadata"]["name"]), 2, 2, 0, w.key, _leaders(pods), _workers_of(w)),
+    "deadline.groups_ready_since": lambda w, pods: deadline.groups_ready_since(
+        str(w.lws["metadata"]["name"]), pods, w.key),
     "rollout.rollout_snapshot": lambda w, pods: plan_rollout(rollout_snapshot(
         w.lws, w.leader_owner, _leaders(pods), _workers_of(w), w.key, False)),
     "termination.worker_sets_to_stop": lambda w, pods: [
@@ -322,6 +336,11 @@ TAKE_NO_PODS = frozenset({
     "statefulsets.leader_statefulset", "statefulsets.spec_replicas",
     "group_metrics.budget_remaining", "group_metrics.observe", "group_metrics.rollout_gauges",
     "group_metrics.rollout_view",
+    "deadline.Deadline", "deadline.apply_deadline", "deadline.deadline_seconds",
+    "deadline.exceeded_on",
+    "deadline.decide", "deadline.exceeded_event", "deadline.hold", "deadline.rollback_body",
+    "deadline.rollback_enabled", "deadline.rollback_target", "deadline.rolled_back_event",
+    "deadline.rollout_started", "objects.epoch_seconds",
     "group_metrics.state_counts",
 })
 

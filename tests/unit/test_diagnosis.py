@@ -249,6 +249,14 @@ CASES: list[tuple[str, Scene, str, str]] = [
          volcano_groups=[VOLCANO_PG]),
      "PodGroupIncomplete", "group 0: volcano PodGroup demo-0-new1234 needs 2 pods placed "
      "together and has 0: the scheduler places none until all fit"),
+    ("progress deadline exceeded (our condition)",
+     scene(lws(conditions=[cond("UpdateInProgress"), cond(
+         "Progressing", "False", "ProgressDeadlineExceeded", "Rollout made no progress ...")],
+         replicas=2),
+         pods=[*group("0", revision=OLD), *group("1", ready=False)],
+         statefulsets=[leader_sts(partition=1)]),
+     "ProgressDeadlineExceeded", "the rollout passed its progress deadline and is held: no "
+     "group of the new revision became Ready in time, and no further group is taken down"),
     ("rollout stalled (our condition)",
      scene(lws(conditions=[cond("UpdateInProgress"), cond(
          "Progressing", "False", "RolloutStalled", "Rollout stalled: 1 pod ...")]),
@@ -402,6 +410,16 @@ def test_unschedulable_evidence_quotes_the_scheduler() -> None:
                                                     message=GANG_MSG, ready=False)))
     assert found.findings[0].evidence == (f"pod demo-0 (for 2m): {GANG_MSG}",
                                           f"pod demo-0-1 (for 2m): {GANG_MSG}")
+
+
+def test_the_deadline_says_how_to_resume_and_to_opt_in_to_rollback() -> None:
+    given = CASES[[c[0] for c in CASES].index("progress deadline exceeded (our condition)")][1]
+    (found, *_) = diagnose(given).findings
+    assert "a new revision resumes the rollout" in found.hint
+    assert ("kubectl annotate leaderworkerset demo lws-operator.dev/progress-deadline-seconds- "
+            f"-n {NS}") in found.hint
+    assert "lws-operator.dev/rollback-on-deadline=true" in found.hint
+    assert found.as_dict()["onlyLwsOperator"]
 
 
 def test_the_stall_fix_is_the_guides_ordinal_remedy() -> None:

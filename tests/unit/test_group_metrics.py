@@ -12,6 +12,7 @@ from lws_operator.api.constants import (
     GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
     GROUP_RESTART_COUNTS_ANNOTATION,
     NAME_LABEL,
+    ROLLED_BACK_FROM_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
@@ -357,3 +358,41 @@ def test_group_views_derive_again_only_groups_whose_objects_changed() -> None:
     assert changed[1].state == "progressing"
     assert group_views(spec, pods[:2], statefulsets, known) == [first[0]]
     assert set(known) == {"0"}  # groups gone are forgotten
+
+
+def test_exporter_reports_the_progress_deadline_and_counts_rollbacks() -> None:
+    """The deadline gauge follows the condition; the rollback counter counts each change of
+    the rolled-back-from annotation this process saw (not the value it found at start)."""
+    from prometheus_client import CollectorRegistry
+
+    from lws_operator.kube.cache import ClusterCache
+    from lws_operator.kube.group_metrics import GroupMetrics
+
+    registry = CollectorRegistry()
+    metrics = GroupMetrics(registry, clock=lambda: T0)
+    cache = ClusterCache()
+    for store in cache.stores.values():
+        store.synced = True
+    labels = (("name", "demo"), ("namespace", "ns"))
+
+    def observe(exceeded: bool, rolled_back_from: str | None) -> dict[Any, float]:
+        obj = lws(updating=True)
+        if exceeded:
+            obj["status"]["conditions"].append({"type": "Progressing", "status": "False",
+                                                "reason": "ProgressDeadlineExceeded"})
+        if rolled_back_from is not None:
+            obj["metadata"]["annotations"][ROLLED_BACK_FROM_ANNOTATION] = rolled_back_from
+        cache["LeaderWorkerSet"].upsert(obj)
+        metrics.observe(("ns", "demo"), cache)
+        series = _series(registry)
+        return {name: series[(name, labels)] for name in (
+            "lws_rollout_deadline_exceeded", "lws_rollout_rollbacks_total")}
+
+    assert observe(False, "old") == {"lws_rollout_deadline_exceeded": 0,
+                                     "lws_rollout_rollbacks_total": 0}
+    assert observe(True, "old") == {"lws_rollout_deadline_exceeded": 1,
+                                    "lws_rollout_rollbacks_total": 0}
+    assert observe(False, "bad") == {"lws_rollout_deadline_exceeded": 0,
+                                     "lws_rollout_rollbacks_total": 1}
+    assert observe(False, "bad") == {"lws_rollout_deadline_exceeded": 0,
+                                     "lws_rollout_rollbacks_total": 1}

@@ -5,7 +5,8 @@
 * ``status``: the computed status with the stall, unschedulable, unmutated-pods, Degraded and
   scheduling conditions over it, one write if it differs (with its Events), then the revisions
   other than the current one are deleted once the update is done. Its requeue is the pass's:
-  the earliest of what earlier steps asked for and the stall's next check.
+  the earliest of what earlier steps asked for, the stall's next check and the progress
+  deadline (``logic.deadline``, which outranks the stall while exceeded).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lws_operator.api.view import revision_of
+from lws_operator.logic import deadline as progress_deadline
 from lws_operator.logic import gang, unmutated
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.plan import (
@@ -28,7 +30,7 @@ from lws_operator.logic.plan import (
 from lws_operator.logic.restart import apply_unschedulable
 from lws_operator.logic.restart_budget import apply_degraded, read_counts, settled_counts
 from lws_operator.logic.snapshot import Observed
-from lws_operator.logic.stall import apply_stall, find_stall
+from lws_operator.logic.stall import NO_STALL, apply_stall, find_stall
 from lws_operator.logic.statefulsets import spec_replicas
 from lws_operator.logic.steps.leader import owner_of
 from lws_operator.logic.steps.writes import counts_patch, status_patch
@@ -46,12 +48,18 @@ def status(obs: Observed) -> Plan:
     decision = owner_of(obs).status(obs)
     observed: dict[str, Any] = obs.body.get("status") or {}
     pods = list(obs.pods)
-    stall = find_stall(pods, obs.decided.key, obs.clock, obs.options.stall_grace)
+    deadline = obs.decided.deadline or progress_deadline.OFF
+    # An exceeded progress deadline outranks the stall (both would set Progressing).
+    stall = NO_STALL if deadline.exceeded else find_stall(
+        pods, obs.decided.key, obs.clock, obs.options.stall_grace)
     desired, stall_events = apply_stall(
         apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
+    desired, deadline_events = progress_deadline.apply_deadline(
+        desired, observed, deadline, obs.decided.key, obs.now)
     # Only the pods it reads: those the webhook never saw, and the leaders.
     desired, progressing_events = unmutated.apply_unmutated(
-        desired, observed, obs.lws.namespace, obs.unmutated_pods, obs.now, stall_events)
+        desired, observed, obs.lws.namespace, obs.unmutated_pods, obs.now,
+        (*stall_events, *deadline_events))
     desired = apply_degraded(desired, obs.leaders, obs.lws.generation, obs.now)
     if obs.decided.scheduling is not None:
         desired = gang.apply_condition(desired, gang.scheduling_condition(
@@ -67,4 +75,5 @@ def status(obs: Observed) -> Plan:
                    forget=revision, common=Common(policy=GONE_OR_CHANGED_SKIP))
             for revision in obs.decided.revisions
             if revision_of(revision) != obs.decided.key]
-    return Plan(tuple(actions), requeue_after=earliest(obs.decided.requeue, stall.recheck_after))
+    return Plan(tuple(actions), requeue_after=earliest(obs.decided.requeue, stall.recheck_after,
+                                                         deadline.recheck_after))

@@ -33,6 +33,7 @@ from lws_operator.logic.snapshot import Obj, Observed
 from lws_operator.logic.stall import unstall_view
 from lws_operator.logic.statefulsets import leader_statefulset
 from lws_operator.logic.status import StatusDecision, compute_hash_status, compute_status
+from lws_operator.logic.steps import deadline as progress_deadline
 
 STS_DELETING_REQUEUE = 5.0
 
@@ -92,11 +93,20 @@ class OrdinalLeader:
         return EMPTY
 
     def prepare(self, obs: Observed) -> Plan:
-        rollout = plan_rollout(rollout_snapshot(
+        snapshot = rollout_snapshot(
             obs.body, obs.leader_statefulset, obs.leaders, obs.worker_statefulsets,
-            obs.decided.key, obs.decided.updated))
-        return Plan(tuple(Record(e) for e in rollout.events),
-                    carry=replace(obs.decided, rollout=rollout))
+            obs.decided.key, obs.decided.updated)
+        rollout = plan_rollout(snapshot)
+        # The progress deadline (opt-in): roll back, or hold the partition and surge.
+        deadline = progress_deadline.decide(obs, snapshot)
+        if progress_deadline.acts(deadline, snapshot):
+            rollback = progress_deadline.rollback(obs, deadline)
+            if rollback is not None:
+                return rollback
+            rollout = progress_deadline.held(rollout, snapshot)
+        return Plan((*progress_deadline.unstick(obs, snapshot),
+                     *(Record(e) for e in rollout.events)),
+                    carry=replace(obs.decided, rollout=rollout, deadline=deadline))
 
     def _rollout(self, obs: Observed) -> RolloutDecision:
         assert obs.decided.rollout is not None, "prepare runs first"

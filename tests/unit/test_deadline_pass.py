@@ -1,0 +1,145 @@
+"""The progress deadline in whole passes (``logic.steps.deadline``), over the reconciler's
+simulated world: the requeue at the deadline, the held partition, the condition and its one
+Warning, and the rollback write, each against the same pass without the opt-in."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from lws_operator.api.constants import (
+    PROGRESS_DEADLINE_ANNOTATION,
+    ROLLBACK_ON_DEADLINE_ANNOTATION,
+    ROLLED_BACK_FROM_ANNOTATION,
+)
+from lws_operator.logic.plan import Apply, Delete, Patch
+from tests.unit import reconciler_world as rw
+from tests.unit.reconciler_world import World, at_rest, built_world, manifest, plan_pass
+
+DEADLINE = {PROGRESS_DEADLINE_ANNOTATION: "60"}
+ROLLBACK = {**DEADLINE, ROLLBACK_ON_DEADLINE_ANNOTATION: "true"}
+
+
+def updating(annotations: dict[str, str]) -> World:
+    """Two Ready groups on ``app:1``, then the template changed to ``app:2`` and one pass at
+    ``rw.NOW``: the new revision exists and the leader StatefulSet carries it at partition 2."""
+    world = at_rest(built_world(manifest(replicas=2, annotations=annotations)))
+    lws = copy.deepcopy(world.lws)
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "image"] = "app:2"
+    lws["metadata"].update(resourceVersion="500", generation=2)
+    world.cache["LeaderWorkerSet"].upsert(lws)
+    return world
+
+
+def later(monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
+    monkeypatch.setattr(rw, "CLOCK", rw.CLOCK + seconds)
+    monkeypatch.setattr(rw, "NOW", f"2026-01-01T00:{10 + seconds // 60:02d}:{seconds % 60:02d}Z")
+
+
+def partitions(planned: rw.Pass) -> list[int]:
+    return [a.body["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
+            for a in planned.actions if isinstance(a, Apply) and a.target.kind == "StatefulSet"
+            and a.body["metadata"]["name"] == "sample"]
+
+
+def progressing(world: World) -> dict[str, Any]:
+    return next(c for c in world.lws["status"]["conditions"] if c["type"] == "Progressing")
+
+
+def test_the_pass_is_requeued_at_the_deadline() -> None:
+    first = plan_pass(updating(DEADLINE))
+    assert partitions(first) == [2]
+    assert first.requeue == 60.0
+    assert plan_pass(updating({})).requeue is None
+
+
+@pytest.mark.parametrize(("annotations", "seconds", "moved", "exceeded"), [
+    ({}, 60, [1], False),  # no opt-in: upstream's arithmetic takes group 1 down
+    (DEADLINE, 59, [1], False),  # within the deadline: the same
+    (DEADLINE, 60, [], True),  # at the deadline: partition held at 2, no group taken down
+])
+def test_at_the_deadline_the_partition_is_held(
+        monkeypatch: pytest.MonkeyPatch, annotations: dict[str, str], seconds: int,
+        moved: list[int], exceeded: bool) -> None:
+    world = updating(annotations)
+    plan_pass(world)
+    later(monkeypatch, seconds)
+    planned = plan_pass(world)
+    assert partitions(planned) == moved
+    warnings = [e for e in planned.events() if "ProgressDeadlineExceeded" in e]
+    assert len(warnings) == int(exceeded)
+    assert (progressing(world)["reason"] == "ProgressDeadlineExceeded") == exceeded
+    if exceeded:
+        # The next pass, even much later, holds again and warns no more.
+        later(monkeypatch, 600)
+        again = plan_pass(world)
+        assert partitions(again) == []
+        assert not [e for e in again.events() if "ProgressDeadlineExceeded" in e]
+        assert progressing(world)["lastTransitionTime"] == "2026-01-01T00:11:00Z"
+
+
+def test_a_new_template_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = updating(DEADLINE)
+    plan_pass(world)
+    later(monkeypatch, 60)
+    plan_pass(world)
+    lws = copy.deepcopy(world.lws)
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "image"] = "app:3"
+    lws["metadata"].update(generation=3)
+    world.cache["LeaderWorkerSet"].upsert(lws)
+    resumed = plan_pass(world)
+    assert progressing(world)["reason"] != "ProgressDeadlineExceeded"
+    assert resumed.requeue == 60.0
+
+
+def test_the_rollback_restores_the_last_ready_revision_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = updating(ROLLBACK)
+    plan_pass(world)
+    later(monkeypatch, 60)
+    planned = plan_pass(world)
+    (patch,) = [a for a in planned.actions if isinstance(a, Patch) and a.subresource is None
+                and a.target.kind == "LeaderWorkerSet"]
+    assert partitions(planned) == []
+    assert [line.split(":")[0] for line in planned.lines] == [
+        "patch LeaderWorkerSet sample", "event ProgressDeadlineExceeded", "event RolledBack"]
+    assert patch.body["metadata"]["resourceVersion"] == "501"  # as read: the guard
+    restored = world.lws
+    assert restored["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "image"] == "app:1"
+    bad = restored["metadata"]["annotations"][ROLLED_BACK_FROM_ANNOTATION]
+    assert bad
+    assert bad in planned.lines[-1]
+    # The next pass is on the old revision again: no second rollback.
+    after = plan_pass(world)
+    assert "patch LeaderWorkerSet sample" not in after.writes()
+
+
+@pytest.mark.parametrize(("annotations", "ready", "deleted"), [
+    (DEADLINE, False, ["sample-1"]),  # released, not Ready, old revision: deleted
+    (DEADLINE, True, []),  # Ready: the StatefulSet replaces it within its maxUnavailable
+    ({}, False, []),  # no opt-in: upstream's behaviour
+])
+def test_released_leaders_not_ready_on_another_revision_are_deleted(
+        annotations: dict[str, str], ready: bool, deleted: list[str]) -> None:
+    """The StatefulSet's maxUnavailable counts never-Ready pods as unavailable and deletes none
+    once they are as many as it allows: a fix after a bad rollout would wait forever."""
+    world = updating(annotations)
+    plan_pass(world)
+    sts = copy.deepcopy(world.cache["StatefulSet"].get(rw.NAMESPACE, "sample"))
+    assert sts is not None
+    sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = 1
+    world.cache["StatefulSet"].upsert(sts)
+    if not ready:
+        pod = copy.deepcopy(world.cache["Pod"].get(rw.NAMESPACE, "sample-1"))
+        assert pod is not None
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        pod["metadata"]["resourceVersion"] = "400"
+        world.cache["Pod"].upsert(pod)
+    planned = plan_pass(world)
+    assert [a.name for a in planned.actions if isinstance(a, Delete)
+            and a.target.kind == "Pod"] == deleted
