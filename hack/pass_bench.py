@@ -41,7 +41,7 @@ from lws_operator.logic import unmutated
 from lws_operator.logic.plan import Plan
 from lws_operator.logic.snapshot import Decided
 from lws_operator.logic.steps.pipeline import STEPS
-from tests.unit.reconciler_world import NOW, World, at_rest, built_world, manifest, plan_pass
+from tests.unit.reconciler_world import CLOCK, NOW, World, at_rest, built_world, manifest, plan_pass
 
 
 class NoRequests:
@@ -149,8 +149,10 @@ def _plan_pass(reconciler: LeaderWorkerSetReconciler, key: Key,
 
 
 def _reconciler(cache: ClusterCache) -> LeaderWorkerSetReconciler:
+    # A fixed clock, as ``now``: a deferred status write (``logic.status_pacing``) remembers
+    # the clock, and two reconcilers must plan alike.
     return LeaderWorkerSetReconciler(NoRequests(), cache, NoEvents(),  # type: ignore[arg-type]
-                                     now=lambda: NOW)
+                                     now=lambda: NOW, clock=lambda: CLOCK)
 
 
 def run_state(state: str, sets: int, replicas: int, size: int, passes: int, rounds: int,

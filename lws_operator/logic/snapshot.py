@@ -28,6 +28,7 @@ from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.rollout import RolloutDecision
+from lws_operator.logic.status_pacing import Deferral
 
 Obj = dict[str, Any]
 
@@ -62,11 +63,15 @@ class Memory:
       and the tombstones the cache keeps until they trigger nothing (``kube.cache``), so it
       survives a failed pass and a change of leader; losing this set on a leader change only
       records the Event once more.
+    * ``status_deferral``: a status write that would change only the group counters, held
+      back until it is due (``logic.status_pacing``); the status step asks for a pass then.
+      One per set; losing it makes the next pass write the status or defer it anew.
     """
 
     reported: frozenset[str] = frozenset()
     expected_gone: frozenset[str] = frozenset()
     backoff_reported: frozenset[str] = frozenset()
+    status_deferral: Deferral | None = None
 
 
 @dataclass(frozen=True)

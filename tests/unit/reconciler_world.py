@@ -51,6 +51,7 @@ class World:
     nodes: dict[str, dict[str, str]] = field(default_factory=dict)
     memory: Memory = field(default_factory=Memory)
     options: Options = field(default_factory=lambda: Options(stall_grace=600.0))
+    clock: float = CLOCK  # the pass's clock; ``now`` stays NOW, as conditions stamp it
     held: Held | None = None
     _uids: int = 0
 
@@ -84,7 +85,7 @@ class World:
             volcano_groups={name_of(g): g
                             for g in cache["VolcanoPodGroup"].in_namespace(key[0])},
             tombstones=tuple(unmutated.split(cache.tombstones(key))[0]),
-            now=NOW, clock=CLOCK, options=self.options, memory=self.memory,
+            now=NOW, clock=self.clock, options=self.options, memory=self.memory,
             decided=decided, fetched=dict(fetched), memo=held.memo)
 
 

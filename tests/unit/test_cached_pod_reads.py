@@ -333,7 +333,7 @@ TAKE_NO_PODS = frozenset({
     "services.shared_service", "services.wants_replica_service",
     "services.wants_shared_service", "stall.apply_stall", "stall.unstall_view",
     "statefulsets.exclusive_topology_key", "statefulsets.hashed",
-    "statefulsets.leader_statefulset", "statefulsets.spec_replicas",
+    "statefulsets.leader_statefulset", "statefulsets.spec_replicas", "status_pacing.pace",
     "group_metrics.budget_remaining", "group_metrics.observe", "group_metrics.rollout_gauges",
     "group_metrics.rollout_view",
     "deadline.Deadline", "deadline.apply_deadline", "deadline.deadline_seconds",

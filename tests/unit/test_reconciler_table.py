@@ -18,6 +18,7 @@ import pytest
 
 from lws_operator.logic.plan import Apply, Delete, Patch, Then
 from lws_operator.logic.snapshot import Options
+from lws_operator.logic.status_pacing import LONGEST, QUIET
 from tests.unit.reconciler_world import (
     P,
     Pass,
@@ -50,8 +51,20 @@ def change_lws(world: World, how: Callable[[dict[str, Any]], None], spec: bool =
     world.cache["LeaderWorkerSet"].upsert(lws)
 
 
+def ready(pod: dict[str, Any]) -> None:
+    for condition in pod["status"]["conditions"]:
+        if condition["type"] == "Ready":
+            condition["status"] = "True"
+
+
 def restarted(pod: dict[str, Any]) -> None:
     pod["status"]["containerStatuses"][0]["restartCount"] = 1
+
+
+def not_ready(pod: dict[str, Any]) -> None:
+    for condition in pod["status"]["conditions"]:
+        if condition["type"] == "Ready":
+            condition["status"] = "False"
 
 
 def unplaced(pod: dict[str, Any]) -> None:
@@ -100,6 +113,40 @@ def on_nodes(world: World) -> World:
     return world
 
 
+def later(seconds: float) -> Callable[[World], None]:
+    def how(world: World) -> None:
+        world.clock += seconds
+    return how
+
+
+def leader_replicas(replicas: int) -> Callable[[World], None]:
+    """The leader StatefulSet's ``status.replicas`` (which the set's status copies) moved."""
+    def how(world: World) -> None:
+        sts = copy.deepcopy(world.cache["StatefulSet"].get("ns", "sample"))
+        assert sts is not None
+        sts["status"]["replicas"] = replicas
+        sts["metadata"]["resourceVersion"] = str(int(sts["metadata"]["resourceVersion"]) + 1)
+        world.cache["StatefulSet"].upsert(sts)
+    return how
+
+
+def churned(world: World) -> World:
+    """The counters moving every QUIET - 1 seconds (never still long enough) until LONGEST
+    seconds after the first move; every pass until then writes nothing."""
+    start, replicas = world.clock, 3
+    while world.clock - start < LONGEST:
+        leader_replicas(replicas)(world)
+        assert plan_pass(world).writes() == []
+        later(min(QUIET - 1, LONGEST - (world.clock - start)))(world)
+        replicas += 1
+    return world
+
+
+def one_ready_of_two() -> World:
+    """Group 1's leader not Ready: the set at rest, Progressing with one group ready."""
+    return at_rest(built_world(manifest(), states={"1/0": not_ready}))
+
+
 def then(world: World, *changes: Callable[[World], object]) -> World:
     for change in changes:
         change(world)
@@ -122,6 +169,25 @@ TABLE: dict[str, Row] = {
          "create Service sample", "status LeaderWorkerSet sample"],
         ["CreatingRevision", "GroupsProgressing", "GroupsProgressing"]),
     "at rest: nothing": Row(lambda: at_rest(built_world(manifest())), [], []),
+    "only a counter changed (a group no longer ready): the write waits": Row(
+        lambda: then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready)),
+        [], [], QUIET),
+    "the counters still for QUIET seconds: the deferred write": Row(
+        lambda: then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready),
+                     plan_pass, later(QUIET)),
+        ["status LeaderWorkerSet sample"], []),
+    "the counters moved again meanwhile: QUIET more seconds from then": Row(
+        lambda: then(at_rest(built_world(manifest())), leader_replicas(3), plan_pass,
+                     later(QUIET - 1), leader_replicas(4)),
+        [], [], QUIET),
+    "... but never later than LONGEST after the first deferred change": Row(
+        lambda: churned(at_rest(built_world(manifest()))),
+        ["status LeaderWorkerSet sample"], []),
+    "a condition changes while a counter waits: written at once": Row(
+        lambda: then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready),
+                     plan_pass, later(1), lambda w: change_pod(w, "sample-0", ready),
+                     lambda w: change_pod(w, "sample-1", ready)),
+        ["status LeaderWorkerSet sample"], ["AllGroupsReady"]),
     "at rest, Hash identity: nothing": Row(
         lambda: at_rest(built_world(manifest(size=2, groupIdentity="Hash"))), [], []),
     "scaled up: the leader StatefulSet's replicas": Row(
@@ -267,3 +333,17 @@ def test_status_writes_are_guarded_by_resource_version() -> None:
     (status,) = [a for a in _pass(world).actions
                  if isinstance(a, Patch) and a.subresource == "status"]
     assert status.body["metadata"]["resourceVersion"] == "100"
+
+
+def test_a_deferred_write_survives_a_new_leader() -> None:
+    """The deferral is memory a new leader lacks: its first pass defers anew, then writes."""
+    world = then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready))
+    assert _pass(world).requeue == QUIET
+    world.memory = type(world.memory)()
+    later(QUIET - 1)(world)
+    again = _pass(world)
+    assert (again.writes(), again.requeue) == ([], QUIET)
+    later(QUIET)(world)
+    assert _pass(world).writes() == ["status LeaderWorkerSet sample"]
+    assert world.memory == type(world.memory)()  # nothing left pending
+    assert world.lws["status"]["readyReplicas"] == 0

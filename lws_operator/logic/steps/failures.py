@@ -43,7 +43,7 @@ from lws_operator.logic.restart_budget import (
     plan_restarts,
     unfinished_exhaustions,
 )
-from lws_operator.logic.snapshot import Memory, Observed
+from lws_operator.logic.snapshot import Observed
 from lws_operator.logic.steps.writes import counts_patch, delete_leader
 
 # A member of an exhausted group: gone is fine, changed ends the pass (decide again).
@@ -71,8 +71,8 @@ def step(obs: Observed) -> Plan:
     actions += [Record(backoff_event(d)) for d in restarts.deferred
                 if d.recreation.leader_uid not in before]
     expected_gone |= {r.leader_uid for r in restarts.recreate}
-    remembered = Memory(
-        reported=frozenset(reported), expected_gone=frozenset(expected_gone),
+    remembered = replace(
+        memory, reported=frozenset(reported), expected_gone=frozenset(expected_gone),
         backoff_reported=frozenset(d.recreation.leader_uid for d in restarts.deferred))
     # A deleted worker is seen once: its tombstone stays while its recreation is deferred.
     triggers = {d.recreation.trigger for d in restarts.deferred}

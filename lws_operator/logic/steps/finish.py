@@ -3,14 +3,17 @@
 * ``counts``: once an update is done, the restart counts of revisions that are gone are
   pruned (Ordinal; Hash moves and drops its counts as it admits leaders).
 * ``status``: the computed status with the stall, unschedulable, unmutated-pods, Degraded and
-  scheduling conditions over it, one write if it differs (with its Events), then the revisions
-  other than the current one are deleted once the update is done. Its requeue is the pass's:
-  the earliest of what earlier steps asked for, the stall's next check and the progress
-  deadline (``logic.deadline``, which outranks the stall while exceeded).
+  scheduling conditions over it, one write if it differs (with its Events), at once or, when
+  only the group counters differ, once that is due (``logic.status_pacing``); then the
+  revisions other than the current one are deleted once the update is done. Its requeue is the
+  pass's: the earliest of what earlier steps asked for, the stall's next check, the progress
+  deadline (``logic.deadline``, which outranks the stall while exceeded) and a deferred write's
+  due time.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from lws_operator.api.view import revision_of
@@ -32,6 +35,7 @@ from lws_operator.logic.restart_budget import apply_degraded, read_counts, settl
 from lws_operator.logic.snapshot import Observed
 from lws_operator.logic.stall import NO_STALL, apply_stall, find_stall
 from lws_operator.logic.statefulsets import spec_replicas
+from lws_operator.logic.status_pacing import WRITE_NOW, pace
 from lws_operator.logic.steps.leader import owner_of
 from lws_operator.logic.steps.writes import counts_patch, status_patch
 
@@ -66,8 +70,13 @@ def status(obs: Observed) -> Plan:
             observed.get("conditions") or [], now=obs.now, generation=obs.lws.generation,
             **obs.decided.scheduling))
     actions: list[Action] = []
-    if desired != observed:
-        actions.append(status_patch(obs, desired, (*decision.events, *progressing_events)))
+    memory = obs.memory
+    events = (*decision.events, *progressing_events)
+    # An Event comes with a condition's change, which is written at once anyway.
+    pacing = WRITE_NOW if events and desired != observed else pace(
+        desired, observed, obs.clock, memory.status_deferral)
+    if pacing.write:
+        actions.append(status_patch(obs, desired, events))
     if decision.update_done:
         actions += [
             Delete(apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision"),
@@ -75,5 +84,10 @@ def status(obs: Observed) -> Plan:
                    forget=revision, common=Common(policy=GONE_OR_CHANGED_SKIP))
             for revision in obs.decided.revisions
             if revision_of(revision) != obs.decided.key]
-    return Plan(tuple(actions), requeue_after=earliest(obs.decided.requeue, stall.recheck_after,
-                                                         deadline.recheck_after))
+    requeue = earliest(obs.decided.requeue, stall.recheck_after, deadline.recheck_after,
+                       pacing.recheck_after)
+    if pacing.deferral == memory.status_deferral:
+        return Plan(tuple(actions), requeue_after=requeue)
+    remembered = replace(memory, status_deferral=pacing.deferral)
+    return Plan(tuple(actions), requeue_after=requeue,
+                carry=replace(obs.decided, memory=remembered))
