@@ -34,8 +34,10 @@ def updating(annotations: dict[str, str]) -> World:
     return world
 
 
-def later(monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
+def later(monkeypatch: pytest.MonkeyPatch, seconds: int, world: World) -> None:
+    """Move the clock and the time the conditions stamp by ``seconds``."""
     monkeypatch.setattr(rw, "CLOCK", rw.CLOCK + seconds)
+    world.clock += seconds
     monkeypatch.setattr(rw, "NOW", f"2026-01-01T00:{10 + seconds // 60:02d}:{seconds % 60:02d}Z")
 
 
@@ -66,7 +68,7 @@ def test_at_the_deadline_the_partition_is_held(
         moved: list[int], exceeded: bool) -> None:
     world = updating(annotations)
     plan_pass(world)
-    later(monkeypatch, seconds)
+    later(monkeypatch, seconds, world)
     planned = plan_pass(world)
     assert partitions(planned) == moved
     warnings = [e for e in planned.events() if "ProgressDeadlineExceeded" in e]
@@ -74,7 +76,7 @@ def test_at_the_deadline_the_partition_is_held(
     assert (progressing(world)["reason"] == "ProgressDeadlineExceeded") == exceeded
     if exceeded:
         # The next pass, even much later, holds again and warns no more.
-        later(monkeypatch, 600)
+        later(monkeypatch, 600, world)
         again = plan_pass(world)
         assert partitions(again) == []
         assert not [e for e in again.events() if "ProgressDeadlineExceeded" in e]
@@ -84,7 +86,7 @@ def test_at_the_deadline_the_partition_is_held(
 def test_a_new_template_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
     world = updating(DEADLINE)
     plan_pass(world)
-    later(monkeypatch, 60)
+    later(monkeypatch, 60, world)
     plan_pass(world)
     lws = copy.deepcopy(world.lws)
     lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
@@ -100,7 +102,7 @@ def test_the_rollback_restores_the_last_ready_revision_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     world = updating(ROLLBACK)
     plan_pass(world)
-    later(monkeypatch, 60)
+    later(monkeypatch, 60, world)
     planned = plan_pass(world)
     (patch,) = [a for a in planned.actions if isinstance(a, Patch) and a.subresource is None
                 and a.target.kind == "LeaderWorkerSet"]
