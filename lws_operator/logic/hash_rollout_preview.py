@@ -235,7 +235,7 @@ class _Simulation:
     def admit(self) -> tuple[list[_Group], list[_Group]]:
         """The controller's admission (``hash_groups.plan_admission``): ungated, held."""
         by_name = {g.name: g for g in self.groups}
-        admission = plan_admission(self.lws, [self._pod(g) for g in self.groups], {})
+        admission = plan_admission(self.lws, [self._pod(g) for g in self.groups], {}, _NEW)
         admitted = [by_name[str(meta_of(p).get("name"))] for p in admission.ungate]
         for group in admitted:
             group.state, group.since = STARTING, self.clock
