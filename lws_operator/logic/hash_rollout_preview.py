@@ -8,7 +8,8 @@ scales the new ReplicaSet up within ``maxSurge`` and the old one down within
 scheduling gate, and which gated leaders may schedule is decided by the controller's own
 ``hash_groups.plan_admission``, which this simulation calls on synthetic leader pods rather
 than re-deriving it (PostTermination holds one gated leader per group tearing down,
-Immediate none; at most ``replicas`` groups of one revision are ungated).
+Immediate none; at most ``replicas`` groups of one revision are ungated; a gated leader of the
+old revision is never admitted).
 
 The Deployment controller is modelled after upstream's rolling update (``rolling.go`` of
 kube-controller-manager): the new ReplicaSet grows to at most ``replicas + maxSurge`` pods in
