@@ -55,7 +55,7 @@ from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, wait_for
 
-pytestmark = pytest.mark.full
+pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
 REPO = Path(__file__).resolve().parents[2]
 
 RESTARTS = size(2, 20)

@@ -56,7 +56,7 @@ from lws_operator.admission import registration
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.logic import certs
 
-pytestmark = pytest.mark.api
+pytestmark = [pytest.mark.api, pytest.mark.chaos_run]
 
 SECRET = "lws-webhook-server-cert"
 WEBHOOK_LATENCY = "controller_runtime_webhook_latency_seconds"

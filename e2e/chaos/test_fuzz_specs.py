@@ -504,6 +504,7 @@ async def run_valid(fuzz: Fuzz, case: ValidCase, index: int) -> None:
 
 
 @pytest.mark.full
+@pytest.mark.chaos_run
 async def test_valid_specs_converge_and_go_quiet(fuzz: Fuzz) -> None:
     # Half Ordinal, half Hash identity (the two controllers), interleaved.
     ordinal = draw_examples(valid_cases(hashed=False), VALID_CASES // 2, salt=2)

@@ -38,7 +38,7 @@ from e2e.harness.launcher import OperatorProcess
 from e2e.harness.replicas import Env, running_env
 from e2e.kube import Kube, is_ready, polling, wait_for
 
-pytestmark = pytest.mark.full
+pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
 
 ITERATIONS = size(1, 6)
 REPLICAS, SIZE = 4, 2

@@ -55,7 +55,7 @@ from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready
 from lws_operator.kube.client import ApiException, KubeClient
 
-pytestmark = pytest.mark.full
+pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
 
 REPO = Path(__file__).resolve().parents[2]
 SET_LABEL = "leaderworkerset.sigs.k8s.io/name"

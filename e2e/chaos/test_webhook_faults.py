@@ -53,7 +53,7 @@ from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for
 from lws_operator.kube.client import ApiException, KubeClient, status_message
 
-pytestmark = pytest.mark.full
+pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
 
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"

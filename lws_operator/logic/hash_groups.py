@@ -18,6 +18,14 @@ things make that group-aware:
   exhausting its restart budget holds back one gated leader, and at most ``replicas`` groups of
   one revision are ungated at a time (surplus surge leaders stay gated, and as unscheduled pods
   they are the first a scale-down removes).
+* **outdated leaders**: only leaders of the set's current revision are admitted. When the
+  template and ``replicas`` change together, the Deployment controller first scales the old
+  ReplicaSet (a scaling event is applied to the existing ReplicaSets before the rollout starts),
+  which creates leaders of the old revision; gating must keep them from ever scheduling or
+  building workers, and as unscheduled pods the rollout removes them first (the guide,
+  "Combined Template Update and Scale-Up"). Without this they were admitted whenever fewer
+  than ``replicas`` groups of their revision ran, under either policy. They are not counted
+  among the ``G`` gated leaders of PostTermination's ``G - T``, since they replace nothing.
 
 Decisions:
 
@@ -181,12 +189,14 @@ class Admission:
 
 
 def plan_admission(lws: LWS, pods: Iterable[Mapping[str, Any]],
-                   counts: Mapping[str, int]) -> Admission:
+                   counts: Mapping[str, int], current: str) -> Admission:
     """Which gated Hash leaders may schedule now (module docstring), and how restart counts
-    move to them."""
+    move to them. ``current`` is the set's current revision key: a gated leader of another
+    revision is outdated and never admitted (module docstring)."""
     pods = list(pods)
     leaders = [p for p in pods if is_leader(p) and not deleting(p)]
-    waiting = sorted((p for p in leaders if gated(p)), key=_age_order)
+    gated_leaders = sorted((p for p in leaders if gated(p)), key=_age_order)
+    waiting = [p for p in gated_leaders if revision_of(p) == current]
     down = tearing_down(pods)
     retained = sum(1 for p in pods if is_leader(p) and exhausted(p))
     held = retained if immediate(lws) else max(len(down), retained)
@@ -203,8 +213,8 @@ def plan_admission(lws: LWS, pods: Iterable[Mapping[str, Any]],
             continue  # a surplus surge leader: stays gated, removed first on scale-down
         ungated[revision] = ungated.get(revision, 0) + 1
         admit.append(pod)
-    return Admission(admit, _moved_counts(counts, leaders, admit, down, waiting),
-                     len(waiting) - len(admit))
+    return Admission(admit, _moved_counts(counts, leaders, admit, down, gated_leaders),
+                     len(gated_leaders) - len(admit))
 
 
 def _moved_counts(counts: Mapping[str, int], leaders: list[Mapping[str, Any]],

@@ -8,7 +8,8 @@ scales the new ReplicaSet up within ``maxSurge`` and the old one down within
 scheduling gate, and which gated leaders may schedule is decided by the controller's own
 ``hash_groups.plan_admission``, which this simulation calls on synthetic leader pods rather
 than re-deriving it (PostTermination holds one gated leader per group tearing down,
-Immediate none; at most ``replicas`` groups of one revision are ungated).
+Immediate none; at most ``replicas`` groups of one revision are ungated; a gated leader of the
+old revision is never admitted).
 
 The Deployment controller is modelled after upstream's rolling update (``rolling.go`` of
 kube-controller-manager): the new ReplicaSet grows to at most ``replicas + maxSurge`` pods in
@@ -235,7 +236,7 @@ class _Simulation:
     def admit(self) -> tuple[list[_Group], list[_Group]]:
         """The controller's admission (``hash_groups.plan_admission``): ungated, held."""
         by_name = {g.name: g for g in self.groups}
-        admission = plan_admission(self.lws, [self._pod(g) for g in self.groups], {})
+        admission = plan_admission(self.lws, [self._pod(g) for g in self.groups], {}, _NEW)
         admitted = [by_name[str(meta_of(p).get("name"))] for p in admission.ungate]
         for group in admitted:
             group.state, group.since = STARTING, self.clock

@@ -26,6 +26,7 @@ import contextlib
 import os
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -108,26 +109,40 @@ class Env:
         await asyncio.to_thread(cluster.start_apiserver)
         await self.recovered()
 
-    async def watching(self) -> set[str]:
-        """The resources the API server serves a watch of now (only kopf watches here)."""
+    async def watching(self) -> Counter[str]:
+        """How many watches of each resource the API server serves now (only kopf's here)."""
         text = (await self.probe.raw("GET", "/metrics")).decode()
-        found = set()
+        found: Counter[str] = Counter()
         for line in text.splitlines():
-            if line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line \
-                    and float(line.rsplit(" ", 1)[1]) >= 1:
-                found.add(line.split('resource="', 1)[1].split('"', 1)[0])
+            if line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line:
+                resource = line.split('resource="', 1)[1].split('"', 1)[0]
+                found[resource] += int(float(line.rsplit(" ", 1)[1]))
         return found
 
+    def every_watches(self) -> list[Any]:
+        """The operator's watches: the LeaderWorkerSet controller's and, when it runs, the
+        DisaggregatedSet controller's, which watches LeaderWorkerSets and Services too."""
+        ds = self.runtime.disaggregated
+        return [self.runtime.watches, *([ds.watches] if ds is not None else [])]
+
     async def recovered(self) -> None:
-        """Until kopf watches every kind again (so it has listed each again: a watch that
-        expired is listed before it is watched anew) and no resync is pending, three probes
-        in a row: a watch may expire only after a few retries while the server starts."""
-        plurals = {w[3] for w in self.runtime.watches.watched}
+        """Until every kopf watcher watches its kind again (so it has listed it again: a watch
+        that expired is listed before it is watched anew) and no resync is pending, three
+        probes in a row: a watch may expire only after a few retries while the server starts.
+        Watches are counted per watcher: the DisaggregatedSet controller's kopf watches
+        LeaderWorkerSets and Services as well, so one watch of a kind back proved nothing
+        about the other, whose retry may come seconds later. A LeaderWorkerSet watch still
+        waiting to list again then took the set the test creates next for part of its
+        listing, not an ADDED event, and the resync came as ``listed``, not ``leftovers``."""
+        watches = self.every_watches()
+        wanted = Counter(w[3] for each in watches for w in each.watched)
         streak = 0
 
         async def steady() -> bool:
             nonlocal streak
-            if plurals <= await self.watching() and not self.runtime.watches.gaps.pending:
+            served = await self.watching()
+            if all(served[plural] >= n for plural, n in wanted.items()) \
+                    and not any(each.gaps.pending for each in watches):
                 streak += 1
             else:
                 streak = 0

@@ -261,7 +261,7 @@ def _status(w: World, pods: list[Any]) -> None:
 
 
 def _hash(w: World, pods: list[Any]) -> None:
-    hash_groups.plan_admission(w.lws, pods, {"x/0": 1})
+    hash_groups.plan_admission(w.lws, pods, {"x/0": 1}, w.key)
     hash_groups.readiness_updates(_leaders(pods), _workers_of(w))
 
 

@@ -171,7 +171,25 @@ def test_leader_deployment_never_gets_both_zero(unavailable: Any, surge: Any,
                    leader("c", rev="r2", gated=True)], ["s-abcde-c"]),
 ])
 def test_plan_admission(policy: str, pods: list[dict[str, Any]], admitted: list[str]) -> None:
-    assert names(plan_admission(lws(policy=policy), pods, {}).ungate) == admitted
+    current = next((p["metadata"]["labels"][P + "template-revision-hash"] for p in pods
+                    if p["spec"].get("schedulingGates")), "r1")
+    assert names(plan_admission(lws(policy=policy), pods, {}, current).ungate) == admitted
+
+
+@pytest.mark.parametrize("policy", ["Immediate", "PostTermination"])
+def test_outdated_leaders_of_a_combined_update_and_scale_up_stay_gated(policy: str) -> None:
+    """The template and replicas (2 -> 4) change together: the Deployment briefly scales the
+    old ReplicaSet, whose new leaders are of the old revision r1, before the new ReplicaSet
+    (r2) comes up. Fewer than ``replicas`` groups of r1 are ungated, yet its gated leaders
+    must never schedule (the guide, "Combined Template Update and Scale-Up"); the new
+    revision's are admitted as before, and every gated leader held back is counted."""
+    pods = [leader("a", rev="r1"), leader("b", rev="r1"),
+            leader("c", rev="r1", gated=True, created=1),
+            leader("d", rev="r1", gated=True, created=2),
+            leader("e", rev="r2", gated=True, created=3)]
+    admission = plan_admission(lws(replicas=4, policy=policy), pods, {}, "r2")
+    assert names(admission.ungate) == ["s-abcde-e"]
+    assert admission.waiting == 2
 
 
 def test_tearing_down_keys_off_pods_not_the_leader() -> None:
@@ -196,7 +214,7 @@ def test_tearing_down_keys_off_pods_not_the_leader() -> None:
 ])
 def test_admission_moves_restart_counts(pods: list[dict[str, Any]], counts: dict[str, int],
                                         expected: dict[str, int] | None) -> None:
-    assert plan_admission(lws(), pods, counts).counts == expected
+    assert plan_admission(lws(), pods, counts, "r1").counts == expected
 
 
 # ------------------------------------------------------------------------------ group-ready

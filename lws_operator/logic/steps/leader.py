@@ -150,7 +150,8 @@ class HashLeader:
         return EMPTY
 
     def prepare(self, obs: Observed) -> Plan:
-        admission = hash_groups.plan_admission(obs.body, list(obs.pods), read_counts(obs.body))
+        admission = hash_groups.plan_admission(obs.body, list(obs.pods), read_counts(obs.body),
+                                                 obs.decided.key)
         return Plan(carry=replace(obs.decided, admission=admission))
 
     def apply(self, obs: Observed) -> Plan:
