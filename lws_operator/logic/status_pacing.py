@@ -16,7 +16,11 @@ StatefulSets' status and so reconciles less often. Nothing waits on each of thos
   been still for ``QUIET`` seconds, and never later than ``LONGEST`` seconds after the first
   deferred change, however long the churn lasts (HPA reads ``status.replicas`` through the scale
   subresource every 15 s by default; a few seconds of lag is below what it can see). The write
-  carries the counters of the moment it is made.
+  carries the counters of the moment it is made;
+* except the first Ready group: ``readyReplicas`` leaving zero is written at once, since a set
+  then starts to serve (a DisaggregatedSet creates a role's Services at that moment). Losing
+  the last one is not urgent in the same way (Available already went False with the first
+  group lost) and waits like any counter.
 
 The deferral is the controller's memory (``logic.snapshot.Memory``), and losing it is harmless:
 a new leader, or a restarted operator, computes the same desired status and either writes it or
@@ -81,13 +85,18 @@ def only_counters_differ(desired: Mapping[str, Any], observed: Mapping[str, Any]
     return all(desired.get(k) == observed.get(k) for k in keys)
 
 
+def _serving_changed(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    """Whether ``readyReplicas`` leaves zero (module docstring); absent counts as zero."""
+    return bool(desired.get("readyReplicas")) and not observed.get("readyReplicas")
+
+
 def pace(desired: Mapping[str, Any], observed: Mapping[str, Any], clock: float,
          deferral: Deferral | None) -> Pacing:
     """The decision for one pass (module docstring): ``desired`` is the status the pass
     computed, ``observed`` the stored one, ``deferral`` what the previous passes deferred."""
     if desired == observed:
         return NOTHING_TO_WRITE
-    if not only_counters_differ(desired, observed):
+    if not only_counters_differ(desired, observed) or _serving_changed(desired, observed):
         return WRITE_NOW
     counters = counters_of(desired)
     if deferral is None or deferral.since > clock:  # nothing pending, or the clock went back

@@ -78,6 +78,8 @@ PENDING = Deferral(T, T, (3, 2, 3))  # ready 1 -> 2 seen at T, not written
     (status(ready=3), T + LONGEST - 1, Deferral(T, T + LONGEST - 2, (3, 2, 3)),
      Pacing(False, Deferral(T, T + LONGEST - 1, (3, 3, 3)), 1.0)),
     (status(ready=3), T + LONGEST, Deferral(T, T + LONGEST - 1, (3, 2, 3)), Pacing(True)),
+    # readyReplicas falling to zero waits like any counter (leaving zero: see below).
+    (status(ready=0), T, None, Pacing(False, Deferral(T, T, (3, 0, 3)), QUIET)),
     # A deferral from the future (the wall clock went back) starts over.
     (status(ready=2), T, Deferral(T + 3600, T + 3600, (3, 2, 3)),
      Pacing(False, PENDING, QUIET)),
@@ -85,6 +87,15 @@ PENDING = Deferral(T, T, (3, 2, 3))  # ready 1 -> 2 seen at T, not written
 def test_pace(desired: dict[str, Any], clock: float, deferral: Deferral | None,
               expected: Pacing) -> None:
     assert pace(desired, STORED, clock, deferral) == expected
+
+
+def test_the_first_ready_group_is_written_at_once() -> None:
+    """From no Ready group to one (absent or 0 stored): at once; from one to two: deferred."""
+    none_ready = status(ready=0)
+    assert pace(status(ready=1), none_ready, T, None) == Pacing(True)
+    absent = {k: v for k, v in none_ready.items() if k != "readyReplicas"}
+    assert pace(status(ready=1), absent, T, None) == Pacing(True)
+    assert pace(status(ready=2), status(ready=1), T, None).write is False
 
 
 def test_continuous_churn_is_written_every_longest_seconds() -> None:
