@@ -70,6 +70,14 @@ GROUP_INCARNATION_ANNOTATION: Final = _P + "group-incarnation"
 SCHEDULING_LEVEL_LABEL: Final = _P + "scheduling-level"
 ROLE_LABEL: Final = _P + "role"
 
+# The group disruption budget (ours, beyond upstream and the guide): an opt-in annotation on a
+# LeaderWorkerSet under the operator's own domain, so that it cannot collide with upstream's
+# ``leaderworkerset.sigs.k8s.io/`` keys. Its value is a count or a percentage of spec.replicas
+# (``logic.disruption``); the Event records each eviction it refused.
+_OURS: Final = "lws-operator.dev/"
+MAX_DISRUPTED_GROUPS_ANNOTATION: Final = _OURS + "max-disrupted-groups"
+REASON_EVICTION_REFUSED: Final = "EvictionRefused"
+
 # DisaggregatedSet labels that may be merged into our templates by a parent controller.
 DISAGGREGATEDSET_NAME_LABEL: Final = "disaggregatedset.x-k8s.io/name"
 
@@ -114,6 +122,8 @@ MUTATE_LWS_PATH: Final = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 VALIDATE_LWS_PATH: Final = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 MUTATE_POD_PATH: Final = "/mutate--v1-pod"
 VALIDATE_POD_PATH: Final = "/validate--v1-pod"
+# Ours: the group disruption budget on the Eviction API (``admission.eviction``).
+VALIDATE_EVICTION_PATH: Final = "/validate--v1-pod-eviction"
 
 # Enum values the pod webhook compares annotations against (upstream's pod webhook Default
 # (pod_webhook.go)), and the one scheduler
