@@ -145,7 +145,8 @@ class EvictionGuard:
             self.metrics.disrupted.labels(namespace, owner[1]).set(len(observed | set(held)))
         if decision.allowed:
             return allowed()
-        self._record(owner, lws, name, decision.message, now)
+        if not request.get("dryRun"):
+            self._record(owner, lws, name, decision.message, now)
         return too_many_requests(decision.message)
 
     def _record(self, owner: Key, lws: Mapping[str, Any], pod: str, message: str,
