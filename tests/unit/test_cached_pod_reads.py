@@ -30,7 +30,9 @@ from typing import Any
 import pytest
 
 import lws_operator
+from lws_operator.api.view import lws_view
 from lws_operator.logic import gang, group_metrics, hash_groups, unmutated, volcano
+from lws_operator.logic.disruption import disrupted_groups
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.observed import POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
@@ -301,6 +303,8 @@ READERS: dict[str, Reader] = {
         {"conditions": []}, None, "ns", pods, NOW),
     "group_metrics.group_views": lambda w, pods: group_metrics.budget_remaining(
         w.lws, group_metrics.group_views(w.lws, pods, _workers_of(w))),
+    "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
+        pods, lws_view(w.lws).replicas, lws_view(w.lws).size),
 }
 
 # The logic functions a pass calls that never see a pod (their inputs are the LeaderWorkerSet,
