@@ -126,7 +126,7 @@ class EvictionGuard:
             return allowed()
         now = self.clock()
         pods = self.cache["Pod"].owned_by(owner)
-        observed = disrupted_groups(pods, view.replicas, view.size)
+        observed = disrupted_groups(pods, view.replicas, view.size, view.hashed)
         held = live_reservations(self.reserved.get(owner, {}), observed, now)
         decision = decide(group=group_index(pod), budget=budget, disrupted=observed | set(held),
                           set_name=f"{namespace}/{owner[1]}")

@@ -175,7 +175,7 @@ class GroupMetrics:
                 self.disrupted.remove(namespace, name)
         else:
             self.disrupted.labels(namespace, name).set(
-                len(disrupted_groups(pods, lws.replicas, lws.size)))
+                len(disrupted_groups(pods, lws.replicas, lws.size, lws.hashed)))
         self._read[key] = read
 
     def _unchanged(self, key: Key, read: tuple[object, int, int]) -> bool:

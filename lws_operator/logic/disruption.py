@@ -16,8 +16,10 @@ The rule, for an eviction of a pod of group ``g`` of a set with budget ``b``:
   goes, at most ``b`` are); refused with "too many requests" else, the answer a
   PodDisruptionBudget gives, which ``kubectl drain`` waits on and retries.
 
-Groups are the indices ``0 .. spec.replicas-1``; pods of higher indices (a scale-down in
-progress) belong to no counted group and are never refused. Everything here is a function of
+Ordinal groups are the indices ``0 .. spec.replicas-1``; pods of higher indices (a scale-down
+in progress) belong to no counted group and are never refused. Hash groups are the group
+indices (key prefixes) their pods carry, and groups missing to make ``spec.replicas`` count as
+disrupted. Everything here is a function of
 plain data: the admission shell (``admission.eviction``) reads the cache and keeps the
 reservations.
 """
@@ -59,21 +61,29 @@ def _index_order(group: str) -> tuple[int, str]:
     return (int(group), group) if group.isdigit() else (1 << 62, group)
 
 
-def disrupted_groups(pods: Iterable[Mapping[str, Any]], replicas: int, size: int) -> set[str]:
-    """The groups ``0 .. replicas-1`` that are not whole and Ready: fewer than ``size`` live
-    pods, or any pod not Ready or being deleted."""
+def disrupted_groups(pods: Iterable[Mapping[str, Any]], replicas: int, size: int,
+                     hashed: bool = False) -> set[str]:
+    """The groups that are not whole and Ready: fewer than ``size`` live pods, or any pod not
+    Ready or being deleted. Ordinal groups are the indices ``0 .. replicas-1``. Hash groups have
+    no fixed indices (a key prefix each): every group seen counts, and groups missing to make
+    ``replicas`` count as disrupted too, under names no group has (``missing-<n>``)."""
     live: dict[str, int] = {}
     bad: set[str] = set()
-    wanted = {str(i) for i in range(replicas)}
+    wanted = None if hashed else {str(i) for i in range(replicas)}
+    seen: set[str] = set()
     for pod in pods:
         group = group_index(pod)
-        if group not in wanted:
+        if group is None or (wanted is not None and group not in wanted):
             continue
+        seen.add(group)
         if deleting(pod) or not pod_ready(pod):
             bad.add(group)
         else:
             live[group] = live.get(group, 0) + 1
-    return bad | {g for g in wanted if live.get(g, 0) < size}
+    if wanted is not None:
+        return bad | {g for g in wanted if live.get(g, 0) < size}
+    out = bad | {g for g in seen if live.get(g, 0) < size}
+    return out | {f"missing-{n}" for n in range(max(0, replicas - len(seen)))}
 
 
 def live_reservations(reserved: Mapping[str, float], observed: set[str], now: float,

@@ -304,7 +304,7 @@ READERS: dict[str, Reader] = {
     "group_metrics.group_views": lambda w, pods: group_metrics.budget_remaining(
         w.lws, group_metrics.group_views(w.lws, pods, _workers_of(w))),
     "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
-        pods, lws_view(w.lws).replicas, lws_view(w.lws).size),
+        pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }
 
 # The logic functions a pass calls that never see a pod (their inputs are the LeaderWorkerSet,

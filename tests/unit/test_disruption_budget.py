@@ -70,6 +70,21 @@ def test_disrupted_groups(pods: list[dict[str, Any]], replicas: int, size: int,
     assert disrupted_groups(pods, replicas, size) == disrupted
 
 
+@pytest.mark.parametrize(("pods", "replicas", "disrupted"), [
+    (whole("aaaa", "bbbb"), 2, set()),
+    ([*whole("aaaa"), pod("bbbb")], 2, {"bbbb"}),
+    (whole("aaaa"), 2, {"missing-0"}),  # a group torn down, its replacement not created yet
+    ([*whole("aaaa", "bbbb"), pod("cccc", ready=False)], 2, {"cccc"}),  # a replacement
+    ([], 2, {"missing-0", "missing-1"}),
+])
+def test_hash_groups_are_the_keys_seen_and_the_missing(pods: list[dict[str, Any]],
+                                                      replicas: int,
+                                                      disrupted: set[str]) -> None:
+    assert disrupted_groups(pods, replicas, 2, hashed=True) == disrupted
+    assert decide(group="aaaa", budget=1, disrupted=disrupted,
+                  set_name="ns/h").allowed is (not disrupted)
+
+
 @pytest.mark.parametrize(("group", "budget", "disrupted", "allowed", "reserve"), [
     ("0", 1, set(), True, True),  # the first group may go
     ("1", 1, {"0"}, False, False),  # a second healthy group may not
