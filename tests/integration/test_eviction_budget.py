@@ -175,5 +175,7 @@ async def test_a_bad_budget_is_refused_by_the_lws_webhook(budgeted: Budgeted) ->
     with pytest.raises(DynamicApiError) as refused:
         await budgeted.kube.create(lws("bad", 2, 1, "two"), budgeted.namespace)
     assert refused.value.status == 403
-    assert (f"metadata.annotations.{MAX_DISRUPTED_GROUPS_ANNOTATION}: Invalid value: \"two\": "
-            "must be a number of groups") in str(refused.value.body)
+    assert json.loads(refused.value.body or "{}")["message"] == (
+        'admission webhook "vleaderworkerset.kb.io" denied the request: '
+        f'metadata.annotations.{MAX_DISRUPTED_GROUPS_ANNOTATION}: Invalid value: "two": must be '
+        "a number of groups (e.g. '1') or a percentage of spec.replicas (e.g. '25%')")
