@@ -419,6 +419,13 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                 stall_grace_seconds=args.rollout_stall_grace.total_seconds(),
                 scheduler_provider=opts.scheduler_provider), registry,
                 gate=elector.leading if elector is not None else None)
+            # The group disruption budget decides evictions from the controllers' caches
+            # (watched on a standby replica too).
+            from lws_operator.admission.eviction import EvictionGuard
+            from lws_operator.kube.events import EventRecorder
+
+            webhooks.evictions.decider = EvictionGuard(
+                controllers.cache, EventRecorder(kube), registry).handle
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
         # The elector keeps renewing until every pass has finished, then releases.
         release = asyncio.Event()

@@ -43,8 +43,10 @@ from e2e.harness.admission import Webhooks, options_for, start_webhooks, stop_we
 from e2e.harness.clusters import REPO
 from e2e.harness.metrics import WRITE_VERBS
 from e2e.kube import Kube
+from lws_operator.admission.eviction import EvictionGuard
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
+from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.metrics import ClientMetrics
 
 CURRENT = Path(sys.executable).with_name("lws-operator")  # this checkout (editable install)
@@ -147,6 +149,10 @@ async def running_operator(cluster: LocalCluster,
         str(cluster.kubeconfig), options_for(namespace, scheduler_provider=scheduler_provider))
     controllers = await start_controllers(str(cluster.kubeconfig),
                                           scheduler_provider=scheduler_provider)
+    # As ``lws-operator run`` wires them: evictions decided from the controllers' caches.
+    hooks.runtime.evictions.decider = EvictionGuard(
+        controllers.runtime.cache, EventRecorder(controllers.runtime.kube),
+        controllers.registry).handle
     yield Operator(kube, namespace, controllers.runtime, controllers.registry,
                    str(cluster.kubeconfig), cluster)
     # LeaderWorkerSets a test left behind go first: deleted by the namespace later, they could

@@ -3,7 +3,8 @@ its parent sends, until its parent says stop or is gone (``admission.process`` s
 
     python -m lws_operator.admission.child --control-fd N --listen-fds A[,B] --settings JSON
 
-Started only by ``AdmissionProcess``; nothing here talks to the API server.
+Started only by ``AdmissionProcess``; nothing here talks to the API server (evictions are
+decided by the parent, ``ParentEvictions``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import asyncio
 import asyncio.sslproto
 import datetime as dt
 import gc
+import itertools
 import json
 import logging
 import signal
 import socket
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry
@@ -34,6 +38,8 @@ from lws_operator.admission import review  # noqa: E402 (after the line above)
 from lws_operator.admission.metrics import WebhookMetrics  # noqa: E402
 from lws_operator.admission.process import (  # noqa: E402
     CERTIFICATE,
+    EVICTION,
+    EVICTION_FORWARD_TIMEOUT,
     METRICS,
     SERVING,
     STOP,
@@ -58,17 +64,48 @@ log = logging.getLogger("lws_operator.admission.child")
 TLS_READ_BUFFER = 32 * 1024
 
 
+class ParentEvictions:
+    """Forwards eviction reviews to the parent, which holds the caches that decide them
+    (``admission.eviction``), and waits for its answer; no answer in time, or no parent,
+    allows the eviction (the webhook's failurePolicy is Ignore: the same outcome, sooner)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+
+    async def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        ident = next(self._ids)
+        future = self.pending[ident] = asyncio.get_running_loop().create_future()
+        try:
+            await send(self.writer, (EVICTION, ident, dict(request)))
+            return await asyncio.wait_for(future, EVICTION_FORWARD_TIMEOUT)
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            log.warning("no answer from the operator process for eviction %s (%s): allowed",
+                        request.get("uid"), exc or type(exc).__name__)
+            return review.allowed()
+        finally:
+            self.pending.pop(ident, None)
+
+    def answered(self, ident: int, answer: dict[str, Any]) -> None:
+        future = self.pending.get(ident)
+        if future is not None and not future.done():
+            future.set_result(answer)
+
+
 async def serve(settings: ChildSettings, control: socket.socket,
                 listeners: list[socket.socket]) -> None:
     prometheus_client.disable_created_metrics()  # as the parent's registry (kube.metrics)
     registry = CollectorRegistry()
     tls = ServingTLS(settings.tls_min_version, settings.tls_ciphers)
+    reader, writer = await asyncio.open_unix_connection(sock=control)
+    evictions = ParentEvictions(writer)
     server = AdmissionServer(
-        tls=tls, handlers=review.handlers(settings.scheduler_provider), host=settings.host,
-        port=settings.port, metrics=WebhookMetrics(registry),
+        tls=tls, handlers=review.serving_handlers(settings.scheduler_provider,
+                                                  evictions.handle),
+        host=settings.host, port=settings.port, metrics=WebhookMetrics(registry),
         shutdown_timeout=settings.shutdown_timeout)
     server.adopt(listeners)
-    reader, writer = await asyncio.open_unix_connection(sock=control)
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, so a collection walks only what admissions allocate.
     gc.freeze()
@@ -80,6 +117,8 @@ async def serve(settings: ChildSettings, control: socket.socket,
                 if not server.listening:
                     await server.start()
                 await send(writer, (SERVING, fingerprint(message[1])))
+            elif kind == EVICTION:
+                evictions.answered(message[1], message[2])
             elif kind == METRICS:
                 await send(writer, (METRICS, list(registry.collect())))
             elif kind == STOP:

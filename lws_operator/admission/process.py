@@ -20,6 +20,9 @@ package), and keeps everything that talks to the API server in the parent:
   shows everything, as before. Prometheus' multiprocess mode was not used: it needs a shared
   writable directory, changes how every gauge of the process aggregates, and would have touched
   every metric of the controllers to move three.
+* **Evictions.** The group disruption budget needs the watch caches, which only the parent has:
+  the child forwards each eviction review to the parent and serves its answer
+  (``admission.eviction`` says why this and not a listener in the parent).
 * **Readiness.** Ready once the child confirmed the certificate of the Secret.
 * **Lifetime.** The child stops when the parent tells it to (after unregistering, in-flight
   admissions drain) or when the parent is gone: the parent's end of the socket pair closes with
@@ -39,7 +42,7 @@ import pickle
 import socket
 import struct
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,6 +60,12 @@ CERTIFICATE = "certificate"  # parent -> child: (cert PEM, key PEM)
 SERVING = "serving"  # child -> parent: the SHA-256 of the certificate now served
 METRICS = "metrics"  # parent -> child: a request; child -> parent: the metric families
 STOP = "stop"  # parent -> child: drain and exit
+# child -> parent: (id, AdmissionRequest) of an eviction; parent -> child: (id, response).
+EVICTION = "eviction"
+# Seconds the child waits for the parent's eviction answer before allowing the eviction, as
+# the webhook's failurePolicy Ignore would (its timeout is longer, so the API server hears
+# this answer rather than its own timeout).
+EVICTION_FORWARD_TIMEOUT = 3.0
 _ANSWER_TIMEOUT = 30.0
 _METRICS_TIMEOUT = 2.0
 
@@ -133,6 +142,9 @@ class AdmissionProcess:
         self._stopping = False
         self._lock = asyncio.Lock()
         self.restarts = 0
+        # Answers the evictions the child forwards (``admission.eviction``); None allows them.
+        self.on_eviction: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]] | None = None
+        self._evictions: set[asyncio.Task[None]] = set()
 
     @property
     def listening(self) -> bool:
@@ -175,6 +187,11 @@ class AdmissionProcess:
         """The child's answers, until it is gone; then, unless we are stopping, a new child."""
         while (message := await receive(reader)) is not None:
             kind = message[0]
+            if kind == EVICTION:
+                task = asyncio.create_task(self._answer_eviction(message[1], message[2]))
+                self._evictions.add(task)
+                task.add_done_callback(self._evictions.discard)
+                continue
             if kind == SERVING:
                 self._serving = message[1]
             elif kind == METRICS:
@@ -212,6 +229,19 @@ class AdmissionProcess:
                         if self._child is not None and self._child.returncode is None:
                             self._child.kill()
             return
+
+    async def _answer_eviction(self, ident: int, request: Mapping[str, Any]) -> None:
+        """Decide one forwarded eviction and send the answer back (lost if the child is)."""
+        decide = self.on_eviction
+        try:
+            answer = await decide(request) if decide is not None else {"allowed": True}
+        except Exception:
+            log.exception("deciding a forwarded eviction failed; allowing it")
+            answer = {"allowed": True}
+        writer = self._writer
+        if writer is not None:
+            with contextlib.suppress(ConnectionError, OSError):
+                await send(writer, (EVICTION, ident, answer))
 
     async def _ask(self, kind: str, *payload: Any) -> Any:
         """Send a request and wait for its answer (answers of one kind come in order)."""

@@ -17,6 +17,10 @@ some namespaces (the chart's ``webhook.namespaceSelectorExpressions``); a Leader
 namespace left out gets ``Progressing=False`` with reason ``PodsNotMutated`` and a Warning Event
 (``logic.unmutated``).
 
+The eviction webhook (``veviction.lws-operator.dev``, ours) enforces the group disruption budget
+(``admission.eviction``); it is registered always, answers ``Ignore`` on failure and allows
+every eviction of a pod whose LeaderWorkerSet has no budget.
+
 The DisaggregatedSet webhook (``vdisaggregatedset.kb.io``, upstream's name and path) is registered
 with the others, always: upstream's chart installs it only with ``enableDisaggregatedSet``, so a
 default upstream install leaves the partition, name-length, placement and External checks
@@ -45,6 +49,7 @@ from lws_operator.api.constants import (
     MUTATE_POD_PATH,
     NAME_LABEL,
     PLURAL,
+    VALIDATE_EVICTION_PATH,
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
     VERSION,
@@ -56,6 +61,13 @@ WEBHOOK_SERVICE = "lws-webhook-service"
 OPERATOR_NAMESPACE = "lws-system"
 TIMEOUT_SECONDS = 10
 _NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+# The group disruption budget's webhook (ours, ``admission.eviction``). Every eviction reaches
+# it (an objectSelector cannot see the evicted pod's labels), so it must never be in the way:
+# an operator down or slow lets evictions through (Ignore, a short timeout), and it declares
+# its side effects (a reservation, an Event) absent on dry runs.
+EVICTION_WEBHOOK = "veviction.lws-operator.dev"
+EVICTION_POLICY = {"failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun",
+                   "timeoutSeconds": 5}
 _API = "admissionregistration.k8s.io/v1"
 
 YAML_FILES = {
@@ -152,6 +164,9 @@ def render(
             webhook(disaggregated.WEBHOOK_NAME, disaggregated.VALIDATE_PATH,
                     _rule(disaggregated.GROUP, disaggregated.PLURAL, lws_ops,
                           disaggregated.VERSION), pods=False),
+            {**webhook(EVICTION_WEBHOOK, VALIDATE_EVICTION_PATH,
+                       _rule("", "pods/eviction", ["CREATE"]), pods=False),
+             **EVICTION_POLICY},
         ],
     }
     return [mutating, validating]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from lws_operator.admission.patch import diff
@@ -33,6 +33,7 @@ from lws_operator.api import defaults, disaggregated, disaggregated_validation, 
 from lws_operator.api.constants import (
     MUTATE_LWS_PATH,
     MUTATE_POD_PATH,
+    VALIDATE_EVICTION_PATH,
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
 )
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 # One webhook: the AdmissionReview ``request`` payload in, the ``response`` payload (no uid) out.
 Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
+AsyncHandler = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class BadRequest(ValueError):
@@ -143,19 +145,34 @@ def validate_disaggregatedset(request: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
+def allow_eviction(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The eviction path where nothing decides evictions (no guard was given)."""
+    return allowed()
+
+
 def handlers(scheduler_provider: str | None = None) -> dict[str, Handler]:
-    """Every webhook path (upstream's) and what serves each."""
+    """Every webhook path (upstream's, then ours) and what serves each. The eviction path
+    allows everything here; a server that can decide evictions (``admission.eviction``)
+    serves it with an ``AsyncHandler`` instead (``serving_handlers``)."""
     return {
         MUTATE_LWS_PATH: mutate_lws,
         VALIDATE_LWS_PATH: validate_lws,
         MUTATE_POD_PATH: mutate_pod(scheduler_provider),
         VALIDATE_POD_PATH: validate_pod,
         disaggregated.VALIDATE_PATH: validate_disaggregatedset,
+        VALIDATE_EVICTION_PATH: allow_eviction,
     }
 
 
-def review(body: bytes, handler: Handler) -> dict[str, Any]:
-    """Answer one AdmissionReview (raw JSON) with ``handler``; never raises."""
+def serving_handlers(scheduler_provider: str | None,
+                     eviction: AsyncHandler) -> dict[str, Handler | AsyncHandler]:
+    """``handlers`` with the group disruption budget's path answered by ``eviction``."""
+    return {**handlers(scheduler_provider), VALIDATE_EVICTION_PATH: eviction}
+
+
+def _parse(body: bytes) -> tuple[str, str, Mapping[str, Any] | None, dict[str, Any] | None]:
+    """(apiVersion, uid, request, None), or (apiVersion, uid, None, a 400 answer) when the
+    body is not an AdmissionReview."""
     uid = ""
     api_version = "admission.k8s.io/v1"
     try:
@@ -166,14 +183,39 @@ def review(body: bytes, handler: Handler) -> dict[str, Any]:
         uid = str(request.get("uid") or "")
         api_version = str(doc.get("apiVersion") or api_version)
     except ValueError as exc:  # json.JSONDecodeError and BadRequest
-        return _review(api_version, uid, denied(400, str(exc)))
+        return api_version, uid, None, denied(400, str(exc))
+    return api_version, uid, request, None
+
+
+def _failed(uid: str, exc: Exception) -> dict[str, Any]:
+    if isinstance(exc, BadRequest):
+        return denied(400, str(exc))
+    log.exception("admission handler failed for %s", uid)
+    return denied(500, f"internal error in the LeaderWorkerSet webhook: {exc}")
+
+
+def review(body: bytes, handler: Handler) -> dict[str, Any]:
+    """Answer one AdmissionReview (raw JSON) with ``handler``; never raises."""
+    api_version, uid, request, unreadable = _parse(body)
+    if request is None:
+        return _review(api_version, uid, unreadable or denied(400, "no request"))
     try:
         response = handler(request)
-    except BadRequest as exc:
-        response = denied(400, str(exc))
     except Exception as exc:
-        log.exception("admission handler failed for %s", uid)
-        response = denied(500, f"internal error in the LeaderWorkerSet webhook: {exc}")
+        response = _failed(uid, exc)
+    return _review(api_version, uid, response)
+
+
+async def review_async(body: bytes, handler: AsyncHandler) -> dict[str, Any]:
+    """``review`` for a handler that awaits (the eviction webhook asks the operator's main
+    process, ``admission.eviction``)."""
+    api_version, uid, request, unreadable = _parse(body)
+    if request is None:
+        return _review(api_version, uid, unreadable or denied(400, "no request"))
+    try:
+        response = await handler(request)
+    except Exception as exc:
+        response = _failed(uid, exc)
     return _review(api_version, uid, response)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from lws_operator.admission import registration, review
+from lws_operator.admission.eviction import EvictionEndpoint
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
@@ -105,6 +106,9 @@ class WebhookRuntime:
         self.options = options
         # The in-process server's TLS context (an isolated child has its own).
         self.tls = ServingTLS(options.tls_min_version, options.tls_ciphers)
+        # The group disruption budget's path: allows every eviction until the controllers'
+        # caches give it a guard (``admission.eviction``).
+        self.evictions = EvictionEndpoint()
         self.server: AdmissionServer | AdmissionProcess
         if options.isolated:
             self.server = AdmissionProcess(ChildSettings(
@@ -112,11 +116,13 @@ class WebhookRuntime:
                 scheduler_provider=options.scheduler_provider,
                 tls_min_version=options.tls_min_version, tls_ciphers=options.tls_ciphers,
                 log_level=options.log_level, log_format=options.log_format), registry)
+            self.server.on_eviction = self.evictions.handle
         else:
             if metrics is None and registry is not None:
                 metrics = WebhookMetrics(registry)
             self.server = AdmissionServer(
-                tls=self.tls, handlers=review.handlers(options.scheduler_provider),
+                tls=self.tls, handlers=review.serving_handlers(options.scheduler_provider,
+                                                               self.evictions.handle),
                 host=options.bind_address, port=options.port, metrics=metrics,
                 observer=observer)
         settings = CertSettings(

@@ -22,6 +22,7 @@ controllers. aiohttp speaks HTTP/1.1 only, and ALPN offers nothing else (upstrea
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import socket
@@ -29,12 +30,13 @@ import ssl
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from typing import cast
 
 from aiohttp import web
 
 from lws_operator.admission.listener import bind, close, listen
 from lws_operator.admission.metrics import WebhookMetrics
-from lws_operator.admission.review import Handler, review
+from lws_operator.admission.review import AsyncHandler, Handler, review, review_async
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,7 @@ class AdmissionServer:
         self,
         *,
         tls: ServingTLS,
-        handlers: Mapping[str, Handler],
+        handlers: Mapping[str, Handler | AsyncHandler],
         host: str,
         port: int = 9443,
         metrics: WebhookMetrics | None = None,
@@ -133,12 +135,14 @@ class AdmissionServer:
         return self._runner is not None
 
     def _endpoint(
-        self, path: str, handler: Handler,
+        self, path: str, handler: Handler | AsyncHandler,
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         metrics = self.metrics
         in_flight = metrics.in_flight.labels(path) if metrics else None
         latency = metrics.latency.labels(path) if metrics else None
         ok = metrics.requests.labels(path, "200") if metrics else None
+        # Every webhook but the eviction one answers from a pure function, on the spot.
+        awaits = inspect.iscoroutinefunction(handler)
 
         async def serve(request: web.Request) -> web.Response:
             start = time.perf_counter()
@@ -146,7 +150,8 @@ class AdmissionServer:
                 in_flight.inc()
             try:
                 body = await request.read()
-                answer = review(body, handler)
+                answer = (await review_async(body, cast(AsyncHandler, handler)) if awaits
+                          else review(body, cast(Handler, handler)))
                 response = web.json_response(answer)
             finally:
                 if in_flight is not None:

@@ -70,6 +70,14 @@ GROUP_INCARNATION_ANNOTATION: Final = _P + "group-incarnation"
 SCHEDULING_LEVEL_LABEL: Final = _P + "scheduling-level"
 ROLE_LABEL: Final = _P + "role"
 
+# The group disruption budget (ours, beyond upstream and the guide): an opt-in annotation on a
+# LeaderWorkerSet under the operator's own domain, so that it cannot collide with upstream's
+# ``leaderworkerset.sigs.k8s.io/`` keys. Its value is a count or a percentage of spec.replicas
+# (``logic.disruption``); the Event records each eviction it refused.
+OPERATOR_DOMAIN: Final = "lws-operator.dev/"  # every annotation of our own is under it
+MAX_DISRUPTED_GROUPS_ANNOTATION: Final = OPERATOR_DOMAIN + "max-disrupted-groups"
+REASON_EVICTION_REFUSED: Final = "EvictionRefused"
+
 # DisaggregatedSet labels that may be merged into our templates by a parent controller.
 DISAGGREGATEDSET_NAME_LABEL: Final = "disaggregatedset.x-k8s.io/name"
 
@@ -114,6 +122,8 @@ MUTATE_LWS_PATH: Final = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 VALIDATE_LWS_PATH: Final = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
 MUTATE_POD_PATH: Final = "/mutate--v1-pod"
 VALIDATE_POD_PATH: Final = "/validate--v1-pod"
+# Ours: the group disruption budget on the Eviction API (``admission.eviction``).
+VALIDATE_EVICTION_PATH: Final = "/validate--v1-pod-eviction"
 
 # Enum values the pod webhook compares annotations against (upstream's pod webhook Default
 # (pod_webhook.go)), and the one scheduler
@@ -158,7 +168,6 @@ REASON_RECREATE_GROUP: Final = "RecreateGroup"
 # with upstream's ``leaderworkerset.sigs.k8s.io/`` ones. ``rolled-back-from`` is written by the
 # operator with a rollback: the revision it rolled back from, so that revision is never rolled
 # back a second time (one rollback per bad revision).
-OPERATOR_DOMAIN: Final = "lws-operator.dev/"
 PROGRESS_DEADLINE_ANNOTATION: Final = OPERATOR_DOMAIN + "progress-deadline-seconds"
 ROLLBACK_ON_DEADLINE_ANNOTATION: Final = OPERATOR_DOMAIN + "rollback-on-deadline"
 ROLLED_BACK_FROM_ANNOTATION: Final = OPERATOR_DOMAIN + "rolled-back-from"

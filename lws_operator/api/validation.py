@@ -46,10 +46,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import disruption
 from .constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     HASH_MODE_NAME_LIMIT,
     HASH_MODE_NAME_LIMIT_SIZE_ONE,
+    MAX_DISRUPTED_GROUPS_ANNOTATION,
     MAX_INT32,
     MAX_REPLICAS,
     PROGRESS_DEADLINE_ANNOTATION,
@@ -507,7 +509,22 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     errors += _validate_restarts(spec)
     errors += _validate_scheduling(lws)
     errors += _validate_progress_deadline(lws)
+    errors += _validate_disruption_budget(lws)
     return errors
+
+
+def _validate_disruption_budget(lws: dict[str, Any]) -> list[FieldError]:
+    """The group disruption budget's annotation (ours, ``api.disruption``), when present."""
+    annotations = _get(lws, "metadata", "annotations") or {}
+    if not isinstance(annotations, dict) or MAX_DISRUPTED_GROUPS_ANNOTATION not in annotations:
+        return []
+    value = annotations[MAX_DISRUPTED_GROUPS_ANNOTATION]
+    try:
+        disruption.parse(value)
+    except disruption.BadBudget as exc:
+        return [FieldError(f"metadata.annotations.{MAX_DISRUPTED_GROUPS_ANNOTATION}", str(exc),
+                           value)]
+    return []
 
 
 def _omitempty(value: Any) -> Any:

@@ -22,6 +22,11 @@ Families (labels ``namespace`` and ``name`` are the LeaderWorkerSet's):
 * ``lws_rollout_rollbacks_total{namespace,name}`` counter: automatic rollbacks seen, a change of
   the set's ``rolled-back-from`` annotation while this process watched it (a restart starts
   from 0, as every counter here; one taken over from a replica is counted by whoever saw it).
+* ``lws_disrupted_groups{namespace,name}`` gauge, with a group disruption budget only: the
+  groups the budget counts as disrupted (``logic.disruption``), after each pass and each
+  eviction decision (which adds the groups of evictions just allowed).
+* ``lws_evictions_total{namespace,name,decision}`` counter, with a budget only: evictions of
+  the set's pods the budget ``allowed`` or ``refused`` (``admission.eviction``).
 
 Group metrics are per LeaderWorkerSet and group index, never per pod name: bounded by what the
 user asked for, not by how many pods have ever existed.
@@ -29,16 +34,19 @@ user asked for, not by how many pods have ever existed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from lws_operator.api import disruption
 from lws_operator.api.view import deleting, lws_view
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.metrics import _once
 from lws_operator.logic import group_metrics as derive
+from lws_operator.logic.disruption import disrupted_groups
 from lws_operator.logic.objects import meta_of
 
 log = logging.getLogger(__name__)
@@ -99,6 +107,14 @@ class GroupMetrics:
             "lws_rollout_groups",
             "Groups desired (spec.replicas) and on the current revision (updated)",
             [*lws, "state"], registry=registry)
+        self.disrupted = Gauge(
+            "lws_disrupted_groups",
+            "Groups the group disruption budget counts as disrupted (not whole and Ready, or "
+            "evicted a moment ago)", lws, registry=registry)
+        self.evictions = Counter(
+            "lws_evictions_total",
+            "Evictions of the LeaderWorkerSet's pods decided by its group disruption budget",
+            [*lws, "decision"], registry=registry)
         self.clock = clock
         self._memory: dict[Key, derive.Memory] = {}
         self._budget_groups: dict[Key, set[str]] = {}
@@ -173,6 +189,13 @@ class GroupMetrics:
         for group, value in remaining.items():
             self.budget.labels(namespace, name, group).set(value)
         self._budget_groups[key] = set(remaining)
+        budget = disruption.budget_of(lws.annotations, lws.replicas)
+        if budget is None:
+            with contextlib.suppress(KeyError):
+                self.disrupted.remove(namespace, name)
+        else:
+            self.disrupted.labels(namespace, name).set(
+                len(disrupted_groups(pods, lws.replicas, lws.size, lws.hashed)))
         self._read[key] = read
 
     def _unchanged(self, key: Key, read: tuple[object, int, int]) -> bool:
@@ -193,7 +216,8 @@ class GroupMetrics:
         namespace, name = key
         for family in (self.groups, self.recreations, self.ready_seconds, self.step_seconds,
                        self.rollout_seconds, self.budget, self.in_progress, self.stalled,
-                       self.rollout_groups, self.deadline_exceeded, self.rollbacks):
+                       self.rollout_groups, self.deadline_exceeded, self.rollbacks,
+                       self.disrupted, self.evictions):
             for labels in _label_sets(family, namespace, name):
                 family.remove(*labels)
         self._budget_groups.pop(key, None)

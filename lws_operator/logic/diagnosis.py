@@ -35,10 +35,13 @@ from lws_operator.api.constants import (
     GROUP_KEY_LABEL,
     GROUP_READY_CONDITION,
     GROUP_REPLACEMENT_GATE,
+    KIND,
+    MAX_DISRUPTED_GROUPS_ANNOTATION,
     MUTATE_LWS_PATH,
     MUTATE_POD_PATH,
     NAME_LABEL,
     PROGRESS_DEADLINE_ANNOTATION,
+    REASON_EVICTION_REFUSED,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
     RECOVER_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
@@ -81,11 +84,12 @@ UNSCHEDULABLE: Final = "Unschedulable"
 GROUP_READY_GATE: Final = "GroupReadyGate"
 PODS_NOT_READY: Final = "PodsNotReady"
 GROUP_INCOMPLETE: Final = "GroupIncomplete"
+EVICTIONS_REFUSED: Final = "EvictionsRefused"
 RANK: Final[Mapping[str, int]] = {cause: i for i, cause in enumerate((
     NOT_OBSERVED, WEBHOOK_UNREACHABLE, PODS_NOT_MUTATED, FAILED_CREATE,
     RESTART_BUDGET_EXHAUSTED, SCHEDULING_GATED, POD_GROUP_INCOMPLETE,
     PROGRESS_DEADLINE_EXCEEDED, ROLLOUT_STALLED,
-    UNSCHEDULABLE, GROUP_READY_GATE, PODS_NOT_READY, GROUP_INCOMPLETE))}
+    UNSCHEDULABLE, GROUP_READY_GATE, PODS_NOT_READY, GROUP_INCOMPLETE, EVICTIONS_REFUSED))}
 
 OUR_PATHS: Final = frozenset({MUTATE_LWS_PATH, VALIDATE_LWS_PATH, MUTATE_POD_PATH,
                               VALIDATE_POD_PATH})
@@ -559,6 +563,31 @@ def _rollout_stalled(scene: Scene, current: str) -> list[Finding]:
                     evidence=(stall_message(stall),), fix=fix, hint=hint)]
 
 
+def _evictions_refused(scene: Scene) -> list[Finding]:
+    """Recent ``EvictionRefused`` Events on the set: a drain (or another evictor) is waiting on
+    the group disruption budget (``logic.disruption``). Not blocking: the set is not held back,
+    the evictor is, until the disrupted groups are Ready again."""
+    view = lws_view(scene.lws)
+    refusals = sorted(
+        (f for f in map(event_fact, scene.events)
+         if f.reason == REASON_EVICTION_REFUSED and f.kind == KIND and f.name == view.name
+         and not (f.time is not None and scene.now and scene.now - f.time > RECENT_SECONDS)),
+        key=lambda f: -(f.time or 0))
+    if not refusals:
+        return []
+    latest = refusals[0]
+    age = _age(scene.now, latest.time)
+    evidence = f"Event EvictionRefused{f' {age} ago' if age else ''}: {latest.message}"
+    raise_it = _kubectl(scene, "annotate", "leaderworkerset", view.name, "--overwrite",
+                        f"{MAX_DISRUPTED_GROUPS_ANNOTATION}=<more>")
+    return [Finding(EVICTIONS_REFUSED, "evictions refused by the group disruption budget: an "
+                    "evictor (kubectl drain, an autoscaler) waits for disrupted groups to be "
+                    "Ready again", evidence=(evidence,),
+                    hint=f"the evictor retries on its own; to let more groups go at once, raise "
+                         f"the budget ({raise_it})",
+                    ours="group disruption budget", blocking=False)]
+
+
 # ------------------------------------------------------------------------------ group causes
 
 
@@ -977,6 +1006,7 @@ def diagnose(scene: Scene, group: str | None = None) -> Diagnosis:
     if chosen is None:
         findings += _deadline_exceeded(scene)
         findings += _rollout_stalled(scene, current)
+        findings += _evictions_refused(scene)
     for each in ([chosen] if chosen is not None else groups):
         found = _group_finding(scene, each, groups, facts, current)
         if found is not None:

@@ -115,12 +115,29 @@ def test_webhooks_serve_every_namespace_by_default(namespace: str) -> None:
     kube-system starts like any other; the pod webhooks see LeaderWorkerSet pods only."""
     objs = objects(render(namespace=namespace))
     hooks = [h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]]
-    assert len(hooks) == 5
+    assert len(hooks) == 6
     for hook in hooks:
         assert "namespaceSelector" not in hook, hook["name"]
         if hook["name"] in {"mpod.kb.io", "vpod.kb.io"}:
             assert hook["objectSelector"] == {"matchExpressions": [
                 {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_eviction_webhook_never_blocks(policy: str) -> None:
+    """The group disruption budget's webhook sees every eviction of the cluster, so whatever
+    the other webhooks' failure policy and timeout, it lets evictions through when the
+    operator cannot answer, and declares no side effects on dry runs only."""
+    objs = objects(render(values={"webhook": {"failurePolicy": policy,
+                                              "timeoutSeconds": 30}}))
+    hooks = {h["name"]: h for h in one(objs, "ValidatingWebhookConfiguration")["webhooks"]}
+    eviction = hooks[registration.EVICTION_WEBHOOK]
+    assert (eviction["failurePolicy"], eviction["timeoutSeconds"], eviction["sideEffects"]) == (
+        "Ignore", 5, "NoneOnDryRun")
+    assert eviction["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"],
+                                  "operations": ["CREATE"], "resources": ["pods/eviction"]}]
+    assert "objectSelector" not in eviction
+    assert hooks["vpod.kb.io"]["failurePolicy"] == policy
 
 
 def test_webhook_names_and_selectors_follow_values() -> None:
@@ -578,7 +595,8 @@ def test_the_disaggregatedset_webhook_is_registered_unless_switched_off(
 def test_the_disaggregatedset_webhook_can_be_left_out() -> None:
     objs = objects(render(values={"webhook": {"validateDisaggregatedSets": False}}))
     assert webhook_names(objs) == ["mleaderworkerset.kb.io", "mpod.kb.io",
-                                   "vleaderworkerset.kb.io", "vpod.kb.io"]
+                                   "vleaderworkerset.kb.io", "vpod.kb.io",
+                                   registration.EVICTION_WEBHOOK]
     both = objects(render(values={"enableDisaggregatedSet": True,
                                   "webhook": {"validateDisaggregatedSets": False}}))
     assert "vdisaggregatedset.kb.io" not in webhook_names(both)

@@ -1,6 +1,7 @@
 """The admission process (``admission.process``) without a cluster: it serves admissions on the
 port its parent bound, with the certificates its parent sends; its metrics reach the parent's
-registry; it stops when told, and when its parent dies. About 6 s (four child processes).
+registry; it asks its parent about evictions; it stops when told, and when its parent dies.
+About 10 s (four child processes).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import textwrap
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from e2e.harness.admission import lws_pod, served_certificate
 from lws_operator.admission.child import TLS_READ_BUFFER
-from lws_operator.admission.process import AdmissionProcess, ChildSettings
-from lws_operator.api.constants import MUTATE_POD_PATH
+from lws_operator.admission.process import (
+    EVICTION_FORWARD_TIMEOUT,
+    AdmissionProcess,
+    ChildSettings,
+)
+from lws_operator.api.constants import MUTATE_POD_PATH, VALIDATE_EVICTION_PATH
 from lws_operator.logic import certs
 
 
@@ -111,6 +117,51 @@ async def test_a_review_larger_than_the_tls_read_buffer_is_answered() -> None:
     assert answer["response"]["allowed"] is True
     patch = json.loads(base64.b64decode(answer["response"]["patch"]))
     assert any(op["path"].startswith("/spec/containers/0/env") for op in patch)
+async def evict(port: int, pod: str) -> dict[str, Any]:
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "operation": "CREATE", "subResource": "eviction",
+        "namespace": "default", "name": pod,
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "object": {"apiVersion": "policy/v1", "kind": "Eviction",
+                   "metadata": {"name": pod, "namespace": "default"}}}}
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    async with aiohttp.ClientSession() as session, session.post(
+            f"https://127.0.0.1:{port}{VALIDATE_EVICTION_PATH}", json=review,
+            ssl=ctx) as answer:
+        assert answer.status == 200
+        body: dict[str, Any] = await answer.json()
+        return body
+
+
+async def test_evictions_are_decided_by_the_parent() -> None:
+    """The child has no caches: it forwards each eviction review to its parent and serves the
+    parent's answer; a parent that does not answer in time lets the eviction through, as the
+    webhook's failurePolicy Ignore would."""
+    process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0))
+    process.reserve()
+    asked: list[str] = []
+
+    async def decide(request: Mapping[str, Any]) -> dict[str, Any]:
+        asked.append(str(request["name"]))
+        if request["name"] == "slow":
+            await asyncio.sleep(EVICTION_FORWARD_TIMEOUT + 1)
+        return {"allowed": False, "status": {"code": 429, "reason": "TooManyRequests",
+                                             "message": f"not {request['name']}"}}
+
+    pair = keypair()
+    try:
+        await process.serve(pair["tls.crt"], pair["tls.key"])
+        assert (await evict(process.port, "p-0"))["response"]["allowed"] is True  # no decider
+        process.on_eviction = decide
+        answers = await asyncio.gather(evict(process.port, "p-1"), evict(process.port, "p-2"))
+        assert [a["response"]["status"]["message"] for a in answers] == ["not p-1", "not p-2"]
+        assert [a["response"]["status"]["code"] for a in answers] == [429, 429]
+        assert (await evict(process.port, "slow"))["response"]["allowed"] is True
+        assert sorted(asked) == ["p-1", "p-2", "slow"]
+    finally:
+        await process.stop()
 
 
 async def test_a_killed_child_is_started_again_with_the_certificate() -> None:

@@ -28,6 +28,16 @@ def test_upstream_names_paths_and_policies() -> None:
     assert mutating["metadata"]["name"] == "lws-mutating-webhook-configuration"
     assert validating["metadata"]["name"] == "lws-validating-webhook-configuration"
     hooks = {h["name"]: h for h in mutating["webhooks"] + validating["webhooks"]}
+    # Ours, beside upstream's: the group disruption budget, which never blocks an eviction
+    # when the operator cannot answer.
+    eviction = hooks.pop(registration.EVICTION_WEBHOOK)
+    assert (eviction["failurePolicy"], eviction["sideEffects"], eviction["timeoutSeconds"]) == (
+        "Ignore", "NoneOnDryRun", 5)
+    assert eviction["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"],
+                                  "operations": ["CREATE"], "resources": ["pods/eviction"]}]
+    assert eviction["clientConfig"]["service"]["path"] == "/validate--v1-pod-eviction"
+    assert "objectSelector" not in eviction
+    assert "namespaceSelector" not in eviction
     assert set(hooks) == {"mleaderworkerset.kb.io", "mpod.kb.io", "vleaderworkerset.kb.io",
                           "vpod.kb.io", "vdisaggregatedset.kb.io"}
     for hook in hooks.values():
@@ -58,7 +68,8 @@ def test_upstream_names_paths_and_policies() -> None:
                             "operations": ["CREATE", "UPDATE"],
                             "resources": ["disaggregatedsets"]}]
     assert "objectSelector" not in ds
-    assert [h["name"] for h in validating["webhooks"]][-1] == "vdisaggregatedset.kb.io"
+    assert [h["name"] for h in validating["webhooks"]][-2:] == [
+        "vdisaggregatedset.kb.io", registration.EVICTION_WEBHOOK]
 
 
 def test_the_manifests_have_no_yaml_aliases() -> None:

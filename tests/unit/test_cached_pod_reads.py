@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 import lws_operator
+from lws_operator.api.view import lws_view
 from lws_operator.logic import (
     deadline,
     gang,
@@ -39,6 +40,7 @@ from lws_operator.logic import (
     unmutated,
     volcano,
 )
+from lws_operator.logic.disruption import disrupted_groups
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.observed import POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
@@ -315,6 +317,8 @@ READERS: dict[str, Reader] = {
         {"conditions": []}, None, "ns", pods, NOW),
     "group_metrics.group_views": lambda w, pods: group_metrics.budget_remaining(
         w.lws, group_metrics.group_views(w.lws, pods, _workers_of(w))),
+    "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
+        pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }
 
 # The logic functions a pass calls that never see a pod (their inputs are the LeaderWorkerSet,

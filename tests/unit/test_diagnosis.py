@@ -370,7 +370,15 @@ CASES: list[tuple[str, Scene, str, str]] = [
      scene(lws(hashed=True, ready=0), pods=[hash_leader("False", containers=False)],
            statefulsets=[]),
      "PodsNotReady", "group 7f3a9c2e: 1 pod scheduled but not Ready"),
+    ("a drain waiting on the group disruption budget of a Ready set: a warning",
+     scene(events=[event("LeaderWorkerSet", "demo", "EvictionRefused",
+                         "Refused the eviction of pod demo-1: Cannot evict pod as it would "
+                         "violate the group disruption budget")]),
+     "EvictionsRefused", "evictions refused by the group disruption budget: an evictor "
+     "(kubectl drain, an autoscaler) waits for disrupted groups to be Ready again"),
 ]
+# Causes that hold back an evictor, not the set: reported without blocking.
+NOT_BLOCKING = {"EvictionsRefused"}
 
 
 @pytest.mark.parametrize(("case", "given", "cause", "summary"), CASES,
@@ -383,7 +391,7 @@ def test_first_cause(case: str, given: Scene, cause: str, summary: str) -> None:
         return
     first = found.findings[0]
     assert (first.cause, first.summary) == (cause, summary)
-    assert found.blocked
+    assert found.blocked is (cause not in NOT_BLOCKING)
 
 
 def test_every_cause_has_a_row() -> None:
@@ -493,6 +501,22 @@ def test_the_webhook_finding_carries_the_failure_event() -> None:
                            "webhook mpod.kb.io path /mutate--v1-pod, failurePolicy Fail")
     assert evidence[1].startswith("StatefulSet demo: create Pod demo-0 in StatefulSet demo ")
     assert evidence[1].endswith("(x3)")
+
+
+def test_refused_evictions_name_the_budget_and_age_out() -> None:
+    refusal = event("LeaderWorkerSet", "demo", "EvictionRefused", "Refused the eviction of pod "
+                    "demo-1: Cannot evict pod as it would violate the group disruption budget")
+    found = diagnose(scene(events=[refusal])).findings
+    assert [f.cause for f in found] == ["EvictionsRefused"]
+    assert found[0].evidence == ("Event EvictionRefused 30s ago: Refused the eviction of pod "
+                                 "demo-1: Cannot evict pod as it would violate the group "
+                                 "disruption budget",)
+    assert "kubectl annotate leaderworkerset demo --overwrite " \
+        "lws-operator.dev/max-disrupted-groups=<more> -n ns" in found[0].hint
+    assert found[0].as_dict()["onlyLwsOperator"].endswith("group disruption budget")
+    old = {**refusal, "lastTimestamp": "2026-12-01T09:00:00Z"}
+    other = event("LeaderWorkerSet", "other", "EvictionRefused", "not this set")
+    assert diagnose(scene(events=[old, other])).findings == ()
 
 
 def test_an_old_failure_event_is_no_news() -> None:
