@@ -43,6 +43,7 @@ from lws_operator.api.constants import (
     MUTATE_LWS_PATH,
     MUTATE_POD_PATH,
     NAME_LABEL,
+    VALIDATE_EVICTION_PATH,
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
 )
@@ -97,6 +98,7 @@ async def test_registration_and_certificate_secret(kube: Kube, namespace: str,
         "vleaderworkerset.kb.io": base + VALIDATE_LWS_PATH,
         "vpod.kb.io": base + VALIDATE_POD_PATH,
         "vdisaggregatedset.kb.io": base + disaggregated.VALIDATE_PATH,
+        registration.EVICTION_WEBHOOK: base + VALIDATE_EVICTION_PATH,
     }
     for hook in hooks.values():
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == base64.b64decode(
