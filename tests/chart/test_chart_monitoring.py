@@ -26,6 +26,7 @@ from tests.chart.helm import CHART, helm, objects, render
 
 DASHBOARD_FILE = CHART / "dashboards" / "lws-operator.json"
 ALERTS = {"rolloutStalled": "LeaderWorkerSetRolloutStalled",
+          "progressDeadlineExceeded": "LeaderWorkerSetProgressDeadlineExceeded",
           "restartBudgetExhausted": "LeaderWorkerSetRestartBudgetExhausted",
           "groupNotReady": "LeaderWorkerSetGroupNotReady",
           "webhookSlow": "LeaderWorkerSetWebhookSlow",
