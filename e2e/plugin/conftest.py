@@ -86,9 +86,14 @@ class Watching:
         return got
 
     async def interrupt(self) -> int:
-        """Ctrl-C, as a terminal sends it; the exit code."""
+        """Ctrl-C, as a terminal sends it; the exit code. The output is read on meanwhile, as a
+        terminal reads it: a redraw into a full pipe would block the process in its write, where
+        the interrupt cannot end it."""
         self.proc.send_signal(signal.SIGINT)
-        return await asyncio.wait_for(self.proc.wait(), 30)
+        out, _ = await asyncio.wait_for(self.proc.communicate(), 30)
+        self.out += out.decode()
+        assert self.proc.returncode is not None
+        return self.proc.returncode
 
 
 @pytest_asyncio.fixture(loop_scope="session")
