@@ -96,6 +96,14 @@ class Watching:
         return self.proc.returncode
 
 
+def _interruptible() -> None:
+    """In the child before exec: Ctrl-C's default action, as in a terminal. A shell starts a
+    background job (``make test &``, a CI runner's script) with SIGINT ignored, exec keeps an
+    ignored signal ignored, and Python then installs no KeyboardInterrupt handler, so the
+    plugin would never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def watch(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
     """Start ``kubectl-lws ARGS`` in the background (for ``--watch``); killed at the end."""
@@ -104,7 +112,8 @@ async def watch(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Wat
     async def start(*args: str) -> Watching:
         proc = await asyncio.create_subprocess_exec(
             *command(operator, *args), env=plain_env(), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=_interruptible)
         started.append(Watching(proc))
         return started[-1]
 
