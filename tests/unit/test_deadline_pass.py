@@ -1,6 +1,7 @@
 """The progress deadline in whole passes (``logic.steps.deadline``), over the reconciler's
 simulated world: the requeue at the deadline, the held partition, the condition and its one
-Warning, and the rollback write, each against the same pass without the opt-in."""
+Warning, the rollback write and the pass it asks for, each against the same pass without the
+opt-in."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from lws_operator.api.constants import (
     PROGRESS_DEADLINE_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
     ROLLED_BACK_FROM_ANNOTATION,
+    TEMPLATE_REVISION_HASH_LABEL,
 )
 from lws_operator.logic.plan import Apply, Delete, Patch
+from lws_operator.logic.steps.deadline import RESUME_AFTER
 from tests.unit import reconciler_world as rw
 from tests.unit.reconciler_world import World, at_rest, built_world, manifest, plan_pass
 
@@ -101,6 +104,7 @@ def test_a_new_template_resumes(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_rollback_restores_the_last_ready_revision_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     world = updating(ROLLBACK)
+    good = bad_key(world)  # the leader StatefulSet's revision before the update's first pass
     plan_pass(world)
     later(monkeypatch, 60, world)
     planned = plan_pass(world)
@@ -116,32 +120,69 @@ def test_the_rollback_restores_the_last_ready_revision_once(
     bad = restored["metadata"]["annotations"][ROLLED_BACK_FROM_ANNOTATION]
     assert bad
     assert bad in planned.lines[-1]
-    # The next pass is on the old revision again: no second rollback.
+    assert planned.requeue == RESUME_AFTER
+    # The pass it asks for is on the old revision again: the leader StatefulSet carries it, at
+    # upstream's reset partition, and there is no second rollback.
     after = plan_pass(world)
     assert "patch LeaderWorkerSet sample" not in after.writes()
+    (leader,) = [a for a in after.actions if isinstance(a, Apply)
+                 and a.target.kind == "StatefulSet" and a.body["metadata"]["name"] == "sample"]
+    assert leader.body["metadata"]["labels"][TEMPLATE_REVISION_HASH_LABEL] == good
+    assert partitions(after) == [2]
 
 
-@pytest.mark.parametrize(("annotations", "ready", "deleted"), [
-    (DEADLINE, False, ["sample-1"]),  # released, not Ready, old revision: deleted
-    (DEADLINE, True, []),  # Ready: the StatefulSet replaces it within its maxUnavailable
-    ({}, False, []),  # no opt-in: upstream's behaviour
+@pytest.mark.parametrize(("annotations", "rolled_back_from_bad", "seconds", "rolled_back",
+                          "requeue"), [
+    (ROLLBACK, False, 60, True, RESUME_AFTER),  # the pass after the rollback is asked for
+    (ROLLBACK, False, 59, False, 1.0),  # before the deadline: requeued at it
+    (DEADLINE, False, 60, False, None),  # no rollback opt-in: held, nothing to wait for
+    (ROLLBACK, True, 60, False, None),  # already rolled back from this revision: held
 ])
-def test_released_leaders_not_ready_on_another_revision_are_deleted(
-        annotations: dict[str, str], ready: bool, deleted: list[str]) -> None:
-    """The StatefulSet's maxUnavailable counts never-Ready pods as unavailable and deletes none
-    once they are as many as it allows: a fix after a bad rollout would wait forever."""
+def test_a_rollback_ends_the_pass_and_asks_for_the_next(
+        monkeypatch: pytest.MonkeyPatch, annotations: dict[str, str],
+        rolled_back_from_bad: bool, seconds: int, rolled_back: bool,
+        requeue: float | None) -> None:
+    """The rollback's own watch event wakes no pass (its answer is cached first), and the pods
+    of a revision that never becomes Ready send none: the pass that wrote it must ask for the
+    next one, or the set stays on the bad revision for good."""
     world = updating(annotations)
     plan_pass(world)
-    sts = copy.deepcopy(world.cache["StatefulSet"].get(rw.NAMESPACE, "sample"))
-    assert sts is not None
-    sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = 1
-    world.cache["StatefulSet"].upsert(sts)
-    if not ready:
-        pod = copy.deepcopy(world.cache["Pod"].get(rw.NAMESPACE, "sample-1"))
-        assert pod is not None
-        pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-        pod["metadata"]["resourceVersion"] = "400"
-        world.cache["Pod"].upsert(pod)
+    if rolled_back_from_bad:
+        lws = copy.deepcopy(world.lws)
+        lws["metadata"]["annotations"][ROLLED_BACK_FROM_ANNOTATION] = bad_key(world)
+        world.cache["LeaderWorkerSet"].upsert(lws)
+    later(monkeypatch, seconds, world)
     planned = plan_pass(world)
-    assert [a.name for a in planned.actions if isinstance(a, Delete)
-            and a.target.kind == "Pod"] == deleted
+    assert ("patch LeaderWorkerSet sample" in planned.writes()) == rolled_back
+    assert planned.requeue == requeue
+
+
+def bad_key(world: World) -> str:
+    sts = world.cache["StatefulSet"].get(rw.NAMESPACE, "sample")
+    assert sts is not None
+    return str(sts["metadata"]["labels"][TEMPLATE_REVISION_HASH_LABEL])
+
+
+@pytest.mark.parametrize("ready", [False, True])
+def test_released_leaders_are_left_to_the_statefulset(ready: bool) -> None:
+    """A released leader on the old revision, Ready or not, is the StatefulSet controller's to
+    replace (with Parallel pod management it deletes old unavailable pods before counting its
+    maxUnavailable): within the deadline a pass plans the same as without the opt-in, and
+    deletes no pod."""
+    planned = {}
+    for name, opted in (("upstream", {}), ("deadline", DEADLINE)):
+        world = updating(opted)
+        plan_pass(world)
+        sts = copy.deepcopy(world.cache["StatefulSet"].get(rw.NAMESPACE, "sample"))
+        assert sts is not None
+        sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = 1
+        world.cache["StatefulSet"].upsert(sts)
+        if not ready:
+            pod = copy.deepcopy(world.cache["Pod"].get(rw.NAMESPACE, "sample-1"))
+            assert pod is not None
+            pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+            pod["metadata"]["resourceVersion"] = "400"
+            world.cache["Pod"].upsert(pod)
+        planned[name] = plan_pass(world)
+    assert planned["deadline"].writes() == planned["upstream"].writes()
+    assert not [a for a in planned["deadline"].actions if isinstance(a, Delete)]

@@ -2,29 +2,33 @@
 owner's ``prepare``, before the rollout's partition is applied, so an exceeded deadline holds the
 partition and surge this very pass; the status step overlays its condition and requeues the
 pass at the deadline. With the rollback opt-in, an exceeded deadline writes the templates of the
-last fully Ready revision instead, and ends the pass: the next one starts the rollout back."""
+last fully Ready revision instead, and ends the pass: the next one, which the plan asks for
+itself (``RESUME_AFTER``), starts the rollout back."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from lws_operator.api.view import deleting, revision_of
 from lws_operator.logic import deadline as dl
-from lws_operator.logic.objects import epoch_seconds, name_of
+from lws_operator.logic.objects import epoch_seconds
 from lws_operator.logic.plan import (
     CONFLICT_STOPS,
-    GONE_OR_CHANGED_SKIP,
     Common,
-    Delete,
     Patch,
     Plan,
-    core,
     lws_target,
 )
-from lws_operator.logic.readiness import pod_running_and_ready
 from lws_operator.logic.rollout import RolloutDecision, RolloutSnapshot
 from lws_operator.logic.snapshot import Observed
 from lws_operator.logic.status import count_groups
+
+# Seconds until the pass after a rollback. The rollback's answer is cached before its own watch
+# event arrives, and an event of the set that brings nothing new to the cache wakes no pass
+# (docs/architecture.md, "Watching and caching"): nothing else would ever start the rollout
+# back, since the pods of a bad revision that never becomes Ready send no events either. Any
+# positive delay will do (the work queue takes zero for "no requeue"): the cache already holds
+# the rolled-back set, so the next pass decides on it at once.
+RESUME_AFTER = 0.05
 
 
 def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
@@ -69,8 +73,11 @@ def held(rollout: RolloutDecision, snapshot: RolloutSnapshot) -> RolloutDecision
 
 def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
     """The rollback write when the set opted in and has a revision to go back to, with the
-    deadline's Warning and the rollback's Event once it succeeded; a 409 ends the pass (decided
-    again on the newer object, where the rollback either landed or is decided anew)."""
+    deadline's Warning and the rollback's Event once it succeeded. The write ends the pass (its
+    later steps would act on the revision rolled back from) and asks for the next pass
+    (``RESUME_AFTER``), which starts the rollout back to the restored revision; a 409 ends the
+    pass too (decided again on the newer object, where the rollback either landed or is
+    decided anew)."""
     if not deadline.exceeded or not dl.rollback_enabled(obs.body):
         return None
     key = obs.decided.key
@@ -84,35 +91,4 @@ def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
                                 policy=CONFLICT_STOPS,
                                 log=f"rolling {obs.lws.namespace}/{obs.lws.name} back from "
                                     f"revision {key}"))
-    return Plan((patch,), stop=True)
-
-
-def unstick(obs: Observed, snapshot: RolloutSnapshot) -> tuple[Delete, ...]:
-    """Delete the leaders of groups the live leader StatefulSet already releases (ordinal at or
-    above its partition) that are still on another revision and not Ready, for a set with a
-    deadline.
-
-    The StatefulSet's own ``maxUnavailable`` (on by default) counts those not-Ready pods as
-    unavailable and then deletes none, so after a bad rollout, whose never-Ready groups are as
-    many as its maxUnavailable, a fix or a rollback would wait forever. Deleting a pod that is
-    not Ready loses no capacity; the StatefulSet recreates it on its update revision, which is
-    the current one (never in the pass that applies a new revision, whose StatefulSet does not
-    carry it yet)."""
-    sts = snapshot.leader_sts
-    if dl.deadline_seconds(obs.body) is None or sts is None or snapshot.lws_updated:
-        return ()
-    name, key = obs.lws.name, obs.decided.key
-    by_name = {name_of(pod): pod for pod in obs.leaders}
-    out: list[Delete] = []
-    for index in range(sts.partition, sts.replicas):
-        leader = by_name.get(f"{name}-{index}")
-        if (leader is None or deleting(leader) or revision_of(leader) in ("", key)
-                or pod_running_and_ready(leader)):
-            continue
-        out.append(Delete(core(obs.lws.namespace, "pods", "Pod"), name_of(leader),
-                          str(leader.get("metadata", {}).get("uid")),
-                          common=Common(policy=GONE_OR_CHANGED_SKIP, group=str(index),
-                                        log=f"deleting leader {obs.lws.namespace}/"
-                                            f"{name_of(leader)}: not Ready on revision "
-                                            f"{revision_of(leader)}, released for {key}")))
-    return tuple(out)
+    return Plan((patch,), stop=True, requeue_after=RESUME_AFTER)

@@ -104,8 +104,7 @@ class OrdinalLeader:
             if rollback is not None:
                 return rollback
             rollout = progress_deadline.held(rollout, snapshot)
-        return Plan((*progress_deadline.unstick(obs, snapshot),
-                     *(Record(e) for e in rollout.events)),
+        return Plan(tuple(Record(e) for e in rollout.events),
                     carry=replace(obs.decided, rollout=rollout, deadline=deadline))
 
     def _rollout(self, obs: Observed) -> RolloutDecision:
