@@ -42,7 +42,7 @@ GOLDEN_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "gangSchedulingManagement": {"schedulerProvider": "volcano"},
         "leaderElection": {"enabled": False},
         "webhook": {"certificates": "cert-manager", "failurePolicy": "Ignore",
-                    "validateDisaggregatedSets": False,
+                    "validateDisaggregatedSets": False, "evictions": {"enabled": False},
                     "namespaceSelectorExpressions": [
                         {"key": "lws-operator.dev/enabled", "operator": "In",
                          "values": ["true"]}]},

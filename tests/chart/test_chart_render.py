@@ -237,6 +237,8 @@ def test_cert_manager_mode() -> None:
     ("gangSchedulingManagement.schedulerProvider=kueue", "value must be 'volcano'"),
     ("image.manager.repo=x", "additional properties 'repo' not allowed"),
     ("enableCertManager=yes", "got string, want boolean"),
+    ("webhook.evictions.enabled=maybe", "got string, want boolean"),
+    ("webhook.evictions.enable=false", "additional properties 'enable' not allowed"),
 ])
 def test_values_schema_refuses_mistakes(setting: str, message: str) -> None:
     done = helm("template", "x", str(CHART), "--set", setting, check=False)
@@ -600,6 +602,23 @@ def test_the_disaggregatedset_webhook_can_be_left_out() -> None:
     both = objects(render(values={"enableDisaggregatedSet": True,
                                   "webhook": {"validateDisaggregatedSets": False}}))
     assert "vdisaggregatedset.kb.io" not in webhook_names(both)
+
+
+def test_the_eviction_webhook_can_be_left_out() -> None:
+    """``webhook.evictions.enabled: false`` leaves out the group disruption budget's webhook
+    and nothing else: every other object renders exactly as by default."""
+    default = objects(render())
+    off = objects(render(values={"webhook": {"evictions": {"enabled": False}}}))
+    assert registration.EVICTION_WEBHOOK in webhook_names(default)
+    assert webhook_names(off) == [name for name in webhook_names(default)
+                                  if name != registration.EVICTION_WEBHOOK]
+
+    def without_eviction(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**o, "webhooks": [h for h in o["webhooks"]
+                                   if h["name"] != registration.EVICTION_WEBHOOK]}
+                if o["kind"] == "ValidatingWebhookConfiguration" else o for o in objs]
+
+    assert without_eviction(default) == off
 
 
 @pytest.mark.parametrize(("setting", "message"), [
