@@ -5,7 +5,8 @@ groups are loaded into the real Prometheus as a rule file, and the dashboard is 
 rendered ConfigMap, so what is checked is exactly what the chart ships. Three LeaderWorkerSets
 on the full tier give every query something to show:
 
-* ``steady``: Ready, with a restart budget, rolled to a new image (rollout durations);
+* ``steady``: Ready, with a restart budget and a group disruption budget (the budget's gauge
+  and eviction counters), rolled to a new image (rollout durations);
 * ``budget``: ``maxGroupRestarts: 0``, one of its pods restarts: the group is stopped for good
   (``exhausted``) and LeaderWorkerSetRestartBudgetExhausted fires;
 * ``stall``: rolled to a template no node can hold (64 GPUs a pod): the new revision's pods stay
@@ -46,6 +47,7 @@ from tests.chart.helm import objects, render
 pytestmark = pytest.mark.full
 
 P = "leaderworkerset.sigs.k8s.io/"
+OURS = "lws-operator.dev/"
 # Short enough for a test: each alert's condition holds for seconds, not minutes.
 VALUES: dict[str, Any] = {
     "dashboard": {"enabled": True},
@@ -86,9 +88,12 @@ def as_bool(expr: str) -> str:
     return f"{expr[:found.start()]} {found.group(1)} bool {found.group(2)}"
 
 
-def lws(name: str, replicas: int, size: int, **template: Any) -> dict[str, Any]:
-    return (LeaderWorkerSet(name).replicas(replicas).size(size).template(**template)
-            .image("serve:1", name="main").build())
+def lws(name: str, replicas: int, size: int, annotations: dict[str, str] | None = None,
+        **template: Any) -> dict[str, Any]:
+    built = LeaderWorkerSet(name).replicas(replicas).size(size).template(**template)
+    if annotations:
+        built.annotations(annotations)
+    return built.image("serve:1", name="main").build()
 
 
 def firing(alerts: list[dict[str, Any]], alert: str, name: str) -> bool:
@@ -144,7 +149,8 @@ async def test_dashboard_queries_and_alerts_on_live_data(
 
 async def scenario(client: Kube, ns: str, prom: prometheus.Prometheus,
                    board: dict[str, Any], rules: list[dict[str, Any]]) -> None:
-    await client.create(lws("steady", 2, 2, maxGroupRestarts=2), ns)
+    await client.create(lws("steady", 2, 2, {OURS + "max-disrupted-groups": "1"},
+                            maxGroupRestarts=2), ns)
     await client.create(lws("budget", 1, 2, maxGroupRestarts=0), ns)
     await client.create(lws("stall", 2, 2), ns)
 

@@ -26,7 +26,9 @@ Families (labels ``namespace`` and ``name`` are the LeaderWorkerSet's):
   groups the budget counts as disrupted (``logic.disruption``), after each pass and each
   eviction decision (which adds the groups of evictions just allowed).
 * ``lws_evictions_total{namespace,name,decision}`` counter, with a budget only: evictions of
-  the set's pods the budget ``allowed`` or ``refused`` (``admission.eviction``).
+  the set's pods the budget ``allowed`` or ``refused`` (``admission.eviction``); both series
+  exist at 0 from the first pass that sees the budget, so ``increase()`` counts the first
+  eviction too (a counter's first sample is no increase).
 
 Group metrics are per LeaderWorkerSet and group index, never per pod name: bounded by what the
 user asked for, not by how many pods have ever existed.
@@ -55,6 +57,8 @@ log = logging.getLogger(__name__)
 # scheduling, TPU slices).
 GROUP_READY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0,
                        1800.0, 3600.0)
+# The ``decision`` label values of ``lws_evictions_total`` (``admission.eviction``).
+EVICTION_DECISIONS = ("allowed", "refused")
 ROLLOUT_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
                    7200.0, 14400.0)
 
@@ -196,6 +200,8 @@ class GroupMetrics:
         else:
             self.disrupted.labels(namespace, name).set(
                 len(disrupted_groups(pods, lws.replicas, lws.size, lws.hashed)))
+            for decision in EVICTION_DECISIONS:  # from the start, so rates see the first one
+                self.evictions.labels(namespace, name, decision)
         self._read[key] = read
 
     def _unchanged(self, key: Key, read: tuple[object, int, int]) -> bool:

@@ -111,8 +111,13 @@ def test_the_dashboard_queries_the_operators_series_through_its_variables() -> N
     titles = " ".join(p["title"] for p in panels)
     for topic in ("Groups by state", "time to Ready", "recreations", "Restart budget",
                   "Rollout progress", "stalled", "Reconcile latency", "Reconcile errors",
-                  "Webhook latency", "API requests"):
+                  "Webhook latency", "API requests", "Groups disrupted", "Evictions",
+                  "Progress deadline", "rollbacks"):
         assert topic in titles, topic
+    queried = set().union(*(series_in(t["expr"]) for p in panels for t in p["targets"]))
+    # The group disruption budget's and the progress deadline's series.
+    assert {"lws_disrupted_groups", "lws_evictions_total", "lws_rollout_deadline_exceeded",
+            "lws_rollout_rollbacks_total"} <= queried
     for panel in panels:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["gridPos"]["x"] >= 0

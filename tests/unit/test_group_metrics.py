@@ -11,6 +11,7 @@ from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
     GROUP_RESTART_COUNTS_ANNOTATION,
+    MAX_DISRUPTED_GROUPS_ANNOTATION,
     NAME_LABEL,
     ROLLED_BACK_FROM_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
@@ -396,3 +397,35 @@ def test_exporter_reports_the_progress_deadline_and_counts_rollbacks() -> None:
                                      "lws_rollout_rollbacks_total": 1}
     assert observe(False, "bad") == {"lws_rollout_deadline_exceeded": 0,
                                      "lws_rollout_rollbacks_total": 1}
+
+
+@pytest.mark.parametrize("budget", [None, "1"])
+def test_exporter_reports_the_disruption_budget_from_the_start(budget: str | None) -> None:
+    """With a group disruption budget, the disrupted gauge and both eviction decisions' series
+    (at 0, so the dashboard's increase() counts the first eviction); without one, none."""
+    from prometheus_client import CollectorRegistry
+
+    from lws_operator.kube.cache import ClusterCache
+    from lws_operator.kube.group_metrics import GroupMetrics
+
+    registry = CollectorRegistry()
+    metrics = GroupMetrics(registry, clock=lambda: T0)
+    cache = ClusterCache()
+    for store in cache.stores.values():
+        store.synced = True
+    obj = lws(replicas=2, size=1)
+    if budget is not None:
+        obj["metadata"]["annotations"][MAX_DISRUPTED_GROUPS_ANNOTATION] = budget
+    cache["LeaderWorkerSet"].upsert(obj)
+    cache["Pod"].upsert(pod(0))
+    metrics.observe(("ns", "demo"), cache)
+    labels = (("name", "demo"), ("namespace", "ns"))
+    found = {key: value for key, value in _series(registry).items()
+             if key[0] in ("lws_disrupted_groups", "lws_evictions_total")}
+    if budget is None:
+        assert found == {}
+    else:
+        assert found == {
+            ("lws_disrupted_groups", labels): 1,  # group 1 has no pod
+            ("lws_evictions_total", (("decision", "allowed"), *labels)): 0,
+            ("lws_evictions_total", (("decision", "refused"), *labels)): 0}
