@@ -300,8 +300,10 @@ class Fuzz:
 
     async def kill(self) -> None:
         """SIGKILL the leader, the standby or both; restart to two replicas after a pause."""
-        if self.restarting is not None and not self.restarting.done():
-            return
+        if self.restarting is not None:
+            if not self.restarting.done():
+                return
+            self.restarting.result()  # a restart that failed (no leader elected) fails here
         which = self.rng.choices(["leader", "standby", "both"], [3, 1, 1])[0]
         leading = [op for op in self.serving if await op.leading()]
         if which == "both":
