@@ -51,7 +51,7 @@ status counters right, exactly the expected pods and StatefulSets in the namespa
 orphaned or duplicated), at most one leader at any probe, and no operator error log line.
 
 Sizes: ``size(12, 200)`` steps. Short: 50-76 s measured (create, 12 steps, the final drains
-and convergence); full: 80 steps took 165 s, so 200 about 6-7 minutes.
+and convergence); full: 332 s measured (20 kills, 28 drains, 121 evictions refused).
 """
 
 from __future__ import annotations
