@@ -64,7 +64,7 @@ chaos-short: build-cluster ## every reliability run at its short size (make test
 	$(BIN)/pytest e2e/chaos $(PYTEST_ARGS)
 
 .PHONY: chaos
-chaos: build-cluster ## reliability runs at full size (operator kills, API and webhook faults, fuzzing, load)
+chaos: build-cluster ## reliability runs at full size (operator kills, API and webhook faults, fuzzing, group-safety fuzz, load)
 	LWS_CHAOS=full $(BIN)/pytest e2e/chaos tests/integration/test_cert_rotation.py -s --timeout 7200 $(PYTEST_ARGS)
 
 .PHONY: e2e-metrics

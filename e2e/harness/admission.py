@@ -207,12 +207,13 @@ async def stop_webhooks(hooks: Webhooks) -> None:
 
 @contextlib.asynccontextmanager
 async def confined_namespaces(cluster: LocalCluster,
-                              operators_suffix: str) -> AsyncIterator[tuple[Kube, str, str]]:
+                              operators_suffix: str
+                              ) -> AsyncIterator[tuple[Kube, str, str, Webhooks]]:
     """For tests that run operator processes next to in-process webhooks: the CRD installed, a
     fresh namespace ``t-…`` whose LeaderWorkerSets and pods go through our webhooks (confined
-    to it), and a second one, ``t-…-<operators_suffix>``, for the processes. Yields a client and
-    both names; on the way out (after the caller's own cleanup) the webhooks stop and both
-    namespaces are deleted."""
+    to it), and a second one, ``t-…-<operators_suffix>``, for the processes. Yields a client,
+    both names and the webhooks; on the way out (after the caller's own cleanup) the webhooks
+    stop and both namespaces are deleted."""
     await asyncio.to_thread(cluster.install_crd)
     kube = await Kube.connect(str(cluster.kubeconfig))
     namespace = f"t-{uuid.uuid4().hex[:10]}"
@@ -221,7 +222,7 @@ async def confined_namespaces(cluster: LocalCluster,
         await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     hooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
     try:
-        yield kube, namespace, operators
+        yield kube, namespace, operators, hooks
     finally:
         await stop_webhooks(hooks)
         for name in (namespace, operators):

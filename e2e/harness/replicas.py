@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.cluster import LocalCluster
-from e2e.harness.admission import confined_namespaces
+from e2e.harness.admission import Webhooks, confined_namespaces
 from e2e.harness.builder import API, KIND
 from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import OperatorProcess
@@ -31,6 +31,9 @@ class Env:
     namespace: str
     operator_namespace: str
     logs: Path
+    # The in-process admission side of ``namespace``: its eviction path allows everything
+    # unless a test gives it a decider (the disruption fuzz forwards to an operator process).
+    webhooks: Webhooks
     processes: list[OperatorProcess] = field(default_factory=list)
 
     def operator(self, name: str, *extra_args: str) -> OperatorProcess:
@@ -49,8 +52,9 @@ async def running_env(clusters: Clusters, logs: Path, suffix: str = "ctl",
     LeaderWorkerSet there is deleted (with an operator running, since our finalizer may hold
     retained pods), its pods awaited for ``drain_timeout`` seconds, and the operators stopped."""
     cluster = clusters.get("full")
-    async with confined_namespaces(cluster, suffix) as (kube, namespace, operator_namespace):
-        out = Env(cluster, kube, namespace, operator_namespace, logs)
+    async with confined_namespaces(cluster, suffix) as (kube, namespace, operator_namespace,
+                                                        hooks):
+        out = Env(cluster, kube, namespace, operator_namespace, logs, hooks)
         try:
             yield out
         finally:

@@ -97,7 +97,8 @@ class DisaggregatedSetReconciler:
             return self.observe(key, decided, collected, fetched)
 
         ran = await self.runner.run(steps_for(first), observe, NOTHING_DECIDED,
-                                    lambda obs: obs.body, adopt=_adopt)
+                                    lambda obs: obs.body, adopt=_adopt,
+                                    owner=("disaggregatedsets", key[1]))
         if ran.gone:
             return None
         errors = (*ran.decided.errors, *ran.collected)

@@ -210,7 +210,8 @@ class LeaderWorkerSetReconciler:
             return replace(decided, memory=None, kept_tombstones=None)
 
         ran = await self.runner.run(self.steps, observe, NOTHING_DECIDED,
-                                    lambda obs: obs.body, adopt=adopt, settle=settle)
+                                    lambda obs: obs.body, adopt=adopt, settle=settle,
+                                    owner=("leaderworkersets", key[1]))
         return None if ran.gone else ran.requeue_after
 
     def _remember(self, key: Key, memory: Memory) -> None:

@@ -8,16 +8,24 @@ the plan out; and it ends the pass where a plan says so. What a later step needs
 step's decision travels in the controller's own ``decided`` value, taken from a plan's
 ``carry``. The LeaderWorkerSet and DisaggregatedSet controllers both run their passes here; what
 differs is the snapshot, the steps and two hooks (``adopt``, ``settle``).
+
+A set deleted while its pass is in flight answers the pass's next write to the set itself (its
+status, its annotations) with 404. That is not a failure: the runner ends the pass as if the
+set were gone (a debug line, no retry), and the pass the deletion queued cleans up after it. A
+404 for anything else (a StatefulSet, a pod) is the plan's policy's to judge, as before.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from lws_operator.kube.client import ApiException
 from lws_operator.kube.executor import Executor, Outcome
 from lws_operator.logic.plan import Plan, earliest
 
@@ -26,6 +34,8 @@ D = TypeVar("D")
 S_contra = TypeVar("S_contra", contravariant=True)
 D_contra = TypeVar("D_contra", contravariant=True)
 S_co = TypeVar("S_co", covariant=True)
+
+log = logging.getLogger(__name__)
 
 
 class Observe(Protocol[D_contra, S_co]):
@@ -77,6 +87,18 @@ def now_rfc3339() -> str:
     return _stamped[1]
 
 
+def owner_not_found(exc: BaseException, owner: tuple[str, str]) -> bool:
+    """Whether ``exc`` is the API server's 404 for the owner itself, ``owner`` being its
+    resource (plural, ``leaderworkersets``) and name, as the Status's ``details`` name them."""
+    if not isinstance(exc, ApiException) or exc.status != 404:
+        return False
+    try:
+        details = json.loads(exc.body or "").get("details") or {}
+    except (ValueError, AttributeError):
+        return False
+    return (details.get("kind"), details.get("name")) == owner
+
+
 class PassRunner:
     """Runs the steps of one pass against the executor."""
 
@@ -86,10 +108,12 @@ class PassRunner:
     async def run(self, steps: Iterable[Callable[[S], Plan]], observe: Observe[D, S],
                   decided: D, regarding: Callable[[S], Mapping[str, Any]], *,
                   adopt: Callable[[D, Plan], D] = _keep,
-                  settle: Callable[[D, Outcome], D] = _unchanged) -> Ran[D]:
+                  settle: Callable[[D, Outcome], D] = _unchanged,
+                  owner: tuple[str, str] | None = None) -> Ran[D]:
         """Each step in order. ``adopt`` takes a plan's decision into ``decided`` before the
         plan is carried out; ``settle`` updates it from the outcome afterwards. Events are
-        recorded regarding ``regarding(snapshot)``."""
+        recorded regarding ``regarding(snapshot)``. ``owner`` (resource, name): a 404 for it
+        ends the pass as gone (module docstring)."""
         collected: tuple[str, ...] = ()
         every: list[str] = []
         requeue: float | None = None
@@ -100,7 +124,13 @@ class PassRunner:
                 return Ran(requeue, soonest, True, False, decided, tuple(every))
             plan = await self._plan(step, obs, observe, decided, collected)
             decided = adopt(decided, plan)
-            outcome = await self.executor.execute(plan, regarding(obs))
+            try:
+                outcome = await self.executor.execute(plan, regarding(obs))
+            except ApiException as exc:
+                if owner is None or not owner_not_found(exc, owner):
+                    raise
+                log.debug("%s %s was deleted during its pass; the pass ends", *owner)
+                return Ran(None, soonest, True, False, decided, tuple(every))
             decided = settle(decided, outcome)
             collected, requeue = tuple(outcome.collected), outcome.requeue_after
             every.extend(collected)
