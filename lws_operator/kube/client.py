@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
@@ -252,9 +252,10 @@ class KubeClient:
     async def stream(self, path: str, *, query: Mapping[str, str] | None = None,
                      read_timeout: float | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
         """A GET whose answer is read line by line as it arrives (a watch): yields an iterator
-        of the lines, which ends when the server ends the answer. Counted, rate-limited and
-        observed like :meth:`raw` (one request, however long it lasts); ``ApiException`` for a
-        non-2xx status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
+        of the lines (``lines_of``), which ends when the server ends the answer. Counted,
+        rate-limited and observed like :meth:`raw` (one request, however long it lasts), as
+        far as this client counts, limits and observes; ``ApiException`` for a non-2xx
+        status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
         await self._token("GET")
         params = await self.api.param_serialize(
             method="GET", resource_path=path, query_params=list((query or {}).items()) or None,
@@ -274,12 +275,7 @@ class KubeClient:
                 raise ApiException(status=response.status, reason=response.reason,
                                    body=data.decode(errors="replace"))
 
-            async def lines() -> AsyncIterator[bytes]:
-                content = response.response.content
-                while line := await content.readline():
-                    yield line
-
-            yield lines()
+            yield lines_of(response.response.content)
         finally:
             response.response.release()
 
@@ -291,6 +287,37 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+
+# Bytes read from a streamed answer at a time, at most.
+STREAM_READ_SIZE = 1 << 20
+
+
+class Readable(Protocol):
+    """What ``lines_of`` reads: an aiohttp response's ``content``."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+async def lines_of(content: Readable) -> AsyncIterator[bytes]:
+    """The lines of a streamed answer as they arrive, without their newlines. Split from the
+    chunks read, not read with ``readline``, whose longest line is aiohttp's buffer limit
+    (128 KiB), less than one watch event can hold (a ControllerRevision holds a set's whole
+    templates); and one read brings every line that has arrived."""
+    parts: list[bytes] = []  # the start of a line not complete yet
+    while chunk := await content.read(STREAM_READ_SIZE):
+        if b"\n" not in chunk:
+            parts.append(chunk)
+            continue
+        first, *others = chunk.split(b"\n")
+        parts.append(first)
+        yield b"".join(parts)
+        *complete, last = others
+        for line in complete:
+            yield line
+        parts = [last] if last else []
+    if parts:
+        yield b"".join(parts)
 
 
 def status_message(exc: ApiException) -> str:
