@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
+import orjson
 from aiohttp import BasicAuth
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes.aio import client, config
@@ -53,6 +54,7 @@ __all__ = [
     "Reachability",
     "in_cluster",
     "is_status",
+    "loads",
     "request_info",
     "resolve_proxy",
 ]
@@ -63,6 +65,19 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def loads(data: bytes) -> Any:
+    """JSON decoded with orjson, about twice as fast as the standard library on a pod (every
+    watch event and every answer is decoded), to the same values. What orjson refuses and the
+    standard library accepts (an escaped lone surrogate in a string) is decoded the slow way.
+    orjson reads an integer beyond 64 bits as a float; the API server sends none, since it
+    decodes every number it stores, in a typed or a free-form field, as an int64 or a
+    float64."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def in_cluster() -> bool:
@@ -182,7 +197,7 @@ class KubeClient:
         """One call; the decoded JSON answer, or ``ApiException`` for a non-2xx status."""
         data = await self.raw(method, path, body=body, query=query, content_type=content_type,
                               accept=JSON, timeout=timeout)
-        decoded: dict[str, Any] = json.loads(data) if data else {}
+        decoded: dict[str, Any] = loads(data) if data else {}
         return decoded
 
     async def _token(self, method: str) -> None:

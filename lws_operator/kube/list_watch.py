@@ -33,9 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-import orjson
 
-from lws_operator.kube.client import ApiException, KubeClient, Reachability, is_status
+from lws_operator.kube.client import ApiException, KubeClient, Reachability, is_status, loads
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +54,6 @@ Observe = Callable[[str, str | None, dict[str, Any]], None]
 
 class Expired(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
-
-
-def loads(data: bytes) -> Any:
-    """JSON decoded with orjson, about twice as fast as the standard library on a pod. orjson
-    refuses what the standard library accepts beyond 64-bit integers; an object holding one
-    (a custom resource's free-form field, say) is decoded the slow way instead."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
 
 
 class ListWatch:
