@@ -15,10 +15,11 @@ It behaves as kopf's watch did towards the rest of the operator (``kube.watch``,
   so no second listing of the kind follows the operator's own at start;
 * a stream the server ends (``timeoutSeconds``, or a dropped connection) is resumed from the
   last resourceVersion seen, BOOKMARK events included, so resuming misses nothing;
-* a watch that expired (410 Gone, as an ERROR event or as the answer) is listed again, and the
-  listing's objects reach ``observe`` as events without a type, exactly as kopf's relisting
-  did: ``kube.gaps`` takes them as the signal to resync every kind, and an empty relisting
-  signals nothing (the case the architecture doc leaves open, by choice);
+* a watch that expired (410 Gone, as an ERROR event or as the answer; or 504, a resourceVersion
+  newer than the server has) is listed again, and the listing's objects reach ``observe`` as
+  events without a type, exactly as kopf's relisting did: ``kube.gaps`` takes them as the
+  signal to resync every kind, and an empty relisting signals nothing (the case the
+  architecture doc leaves open, by choice);
 * its requests are not the controller's: like kopf's session, the stream is neither counted
   among the operator's API requests, nor held to its client-side rate limit, nor reported to
   its ``Reachability`` (which stays the signal of the operator's own requests).
@@ -106,9 +107,13 @@ class ListWatch:
                 backoff = BACKOFF_FIRST
                 continue
             except ApiException as exc:
-                if is_status(exc, 410):
+                if is_status(exc, 410, 504):
+                    # Expired, or newer than the server has (504 "Too large resource version":
+                    # an API server behind the one that answered before): list again, as
+                    # client-go's reflector does for both.
                     self.version = None
-                    continue
+                    if is_status(exc, 410):
+                        continue
                 log.warning("watching %s failed: %s %s", self.kind, exc.status, exc.reason)
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
                 log.warning("watching %s failed: %s", self.kind, exc or type(exc).__name__)
