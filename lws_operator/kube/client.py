@@ -31,10 +31,11 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
+import orjson
 from aiohttp import BasicAuth
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes.aio import client, config
@@ -53,6 +54,7 @@ __all__ = [
     "Reachability",
     "in_cluster",
     "is_status",
+    "loads",
     "request_info",
     "resolve_proxy",
 ]
@@ -63,6 +65,19 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def loads(data: bytes) -> Any:
+    """JSON decoded with orjson, about twice as fast as the standard library on a pod (every
+    watch event and every answer is decoded), to the same values. What orjson refuses and the
+    standard library accepts (an escaped lone surrogate in a string) is decoded the slow way.
+    orjson reads an integer beyond 64 bits as a float; the API server sends none, since it
+    decodes every number it stores, in a typed or a free-form field, as an int64 or a
+    float64."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def in_cluster() -> bool:
@@ -182,7 +197,7 @@ class KubeClient:
         """One call; the decoded JSON answer, or ``ApiException`` for a non-2xx status."""
         data = await self.raw(method, path, body=body, query=query, content_type=content_type,
                               accept=JSON, timeout=timeout)
-        decoded: dict[str, Any] = json.loads(data) if data else {}
+        decoded: dict[str, Any] = loads(data) if data else {}
         return decoded
 
     async def _token(self, method: str) -> None:
@@ -252,9 +267,10 @@ class KubeClient:
     async def stream(self, path: str, *, query: Mapping[str, str] | None = None,
                      read_timeout: float | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
         """A GET whose answer is read line by line as it arrives (a watch): yields an iterator
-        of the lines, which ends when the server ends the answer. Counted, rate-limited and
-        observed like :meth:`raw` (one request, however long it lasts); ``ApiException`` for a
-        non-2xx status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
+        of the lines (``lines_of``), which ends when the server ends the answer. Counted,
+        rate-limited and observed like :meth:`raw` (one request, however long it lasts), as
+        far as this client counts, limits and observes; ``ApiException`` for a non-2xx
+        status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
         await self._token("GET")
         params = await self.api.param_serialize(
             method="GET", resource_path=path, query_params=list((query or {}).items()) or None,
@@ -274,12 +290,7 @@ class KubeClient:
                 raise ApiException(status=response.status, reason=response.reason,
                                    body=data.decode(errors="replace"))
 
-            async def lines() -> AsyncIterator[bytes]:
-                content = response.response.content
-                while line := await content.readline():
-                    yield line
-
-            yield lines()
+            yield lines_of(response.response.content)
         finally:
             response.response.release()
 
@@ -291,6 +302,37 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+
+# Bytes read from a streamed answer at a time, at most.
+STREAM_READ_SIZE = 1 << 20
+
+
+class Readable(Protocol):
+    """What ``lines_of`` reads: an aiohttp response's ``content``."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+async def lines_of(content: Readable) -> AsyncIterator[bytes]:
+    """The lines of a streamed answer as they arrive, without their newlines. Split from the
+    chunks read, not read with ``readline``, whose longest line is aiohttp's buffer limit
+    (128 KiB), less than one watch event can hold (a ControllerRevision holds a set's whole
+    templates); and one read brings every line that has arrived."""
+    parts: list[bytes] = []  # the start of a line not complete yet
+    while chunk := await content.read(STREAM_READ_SIZE):
+        if b"\n" not in chunk:
+            parts.append(chunk)
+            continue
+        first, *others = chunk.split(b"\n")
+        parts.append(first)
+        yield b"".join(parts)
+        *complete, last = others
+        for line in complete:
+            yield line
+        parts = [last] if last else []
+    if parts:
+        yield b"".join(parts)
 
 
 def status_message(exc: ApiException) -> str:

@@ -7,7 +7,9 @@ cached object the new listing lacks must be found and dropped by a LIST of our o
 ``kube.watch``). kopf's public API does not tell when it lists again: the objects of a
 relisting reach the event handlers as events without a type, the end of the listing does not
 (kopf keeps its ``LISTED`` mark and the server's BOOKMARK events to itself), and an empty
-relisting reaches them not at all. Reading kopf's debug log for the expiry is no API.
+relisting reaches them not at all. Reading kopf's debug log for the expiry is no API. The
+operator's own watches of the kinds it only caches (``kube.list_watch``) deliver a relisting
+the same way, so the signals below hold for every kind.
 
 So the caches are resynced, every kind at once, on three signals the operator gets anyway, at
 no cost in requests while nothing goes wrong (and once when kopf's watchers start, after the

@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from lws_operator.kube.client import ApiException, KubeClient, is_status
+from lws_operator.kube.client import ApiException, KubeClient, is_status, loads
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class NamedObject:
             async for line in lines:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     if obj.get("code") == 410:

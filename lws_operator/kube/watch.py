@@ -1,26 +1,32 @@
-"""The watch layer: kopf watches feed the caches and tell a controller what changed.
+"""The watch layer: watches feed the caches and tell a controller what changed.
 
-kopf is used as the watcher only (docs/architecture.md "Watching and caching"): each
-``@kopf.on.event`` handler stores the object in the cache and calls the controller's
-``changed(kind, owner)``, with which a controller enqueues the owner (the LeaderWorkerSet
-controller: its work queue). No stateful kopf handler, daemon, timer or index is used, so kopf
-writes nothing to our objects (no finalizers, no annotations), and the server-side label
-selectors keep unrelated pods, StatefulSets and Services out of the process entirely.
+kopf watches the controller's own kind (the owner: LeaderWorkerSets, or DisaggregatedSets) and
+is used as a watcher only (docs/architecture.md "Watching and caching"): its ``@kopf.on.event``
+handler stores the object in the cache and calls the controller's ``changed(kind, owner)``, with
+which a controller enqueues the owner (the LeaderWorkerSet controller: its work queue). No
+stateful kopf handler, daemon, timer or index is used, so kopf writes nothing to our objects (no
+finalizers, no annotations). Every other kind, the ones the operator only caches (pods,
+StatefulSets, Services, ControllerRevisions...), is watched by a ``kube.list_watch.ListWatch``
+on the main loop instead: kopf's per-event machinery and its thread hand-over cost several times
+what caching a pod does, and pod events are most of what the operator receives. Both feed the
+same ``_observe``. The server-side label selectors keep unrelated pods, StatefulSets and
+Services out of the process entirely.
 ``Watches`` is parameterised by the watched kinds (``Watch``) and that callback, so a second
 controller watches its own kinds and feeds its own queue.
 
 Before the watches start, one chunked LIST per kind fills the caches and marks them synced
 (``prime``): kopf gives no "initial listing done" signal, and a pass must not act on a
-half-filled cache. The controller then enqueues what it owns once; after that only events wake
-a pass.
+half-filled cache. Our own watches start from that listing's resourceVersion, so only kopf's
+kind is listed a second time. The controller then enqueues what it owns once; after that only
+events wake a pass.
 
-A watch event stream has gaps: kopf lists a kind again when its watch expires (410 Gone: after
-an API server restart, or when the server's history no longer reaches the watch's
-resourceVersion), and its own first listing comes a moment after ours. A listing only says what
-exists, never what was deleted in the gap, so the caches are resynced: each kind is listed once
-more and every cached object the listing no longer holds is dropped as if its DELETED event had
-come (``_resync``). Without that, an object deleted while the watch was down stayed in the
-cache for good, and the passes trusted it (a Service never recreated).
+A watch event stream has gaps: kopf (and ``ListWatch``, alike) lists a kind again when its
+watch expires (410 Gone: after an API server restart, or when the server's history no longer
+reaches the watch's resourceVersion), and kopf's first listing comes a moment after ours. A
+listing only says what exists, never what was deleted in the gap, so the caches are resynced:
+each kind is listed once more and every cached object the listing no longer holds is dropped as
+if its DELETED event had come (``_resync``). Without that, an object deleted while the watch was
+down stayed in the cache for good, and the passes trusted it (a Service never recreated).
 
 kopf's public API does not say when it lists again (an empty relisting reaches no handler at
 all), so when to resync is decided from signals the operator gets anyway, at no cost while
@@ -28,17 +34,17 @@ nothing goes wrong: any listing's events, our own client finding the API server 
 a LeaderWorkerSet created over cached leftovers of a namesake (``kube.gaps``, which says why
 each is needed and what none of them sees).
 
-kopf runs in a thread of its own, with its own event loop (kopf's documented embedding): when it
-exits it cancels every task of its loop that it did not see start, which in a shared loop would
-include the webhooks' request handlers and whoever is waiting for it to stop. Its handlers hand
-each event to the main loop, where the caches and the queue live, in batches: an event finding
-no batch on its way schedules one drain ``HANDOFF_DELAY`` later, and the events meanwhile join
-it. Waking the other thread's loop (``call_soon_threadsafe``, a self-pipe write and a hand-over
-of the GIL) once per event was the watch thread's largest cost after kopf's own processing. While
-events keep coming, a drain that took some schedules the next one itself, on the main loop, so a
-busy watch thread wakes the main loop once per burst, not once per batch (the benchmark's rollout
-profile showed that wake-up as a sixth of kopf's thread); the first drain that finds nothing ends
-the chain.
+kopf runs in a thread of its own (our own watches run on the main loop), with its own event
+loop (kopf's documented embedding): when it exits it cancels every task of its loop that it did
+not see start, which in a shared loop would include the webhooks' request handlers and whoever
+is waiting for it to stop. Its handlers hand each event to the main loop, where the caches and
+the queue live, in batches: an event finding no batch on its way schedules one drain
+``HANDOFF_DELAY`` later, and the events meanwhile join it. Waking the other thread's loop
+(``call_soon_threadsafe``, a self-pipe write and a hand-over of the GIL) once per event was the
+watch thread's largest cost after kopf's own processing. While events keep coming, a drain that
+took some schedules the next one itself, on the main loop, so a busy watch thread wakes the main
+loop once per burst, not once per batch (the benchmark's rollout profile showed that wake-up as
+a sixth of kopf's thread); the first drain that finds nothing ends the chain.
 
 An event of an owner (a LeaderWorkerSet) that brings nothing new wakes no pass: when what the
 cache keeps of it (``kube.cache.lean``: no managedFields) equals what it kept before but for
@@ -69,6 +75,7 @@ from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
 from lws_operator.kube.cache import ClusterCache, Key, cached_key, cached_uid
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.gaps import WatchGaps
+from lws_operator.kube.list_watch import ListWatch
 from lws_operator.kube.metrics import WatchMetrics
 
 log = logging.getLogger(__name__)
@@ -244,6 +251,16 @@ class Watches:
         self.watch_metrics = WatchMetrics.for_registry(registry)
         # When to list every kind once more to find what a relisting no longer holds.
         self.gaps = WatchGaps(self._resync_all, self.watch_metrics)
+        # The resourceVersion of each kind's priming listing, where its own watch starts.
+        self._primed: dict[str, str | None] = {}
+        # The watches of the kinds the operator only caches (``kube.list_watch``), while
+        # they run.
+        self.own: dict[str, ListWatch] = {}
+
+    def by_kopf(self, kind: str) -> bool:
+        """Whether kopf watches ``kind``: the owner kind only. Every other kind is watched by a
+        ``ListWatch`` of ours (module docstring)."""
+        return kind == self.owner_kind
 
     # ----------------------------------------------------------------------------- watching
 
@@ -399,6 +416,8 @@ class Watches:
             return connection_info(kube)
 
         for kind, group, version, plural, _path, selector in self.watched:
+            if not self.by_kopf(kind):
+                continue
             labels = {selector: kopf.PRESENT} if selector else None
 
             async def handler(type: str | None, body: kopf.Body, _kind: str = kind,
@@ -435,8 +454,8 @@ class Watches:
         settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
         settings.scanning.disabled = True
         settings.queueing.idle_timeout = KOPF_WORKER_IDLE
-        for _kind, group, version, plural, _path, selector in self.watched:
-            if selector:
+        for kind, group, version, plural, _path, selector in self.watched:
+            if selector and self.by_kopf(kind):
                 key = (group, version, plural) if group else (version, plural)
                 settings.watching.label_selectors[key] = selector
         for (group, version, plural, selector), _told in self.signals:
@@ -514,7 +533,12 @@ class Watches:
         """Fill every cache with one chunked LIST per kind and mark it synced."""
         begin = time.monotonic()
         for kind, _group, _version, _plural, path, selector in self.watched:
+            first = True
             async for page in self._pages(path, selector):
+                if first:
+                    self._primed[kind] = str((page.get("metadata") or {}).get(
+                        "resourceVersion") or "") or None
+                    first = False
                 for item in page.get("items") or []:
                     # List items carry no apiVersion/kind; watch events do. Cached objects must
                     # look the same either way (a pass compares them with what it would write).
@@ -546,15 +570,24 @@ class Watches:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[asyncio.Future[None]]:
-        """Run kopf's watches in their thread while the block runs; yields the thread's
-        future, which is done only if kopf ended on its own (an error). On exit kopf is
-        stopped (``halt``, which the block may call earlier) and awaited."""
+        """Run the watches while the block runs: kopf's in its thread, our own
+        (``kube.list_watch``) on this loop. Yields a future that is done only if one of them
+        ended on its own (an error: kopf stopped, or a watch of ours failed unexpectedly). On
+        exit every watch is stopped (``halt``, which the block may call earlier) and
+        awaited."""
         self._loop = asyncio.get_running_loop()
         self.kube.reachability.subscribe(self.gaps.reconnected)
         self._thread_stop = threading.Event()
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._started = asyncio.create_task(self._when_started(ready))
-        watching = asyncio.ensure_future(asyncio.to_thread(self._watch, self._thread_stop, ready))
+        self.own = {}
+        for kind, _group, _version, _plural, path, selector in self.watched:
+            if not self.by_kopf(kind):
+                own = ListWatch(self.kube, kind, path, selector, self._observe,
+                                chunk_size=self.list_chunk_size)
+                own.resume(self._primed.get(kind))
+                self.own[kind] = own
+        watching = asyncio.ensure_future(self._watch_all(ready))
         try:
             yield watching
         finally:
@@ -563,8 +596,25 @@ class Watches:
             self.kube.reachability.unsubscribe(self.gaps.reconnected)
             await self.gaps.close()
 
+    async def _watch_all(self, ready: concurrent.futures.Future[None]) -> None:
+        """kopf's thread and our own watches, until one of them ends (kopf when told to stop,
+        or any of them failing); the others are then stopped too."""
+        tasks = [asyncio.ensure_future(asyncio.to_thread(self._watch, self._thread_stop, ready)),
+                 *(asyncio.create_task(own.run(), name=f"watch {kind}")
+                   for kind, own in self.own.items())]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            self._thread_stop.set()
+            for task in tasks[1:]:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     def halt(self) -> None:
-        """Tell kopf's thread to stop (it may take a moment: :meth:`running` awaits it)."""
+        """Tell the watches to stop (kopf's thread may take a moment: :meth:`running` awaits
+        it)."""
         if self._started is not None:
             self._started.cancel()
         self._thread_stop.set()
