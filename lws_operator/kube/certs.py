@@ -194,8 +194,8 @@ class WebhookCertManager:
                    for kind in self.settings.configurations()}
         data = _decode(secret)
         injected = self._injected(configs, (data or {}).get(certs.CA_CERT_KEY))
-        plan = certs.plan(data, now=self.clock(), policy=self.settings.policy,
-                          bundle_injected=injected)
+        plan = await self.planner.plan(data, now=self.clock(), policy=self.settings.policy,
+                                       bundle_injected=injected)
         self.last_plan = plan
         if plan.data is not None:
             newest = max((_generation(c) or 0 for c in configs.values()), default=0)

@@ -11,7 +11,9 @@ import sys
 import pytest
 
 from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed
+from lws_operator.kube.certs import CertSettings, WebhookCertManager
 from lws_operator.logic import certs
+from tests.unit.test_cert_manager_errors import _Kube
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 POLICY = certs.CertPolicy(dns_names=("lws-webhook-service.lws-system.svc",))
@@ -64,3 +66,21 @@ def test_the_operators_modules_import_without_cryptography() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('cryptography')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_the_certificate_manager_plans_in_a_child() -> None:
+    """A pass of ``WebhookCertManager`` asks its planner."""
+    served: list[bytes] = []
+
+    async def serve(cert: bytes, key: bytes) -> None:
+        served.append(cert)
+
+    planner = OutOfProcessPlanner()
+    settings = CertSettings(namespace="lws-system", policy=POLICY)
+    manager = WebhookCertManager(_Kube(), settings, serve,  # type: ignore[arg-type]
+                                 planner=planner)
+    first = await manager.sync()
+    assert first.reason == "created"
+    assert planner.processes == 1
+    assert len(served) == 1
+    await manager.watched.stop()
