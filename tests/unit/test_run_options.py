@@ -206,6 +206,7 @@ def test_the_operator_reads_tls_in_small_buffers(
     from lws_operator.kube.client import TLS_READ_BUFFER
 
     monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", 256 * 1024)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")  # kube.arenas then leaves the environment
     code, err = run_main(capsys, "--kubeconfig", str(tmp_path / "missing-kubeconfig"))
     assert code == 1
     assert "cannot load the cluster credentials" in err
