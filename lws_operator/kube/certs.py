@@ -4,11 +4,12 @@ Every replica runs :class:`WebhookCertManager`. It watches the Secret and both w
 configurations (``kube.named_watch``: one listing each, then nothing while nothing changes, so
 the operator at rest makes no request for its certificates). A pass runs whenever one of them
 changes, and when the clock alone changes the plan (a renewal falls due): it asks
-``logic.certs.plan`` for the next rotation step from the watched copies, writes it (creating the
-Secret if absent; a replace preconditioned on resourceVersion otherwise, so when replicas race
-exactly one write wins and the others re-plan from it, after one GET of what won), loads the
-Secret's serving certificate into the live listener, and copies the Secret's ``ca.crt`` into
-every webhook's caBundle. Another replica's rotation, a caBundle edited or a configuration
+``logic.certs.plan`` for the next rotation step from the watched copies (in a short-lived
+process, ``kube.cert_planner``, so that ``cryptography`` never loads into the operator), writes
+it (creating the Secret if absent; a replace preconditioned on resourceVersion otherwise, so when
+replicas race exactly one write wins and the others re-plan from it, after one GET of what won),
+loads the Secret's serving certificate into the live listener, and copies the Secret's ``ca.crt``
+into every webhook's caBundle. Another replica's rotation, a caBundle edited or a configuration
 deleted is seen through the watch and acted on at once.
 
 The Secret is the source of truth; nothing is kept between passes but what is being served.
@@ -36,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lws_operator.kube.cert_planner import OutOfProcessPlanner
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.named_watch import NamedObject, NamedObjects, until_stop
 from lws_operator.logic import certs
@@ -122,8 +124,10 @@ class WebhookCertManager:
         on_certificate: CertificateSink,
         register: Registrar | None = None,
         clock: Callable[[], dt.datetime] = _utcnow,
+        planner: OutOfProcessPlanner | None = None,
     ) -> None:
         self.kube = kube
+        self.planner = planner or OutOfProcessPlanner()
         self.settings = settings
         self.on_certificate = on_certificate
         self.register = register
@@ -190,8 +194,8 @@ class WebhookCertManager:
                    for kind in self.settings.configurations()}
         data = _decode(secret)
         injected = self._injected(configs, (data or {}).get(certs.CA_CERT_KEY))
-        plan = certs.plan(data, now=self.clock(), policy=self.settings.policy,
-                          bundle_injected=injected)
+        plan = await self.planner.plan(data, now=self.clock(), policy=self.settings.policy,
+                                       bundle_injected=injected)
         self.last_plan = plan
         if plan.data is not None:
             newest = max((_generation(c) or 0 for c in configs.values()), default=0)

@@ -20,6 +20,11 @@ themselves (``issued_at``), so the Secret holds nothing but the four upstream ke
 
 Keys are ECDSA P-256: generating one takes well under a millisecond, where RSA-2048 would stall
 the event loop that also serves admissions for tens of milliseconds.
+
+``cryptography`` is imported by the functions that use it, not by this module: the operator
+process imports this module for its constants, policy and plan types, and runs ``plan`` in a
+short-lived process of its own (``kube.cert_planner``), so the library (10 MiB resident, for a
+decision taken at start and then about once a day) never loads into it.
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ import datetime as dt
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    _Key = ec.EllipticCurvePrivateKey
 
 # Secret keys, as upstream's cert-controller and cert-manager write them.
 CA_CERT_KEY = "ca.crt"
@@ -48,8 +54,6 @@ CA_ORGANIZATION = "lws"
 # Certificates start this much before they are issued, so a node whose clock lags a little still
 # accepts them. ``issued_at`` adds it back.
 BACKDATE = dt.timedelta(minutes=5)
-
-_Key = ec.EllipticCurvePrivateKey
 
 
 @dataclass(frozen=True)
@@ -119,14 +123,20 @@ class Plan:
 
 
 def _new_key() -> _Key:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     return ec.generate_private_key(ec.SECP256R1())
 
 
 def _pem_cert(cert: x509.Certificate) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
 def _pem_key(key: _Key) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
@@ -135,6 +145,10 @@ def _pem_key(key: _Key) -> bytes:
 
 def new_ca(now: dt.datetime, validity: dt.timedelta) -> tuple[x509.Certificate, _Key]:
     """A self-signed CA (CN ``lws-ca``, O ``lws``, as upstream's rotator names it)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import NameOID
+
     key = _new_key()
     name = x509.Name([
         x509.NameAttribute(NameOID.ORGANIZATION_NAME, CA_ORGANIZATION),
@@ -165,6 +179,10 @@ def new_serving_cert(
     dns_names: Sequence[str], ip_addresses: Sequence[str],
 ) -> tuple[x509.Certificate, _Key]:
     """A serving certificate for the given names, never outliving its CA."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
@@ -207,11 +225,15 @@ def encode(state: CertState) -> dict[str, bytes]:
 
 
 def _same_key(cert: x509.Certificate, key: _Key) -> bool:
+    from cryptography.hazmat.primitives import serialization
+
     fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return cert.public_key().public_bytes(*fmt) == key.public_key().public_bytes(*fmt)
 
 
 def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
     try:
         cert.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature):
@@ -226,6 +248,10 @@ def parse(data: Mapping[str, bytes] | None) -> CertState | None:
     of the bundle's CAs, and the first CA is the one whose key we hold. Anything else (the empty
     Secret a chart ships, a hand-edited one) cannot be rotated safely, so it is replaced whole.
     """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     if not data or any(not data.get(k) for k in SECRET_KEYS):
         return None
     try:
@@ -260,6 +286,8 @@ def renew_at(cert: x509.Certificate, rotate_at: float) -> dt.datetime:
 
 def covers(cert: x509.Certificate, dns_names: Sequence[str], ip_addresses: Sequence[str]) -> bool:
     """Whether ``cert`` names every required DNS name and IP address."""
+    from cryptography import x509
+
     try:
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:

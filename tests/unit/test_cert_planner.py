@@ -1,0 +1,86 @@
+"""``kube.cert_planner``: the certificate plan decided in a child process answers as
+``logic.certs.plan`` does in-process, a repeated question is answered without a child, and the
+operator's modules import without ``cryptography``. Each child costs about 0.3 s."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+
+import pytest
+
+from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed
+from lws_operator.kube.certs import CertSettings, WebhookCertManager
+from lws_operator.logic import certs
+from tests.unit.test_cert_manager_errors import _Kube
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+POLICY = certs.CertPolicy(dns_names=("lws-webhook-service.lws-system.svc",))
+
+
+async def test_the_child_plans_as_the_logic_does_and_a_repeated_question_needs_none() -> None:
+    planner = OutOfProcessPlanner()
+    fresh = await planner.plan(None, now=NOW, policy=POLICY, bundle_injected=False)
+    assert fresh.data is not None
+    assert (fresh.reason, fresh.ca_changed) == ("created", True)
+    assert certs.parse(fresh.data) is not None
+
+    later = NOW + dt.timedelta(hours=1)
+    at_rest = await planner.plan(fresh.data, now=later, policy=POLICY, bundle_injected=True)
+    assert at_rest == certs.plan(fresh.data, now=later, policy=POLICY, bundle_injected=True)
+    assert at_rest.data is None
+    assert planner.processes == 2
+
+    # The same inputs before the plan's next check: the answer it got, no child.
+    again = await planner.plan(dict(fresh.data), now=later + dt.timedelta(days=30),
+                               policy=POLICY, bundle_injected=True)
+    assert again == certs.plan(fresh.data, now=later + dt.timedelta(days=30), policy=POLICY,
+                               bundle_injected=True)
+    assert planner.processes == 2
+
+    # Any other input, or the clock at the next check, asks a child again.
+    await planner.plan(fresh.data, now=later, policy=POLICY, bundle_injected=False)
+    assert planner.processes == 3
+    await planner.plan(fresh.data, now=later, policy=POLICY, bundle_injected=True)
+    assert planner.processes == 4
+    due = await planner.plan(fresh.data, now=at_rest.next_check, policy=POLICY,
+                             bundle_injected=True)
+    assert due.data is not None
+    assert due.reason == "serving certificate renewed"
+    assert planner.processes == 5
+
+
+async def test_a_failed_child_is_an_error_with_its_stderr() -> None:
+    planner = OutOfProcessPlanner((sys.executable, "-c",
+                                   "import sys; sys.stderr.write('boom'); sys.exit(3)"))
+    with pytest.raises(PlannerFailed, match="exited 3: boom"):
+        await planner.plan(None, now=NOW, policy=POLICY, bundle_injected=False)
+
+
+def test_the_operators_modules_import_without_cryptography() -> None:
+    code = ("import sys\n"
+            "import lws_operator.controllers.runtime, lws_operator.admission.runtime\n"
+            "import lws_operator.admission.metrics_server, lws_operator.kube.certs\n"
+            "import lws_operator.kube.leaderelection, lws_operator.__main__\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cryptography')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+async def test_the_certificate_manager_plans_in_a_child() -> None:
+    """A pass of ``WebhookCertManager`` asks its planner."""
+    served: list[bytes] = []
+
+    async def serve(cert: bytes, key: bytes) -> None:
+        served.append(cert)
+
+    planner = OutOfProcessPlanner()
+    settings = CertSettings(namespace="lws-system", policy=POLICY)
+    manager = WebhookCertManager(_Kube(), settings, serve,  # type: ignore[arg-type]
+                                 planner=planner)
+    first = await manager.sync()
+    assert first.reason == "created"
+    assert planner.processes == 1
+    assert len(served) == 1
+    await manager.watched.stop()
