@@ -24,7 +24,6 @@ not offered.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
 import logging
 import os
@@ -41,6 +40,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from lws_operator.admission.listener import listen
+from lws_operator.kube import cert_planner
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.logic import certs
 
@@ -130,14 +130,9 @@ class ScrapeAuthorizer:
 
 
 def self_signed_context() -> ssl.SSLContext:
-    """A server context with a fresh self-signed certificate for this host."""
-    now = dt.datetime.now(dt.UTC)
-    ca, ca_key = certs.new_ca(now, dt.timedelta(days=3650))
-    cert, key = certs.new_serving_cert(
-        ca, ca_key, now, dt.timedelta(days=3650),
-        dns_names=sorted({"localhost", socket.gethostname()}), ip_addresses=["127.0.0.1"])
-    state = certs.CertState(cas=(ca,), ca_key=ca_key, cert=cert, key=key)
-    data = certs.encode(state)
+    """A server context with a fresh self-signed certificate for this host, made out of
+    process so that ``cryptography`` never loads into the operator (``kube.cert_planner``)."""
+    data = cert_planner.self_signed(sorted({"localhost", socket.gethostname()}), ["127.0.0.1"])
     with tempfile.TemporaryDirectory(prefix="lws-metrics-") as tmp:
         cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
         cert_path.write_bytes(data[certs.TLS_CERT_KEY] + data[certs.CA_CERT_KEY])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import pickle
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -88,7 +89,43 @@ class OutOfProcessPlanner:
         return plan
 
 
+SELF_SIGNED = "self-signed"
+# How long a self-signed certificate of :func:`self_signed` holds (never rotated: it lives as
+# long as the process that made it).
+SELF_SIGNED_VALIDITY = dt.timedelta(days=3650)
+
+
+def self_signed(dns_names: list[str], ip_addresses: list[str],
+                command: tuple[str, ...] = (sys.executable, "-m", __name__)) -> dict[str, bytes]:
+    """A fresh CA and a serving certificate it signed for ``dns_names`` and ``ip_addresses``,
+    made by a child for the reason the rotation plan is (module docstring): the secure
+    ``/metrics`` endpoint's certificate when none is mounted, the chart's default. Encoded as
+    ``logic.certs.encode`` does (``tls.crt``, ``tls.key``, ``ca.crt``). Blocking: it is asked
+    once, when the metrics endpoint starts."""
+    done = subprocess.run([*command, SELF_SIGNED], input=pickle.dumps((dns_names, ip_addresses)),
+                          capture_output=True, check=False, timeout=60)
+    if done.returncode != 0:
+        raise PlannerFailed(f"certificate planner exited {done.returncode}: "
+                            f"{done.stderr.decode(errors='replace')[-2000:]}")
+    data = pickle.loads(done.stdout)
+    if not isinstance(data, dict):
+        raise PlannerFailed(f"certificate planner answered {type(data).__name__}")
+    return data
+
+
+def _make_self_signed(dns_names: list[str], ip_addresses: list[str]) -> dict[str, bytes]:
+    now = dt.datetime.now(dt.UTC)
+    ca, ca_key = certs.new_ca(now, SELF_SIGNED_VALIDITY)
+    cert, key = certs.new_serving_cert(ca, ca_key, now, SELF_SIGNED_VALIDITY,
+                                       dns_names=dns_names, ip_addresses=ip_addresses)
+    return certs.encode(certs.CertState(cas=(ca,), ca_key=ca_key, cert=cert, key=key))
+
+
 def main() -> None:
+    if sys.argv[1:] == [SELF_SIGNED]:
+        dns_names, ip_addresses = pickle.load(sys.stdin.buffer)
+        sys.stdout.buffer.write(pickle.dumps(_make_self_signed(dns_names, ip_addresses)))
+        return
     data, now, policy, bundle_injected = pickle.load(sys.stdin.buffer)
     plan = certs.plan(data, now=now, policy=policy, bundle_injected=bundle_injected)
     sys.stdout.buffer.write(pickle.dumps(plan))

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed
+from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed, self_signed
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
 from lws_operator.logic import certs
 from tests.unit.test_cert_manager_errors import _Kube
@@ -84,3 +84,26 @@ async def test_the_certificate_manager_plans_in_a_child() -> None:
     assert planner.processes == 1
     assert len(served) == 1
     await manager.watched.stop()
+
+
+def test_the_secure_metrics_self_signed_certificate_is_made_without_cryptography() -> None:
+    """The chart's default (secure /metrics, no certificate mounted) makes a self-signed
+    certificate at start: it is made by a child too, and serves."""
+    code = ("import ssl, sys\n"
+            "from lws_operator.admission.metrics_server import self_signed_context\n"
+            "context = self_signed_context()\n"
+            "assert isinstance(context, ssl.SSLContext)\n"
+            "assert context.get_ca_certs() == [] and context.protocol\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cryptography')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_self_signed_certificate_names_the_host() -> None:
+    from cryptography import x509
+
+    data = self_signed(["localhost", "example"], ["127.0.0.1"])
+    cert = x509.load_pem_x509_certificate(data["tls.crt"])
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sorted(names.get_values_for_type(x509.DNSName)) == ["example", "localhost"]
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
