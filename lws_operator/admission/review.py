@@ -18,6 +18,13 @@ the Go controller, so clients see the same errors:
   both as ``allowed: false`` (controller-runtime's ``Errored``): the webhooks fail closed.
 
 Everything here is synchronous and CPU-only; the server calls it on the event loop.
+
+JSON is read and written with orjson (``load``, ``dump``), a third of the stdlib's time for a
+pod; what orjson refuses goes through the stdlib, so answers are the same as before: NaN
+literals are read, an unreadable body gets the stdlib's message, and strings orjson cannot write
+(lone surrogates) are escaped. One difference cannot reach us: orjson reads an integer beyond
+64 bits as a float, but the API server decodes every object before admission (into int64 or
+float64), so it never sends one.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+import orjson
 
 from lws_operator.admission.patch import diff
 from lws_operator.api import defaults, disaggregated, disaggregated_validation, validation
@@ -50,11 +59,26 @@ class BadRequest(ValueError):
     """The AdmissionReview itself is malformed (answered with code 400)."""
 
 
+def load(body: bytes) -> Any:
+    """The JSON value of ``body`` (``ValueError`` if it is not JSON)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
+def dump(value: Any) -> bytes:
+    """``value`` as compact JSON."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an integer beyond 64 bits
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
 def allowed(patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     response: dict[str, Any] = {"allowed": True}
     if patch:
-        response["patch"] = base64.b64encode(
-            json.dumps(patch, separators=(",", ":")).encode()).decode()
+        response["patch"] = base64.b64encode(dump(patch)).decode()
         response["patchType"] = "JSONPatch"
     return response
 
@@ -176,7 +200,7 @@ def _parse(body: bytes) -> tuple[str, str, Mapping[str, Any] | None, dict[str, A
     uid = ""
     api_version = "admission.k8s.io/v1"
     try:
-        doc = json.loads(body)
+        doc = load(body)
         if not isinstance(doc, dict) or not isinstance(doc.get("request"), dict):
             raise BadRequest("the body is not an AdmissionReview with a request")
         request = doc["request"]

@@ -36,7 +36,7 @@ from aiohttp import web
 
 from lws_operator.admission.listener import bind, close, listen
 from lws_operator.admission.metrics import WebhookMetrics
-from lws_operator.admission.review import AsyncHandler, Handler, review, review_async
+from lws_operator.admission.review import AsyncHandler, Handler, dump, review, review_async
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,9 @@ class AdmissionServer:
                 body = await request.read()
                 answer = (await review_async(body, cast(AsyncHandler, handler)) if awaits
                           else review(body, cast(Handler, handler)))
-                response = web.json_response(answer)
+                # web.json_response's header, with orjson's encoding (``review.dump``)
+                response = web.Response(body=dump(answer), content_type="application/json",
+                                        charset="utf-8")
             finally:
                 if in_flight is not None:
                     in_flight.dec()

@@ -58,3 +58,19 @@ def test_env_added_to_one_container_touches_only_that_container() -> None:
     ops = diff(old, new)
     assert all(op["path"].startswith("/spec/containers/0/env") for op in ops)
     assert apply(old, ops) == new
+
+
+def test_bool_and_int_differ_inside_lists_and_objects() -> None:
+    # ``==`` holds for both pairs; their JSON texts differ, so the walk decides
+    assert diff({"a": [1]}, {"a": [True]}) == [{"op": "replace", "path": "/a/0", "value": True}]
+    assert diff({"a": {"b": False}}, {"a": {"b": 0}}) == [
+        {"op": "replace", "path": "/a/b", "value": 0}]
+
+
+def test_values_equal_but_written_differently_are_the_same() -> None:
+    # keys in another order, 1 and 1.0, an integer orjson cannot write: no text match, walked
+    assert diff({"a": {"x": 1, "y": 2}}, {"a": {"y": 2, "x": 1}}) == []
+    assert diff({"a": [1]}, {"a": [1.0]}) == []
+    assert diff({"a": [2**70]}, {"a": [2**70]}) == []
+    assert diff({"a": [2**70]}, {"a": [2**70 + 1]}) == [
+        {"op": "replace", "path": "/a/0", "value": 2**70 + 1}]

@@ -184,3 +184,22 @@ def test_a_crash_fails_closed_with_500() -> None:
     assert out["response"]["allowed"] is False
     assert out["response"]["status"]["code"] == 500
     assert "boom" in out["response"]["status"]["message"]
+
+
+def test_json_that_orjson_refuses_is_read_and_written_as_before() -> None:
+    # A NaN literal (the stdlib reads it) and a lone surrogate (orjson writes no such string)
+    assert review.load(b'{"a": NaN}')["a"] != review.load(b'{"a": NaN}')["a"]
+    assert review.load(b'{"a": "\\ud800"}') == {"a": "\ud800"}
+    assert json.loads(review.dump({"a": "\ud800", "b": 2**70})) == {"a": "\ud800", "b": 2**70}
+    assert review.dump({"a": [1, "é"]}) == '{"a":[1,"é"]}'.encode()
+
+
+def test_a_pod_with_a_lone_surrogate_in_a_replaced_list_is_patched() -> None:
+    pod = leader_pod()
+    # LWS_LEADER_ADDRESS goes first: the whole env list is replaced, this value included
+    pod["spec"]["containers"][0]["env"] = [{"name": "X", "value": "\ud800"}]
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": "u-1", "operation": "CREATE", "object": pod}}).encode()
+    out = patched(pod, answer(MUTATE_POD_PATH, body))
+    assert out["spec"]["containers"][0]["env"][-1] == {"name": "X", "value": "\ud800"}
+    assert out["metadata"]["labels"][P + "group-index"] == "1"

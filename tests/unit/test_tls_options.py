@@ -70,3 +70,28 @@ def test_no_session_tickets() -> None:
     assert client.version() == "TLSv1.3"
     assert client.session is not None
     assert not client.session.has_ticket
+
+
+def test_an_rsa_certificate_from_elsewhere_is_served() -> None:
+    """The operator issues ECDSA keys and the chart asks cert-manager for one, but a Secret
+    written by someone else may hold RSA (cert-manager's default): it is served as it is."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.UTC)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(days=1)).sign(key, hashes.SHA256()))
+    tls = ServingTLS()
+    assert tls.load(cert.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption()))
+    client = _handshake(tls.context)
+    assert client.version() == "TLSv1.3"
+    peer = x509.load_der_x509_certificate(client.getpeercert(binary_form=True) or b"")
+    assert isinstance(peer.public_key(), rsa.RSAPublicKey)
