@@ -380,6 +380,18 @@ async def _listen(opts: RunOptions, options: Any, webhooks: Any, health: Any,
     return None
 
 
+def add_cache_readiness(health: Any, cache: Any) -> None:
+    """Keep this replica out of the webhook Service until its watch caches are synced.
+
+    The eviction webhook decides the group disruption budget from these caches and, knowing
+    nothing before they are synced, allows every eviction (as a down webhook would). Behind the
+    Service of several replicas (an operator rolling update, HA) a new replica that is ready on
+    its certificates alone would so let evictions through while a synced one refuses them.
+    The pod webhook needs no cache, so this costs it only the sync's few seconds at start,
+    during which it is unavailable anyway until its certificate is loaded."""
+    health.add_readiness_check("caches-synced", lambda: cache.synced)
+
+
 async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry: Any,
                  options: Any, stop: asyncio.Event, namespace: str,
                  lease_namespace: str | None) -> int:
@@ -432,6 +444,8 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
 
             webhooks.evictions.decider = EvictionGuard(
                 controllers.cache, EventRecorder(kube), registry).handle
+            if health is not None:
+                add_cache_readiness(health, controllers.cache)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
         # The elector keeps renewing until every pass has finished, then releases.
         release = asyncio.Event()

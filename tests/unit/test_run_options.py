@@ -211,3 +211,19 @@ def test_the_operator_reads_tls_in_small_buffers(
     assert code == 1
     assert "cannot load the cluster credentials" in err
     assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER
+
+
+def test_a_replica_is_not_ready_until_its_caches_are_synced() -> None:
+    """The eviction webhook allows everything before the caches sync: the replica stays out of
+    the Service until then (``add_cache_readiness``)."""
+    from types import SimpleNamespace
+
+    from lws_operator.__main__ import add_cache_readiness
+    from lws_operator.admission.health import HealthServer
+
+    health = HealthServer("127.0.0.1", 0)
+    cache = SimpleNamespace(synced=False)
+    add_cache_readiness(health, cache)
+    assert health.failing() == ["caches-synced"]
+    cache.synced = True
+    assert health.failing() == []
