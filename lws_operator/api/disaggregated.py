@@ -190,6 +190,15 @@ class RoleScalerView(ObjectView):
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def controlled_by_a_set(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` has a controller ownerReference to a DisaggregatedSet (any: the
+    LeaderWorkerSet controller, which asks, does not know the set's UID)."""
+    return any(
+        isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") == KIND
+        and str(ref.get("apiVersion") or "").startswith(f"{GROUP}/")
+        for ref in metadata(obj).get("ownerReferences") or ())
+
+
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     """Whether ``obj`` has a controller ownerReference to the object with ``uid``: the only
     ownership the DisaggregatedSet controller trusts (labels alone never are: a deleted and

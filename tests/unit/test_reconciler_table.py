@@ -147,6 +147,18 @@ def one_ready_of_two() -> World:
     return at_rest(built_world(manifest(), states={"1/0": not_ready}))
 
 
+def none_ready_of_two() -> World:
+    """Neither group's leader Ready: the set at rest, Progressing with no group ready."""
+    return at_rest(built_world(manifest(), states={"0/0": not_ready, "1/0": not_ready}))
+
+
+def disaggregated_child(world: World) -> None:
+    """The set is a DisaggregatedSet's role (its controller ownerReference)."""
+    change_lws(world, lambda lws: lws["metadata"].update(ownerReferences=[{
+        "apiVersion": "disaggregatedset.x-k8s.io/v1", "kind": "DisaggregatedSet",
+        "name": "pd", "uid": "ds-uid", "controller": True}]), spec=False)
+
+
 def then(world: World, *changes: Callable[[World], object]) -> World:
     for change in changes:
         change(world)
@@ -169,12 +181,27 @@ TABLE: dict[str, Row] = {
          "create Service sample", "status LeaderWorkerSet sample"],
         ["CreatingRevision", "GroupsProgressing", "GroupsProgressing"]),
     "at rest: nothing": Row(lambda: at_rest(built_world(manifest())), [], []),
-    "only a counter changed (a group no longer ready): the write waits": Row(
+    "only a counter changed (a group no longer ready): the write waits for Available": Row(
         lambda: then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready)),
-        [], [], QUIET),
-    "the counters still for QUIET seconds: the deferred write": Row(
+        [], [], LONGEST),
+    "... the counters still for QUIET seconds: still waiting (not Available)": Row(
         lambda: then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready),
                      plan_pass, later(QUIET)),
+        [], [], LONGEST - QUIET),
+    "... LONGEST after the first deferred change: the deferred write": Row(
+        lambda: then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready),
+                     plan_pass, later(QUIET), plan_pass, later(LONGEST - QUIET)),
+        ["status LeaderWorkerSet sample"], []),
+    "the first Ready group: waits like any counter": Row(
+        lambda: then(none_ready_of_two(), lambda w: change_pod(w, "sample-0", ready)),
+        [], [], LONGEST),
+    "the first Ready group of a DisaggregatedSet's set: written at once": Row(
+        lambda: then(none_ready_of_two(), disaggregated_child,
+                     lambda w: change_pod(w, "sample-0", ready)),
+        ["status LeaderWorkerSet sample"], []),
+    "the counters of an Available set still for QUIET seconds: the deferred write": Row(
+        lambda: then(at_rest(built_world(manifest())), leader_replicas(3), plan_pass,
+                     later(QUIET)),
         ["status LeaderWorkerSet sample"], []),
     "the counters moved again meanwhile: QUIET more seconds from then": Row(
         lambda: then(at_rest(built_world(manifest())), leader_replicas(3), plan_pass,
@@ -338,12 +365,12 @@ def test_status_writes_are_guarded_by_resource_version() -> None:
 def test_a_deferred_write_survives_a_new_leader() -> None:
     """The deferral is memory a new leader lacks: its first pass defers anew, then writes."""
     world = then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready))
-    assert _pass(world).requeue == QUIET
+    assert _pass(world).requeue == LONGEST
     world.memory = type(world.memory)()
-    later(QUIET - 1)(world)
+    later(LONGEST - 1)(world)
     again = _pass(world)
-    assert (again.writes(), again.requeue) == ([], QUIET)
-    later(QUIET)(world)
+    assert (again.writes(), again.requeue) == ([], LONGEST)
+    later(LONGEST)(world)
     assert _pass(world).writes() == ["status LeaderWorkerSet sample"]
     assert world.memory == type(world.memory)()  # nothing left pending
     assert world.lws["status"]["readyReplicas"] == 0

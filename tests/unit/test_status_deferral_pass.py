@@ -9,7 +9,7 @@ from typing import Any
 
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.logic.snapshot import Memory
-from lws_operator.logic.status_pacing import QUIET
+from lws_operator.logic.status_pacing import LONGEST
 from tests.unit.reconciler_world import CLOCK, NOW, World, at_rest, built_world, manifest
 
 
@@ -55,10 +55,10 @@ def _setup() -> tuple[World, Recording, LeaderWorkerSetReconciler, list[float]]:
 
 async def test_the_deferring_pass_requeues_at_the_due_time_and_that_pass_writes() -> None:
     world, kube, reconciler, clock = _setup()
-    assert await reconciler.reconcile(world.key) == QUIET
+    assert await reconciler.reconcile(world.key) == LONGEST
     assert kube.requests == []
     assert reconciler.memory[world.key].status_deferral is not None
-    clock[0] += QUIET
+    clock[0] += LONGEST
     assert await reconciler.reconcile(world.key) is None
     ((request, body),) = kube.requests
     assert request == "PATCH /apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets/" \
@@ -69,11 +69,11 @@ async def test_the_deferring_pass_requeues_at_the_due_time_and_that_pass_writes(
 
 async def test_a_set_deleted_while_a_write_waits_leaves_nothing_pending() -> None:
     world, kube, reconciler, clock = _setup()
-    assert await reconciler.reconcile(world.key) == QUIET
+    assert await reconciler.reconcile(world.key) == LONGEST
     lws = world.cache["LeaderWorkerSet"].get(*world.key)
     assert lws is not None
     world.cache["LeaderWorkerSet"].delete(lws)
-    clock[0] += QUIET
+    clock[0] += LONGEST
     await reconciler.reconcile(world.key)  # the due pass
     assert world.key not in reconciler.memory
     assert kube.requests == []

@@ -1,6 +1,7 @@
-"""When the status is written (``logic.status_pacing``): a condition, the observed generation or
-the HPA selector at once; the group counters alone once they have been still for ``QUIET``
-seconds, never later than ``LONGEST`` seconds after the first deferred change."""
+"""When the status is written (``logic.status_pacing``): a condition, the observed generation, the
+HPA selector or a pass's Event at once; the group counters alone ``LONGEST`` seconds after the
+first deferred change while the set is not Available (the Available write carries them), or once
+they have been still for ``QUIET`` seconds when it is."""
 
 from __future__ import annotations
 
@@ -54,6 +55,14 @@ def test_only_counters_differ(desired: dict[str, Any], counters_only: bool) -> N
 
 
 PENDING = Deferral(T, T, (3, 2, 3))  # ready 1 -> 2 seen at T, not written
+# An Available set (all its groups Ready): its counters move only once in a while (a surge group
+# reclaimed, a scale-down), so a quiet spell is worth a write.
+SETTLED = status(ready=3, conditions=(AVAILABLE,))
+SETTLED_PENDING = Deferral(T, T, (2, 3, 3))  # replicas 3 -> 2 seen at T, not written
+
+
+def settled(replicas: int = 2, **more: Any) -> dict[str, Any]:
+    return status(replicas=replicas, ready=3, conditions=(AVAILABLE,), **more)
 
 
 @pytest.mark.parametrize(("desired", "clock", "deferral", "expected"), [
@@ -66,49 +75,97 @@ PENDING = Deferral(T, T, (3, 2, 3))  # ready 1 -> 2 seen at T, not written
     (status(ready=3, conditions=(AVAILABLE,)), T, None, Pacing(True)),
     (status(ready=3, conditions=(AVAILABLE,)), T + 1, PENDING, Pacing(True)),
     (status(generation=2), T, None, Pacing(True)),
-    # The counters alone: deferred until they have been still for QUIET seconds.
-    (status(ready=2), T, None, Pacing(False, PENDING, QUIET)),
-    (status(ready=2), T + 1, PENDING, Pacing(False, PENDING, QUIET - 1)),
-    (status(ready=2), T + QUIET, PENDING, Pacing(True)),
-    (status(ready=2), T + QUIET - SLACK / 2, PENDING, Pacing(True)),  # the timer a hair early
-    # They moved again: QUIET more from then, counted from the last move ...
+    # The counters alone of a set not Available yet: the Available write to come carries them;
+    # until then they wait LONGEST seconds after the first deferred change, still or not.
+    (status(ready=2), T, None, Pacing(False, PENDING, LONGEST)),
+    (status(ready=2), T + QUIET, PENDING, Pacing(False, PENDING, LONGEST - QUIET)),
     (status(ready=3), T + 2, PENDING,
-     Pacing(False, Deferral(T, T + 2, (3, 3, 3)), QUIET)),
-    # ... but never past LONGEST after the first deferred change.
-    (status(ready=3), T + LONGEST - 1, Deferral(T, T + LONGEST - 2, (3, 2, 3)),
-     Pacing(False, Deferral(T, T + LONGEST - 1, (3, 3, 3)), 1.0)),
+     Pacing(False, Deferral(T, T + 2, (3, 3, 3)), LONGEST - 2)),
+    (status(ready=2), T + LONGEST, PENDING, Pacing(True)),
+    (status(ready=2), T + LONGEST - SLACK / 2, PENDING, Pacing(True)),  # the timer a hair early
     (status(ready=3), T + LONGEST, Deferral(T, T + LONGEST - 1, (3, 2, 3)), Pacing(True)),
     # readyReplicas falling to zero waits like any counter (leaving zero: see below).
-    (status(ready=0), T, None, Pacing(False, Deferral(T, T, (3, 0, 3)), QUIET)),
+    (status(ready=0), T, None, Pacing(False, Deferral(T, T, (3, 0, 3)), LONGEST)),
     # A deferral from the future (the wall clock went back) starts over.
     (status(ready=2), T, Deferral(T + 3600, T + 3600, (3, 2, 3)),
-     Pacing(False, PENDING, QUIET)),
+     Pacing(False, PENDING, LONGEST)),
 ])
 def test_pace(desired: dict[str, Any], clock: float, deferral: Deferral | None,
               expected: Pacing) -> None:
     assert pace(desired, STORED, clock, deferral) == expected
 
 
-def test_the_first_ready_group_is_written_at_once() -> None:
-    """From no Ready group to one (absent or 0 stored): at once; from one to two: deferred."""
+@pytest.mark.parametrize(("desired", "clock", "deferral", "expected"), [
+    (SETTLED, T, SETTLED_PENDING, Pacing(False)),
+    # The counters alone of an Available set: deferred until they have been still for QUIET
+    # seconds.
+    (settled(), T, None, Pacing(False, SETTLED_PENDING, QUIET)),
+    (settled(), T + 1, SETTLED_PENDING, Pacing(False, SETTLED_PENDING, QUIET - 1)),
+    (settled(), T + QUIET, SETTLED_PENDING, Pacing(True)),
+    (settled(), T + QUIET - SLACK / 2, SETTLED_PENDING, Pacing(True)),  # a hair early
+    # They moved again: QUIET more from then, counted from the last move ...
+    (settled(replicas=4), T + 2, SETTLED_PENDING,
+     Pacing(False, Deferral(T, T + 2, (4, 3, 3)), QUIET)),
+    # ... but never past LONGEST after the first deferred change.
+    (settled(replicas=4), T + LONGEST - 1, Deferral(T, T + LONGEST - 2, (2, 3, 3)),
+     Pacing(False, Deferral(T, T + LONGEST - 1, (4, 3, 3)), 1.0)),
+    (settled(replicas=4), T + LONGEST, Deferral(T, T + LONGEST - 1, (2, 3, 3)), Pacing(True)),
+])
+def test_pace_available(desired: dict[str, Any], clock: float, deferral: Deferral | None,
+                        expected: Pacing) -> None:
+    assert pace(desired, SETTLED, clock, deferral) == expected
+
+
+@pytest.mark.parametrize(("desired", "deferral", "expected"), [
+    # An Event tells of the status of now: the write that carries it cannot wait, even when
+    # only the counters differ (a condition's change, in practice, which is written at once
+    # anyway) ...
+    (status(ready=2), None, Pacing(True)),
+    (status(ready=2), PENDING, Pacing(True)),
+    (status(ready=3, conditions=(AVAILABLE,)), None, Pacing(True)),
+    # ... but with nothing to write there is no write to carry it.
+    (STORED, None, Pacing(False)),
+    (STORED, PENDING, Pacing(False)),
+])
+def test_a_pass_with_events_writes_at_once(desired: dict[str, Any], deferral: Deferral | None,
+                                           expected: Pacing) -> None:
+    assert pace(desired, STORED, T + 1, deferral, events=True) == expected
+
+
+def test_the_first_ready_group_is_written_at_once_when_a_controller_reads_it() -> None:
+    """From no Ready group to one (absent or 0 stored): at once for a set whose controller
+    acts on it (a DisaggregatedSet's); from one to two: deferred. Any other set's first
+    Ready group waits like any counter."""
     none_ready = status(ready=0)
-    assert pace(status(ready=1), none_ready, T, None) == Pacing(True)
+    assert pace(status(ready=1), none_ready, T, None, serving_read=True) == Pacing(True)
     absent = {k: v for k, v in none_ready.items() if k != "readyReplicas"}
-    assert pace(status(ready=1), absent, T, None) == Pacing(True)
-    assert pace(status(ready=2), status(ready=1), T, None).write is False
+    assert pace(status(ready=1), absent, T, None, serving_read=True) == Pacing(True)
+    assert pace(status(ready=2), status(ready=1), T, None, serving_read=True).write is False
+    assert pace(status(ready=1), none_ready, T, None) == Pacing(
+        False, Deferral(T, T, (3, 1, 3)), LONGEST)
+    assert pace(status(ready=1), absent, T, None).write is False
 
 
-def test_continuous_churn_is_written_every_longest_seconds() -> None:
-    """Counters moving every second, never still for QUIET: written LONGEST seconds after the
-    first change that followed the last write, with the counters of that moment."""
+@pytest.mark.parametrize(("stored", "step", "expected"), [
+    # Not Available: written LONGEST seconds after the first change that followed the last
+    # write, with the counters of that moment.
+    (STORED, 1, list(range(1 + int(LONGEST), 61, int(LONGEST) + 1))),
+    # Available: the same, as the counters are never still for QUIET seconds.
+    (SETTLED, 1, list(range(1 + int(LONGEST), 61, int(LONGEST) + 1))),
+    # Available, and still for QUIET seconds between moves: each move is written QUIET after.
+    (SETTLED, int(QUIET) + 1, list(range(2 * int(QUIET) + 1, 61, int(QUIET) + 1))),
+    # Not Available, the same moves: LONGEST after the first move that followed a write.
+    (STORED, int(QUIET) + 1, [14, 26, 38, 50]),
+])
+def test_continuous_churn(stored: dict[str, Any], step: int, expected: list[int]) -> None:
+    """Counters moving every ``step`` seconds for a minute: when they are written."""
     deferral: Deferral | None = None
-    stored = STORED
     writes = []
-    for tick in range(1, 31):
-        desired = status(ready=1 + tick)
+    for tick in range(1, 61):
+        desired = {**stored, "replicas": 3 + tick // step}
         decided = pace(desired, stored, T + tick, deferral)
         if decided.write:
             writes.append(tick)
             stored = desired
         deferral = decided.deferral
-    assert writes == list(range(1 + int(LONGEST), 31, int(LONGEST) + 1))
+    assert writes == expected

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from lws_operator.api import disaggregated
 from lws_operator.api.view import revision_of
 from lws_operator.logic import deadline as progress_deadline
 from lws_operator.logic import gang, unmutated
@@ -35,7 +36,7 @@ from lws_operator.logic.restart_budget import apply_degraded, read_counts, settl
 from lws_operator.logic.snapshot import Observed
 from lws_operator.logic.stall import NO_STALL, apply_stall, find_stall
 from lws_operator.logic.statefulsets import spec_replicas
-from lws_operator.logic.status_pacing import WRITE_NOW, pace
+from lws_operator.logic.status_pacing import pace
 from lws_operator.logic.steps.leader import owner_of
 from lws_operator.logic.steps.writes import counts_patch, status_patch
 
@@ -72,9 +73,8 @@ def status(obs: Observed) -> Plan:
     actions: list[Action] = []
     memory = obs.memory
     events = (*decision.events, *progressing_events)
-    # An Event comes with a condition's change, which is written at once anyway.
-    pacing = WRITE_NOW if events and desired != observed else pace(
-        desired, observed, obs.clock, memory.status_deferral)
+    pacing = pace(desired, observed, obs.clock, memory.status_deferral, events=bool(events),
+                  serving_read=disaggregated.controlled_by_a_set(obs.body))
     if pacing.write:
         actions.append(status_patch(obs, desired, events))
     if decision.update_done:
