@@ -168,7 +168,7 @@ class ProfiledOperator:
     async def _sample_memory(self) -> None:
         while True:
             with contextlib.suppress(OSError):
-                self.rss_samples.append((time.monotonic(), self.memory()["rss"]))
+                self.memory()  # the observation joins rss_samples
             await asyncio.sleep(1.0)
 
     def cpu(self) -> float:
@@ -182,7 +182,10 @@ class ProfiledOperator:
     def memory(self) -> dict[str, float]:
         """RSS of the operator and its admission process together, now (``rss``), and the sum
         of their peaks (``peak_rss``, an upper bound: they need not peak at once); the sampled
-        peak of the sum is ``max(rss_samples)``. ``operator_rss``/``admission_rss``: each."""
+        peak of the sum is ``max(rss_samples)``, which every call joins: a short-lived child (the
+        certificate planner, at start) counts while it lives, and no figure taken (``at_start``)
+        can exceed the reported peak. ``operator_rss``/``admission_rss``: each (the latter is
+        every child's)."""
         own = self.operator.memory()
         rss, peak, admission = own.get("rss", 0.0), own.get("peak_rss", 0.0), 0.0
         for child in children_of(self.operator.pid):
@@ -190,7 +193,8 @@ class ProfiledOperator:
                 child_memory = memory_mib(child)
                 admission += child_memory["rss"]
                 peak += child_memory["peak_rss"]
-        sampled = max((r for _, r in self.rss_samples), default=0.0)
+        self.rss_samples.append((time.monotonic(), rss + admission))
+        sampled = max(r for _, r in self.rss_samples)
         return {"rss": round(rss + admission, 1), "peak_rss": round(max(peak, sampled), 1),
                 "operator_rss": own.get("rss", 0.0), "admission_rss": round(admission, 1)}
 
