@@ -19,23 +19,15 @@ the Go controller, so clients see the same errors:
 
 Everything here is synchronous and CPU-only; the server calls it on the event loop.
 
-JSON is read and written with orjson (``load``, ``dump``), a third of the stdlib's time for a
-pod; what orjson refuses goes through the stdlib, so answers are the same as before: NaN
-literals are read, an unreadable body gets the stdlib's message, and strings orjson cannot write
-(lone surrogates) are escaped. One difference cannot reach us: orjson reads an integer beyond
-64 bits as a float, but the API server decodes every object before admission (into int64 or
-float64), so it never sends one.
+JSON is read and written with orjson where it can (``load``, ``dump``: ``api.json_codec``).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-
-import orjson
 
 from lws_operator.admission.patch import diff
 from lws_operator.api import defaults, disaggregated, disaggregated_validation, validation
@@ -46,6 +38,8 @@ from lws_operator.api.constants import (
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
 )
+from lws_operator.api.json_codec import dumps as dump
+from lws_operator.api.json_codec import loads as load
 from lws_operator.logic import pod_mutation
 
 log = logging.getLogger(__name__)
@@ -57,22 +51,6 @@ AsyncHandler = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 class BadRequest(ValueError):
     """The AdmissionReview itself is malformed (answered with code 400)."""
-
-
-def load(body: bytes) -> Any:
-    """The JSON value of ``body`` (``ValueError`` if it is not JSON)."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
-
-
-def dump(value: Any) -> bytes:
-    """``value`` as compact JSON."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an integer beyond 64 bits
-        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def allowed(patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
