@@ -80,8 +80,9 @@ from e2e.harness.builder import API, KIND, LeaderWorkerSet
 from e2e.harness.clusters import Clusters
 from e2e.harness.converge import READY_DELAY, wait_converged
 from e2e.harness.launcher import OperatorProcess
+from e2e.harness.pod_view import PodView
 from e2e.harness.replicas import Env, running_env
-from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, polling, wait_for
+from e2e.kube import MERGE_PATCH, condition, is_ready, polling, wait_for
 from lws_operator.admission.review import allowed
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
@@ -197,46 +198,6 @@ class Decisions:
         return self.by_pod.get(key, [])[seen:]
 
 
-class View:
-    """The namespace's pods as a watch shows them."""
-
-    def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
-        self.pods: dict[str, dict[str, Any]] = {}
-        self.listed = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        self.on_event: Any = None
-
-    async def _run(self) -> None:
-        dyn = self.kube.dyn
-        resource = await dyn.resources.get(api_version="v1", kind="Pod")
-        while True:
-            with contextlib.suppress(Exception):
-                listing = await dyn.get(resource, namespace=self.namespace)
-                self.pods = {p["metadata"]["name"]: p for p in listing.to_dict()["items"]}
-                self.listed.set()
-                async for event in dyn.watch(resource, namespace=self.namespace,
-                                             resource_version=listing.metadata.resourceVersion):
-                    obj = event["raw_object"]
-                    if event["type"] == "DELETED":
-                        self.pods.pop(obj["metadata"]["name"], None)
-                    elif event["type"] in ("ADDED", "MODIFIED"):
-                        self.pods[obj["metadata"]["name"]] = obj
-                    if self.on_event is not None:
-                        self.on_event()
-            await asyncio.sleep(0.2)
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self.listed.wait(), 30)
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
-
-
 def whole_and_ready(pods: Mapping[str, dict[str, Any]], set_name: str, group: str) -> bool:
     members = [p for p in pods.values()
                if p["metadata"].get("labels", {}).get(NAME_LABEL) == set_name
@@ -270,8 +231,7 @@ class Fuzz:
         self.takeovers: list[float] = []
         self.two_leaders: list[str] = []
         self.ledger = Ledger()
-        self.view = View(self.kube, self.ns)
-        self.view.on_event = self.judge
+        self.view = PodView(self.kube, self.ns, on_event=self.judge)
         self.hold_violations: list[str] = []
         self.ctx = ssl.create_default_context()
         self.ctx.check_hostname = False  # the replica's certificate names its Service

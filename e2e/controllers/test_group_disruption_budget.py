@@ -17,7 +17,6 @@ evicted, recreated and Ready (kwok's 1 s ready delay) before the next may go, an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ from e2e.cluster.nodes import HOSTNAME_LABEL, NodeLayout, node_manifests
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.harness.builder import LeaderWorkerSet
 from e2e.harness.launcher import Operator
+from e2e.harness.pod_view import PodView
 from e2e.kube import MERGE_PATCH, is_ready, polling, wait_for
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
@@ -45,16 +45,13 @@ class Downtime:
     """Every pod of the set as a watch shows it; the most groups seen down at once."""
 
     def __init__(self, op: Operator) -> None:
-        self.op = op
-        self.pods: dict[str, dict[str, Any]] = {}
+        self.view = PodView(op.kube, op.namespace, f"{NAME_LABEL}={NAME}", on_event=self.judge)
         self.worst = 0
         self.samples = 0
-        self.task: asyncio.Task[None] | None = None
-        self.listed = asyncio.Event()
 
     def down(self) -> list[str]:
         live: dict[str, list[dict[str, Any]]] = {str(g): [] for g in range(REPLICAS)}
-        for pod in self.pods.values():
+        for pod in self.view.pods.values():
             group = pod["metadata"]["labels"].get(GROUP_INDEX_LABEL)
             if group in live and not pod["metadata"].get("deletionTimestamp"):
                 live[group].append(pod)
@@ -64,37 +61,15 @@ class Downtime:
     def judge(self) -> None:
         self.worst = max(self.worst, len(self.down()))
 
-    async def _watch(self) -> None:
-        dyn = self.op.kube.dyn
-        resource = await dyn.resources.get(api_version="v1", kind="Pod")
-        listing = await dyn.get(resource, namespace=self.op.namespace,
-                                label_selector=f"{NAME_LABEL}={NAME}")
-        self.pods = {p["metadata"]["name"]: p for p in listing.to_dict()["items"]}
-        version = listing.metadata.resourceVersion
-        self.listed.set()
-        async for event in dyn.watch(resource, namespace=self.op.namespace,
-                                     label_selector=f"{NAME_LABEL}={NAME}",
-                                     resource_version=version):
-            obj = event["raw_object"]
-            if event["type"] == "DELETED":
-                self.pods.pop(obj["metadata"]["name"], None)
-            else:
-                self.pods[obj["metadata"]["name"]] = obj
-            self.judge()
-
     async def sample(self) -> None:
         self.samples += 1
         self.judge()
 
     async def start(self) -> None:
-        self.task = asyncio.create_task(self._watch())
-        await asyncio.wait_for(self.listed.wait(), 30)
+        await self.view.start()
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+        await self.view.stop()
 
 
 async def kubectl(op: Operator, *args: str) -> tuple[int, str]:
