@@ -14,14 +14,22 @@ got: the plan for unchanged Secret data, policy and injection is the same until 
 ``next_check`` (the moment the clock alone can change it, ``logic.certs``), and a plan that
 changes nothing is all such a pass asks for. A plan that writes is never reused: a pass that
 fails to write it plans afresh, as before.
+
+A plan that writes is followed by the question of the pass after it: the Secret holding what
+was written, with the caBundles injected or not yet. The child answers those too, with the same
+clock (``FOLLOW_UPS``), so the next pass finds its answer known instead of starting a second
+child at the moment the admission process has just started (a child is about 30 MiB resident
+while it lives, and the operator's memory is measured as the sum over its processes). The
+answers are the ones a child asked then would give, by the rule above; an input that differs
+(another key in the Secret, a write that failed) asks a child as before.
+
+The child imports only what planning needs (``asyncio`` and ``subprocess`` are the parent's).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import pickle
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,27 +55,50 @@ class PlannerFailed(RuntimeError):
     """The planning process failed (its exit status and the end of its stderr)."""
 
 
+# The injection states of the pass after a write: the Secret as written, with the webhook
+# configurations not yet trusting its bundle, and trusting it.
+FOLLOW_UPS = (False, True)
+
+# What the child answers: (data, bundle_injected, plan) per question, the asked one first (plain
+# tuples: the child runs this module as ``__main__``, whose classes the parent cannot unpickle).
+Answers = list[tuple[dict[str, bytes] | None, bool, certs.Plan]]
+
+
+def answers(data: dict[str, bytes] | None, now: dt.datetime, policy: certs.CertPolicy,
+            bundle_injected: bool) -> Answers:
+    """The plan for the question asked and, when it writes, for the follow-up questions
+    (module docstring), all with the clock ``now``."""
+    plan = certs.plan(data, now=now, policy=policy, bundle_injected=bundle_injected)
+    out: Answers = [(data, bundle_injected, plan)]
+    if plan.data is not None:
+        out += [(plan.data, injected,
+                 certs.plan(plan.data, now=now, policy=policy, bundle_injected=injected))
+                for injected in FOLLOW_UPS]
+    return out
+
+
 class OutOfProcessPlanner:
     """``logic.certs.plan``, asked of a child process (module docstring)."""
 
     def __init__(self, command: tuple[str, ...] = (sys.executable, "-m", __name__)) -> None:
         self.command = command
         self.processes = 0  # children run so far
-        self._last: tuple[Question, certs.Plan] | None = None
+        # The last child's answers (the question asked, then its follow-ups).
+        self._known_answers: list[tuple[Question, certs.Plan]] = []
 
     def _known(self, question: Question) -> certs.Plan | None:
-        """The last answer when it holds for ``question`` too: the same inputs but the clock,
-        a plan that writes nothing, and a clock still before its ``next_check``."""
-        if self._last is None:
-            return None
-        asked, plan = self._last
-        if plan.data is not None or question.now >= plan.next_check \
-                or asked.inputs() != question.inputs():
-            return None
-        return plan
+        """A known answer that holds for ``question`` too: the same inputs but the clock, a
+        plan that writes nothing, and a clock still before its ``next_check``."""
+        for asked, plan in self._known_answers:
+            if plan.data is None and question.now < plan.next_check \
+                    and asked.inputs() == question.inputs():
+                return plan
+        return None
 
     async def plan(self, data: Mapping[str, bytes] | None, *, now: dt.datetime,
                    policy: certs.CertPolicy, bundle_injected: bool) -> certs.Plan:
+        import asyncio  # the parent's only (module docstring)
+
         question = Question(None if data is None else dict(data), now, policy, bundle_injected)
         known = self._known(question)
         if known is not None:
@@ -82,11 +113,14 @@ class OutOfProcessPlanner:
         if process.returncode != 0:
             raise PlannerFailed(f"certificate planner exited {process.returncode}: "
                                 f"{err.decode(errors='replace')[-2000:]}")
-        plan = pickle.loads(out)
-        if not isinstance(plan, certs.Plan):
-            raise PlannerFailed(f"certificate planner answered {type(plan).__name__}")
-        self._last = (question, plan)
-        return plan
+        answered = pickle.loads(out)
+        if not (isinstance(answered, list) and answered
+                and all(isinstance(a, tuple) and len(a) == 3 and isinstance(a[2], certs.Plan)
+                        for a in answered)):
+            raise PlannerFailed(f"certificate planner answered {type(answered).__name__}")
+        self._known_answers = [(Question(d, now, policy, injected), p)
+                               for d, injected, p in answered]
+        return answered[0][2]  # type: ignore[no-any-return]
 
 
 SELF_SIGNED = "self-signed"
@@ -102,6 +136,8 @@ def self_signed(dns_names: list[str], ip_addresses: list[str],
     ``/metrics`` endpoint's certificate when none is mounted, the chart's default. Encoded as
     ``logic.certs.encode`` does (``tls.crt``, ``tls.key``, ``ca.crt``). Blocking: it is asked
     once, when the metrics endpoint starts."""
+    import subprocess  # the parent's only (module docstring)
+
     done = subprocess.run([*command, SELF_SIGNED], input=pickle.dumps((dns_names, ip_addresses)),
                           capture_output=True, check=False, timeout=60)
     if done.returncode != 0:
@@ -127,8 +163,7 @@ def main() -> None:
         sys.stdout.buffer.write(pickle.dumps(_make_self_signed(dns_names, ip_addresses)))
         return
     data, now, policy, bundle_injected = pickle.load(sys.stdin.buffer)
-    plan = certs.plan(data, now=now, policy=policy, bundle_injected=bundle_injected)
-    sys.stdout.buffer.write(pickle.dumps(plan))
+    sys.stdout.buffer.write(pickle.dumps(answers(data, now, policy, bundle_injected)))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ operator's modules import without ``cryptography``. Each child costs about 0.3 s
 from __future__ import annotations
 
 import datetime as dt
+import pickle
 import subprocess
 import sys
 
@@ -25,30 +26,71 @@ async def test_the_child_plans_as_the_logic_does_and_a_repeated_question_needs_n
     assert fresh.data is not None
     assert (fresh.reason, fresh.ca_changed) == ("created", True)
     assert certs.parse(fresh.data) is not None
+    assert planner.processes == 1
 
+    # The pass after the write (the Secret as written, caBundles injected or not yet) finds
+    # its answer known: the child answered it with the first clock.
     later = NOW + dt.timedelta(hours=1)
-    at_rest = await planner.plan(fresh.data, now=later, policy=POLICY, bundle_injected=True)
-    assert at_rest == certs.plan(fresh.data, now=later, policy=POLICY, bundle_injected=True)
+    for injected in (True, False):
+        follow_up = await planner.plan(dict(fresh.data), now=later, policy=POLICY,
+                                       bundle_injected=injected)
+        assert follow_up == certs.plan(fresh.data, now=NOW, policy=POLICY,
+                                       bundle_injected=injected)
+        assert follow_up == certs.plan(fresh.data, now=later, policy=POLICY,
+                                       bundle_injected=injected)
+        assert follow_up.data is None
+    assert planner.processes == 1
+
+    # Other data (a key someone else added to the Secret) asks a child, whose answer writes
+    # nothing and is then known until its next check.
+    other = {**fresh.data, "extra": b"x"}
+    at_rest = await planner.plan(other, now=later, policy=POLICY, bundle_injected=True)
+    assert at_rest == certs.plan(other, now=later, policy=POLICY, bundle_injected=True)
     assert at_rest.data is None
     assert planner.processes == 2
-
-    # The same inputs before the plan's next check: the answer it got, no child.
-    again = await planner.plan(dict(fresh.data), now=later + dt.timedelta(days=30),
+    again = await planner.plan(dict(other), now=later + dt.timedelta(days=30),
                                policy=POLICY, bundle_injected=True)
-    assert again == certs.plan(fresh.data, now=later + dt.timedelta(days=30), policy=POLICY,
+    assert again == certs.plan(other, now=later + dt.timedelta(days=30), policy=POLICY,
                                bundle_injected=True)
     assert planner.processes == 2
 
-    # Any other input, or the clock at the next check, asks a child again.
-    await planner.plan(fresh.data, now=later, policy=POLICY, bundle_injected=False)
+    # Any other input, or the clock at the next check, asks a child again; answers of an
+    # earlier child are forgotten.
+    await planner.plan(other, now=later, policy=POLICY, bundle_injected=False)
     assert planner.processes == 3
-    await planner.plan(fresh.data, now=later, policy=POLICY, bundle_injected=True)
+    await planner.plan(other, now=later, policy=POLICY, bundle_injected=True)
     assert planner.processes == 4
-    due = await planner.plan(fresh.data, now=at_rest.next_check, policy=POLICY,
+    due = await planner.plan(other, now=at_rest.next_check, policy=POLICY,
                              bundle_injected=True)
     assert due.data is not None
     assert due.reason == "serving certificate renewed"
     assert planner.processes == 5
+    await planner.plan(fresh.data, now=later, policy=POLICY, bundle_injected=True)
+    assert planner.processes == 6
+
+
+def test_the_planners_child_imports_neither_asyncio_nor_the_package_metadata() -> None:
+    """The child imports what planning needs: not asyncio or subprocess, nor the
+    ``importlib.metadata`` that ``kube.lean_imports`` reads versions with."""
+    code = ("import sys, runpy\n"
+            "sys.argv = ['planner']\n"
+            "try:\n"
+            "    runpy.run_module('lws_operator.kube.cert_planner', run_name='__main__')\n"
+            "finally:\n"
+            "    sys.stderr.write(repr(sorted(m for m in ('asyncio', 'importlib.metadata',\n"
+            "        'subprocess') if m in sys.modules)))\n")
+    pickled = subprocess.run(
+        [sys.executable, "-c", "import pickle, sys, datetime as dt\n"
+         "from lws_operator.logic import certs\n"
+         "sys.stdout.buffer.write(pickle.dumps((None, dt.datetime.now(dt.UTC),\n"
+         "    certs.CertPolicy(dns_names=('x.svc',)), False)))\n"],
+        capture_output=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], input=pickled, capture_output=True,
+                         check=True)
+    assert out.stderr.decode().strip() == "[]"
+    answered = pickle.loads(out.stdout)
+    assert [(injected, plan.data is None) for _, injected, plan in answered] == [
+        (False, False), (False, True), (True, True)]
 
 
 async def test_a_failed_child_is_an_error_with_its_stderr() -> None:
