@@ -501,9 +501,10 @@ def main(argv: list[str] | None = None) -> int:
         fmt = args.log_format or {"console": "text", "json": "json"}.get(
             args.zap_encoder or "", "json" if in_cluster() else "text")
         _setup_logging(_log_level(args.log_level, args.zap_log_level), fmt)
-        from lws_operator.kube.arenas import limit_arenas
+        from lws_operator.kube.arenas import limit_arenas, trim_freed_memory
 
         limit_arenas()  # before any thread allocates (kube.arenas)
+        trim_freed_memory()
         return asyncio.run(_run(args, opts))
     return 0
 
