@@ -79,6 +79,8 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     assert op["apiserver_pod_webhook_call_ms"]["mean"] > 0
     assert op["cpu_seconds"]["total"] > 0
     assert 0 < op["memory_mib"]["at_start"] <= op["memory_mib"]["peak_rss"]
+    # Shared pages counted once: never above the RSS sum of the same observations.
+    assert 0 < op["memory_mib"]["peak_rss_shared_once"] <= op["memory_mib"]["peak_rss"]
     assert summary["webhook_at_rate"]["failures"] == 0
     assert (tmp_path / summary["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -105,11 +107,11 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     for key in ("create.cpu_s", "rollout.cpu_s", "delete.cpu_s", "create.requests",
                 "rollout.requests", "create.status_patches", "rollout.status_patches",
                 "steady.requests", "create.ratio", "rollout.ratio", "create.first_ready_s",
-                "create.median_set_s", "run.peak_rss_mib", "run.start_rss_mib",
-                "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms",
-                "rate.webhook_server_p99_ms"):
+                "create.median_set_s", "run.peak_rss_mib", "run.peak_shared_once_mib",
+                "run.start_rss_mib", "load.webhook_apiserver_mean_ms",
+                "load.webhook_server_mean_ms", "rate.webhook_server_p99_ms"):
         assert rows[key]["value"] is not None, key
-        assert key in {"create.median_set_s", "run.start_rss_mib",
+        assert key in {"create.median_set_s", "run.start_rss_mib", "run.peak_shared_once_mib",
                        "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms"} \
             or rows[key]["target"] is not None, key
     assert summary["previous_run"] == "20000101T000000Z.json"
