@@ -14,16 +14,21 @@ it imports. Nothing else changes: ``from kubernetes import client`` and ``import
 kubernetes.config`` still import those submodules on demand (the import system does it for a
 package whose attribute is missing); only an attribute read of a submodule nobody imported
 (``import kubernetes; kubernetes.watch``) would fail, and nothing here does that. Of the
-``__init__``'s own attributes only ``__version__`` is read by the client's modules; it is read
-from the installed distribution when first asked for (a module ``__getattr__``), since
-``importlib.metadata`` and the ``email`` parser it imports weigh about 3 MiB resident in a process
-that never asks (the certificate planner, the admission child). When either
-package is already imported (a test process that imported it first), this does nothing.
+``__init__``'s own attributes only ``__version__`` is read by the client's modules (and by
+aiohttp's, in the admission child, which registers ``aiohttp`` bare). It is set when first read
+(a module ``__getattr__``), to the literal the ``__init__`` assigns, read from its source, and
+from the installed distribution's metadata only when the source has no such literal:
+``importlib.metadata`` and what it imports (``zipfile``, ``csv``, the ``email`` parser) weigh about
+1 MiB resident in a process that needs nothing else of them (the certificate planner never reads
+the version; the admission child reads aiohttp's). When either package is already imported (a
+test process that imported it first), this does nothing.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import re
 import sys
 import types
 from collections.abc import Callable
@@ -32,8 +37,20 @@ from typing import Any
 PACKAGES = ("kubernetes", "kubernetes.aio")
 
 
-def _version(distribution: str) -> str:
-    import importlib.metadata  # here: see the module docstring
+_VERSION = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
+
+
+def _version(spec: importlib.machinery.ModuleSpec, distribution: str) -> str:
+    """The ``__version__`` that the package's ``__init__`` (``spec.origin``) assigns, else the
+    installed ``distribution``'s."""
+    try:
+        with open(spec.origin or "", encoding="utf-8") as source:
+            found = _VERSION.search(source.read())
+    except OSError:
+        found = None
+    if found is not None:
+        return found.group(1)
+    import importlib.metadata  # only here: see the module docstring
 
     try:
         return importlib.metadata.version(distribution)
@@ -41,13 +58,14 @@ def _version(distribution: str) -> str:
         return "unknown"
 
 
-def _lazy_version(module: types.ModuleType, distribution: str) -> Callable[[str], Any]:
+def _lazy_version(module: types.ModuleType, spec: importlib.machinery.ModuleSpec,
+                  distribution: str) -> Callable[[str], Any]:
     """A module ``__getattr__`` that sets ``__version__`` when first read."""
 
     def __getattr__(name: str) -> Any:
         if name != "__version__":
             raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
-        version = _version(distribution)
+        version = _version(spec, distribution)
         module.__version__ = version  # type: ignore[attr-defined]
         return version
 
@@ -74,7 +92,8 @@ def bare_packages(names: tuple[str, ...] = PACKAGES) -> bool:
         # What the ``__init__`` would have set besides imports: the client's own modules read
         # the version (``kubernetes.aio.dynamic.discovery`` imports it for its cache file name),
         # looked up when first read.
-        module.__getattr__ = _lazy_version(module, names[0])  # type: ignore[method-assign]
+        module.__getattr__ = _lazy_version(  # type: ignore[method-assign]
+            module, spec, names[0])
         sys.modules[name] = module
         parent, _, child = name.rpartition(".")
         if parent:
