@@ -50,6 +50,7 @@ __all__ = [
     "APPLY_PATCH",
     "MERGE_PATCH",
     "STRATEGIC_MERGE_PATCH",
+    "WATCH_READ_BUFFER",
     "ApiException",
     "KubeClient",
     "Reachability",
@@ -58,6 +59,7 @@ __all__ = [
     "loads",
     "request_info",
     "resolve_proxy",
+    "set_read_size",
 ]
 
 JSON = "application/json"
@@ -73,12 +75,35 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # largest) fit in 32 KiB; a larger body takes more reads, which is all a smaller buffer changes.
 # The admission child does the same for its webhook connections.
 TLS_READ_BUFFER = 32 * 1024
+# What a watch's connection reads at once instead (``KubeClient.stream``): the loop reads a
+# readable socket once per turn, so the read size caps how many events of a busy watch one turn
+# takes in (at 32 KiB about seven pods; a loop busy with passes then fell behind the pods'
+# watch during a create). A handful of watch connections hold it, and only while they stream.
+WATCH_READ_BUFFER = 256 * 1024
 
 
 def limit_tls_read_buffer(size: int = TLS_READ_BUFFER) -> None:
     """Make every TLS connection this process opens from now on read ``size`` bytes at a time
     (``TLS_READ_BUFFER``); asyncio reads the class attribute per connection."""
     asyncio.sslproto.SSLProtocol.max_size = size
+
+
+def set_read_size(response: aiohttp.ClientResponse, size: int) -> bool:
+    """Make the TLS connection carrying ``response`` read ``size`` bytes from its socket at a
+    time from now on (``WATCH_READ_BUFFER``), and close it when the response ends instead of
+    pooling it, so no other request inherits the larger buffer. False when it is no asyncio
+    TLS connection (plain HTTP), which then reads and is pooled as before. asyncio reads the
+    size from the connection's protocol object at every read; its transport keeps that
+    protocol as ``_ssl_protocol``."""
+    connection = response.connection
+    protocol = getattr(connection.transport if connection is not None else None,
+                       "_ssl_protocol", None)
+    handler = connection.protocol if connection is not None else None
+    if handler is None or not isinstance(protocol, asyncio.sslproto.SSLProtocol):
+        return False
+    protocol.max_size = size  # type: ignore[misc]  # asyncio reads it per connection
+    handler.force_close()  # aiohttp closes it, not pools it, once released
+    return True
 
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -269,12 +294,15 @@ class KubeClient:
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, *, query: Mapping[str, str] | None = None,
-                     read_timeout: float | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
+                     read_timeout: float | None = None, read_size: int | None = None,
+                     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """A GET whose answer is read line by line as it arrives (a watch): yields an iterator
         of the lines (``lines_of``), which ends when the server ends the answer. Counted,
         rate-limited and observed like :meth:`raw` (one request, however long it lasts), as
         far as this client counts, limits and observes; ``ApiException`` for a non-2xx
-        status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
+        status. ``read_timeout``: the longest silence tolerated (``TimeoutError``).
+        ``read_size``: the bytes its TLS connection reads from the socket at a time
+        (``set_read_size``, which also keeps that connection out of the pool)."""
         await self._token("GET")
         params = await self.api.param_serialize(
             method="GET", resource_path=path, query_params=list((query or {}).items()) or None,
@@ -293,7 +321,8 @@ class KubeClient:
                 data = await response.read()
                 raise ApiException(status=response.status, reason=response.reason,
                                    body=data.decode(errors="replace"))
-
+            if read_size is not None:
+                set_read_size(response.response, read_size)
             yield lines_of(response.response.content)
         finally:
             response.response.release()

@@ -20,6 +20,9 @@ It behaves as kopf's watch did towards the rest of the operator (``kube.watch``,
   events without a type, exactly as kopf's relisting did: ``kube.gaps`` takes them as the
   signal to resync every kind, and an empty relisting signals nothing (the case the
   architecture doc leaves open, by choice);
+* it takes the loop in slices (``SLICE``), as kopf's thread took the interpreter: the events
+  one read brings are cached one after another until the watch has spent its slice, then
+  whatever else is ready runs (a pass's next step, another kind's events) before its next ones;
 * its requests are not the controller's: like kopf's session, the stream is neither counted
   among the operator's API requests, nor held to its client-side rate limit, nor reported to
   its ``Reachability`` (which stays the signal of the operator's own requests).
@@ -30,12 +33,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 
-from lws_operator.kube.client import ApiException, KubeClient, Reachability, is_status, loads
+from lws_operator.kube.client import (
+    WATCH_READ_BUFFER,
+    ApiException,
+    KubeClient,
+    Reachability,
+    is_status,
+    loads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +58,15 @@ READ_TIMEOUT = SERVER_TIMEOUT + 60
 # Backoff between failed attempts (the API server away, a refused request).
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
+
+# The longest one watch runs its events on the loop before letting other work run (a pass's
+# next step, another kind's events, a Lease renewal): one read can bring hundreds of pod events
+# (``WATCH_READ_BUFFER``), which cached in one step of the loop held every pass up. About what a
+# turn of the loop's passes takes under load, so that a busy watch and the passes share the loop
+# about evenly, as kopf's watch thread and the main loop shared the interpreter.
+SLICE = 0.02
+# A clock for the slice: seconds, monotonic.
+Clock = Callable[[], float]
 
 # What the caches are told of an event: the kind, its type (None for a listing's object) and
 # the object as decoded.
@@ -63,7 +83,8 @@ class ListWatch:
 
     def __init__(self, kube: KubeClient, kind: str, path: str, selector: str | None,
                  observe: Observe, *, chunk_size: int = 500,
-                 server_timeout: int = SERVER_TIMEOUT) -> None:
+                 server_timeout: int = SERVER_TIMEOUT, slice_seconds: float = SLICE,
+                 clock: Clock = time.perf_counter) -> None:
         # The operator's ApiClient (its credentials, TLS and connection pool), without its
         # counters, rate limit and reachability (the module docstring).
         self.kube = KubeClient(kube.api, limiter=None, metrics=None,
@@ -74,6 +95,8 @@ class ListWatch:
         self.observe = observe
         self.chunk_size = chunk_size
         self.server_timeout = server_timeout
+        self.slice = slice_seconds
+        self.clock = clock
         self.version: str | None = None  # where the watch resumes; None: list first
         self.lists = 0  # listings made (not the priming one)
         self.watching = asyncio.Event()  # set while a watch request is open
@@ -154,11 +177,20 @@ class ListWatch:
                  "timeoutSeconds": str(self.server_timeout)}
         if self.version:
             query["resourceVersion"] = self.version
-        async with self.kube.stream(self.path, query=query, read_timeout=READ_TIMEOUT) as lines:
+        async with self.kube.stream(self.path, query=query, read_timeout=READ_TIMEOUT,
+                                    read_size=WATCH_READ_BUFFER) as lines:
             self.watching.set()
+            spent = 0.0  # seconds of the loop this watch has taken since it last yielded
             async for line in lines:
-                if line.strip():
-                    self._event(loads(line))
+                if not line.strip():
+                    continue
+                began = self.clock()
+                self._event(loads(line))
+                spent += self.clock() - began
+                if spent >= self.slice:
+                    # Its slice is used up (``SLICE``): whatever else is ready runs first.
+                    await asyncio.sleep(0)
+                    spent = 0.0
 
     def _event(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}

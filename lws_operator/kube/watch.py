@@ -38,13 +38,15 @@ kopf runs in a thread of its own (our own watches run on the main loop), with it
 loop (kopf's documented embedding): when it exits it cancels every task of its loop that it did
 not see start, which in a shared loop would include the webhooks' request handlers and whoever
 is waiting for it to stop. Its handlers hand each event to the main loop, where the caches and
-the queue live, in batches: an event finding no batch on its way schedules one drain
-``HANDOFF_DELAY`` later, and the events meanwhile join it. Waking the other thread's loop
+the queue live, in batches: an event finding no drain on its way wakes the main loop for one at
+once (the first event of a burst, say a LeaderWorkerSet just created, reaches the queue without a
+delay of ours), and the events meanwhile join it. Waking the other thread's loop
 (``call_soon_threadsafe``, a self-pipe write and a hand-over of the GIL) once per event was the
 watch thread's largest cost after kopf's own processing. While events keep coming, a drain that
-took some schedules the next one itself, on the main loop, so a busy watch thread wakes the main
-loop once per burst, not once per batch (the benchmark's rollout profile showed that wake-up as
-a sixth of kopf's thread); the first drain that finds nothing ends the chain.
+took some schedules the next one itself ``HANDOFF_DELAY`` later, on the main loop, so a busy
+watch thread wakes the main loop once per burst, not once per batch (the benchmark's rollout
+profile showed that wake-up as a sixth of kopf's thread); the first drain that finds nothing
+ends the chain.
 
 An event of an owner (a LeaderWorkerSet) that brings nothing new wakes no pass: when what the
 cache keeps of it (``kube.cache.lean``: no managedFields) equals what it kept before but for
@@ -100,9 +102,9 @@ WATCH_CONNECT_TIMEOUT = 10
 # cached copy). Not measured on its own: the cold-start benchmark's figures include it.
 KOPF_WORKER_IDLE = 0.2
 
-# Seconds between the first event of a batch and its hand-over to the main loop (module
-# docstring): long enough that busy watches hand over several events per wake-up, short next to
-# a pass and to the controllers' own coalescing of child events.
+# Seconds between a drain that took events and the next one (module docstring): long enough
+# that a busy watch hands over several events per drain, short next to a pass and to the
+# controllers' own coalescing of child events. The first event of a burst waits for no drain.
 HANDOFF_DELAY = 0.005
 # Events taken from kopf's thread in one step of the main loop (``Watches._drain``), so a long
 # listing never holds the loop (and with it the Lease's renewals) up for long.
@@ -275,7 +277,7 @@ class Watches:
             if self._drain_pending:
                 return
             self._drain_pending = True
-        loop.call_soon_threadsafe(loop.call_later, HANDOFF_DELAY, self._drain)
+        loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
         """Runs on the main loop: the events queued so far, in arrival order, at most

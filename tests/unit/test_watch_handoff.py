@@ -20,18 +20,26 @@ from lws_operator.kube.watch import HANDOFF_DELAY, WATCHED, Watches
 
 
 class RecordingLoop:
-    """The two loop methods the hand-over uses, recorded instead of scheduled."""
+    """The loop methods the hand-over uses, recorded instead of scheduled; ``delays`` says
+    how long each drain was to wait (0: at the loop's next turn)."""
 
     def __init__(self) -> None:
         self.wakeups = 0
         self.timers: list[Callable[[], None]] = []
+        self.delays: list[float] = []
 
-    def call_soon_threadsafe(self, callback: Callable[..., Any], *args: Any) -> None:
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
         self.wakeups += 1
-        callback(*args)
+        self.delays.append(0.0)
+        self.timers.append(callback)
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self.delays.append(0.0)
+        self.timers.append(callback)
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None:
         assert delay == HANDOFF_DELAY
+        self.delays.append(delay)
         self.timers.append(callback)
 
     def fire(self) -> None:
@@ -66,11 +74,14 @@ def test_a_burst_wakes_the_main_loop_once_and_an_idle_drain_ends_it() -> None:
     w._hand_over("Pod", "ADDED", pod("a"))
     w._hand_over("Pod", "ADDED", pod("b"))
     assert loop.wakeups == 1
+    assert loop.delays == [0.0]  # the burst's first event waits for no delay of ours
     assert names(w) == []
     loop.fire()
     assert names(w) == ["a", "b"]
     assert told == [("ns", "x")] * 2
-    # The burst goes on: the drain that took events scheduled the next one itself.
+    # The burst goes on: the drain that took events scheduled the next one itself, a batch's
+    # delay later.
+    assert loop.delays == [0.0, HANDOFF_DELAY]
     w._hand_over("Pod", "ADDED", pod("c"))
     assert loop.wakeups == 1
     loop.fire()
@@ -80,6 +91,7 @@ def test_a_burst_wakes_the_main_loop_once_and_an_idle_drain_ends_it() -> None:
     assert not w._drain_pending
     w._hand_over("Pod", "ADDED", pod("d"))
     assert loop.wakeups == 2
+    assert loop.delays[-1] == 0.0
     loop.fire()
     assert names(w) == ["a", "b", "c", "d"]
 
