@@ -100,19 +100,16 @@ class Held:
             if stamp != before:
                 owned = tuple(cache[kind].owned_by(key))
                 if kind == "Pod":
-                    self.pods = self._admitted(owned)
+                    # Judged again only for pods that are not the very objects judged before
+                    # (``logic.memo.Memo.select``).
+                    self.pods = self.memo.select("admitted pods", owned, _admitted)
                 self.owned[kind] = owned
         self.stamps = stamps
 
-    def _admitted(self, pods: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
-        """``logic.unmutated.split``'s admitted pods, judged again only for pods that are not
-        the very objects judged before (a pass follows the change of one pod or a few; the
-        objects held until now keep their identities unique)."""
-        held = {id(p) for p in self.owned.get("Pod", ())}
-        admitted = {id(p) for p in self.pods}
-        fresh = [p for p in pods if id(p) not in held]
-        judged = {id(p) for p in unmutated.split(fresh)[0]}
-        return tuple(p for p in pods if id(p) in admitted or id(p) in judged)
+
+def _admitted(pod: dict[str, Any]) -> bool:
+    """Whether the pod webhook admitted the pod (``logic.unmutated.split``)."""
+    return not unmutated.missing_labels(pod)
 
 
 class LeaderWorkerSetReconciler:

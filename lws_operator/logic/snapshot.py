@@ -27,7 +27,10 @@ from lws_operator.logic.hash_groups import Admission
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.reconcile import owned_by
+from lws_operator.logic.restart import failure_trigger
+from lws_operator.logic.restart_budget import is_retained
 from lws_operator.logic.rollout import RolloutDecision
+from lws_operator.logic.stall import unschedulable
 from lws_operator.logic.status_pacing import Deferral
 
 Obj = dict[str, Any]
@@ -148,9 +151,33 @@ class Observed:
         return self.memo.get("lws", (self.body,), lambda: LeaderWorkerSetView(self.body))
 
     @property
+    def leader_pods(self) -> tuple[Obj, ...]:
+        """The leader pods among ``pods``: the same tuple while they are the same objects
+        (``logic.memo.Memo.select``), so what is derived from the leaders alone is kept
+        while only workers change."""
+        return self.memo.select("leaders", self.pods, is_leader)
+
+    @property
     def leaders(self) -> list[Obj]:
-        return list(self.memo.get("leaders", (self.pods,),
-                                  lambda: tuple(p for p in self.pods if is_leader(p))))
+        return list(self.leader_pods)
+
+    @property
+    def failure_triggers(self) -> tuple[Obj, ...]:
+        """The ``pods`` that restarted or are deleting (``logic.restart.failure_trigger``),
+        judged once per pod object (``logic.memo.Memo.select``)."""
+        return self.memo.select("failure triggers", self.pods, failure_trigger)
+
+    @property
+    def retained_pods(self) -> tuple[Obj, ...]:
+        """The ``pods`` our cleanup finalizer retains (``logic.restart_budget.is_retained``),
+        judged once per pod object."""
+        return self.memo.select("retained", self.pods, is_retained)
+
+    @property
+    def unschedulable_pods(self) -> tuple[Obj, ...]:
+        """The ``pods`` the scheduler could not place (``logic.stall.unschedulable``), judged
+        once per pod object."""
+        return self.memo.select("unschedulable", self.pods, unschedulable)
 
     @property
     def moment(self) -> dt.datetime:

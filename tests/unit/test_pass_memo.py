@@ -109,3 +109,62 @@ def test_a_pass_reports_pods_the_webhook_never_saw() -> None:
     assert progressing["reason"] == "PodsNotMutated"
     assert "e.g. sample-1-9" in progressing["message"]
     assert done.events() == [f"event PodsNotMutated: {progressing['message']}"]
+
+
+def test_a_selection_asks_only_about_objects_it_has_not_judged() -> None:
+    memo, asked = Memo(), []
+
+    def keep(obj: dict[str, Any]) -> bool:
+        asked.append(obj["n"])
+        return bool(obj["n"] % 2)
+
+    one, two, three = {"n": 1}, {"n": 2}, {"n": 3}
+    objects = (one, two, three)
+    first = memo.select("odd", objects, keep)
+    assert first == (one, three)
+    assert asked == [1, 2, 3]
+    assert memo.select("odd", objects, keep) is first  # the same tuple: nothing asked
+    assert asked == [1, 2, 3]
+    two_again = {"n": 2}  # a new object of equal content is asked about
+    assert memo.select("odd", (one, two_again, three), keep) is first  # same objects kept
+    assert asked == [1, 2, 3, 2]
+    five = {"n": 5}
+    assert memo.select("odd", (one, two_again, five), keep) == (one, five)
+    assert asked == [1, 2, 3, 2, 5]
+    assert memo.select("odd", (five, one), keep) == (five, one)  # their order, none asked
+    assert asked == [1, 2, 3, 2, 5]
+    assert memo.select("odd", (), keep) == ()
+    assert memo.select("odd", (one,), keep) == (one,)  # forgotten once left out
+    assert asked == [1, 2, 3, 2, 5, 1]
+    assert memo.select("other", (one, two), keep) == (one,)  # each name judges on its own
+    assert asked == [1, 2, 3, 2, 5, 1, 1, 2]
+    assert len(memo) == 2
+
+
+def test_owned_by_lists_an_owners_objects_in_name_order_through_every_change() -> None:
+    """``owned_by`` keeps each owner's sorted names until one joins or leaves: a table of
+    joins, changes, departures and relabelings, checked after each against a fresh sort."""
+    store = KindStore("Pod")
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("upsert", _pod("c", "1")), ("upsert", _pod("a", "2")), ("upsert", _pod("b", "3")),
+        ("upsert", _pod("a", "4")),  # a change: same members
+        ("upsert", _pod("a0", "5", owner="other")),
+        ("delete", _pod("b", "3")),
+        ("upsert", _pod("b", "6")),  # back again
+        ("upsert", _pod("c", "7", owner="other")),  # relabelled to another owner
+        ("upsert", {**_pod("a", "8"), "metadata": {**_pod("a", "8")["metadata"],
+                                                   "labels": {}}}),  # no owner at all
+        ("upsert", _pod("a", "9")),
+    ]
+    for op, obj in steps:
+        getattr(store, op)(obj)
+        for owner in (OWNER, ("ns", "other")):
+            names = [o["metadata"]["name"] for o in store.owned_by(owner)]
+            expected = sorted(o["metadata"]["name"] for o in store._objects.values()
+                              if o["metadata"]["labels"].get(
+                                  "leaderworkerset.sigs.k8s.io/name") == owner[1])
+            assert names == expected, (op, obj["metadata"])
+            assert all(o is store.get("ns", o["metadata"]["name"])
+                       for o in store.owned_by(owner))  # the stored objects, latest ones
+    assert [o["metadata"]["name"] for o in store.owned_by(OWNER)] == ["a", "b"]
+    assert [o["metadata"]["name"] for o in store.owned_by(("ns", "other"))] == ["a0", "c"]
