@@ -331,7 +331,23 @@ class ClusterCache:
         self._departed: dict[Key, dict[str, Any]] = {}
 
     def bury(self, owner: Key, pod: Mapping[str, Any]) -> None:
+        """Keep the last state of a deleted pod for its owner's next pass, unless the owner is
+        being deleted or gone: its passes only clean up and drop every tombstone unread
+        (``controllers.leaderworkerset``), so a deleted set's pods cost no copy."""
+        if self._departing(owner):
+            return
         self._tombstones[owner].append(lean(pod, "Pod"))
+
+    def _departing(self, owner: Key) -> bool:
+        """Whether the LeaderWorkerSet ``owner`` is cached as being deleted, or was seen
+        deleted and is not cached again (a namesake created since is not departing)."""
+        store = self.stores.get("LeaderWorkerSet")
+        if store is None:
+            return False
+        lws = store.get(*owner)
+        if lws is None:
+            return owner in self._departed
+        return bool(meta_of(lws).get("deletionTimestamp"))
 
     def take_tombstones(self, owner: Key) -> list[dict[str, Any]]:
         return self._tombstones.pop(owner, [])
