@@ -82,6 +82,9 @@ class Held:
         self.workloads = InNamespace(cache["Workload"], namespace)
         self.volcano_groups = InNamespace(cache["VolcanoPodGroup"], namespace)
         self.memo = Memo()
+        # The snapshot's fields read from the cache (``logic.snapshot.CACHED_FIELDS``), as
+        # of the last ``refresh``.
+        self.cached: dict[str, Any] = {}
 
     def refresh(self, cache: ClusterCache, key: Key, lws: dict[str, Any]) -> None:
         """Up to date with the cache: only what changed is read again."""
@@ -93,7 +96,7 @@ class Held:
         stamps = (stores["Pod"].changed(key), stores["StatefulSet"].changed(key),
                   stores["Deployment"].changed(key), stores["ControllerRevision"].changed(key),
                   stores["PodGroup"].changed(key))  # in the order of _OWNED_KINDS
-        if stamps == self.stamps:
+        if stamps == self.stamps and self.cached.get("body") is self.body:
             return
         for kind, stamp, before in zip(_OWNED_KINDS, stamps,
                                        self.stamps or (None,) * len(stamps), strict=True):
@@ -105,6 +108,13 @@ class Held:
                     self.pods = self.memo.select("admitted pods", owned, _admitted)
                 self.owned[kind] = owned
         self.stamps = stamps
+        kinds = self.owned
+        self.cached = {
+            "body": self.body, "pods": self.pods, "all_pods": kinds["Pod"],
+            "statefulsets": kinds["StatefulSet"], "deployments": kinds["Deployment"],
+            "services": self.services, "revisions": kinds["ControllerRevision"],
+            "pod_groups": kinds["PodGroup"], "workloads": self.workloads,
+            "volcano_groups": self.volcano_groups, "memo": self.memo}
 
 
 def _admitted(pod: dict[str, Any]) -> bool:
@@ -150,21 +160,9 @@ class LeaderWorkerSetReconciler:
         if held is None:
             held = self.held[key] = Held(self.cache, namespace)
         held.refresh(self.cache, key, lws)
-        owned = held.owned
-        return Observed(
-            body=held.body,
-            pods=held.pods,
-            all_pods=owned["Pod"],
-            statefulsets=owned["StatefulSet"],
-            deployments=owned["Deployment"],
-            services=held.services,
-            revisions=owned["ControllerRevision"],
-            pod_groups=owned["PodGroup"],
-            workloads=held.workloads,
-            volcano_groups=held.volcano_groups,
-            tombstones=tombstones, now=self.now(), clock=self.clock(),
-            options=self._options(), memory=self.memory.get(key, NO_MEMORY), decided=decided,
-            collected=collected, fetched=fetched or {}, memo=held.memo)
+        return Observed.assemble(held.cached, tombstones, self.now(), self.clock(),
+                                 self._options(), self.memory.get(key, NO_MEMORY), decided,
+                                 collected, fetched or {})
 
     def _options(self) -> Options:
         options = self._last_options

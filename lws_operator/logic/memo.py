@@ -19,6 +19,7 @@ LeaderWorkerSet, dropped with it (``controllers.leaderworkerset``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import compress
 from operator import is_
 from typing import Any, TypeVar
 
@@ -67,17 +68,14 @@ class Memo:
         if held is not None and held[0] is objects:
             return held[2]
         before = held[1] if held is not None else {}
-        verdicts: dict[int, bool] = {}
-        kept: list[Item] = []
-        for obj in objects:
-            ident = id(obj)
-            verdict = before.get(ident)
-            if verdict is None:
-                verdict = keep(obj)
-            verdicts[ident] = verdict
-            if verdict:
-                kept.append(obj)
-        out = tuple(kept)
+        idents = list(map(id, objects))
+        marks: list[bool | None] = list(map(before.get, idents))
+        if None in marks:  # objects not judged before (a verdict is never None)
+            for index, mark in enumerate(marks):
+                if mark is None:
+                    marks[index] = bool(keep(objects[index]))
+        verdicts: dict[int, bool] = dict(zip(idents, marks, strict=True))  # type: ignore[arg-type]
+        out = tuple(compress(objects, marks))
         if held is not None and len(held[2]) == len(out) and all(map(is_, held[2], out)):
             out = held[2]  # the same selection: the same tuple, for memos keyed by it
         self._selections[name] = (objects, verdicts, out)

@@ -5,11 +5,13 @@ controller's held snapshot inputs (``controllers.leaderworkerset.Held``)."""
 from __future__ import annotations
 
 import copy
+from dataclasses import fields
 from typing import Any
 
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.kube.cache import ClusterCache, KindStore
 from lws_operator.logic.memo import Memo
+from lws_operator.logic.snapshot import CACHED_FIELDS, Decided, Memory, Observed, Options
 from tests.unit.reconciler_world import at_rest, built_world, manifest, plan_pass
 
 OWNER = ("ns", "sample")
@@ -91,6 +93,28 @@ def test_held_inputs_follow_the_cache() -> None:
     assert held.body is not body
     assert held.body["metadata"]["resourceVersion"] == "901"
     assert held.body["kind"] == "LeaderWorkerSet"
+    assert held.cached["body"] is held.body  # a new body alone refreshes the snapshot fields
+    assert held.cached["pods"] is held.pods
+    assert tuple(held.cached) == CACHED_FIELDS
+
+
+def test_an_assembled_snapshot_is_the_snapshot_its_fields_make() -> None:
+    world = at_rest(built_world(manifest(size=2, replicas=2)))
+    held = Held(world.cache, "ns")
+    lws = world.cache["LeaderWorkerSet"].get(*OWNER)
+    assert lws is not None
+    held.refresh(world.cache, OWNER, lws)
+    rest: dict[str, Any] = {
+        "tombstones": ({"metadata": {"name": "gone"}},), "now": "2026-01-01T00:00:00Z",
+        "clock": 5.0, "options": Options(60.0), "memory": Memory(reported=frozenset({"u"})),
+        "decided": Decided(key="k"), "collected": ("why",), "fetched": {"/x": {}}}
+    assembled = Observed.assemble(held.cached, *rest.values())
+    built = Observed(**held.cached, **rest)
+    assert assembled == built
+    assert {f.name for f in fields(Observed)} == {*CACHED_FIELDS, *rest}  # every field set
+    for name in (f.name for f in fields(Observed)):
+        assert getattr(assembled, name) is getattr(built, name), name
+    assert assembled.lws.name == "sample"
 
 
 def test_a_pass_reports_pods_the_webhook_never_saw() -> None:
