@@ -185,7 +185,8 @@ class LeaderWorkerSetReconciler:
 
         def observe(decided: Decided, collected: tuple[str, ...],
                     fetched: Mapping[str, dict[str, Any]]) -> Observed | None:
-            return self.observe(key, tombstones, decided, collected, dict(fetched))
+            return self.observe(key, tombstones, decided, collected,
+                                dict(fetched) if fetched else None)
 
         def adopt(decided: Decided, plan: Plan) -> Decided:
             if isinstance(plan.carry, Decided):
