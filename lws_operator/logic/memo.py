@@ -19,6 +19,7 @@ LeaderWorkerSet, dropped with it (``controllers.leaderworkerset``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from itertools import compress
 from operator import is_
 from typing import Any, TypeVar
@@ -35,13 +36,14 @@ def _same(a: object, b: object) -> bool:
 class Memo:
     """The last result of each named derivation, with its inputs (module docstring)."""
 
-    __slots__ = ("_entries", "_selections")
+    __slots__ = ("_entries", "_listed", "_selections")
 
     def __init__(self) -> None:
         self._entries: dict[str, tuple[tuple[object, ...], Any]] = {}
         # Per name: the objects of the last selection, each one's verdict by identity, and
         # the objects kept (``select``).
         self._selections: dict[str, tuple[tuple[Any, ...], dict[int, bool], tuple[Any, ...]]] = {}
+        self._listed: tuple[tuple[Any, ...], list[int]] = ((), [])
 
     def get(self, name: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
         """``compute()``, or its result for the same ``inputs`` when this memo holds it."""
@@ -68,18 +70,26 @@ class Memo:
         if held is not None and held[0] is objects:
             return held[2]
         before = held[1] if held is not None else {}
-        idents = list(map(id, objects))
+        idents = self._idents(objects)
         marks: list[bool | None] = list(map(before.get, idents))
-        if None in marks:  # objects not judged before (a verdict is never None)
-            for index, mark in enumerate(marks):
-                if mark is None:
-                    marks[index] = bool(keep(objects[index]))
+        with suppress(ValueError):  # the objects not judged before (a verdict is never None)
+            index = marks.index(None)
+            while True:
+                marks[index] = bool(keep(objects[index]))
+                index = marks.index(None, index + 1)
         verdicts: dict[int, bool] = dict(zip(idents, marks, strict=True))  # type: ignore[arg-type]
         out = tuple(compress(objects, marks))
         if held is not None and len(held[2]) == len(out) and all(map(is_, held[2], out)):
             out = held[2]  # the same selection: the same tuple, for memos keyed by it
         self._selections[name] = (objects, verdicts, out)
         return out
+
+    def _idents(self, objects: tuple[Any, ...]) -> list[int]:
+        """The identities of ``objects``, listed once for the selections over one tuple (a
+        snapshot's pods are selected from several times)."""
+        if self._listed[0] is not objects:
+            self._listed = (objects, list(map(id, objects)))
+        return self._listed[1]
 
     def __len__(self) -> int:
         return len(self._entries) + len(self._selections)
