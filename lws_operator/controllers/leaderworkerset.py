@@ -82,6 +82,9 @@ class Held:
         self.workloads = InNamespace(cache["Workload"], namespace)
         self.volcano_groups = InNamespace(cache["VolcanoPodGroup"], namespace)
         self.memo = Memo()
+        # The snapshot's fields read from the cache (``logic.snapshot.CACHED_FIELDS``), as
+        # of the last ``refresh``.
+        self.cached: dict[str, Any] = {}
 
     def refresh(self, cache: ClusterCache, key: Key, lws: dict[str, Any]) -> None:
         """Up to date with the cache: only what changed is read again."""
@@ -93,26 +96,30 @@ class Held:
         stamps = (stores["Pod"].changed(key), stores["StatefulSet"].changed(key),
                   stores["Deployment"].changed(key), stores["ControllerRevision"].changed(key),
                   stores["PodGroup"].changed(key))  # in the order of _OWNED_KINDS
-        if stamps == self.stamps:
+        if stamps == self.stamps and self.cached.get("body") is self.body:
             return
         for kind, stamp, before in zip(_OWNED_KINDS, stamps,
                                        self.stamps or (None,) * len(stamps), strict=True):
             if stamp != before:
                 owned = tuple(cache[kind].owned_by(key))
                 if kind == "Pod":
-                    self.pods = self._admitted(owned)
+                    # Judged again only for pods that are not the very objects judged before
+                    # (``logic.memo.Memo.select``).
+                    self.pods = self.memo.select("admitted pods", owned, _admitted)
                 self.owned[kind] = owned
         self.stamps = stamps
+        kinds = self.owned
+        self.cached = {
+            "body": self.body, "pods": self.pods, "all_pods": kinds["Pod"],
+            "statefulsets": kinds["StatefulSet"], "deployments": kinds["Deployment"],
+            "services": self.services, "revisions": kinds["ControllerRevision"],
+            "pod_groups": kinds["PodGroup"], "workloads": self.workloads,
+            "volcano_groups": self.volcano_groups, "memo": self.memo}
 
-    def _admitted(self, pods: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
-        """``logic.unmutated.split``'s admitted pods, judged again only for pods that are not
-        the very objects judged before (a pass follows the change of one pod or a few; the
-        objects held until now keep their identities unique)."""
-        held = {id(p) for p in self.owned.get("Pod", ())}
-        admitted = {id(p) for p in self.pods}
-        fresh = [p for p in pods if id(p) not in held]
-        judged = {id(p) for p in unmutated.split(fresh)[0]}
-        return tuple(p for p in pods if id(p) in admitted or id(p) in judged)
+
+def _admitted(pod: dict[str, Any]) -> bool:
+    """Whether the pod webhook admitted the pod (``logic.unmutated.split``)."""
+    return not unmutated.missing_labels(pod)
 
 
 class LeaderWorkerSetReconciler:
@@ -153,21 +160,9 @@ class LeaderWorkerSetReconciler:
         if held is None:
             held = self.held[key] = Held(self.cache, namespace)
         held.refresh(self.cache, key, lws)
-        owned = held.owned
-        return Observed(
-            body=held.body,
-            pods=held.pods,
-            all_pods=owned["Pod"],
-            statefulsets=owned["StatefulSet"],
-            deployments=owned["Deployment"],
-            services=held.services,
-            revisions=owned["ControllerRevision"],
-            pod_groups=owned["PodGroup"],
-            workloads=held.workloads,
-            volcano_groups=held.volcano_groups,
-            tombstones=tombstones, now=self.now(), clock=self.clock(),
-            options=self._options(), memory=self.memory.get(key, NO_MEMORY), decided=decided,
-            collected=collected, fetched=fetched or {}, memo=held.memo)
+        return Observed.assemble(held.cached, tombstones, self.now(), self.clock(),
+                                 self._options(), self.memory.get(key, NO_MEMORY), decided,
+                                 collected, fetched or {})
 
     def _options(self) -> Options:
         options = self._last_options
@@ -190,7 +185,8 @@ class LeaderWorkerSetReconciler:
 
         def observe(decided: Decided, collected: tuple[str, ...],
                     fetched: Mapping[str, dict[str, Any]]) -> Observed | None:
-            return self.observe(key, tombstones, decided, collected, dict(fetched))
+            return self.observe(key, tombstones, decided, collected,
+                                dict(fetched) if fetched else None)
 
         def adopt(decided: Decided, plan: Plan) -> Decided:
             if isinstance(plan.carry, Decided):

@@ -133,8 +133,10 @@ class PassRunner:
                 return Ran(None, soonest, True, False, decided, tuple(every))
             decided = settle(decided, outcome)
             collected, requeue = tuple(outcome.collected), outcome.requeue_after
-            every.extend(collected)
-            soonest = earliest(soonest, requeue)
+            if collected:
+                every.extend(collected)
+            if requeue is not None:  # most plans ask for none
+                soonest = earliest(soonest, requeue)
             if outcome.stop:
                 return Ran(requeue, soonest, False, True, decided, tuple(every))
         return Ran(requeue, soonest, False, False, decided, tuple(every))
@@ -148,6 +150,8 @@ class PassRunner:
         read asks for one more Node), so reading repeats, a few rounds at most; a step still
         asking after them ends the pass, to be looked at again shortly."""
         plan = step(obs)
+        if not plan.reads:
+            return plan  # most steps: nothing to read
         fetched: dict[str, dict[str, Any]] = {}
         for _ in range(READ_ROUNDS):
             if not plan.reads:

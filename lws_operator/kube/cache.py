@@ -189,6 +189,9 @@ class KindStore:
         # When each owner's objects last changed (``changed``), for owners that have some.
         self._stamp = 0
         self._changed: dict[Key, int] = {}
+        # Per owner: its objects' keys in name order, until one joins or leaves (``owned_by``
+        # sorted them on every call, and most events change an object, not the membership).
+        self._sorted: dict[Key, list[Key]] = {}
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -203,10 +206,17 @@ class KindStore:
         stored = self._objects.get(key)
         if (stored is not None and _newer(stored, obj)) or cached_uid(obj) in self._gone:
             return owner
+        if owner is not None and self._owner_of.get(key) == owner:
+            # A new state of an object its owner holds already: the membership stays.
+            self._objects[key] = lean(obj, self.kind)
+            self._stamp += 1
+            self._changed[owner] = self._stamp
+            return owner
         self._unindex(key)
         self._objects[key] = lean(obj, self.kind)
         if owner is not None:
             self._by_owner[owner].add(key)
+            self._sorted.pop(owner, None)
             self._owner_of[key] = owner
             self._stamp += 1
             self._changed[owner] = self._stamp
@@ -243,6 +253,7 @@ class KindStore:
         if owner is not None:
             self._stamp += 1
             self._changed[owner] = self._stamp
+            self._sorted.pop(owner, None)
             members = self._by_owner.get(owner)
             if members is not None:
                 members.discard(key)
@@ -271,7 +282,14 @@ class KindStore:
 
     def owned_by(self, owner: Key) -> list[dict[str, Any]]:
         """Objects labelled with the LeaderWorkerSet ``owner``, in name order."""
-        return [self._objects[k] for k in sorted(self._by_owner.get(owner, ()))]
+        keys = self._sorted.get(owner)
+        if keys is None:
+            members = self._by_owner.get(owner)
+            if not members:
+                return []
+            keys = self._sorted[owner] = sorted(members)
+        objects = self._objects
+        return [objects[k] for k in keys]
 
     def in_namespace(self, namespace: str) -> list[dict[str, Any]]:
         """Every object of the namespace, labelled or not (for kinds watched without a label
@@ -313,7 +331,23 @@ class ClusterCache:
         self._departed: dict[Key, dict[str, Any]] = {}
 
     def bury(self, owner: Key, pod: Mapping[str, Any]) -> None:
+        """Keep the last state of a deleted pod for its owner's next pass, unless the owner is
+        being deleted or gone: its passes only clean up and drop every tombstone unread
+        (``controllers.leaderworkerset``), so a deleted set's pods cost no copy."""
+        if self._departing(owner):
+            return
         self._tombstones[owner].append(lean(pod, "Pod"))
+
+    def _departing(self, owner: Key) -> bool:
+        """Whether the LeaderWorkerSet ``owner`` is cached as being deleted, or was seen
+        deleted and is not cached again (a namesake created since is not departing)."""
+        store = self.stores.get("LeaderWorkerSet")
+        if store is None:
+            return False
+        lws = store.get(*owner)
+        if lws is None:
+            return owner in self._departed
+        return bool(meta_of(lws).get("deletionTimestamp"))
 
     def take_tombstones(self, owner: Key) -> list[dict[str, Any]]:
         return self._tombstones.pop(owner, [])

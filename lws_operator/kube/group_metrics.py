@@ -130,6 +130,10 @@ class GroupMetrics:
         # Per key: each group's last view and the objects it was derived from
         # (``logic.group_metrics.group_views``), for its live groups only.
         self._views: dict[Key, derive.Known] = {}
+        # Per key: the LeaderWorkerSet object, the group views and the rollout view the last
+        # export was derived from (``_observe`` skips an export that would repeat it).
+        self._derived: dict[Key, tuple[object, tuple[list[derive.GroupView],
+                                                      derive.RolloutView]]] = {}
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> GroupMetrics:
@@ -159,9 +163,18 @@ class GroupMetrics:
         statefulsets = cache["StatefulSet"].owned_by(key)
         views = derive.group_views(lws, pods, statefulsets, self._views.setdefault(key, {}))
         leader_sts = next((s for s in statefulsets if meta_of(s).get("name") == name), None)
+        rollout_view = derive.rollout_view(lws, leader_sts)
+        budget = disruption.budget_of(lws.annotations, lws.replicas)
         previous = self._memory.get(key)
-        memory, seen = derive.observe(previous, lws, views,
-                                      derive.rollout_view(lws, leader_sts), self.clock())
+        derived = self._derived.get(key)
+        if previous is not None and budget is None and derived is not None \
+                and derived[0] is obj and derived[1] == (views, rollout_view):
+            # A change that moved no group's view (a worker's status), of the same set: the
+            # derivations would repeat the last export's values and see no transition.
+            self._read[key] = read
+            return
+        self._derived[key] = (obj, (views, rollout_view))
+        memory, seen = derive.observe(previous, lws, views, rollout_view, self.clock())
         if previous is None:  # every reason's series from the start, so rates work
             for reason in derive.RECREATION_REASONS:
                 self.recreations.labels(namespace, name, reason)
@@ -193,7 +206,6 @@ class GroupMetrics:
         for group, value in remaining.items():
             self.budget.labels(namespace, name, group).set(value)
         self._budget_groups[key] = set(remaining)
-        budget = disruption.budget_of(lws.annotations, lws.replicas)
         if budget is None:
             with contextlib.suppress(KeyError):
                 self.disrupted.remove(namespace, name)
@@ -216,6 +228,7 @@ class GroupMetrics:
         """Remove every series of ``key`` (the LeaderWorkerSet is gone or being deleted)."""
         self._read.pop(key, None)
         self._views.pop(key, None)
+        self._derived.pop(key, None)
         self._rolled_back.pop(key, None)
         if self._memory.pop(key, None) is None and key not in self._budget_groups:
             return

@@ -19,9 +19,13 @@ LeaderWorkerSet, dropped with it (``controllers.leaderworkerset``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
+from itertools import compress
+from operator import is_
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+Item = TypeVar("Item")
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -32,10 +36,14 @@ def _same(a: object, b: object) -> bool:
 class Memo:
     """The last result of each named derivation, with its inputs (module docstring)."""
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "_listed", "_selections")
 
     def __init__(self) -> None:
         self._entries: dict[str, tuple[tuple[object, ...], Any]] = {}
+        # Per name: the objects of the last selection, each one's verdict by identity, and
+        # the objects kept (``select``).
+        self._selections: dict[str, tuple[tuple[Any, ...], dict[int, bool], tuple[Any, ...]]] = {}
+        self._listed: tuple[tuple[Any, ...], list[int]] = ((), [])
 
     def get(self, name: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
         """``compute()``, or its result for the same ``inputs`` when this memo holds it."""
@@ -49,5 +57,39 @@ class Memo:
         self._entries[name] = (inputs, value)
         return value
 
+    def select(self, name: str, objects: tuple[Item, ...], keep: Callable[[Item], bool]
+               ) -> tuple[Item, ...]:
+        """The ``objects`` for which ``keep`` (a pure function of the object alone) holds, in
+        their order. ``keep`` is asked only
+        about objects that were not among the last call's (by identity): a pass follows the
+        change of one pod or a few, and asking about every pod of the set again was a scan
+        per pass. The last call's objects are held, so their identities stay unique. When
+        the very same objects are kept as last time, the last call's tuple is returned, so a
+        ``get`` keyed by it (the leaders of a set whose worker pod changed) still holds."""
+        held = self._selections.get(name)
+        if held is not None and held[0] is objects:
+            return held[2]
+        before = held[1] if held is not None else {}
+        idents = self._idents(objects)
+        marks: list[bool | None] = list(map(before.get, idents))
+        with suppress(ValueError):  # the objects not judged before (a verdict is never None)
+            index = marks.index(None)
+            while True:
+                marks[index] = bool(keep(objects[index]))
+                index = marks.index(None, index + 1)
+        verdicts: dict[int, bool] = dict(zip(idents, marks, strict=True))  # type: ignore[arg-type]
+        out = tuple(compress(objects, marks))
+        if held is not None and len(held[2]) == len(out) and all(map(is_, held[2], out)):
+            out = held[2]  # the same selection: the same tuple, for memos keyed by it
+        self._selections[name] = (objects, verdicts, out)
+        return out
+
+    def _idents(self, objects: tuple[Any, ...]) -> list[int]:
+        """The identities of ``objects``, listed once for the selections over one tuple (a
+        snapshot's pods are selected from several times)."""
+        if self._listed[0] is not objects:
+            self._listed = (objects, list(map(id, objects)))
+        return self._listed[1]
+
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._selections)

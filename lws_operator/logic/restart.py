@@ -68,6 +68,12 @@ def restarted(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+def failure_trigger(pod: Mapping[str, Any]) -> bool:
+    """Whether a live pod may call for its group's recreation: it restarted or is deleting
+    (``scan_failures`` judges whether it does)."""
+    return restarted(pod) or deleting(pod)
+
+
 PendingState = Literal["gated", "starting", "unschedulable"]
 
 
@@ -182,19 +188,26 @@ def recreating(lws: LWS) -> bool:
 
 def scan_failures(lws: LWS, pods: Iterable[Mapping[str, Any]],
                   statefulsets: Iterable[Mapping[str, Any]],
-                  deleted: Iterable[Mapping[str, Any]] = ()) -> FailureScan:
+                  deleted: Iterable[Mapping[str, Any]] = (),
+                  triggered: Iterable[Mapping[str, Any]] | None = None) -> FailureScan:
     """The groups to recreate this pass (at most one per leader), and the recreations skipped
-    because a pod of the group is unschedulable."""
+    because a pod of the group is unschedulable. ``triggered``: the ``pods`` that are a
+    ``failure_trigger``, in their order, when the caller knows them already."""
     view = lws_view(lws)
     if not view.recreates_groups:
         return FailureScan([], [])
-    waits = view.recreate_after_start
-    size = view.size
-    live = list(pods)
-    triggers = [p for p in live if restarted(p) or deleting(p)]
+    live = list(pods) if triggered is None else None
+    if live is not None:
+        triggers = [p for p in live if failure_trigger(p)]
+    else:
+        triggers = list(triggered or ())
     triggers += list(deleted)
     if not triggers:
         return FailureScan([], [])  # the common case: nothing failed
+    if live is None:
+        live = list(pods)
+    waits = view.recreate_after_start
+    size = view.size
     by_name = {str(meta_of(p).get("name")): p for p in live}
     # A worker names its leader by host name (the pod name in Ordinal mode, `<lws>-<key prefix>`
     # in Hash mode).

@@ -287,6 +287,11 @@ def _group_of(pod: Mapping[str, Any]) -> str:
     return group_index(pod) or ""
 
 
+def is_retained(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` carries our cleanup finalizer (its exhausted group retains it)."""
+    return CLEANUP_FINALIZER in (meta_of(pod).get("finalizers") or [])
+
+
 def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, current_key: str,
                  partition: int, deleting: bool = False, groups: Iterable[str] = ()) -> Release:
     """Which retained groups to release this pass.
@@ -301,7 +306,7 @@ def plan_release(pods: Iterable[Mapping[str, Any]], *, replicas: int | None, cur
       ordinal: ``hash_groups.release_scaled_down``).
     """
     pods = list(pods)
-    retained = [p for p in pods if CLEANUP_FINALIZER in (meta_of(p).get("finalizers") or [])]
+    retained = [p for p in pods if is_retained(p)]
     if not retained:
         return Release()
     if deleting:

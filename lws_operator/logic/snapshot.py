@@ -27,7 +27,10 @@ from lws_operator.logic.hash_groups import Admission
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.reconcile import owned_by
+from lws_operator.logic.restart import failure_trigger
+from lws_operator.logic.restart_budget import is_retained
 from lws_operator.logic.rollout import RolloutDecision
+from lws_operator.logic.stall import unschedulable
 from lws_operator.logic.status_pacing import Deferral
 
 Obj = dict[str, Any]
@@ -93,6 +96,11 @@ class Decided:
     kept_tombstones: frozenset[str] | None = None
 
 
+# The fields of a snapshot read from the watch caches (``Observed.assemble``).
+CACHED_FIELDS = ("body", "pods", "all_pods", "statefulsets", "deployments", "services",
+                 "revisions", "pod_groups", "workloads", "volcano_groups", "memo")
+
+
 @dataclass(frozen=True, init=False)
 class Observed:
     """A LeaderWorkerSet and its objects as the caches hold them, plus the clock and options.
@@ -143,14 +151,59 @@ class Observed:
             decided=decided, collected=collected,
             fetched={} if fetched is None else fetched, memo=Memo() if memo is None else memo)
 
+    @classmethod
+    def assemble(cls, cached: Mapping[str, Any], tombstones: tuple[Obj, ...], now: str,
+                 clock: float, options: Options, memory: Memory, decided: Decided,
+                 collected: tuple[str, ...], fetched: Mapping[str, Obj]) -> Observed:
+        """The snapshot ``Observed(**cached, tombstones=..., ...)`` builds, ``cached``
+        holding the ``CACHED_FIELDS`` by name: the controller keeps them while its cache has
+        not changed for the set, and builds a snapshot before every step (nineteen keyword
+        arguments cost more than the dict copy)."""
+        obs = cls.__new__(cls)
+        fields = obs.__dict__
+        fields.update(cached)
+        fields["tombstones"] = tombstones
+        fields["now"] = now
+        fields["clock"] = clock
+        fields["options"] = options
+        fields["memory"] = memory
+        fields["decided"] = decided
+        fields["collected"] = collected
+        fields["fetched"] = fetched
+        return obs
+
     @cached_property
     def lws(self) -> LeaderWorkerSetView:
         return self.memo.get("lws", (self.body,), lambda: LeaderWorkerSetView(self.body))
 
     @property
+    def leader_pods(self) -> tuple[Obj, ...]:
+        """The leader pods among ``pods``: the same tuple while they are the same objects
+        (``logic.memo.Memo.select``), so what is derived from the leaders alone is kept
+        while only workers change."""
+        return self.memo.select("leaders", self.pods, is_leader)
+
+    @property
     def leaders(self) -> list[Obj]:
-        return list(self.memo.get("leaders", (self.pods,),
-                                  lambda: tuple(p for p in self.pods if is_leader(p))))
+        return list(self.leader_pods)
+
+    @property
+    def failure_triggers(self) -> tuple[Obj, ...]:
+        """The ``pods`` that restarted or are deleting (``logic.restart.failure_trigger``),
+        judged once per pod object (``logic.memo.Memo.select``)."""
+        return self.memo.select("failure triggers", self.pods, failure_trigger)
+
+    @property
+    def retained_pods(self) -> tuple[Obj, ...]:
+        """The ``pods`` our cleanup finalizer retains (``logic.restart_budget.is_retained``),
+        judged once per pod object."""
+        return self.memo.select("retained", self.pods, is_retained)
+
+    @property
+    def unschedulable_pods(self) -> tuple[Obj, ...]:
+        """The ``pods`` the scheduler could not place (``logic.stall.unschedulable``), judged
+        once per pod object."""
+        return self.memo.select("unschedulable", self.pods, unschedulable)
 
     @property
     def moment(self) -> dt.datetime:

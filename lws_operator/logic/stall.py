@@ -54,6 +54,12 @@ def _unschedulable_since(pod: Mapping[str, Any]) -> tuple[float, str] | None:
     return None
 
 
+def unschedulable(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` reports the scheduler could not place it, since a known time (what
+    ``find_stall`` reads of a pod beyond its revision and deletion)."""
+    return _unschedulable_since(pod) is not None
+
+
 @dataclass(frozen=True)
 class Stall:
     """Unschedulable pods of the current revision: those past the grace period (stalled), and

@@ -48,6 +48,34 @@ def test_tombstones_are_taken_once() -> None:
     assert cache.take_tombstones(("ns", "a")) == []
 
 
+def _lws(state: str) -> dict[str, Any]:
+    lws = obj("a", lws=None)
+    if state == "deleting":
+        lws["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return lws
+
+
+@pytest.mark.parametrize(("history", "buried"), [
+    ((), True),  # not cached (yet): kept, a pass decides
+    (("live",), True),
+    (("deleting",), False),  # its passes only clean up: no copy
+    (("live", "deleted"), False),  # seen deleted
+    (("live", "deleted", "live"), True),  # a namesake created since
+])
+def test_a_set_being_deleted_gets_no_tombstones(history: tuple[str, ...], buried: bool) -> None:
+    cache = ClusterCache()
+    for state in history:
+        if state == "deleted":
+            cache["LeaderWorkerSet"].delete(_lws("live"), gone=True)
+            cache.depart(("ns", "a"), _lws("live"))
+        else:
+            cache["LeaderWorkerSet"].upsert(_lws(state))
+    cache.bury(("ns", "a"), obj("a-0-1"))
+    cache.bury(("ns", "b"), obj("b-0-1", lws="b"))  # another set's: always kept
+    assert len(cache.tombstones(("ns", "a"))) == int(buried)
+    assert len(cache.tombstones(("ns", "b"))) == 1
+
+
 def test_synced_needs_every_kind() -> None:
     cache = ClusterCache()
     for kind in ClusterCache.KINDS[:-1]:

@@ -37,6 +37,7 @@ from lws_operator.logic import (
     group_metrics,
     hash_groups,
     readiness,
+    stall,
     unmutated,
     volcano,
 )
@@ -45,10 +46,16 @@ from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.observed import POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
 from lws_operator.logic.reconcile import decide_revision
-from lws_operator.logic.restart import Recreation, apply_unschedulable, scan_failures
+from lws_operator.logic.restart import (
+    Recreation,
+    apply_unschedulable,
+    failure_trigger,
+    scan_failures,
+)
 from lws_operator.logic.restart_budget import (
     CLEANUP_FINALIZER,
     apply_degraded,
+    is_retained,
     plan_release,
     still_pending,
     unfinished_exhaustions,
@@ -313,6 +320,11 @@ READERS: dict[str, Reader] = {
         worker_sets_to_stop(w.lws, pods, _workers_of(w), lws_deleting=deleting)
         for deleting in (False, True)],
     "unmutated.split": lambda w, pods: unmutated.split(pods),
+    # The per-pod predicates the snapshot selects pods with (``logic.memo.Memo.select``).
+    "unmutated.missing_labels": lambda w, pods: [unmutated.missing_labels(p) for p in pods],
+    "restart.failure_trigger": lambda w, pods: [failure_trigger(p) for p in pods],
+    "restart_budget.is_retained": lambda w, pods: [is_retained(p) for p in pods],
+    "stall.unschedulable": lambda w, pods: [stall.unschedulable(p) for p in pods],
     "unmutated.apply_unmutated": lambda w, pods: unmutated.apply_unmutated(
         {"conditions": []}, None, "ns", pods, NOW),
     "group_metrics.group_views": lambda w, pods: group_metrics.budget_remaining(
@@ -330,7 +342,7 @@ TAKE_NO_PODS = frozenset({
     "memo.Memo",
     "reconcile.decide_revision", "reconcile.first_difference", "reconcile.owned_by",
     "reconcile.revision_for_key", "restart.Recreation", "restart.recreating",
-    "restart_budget.backoff_event", "restart_budget.counted_for",
+    "restart_budget.Release", "restart_budget.backoff_event", "restart_budget.counted_for",
     "restart_budget.exhaustion_events", "restart_budget.plan_restarts",
     "restart_budget.read_counted", "restart_budget.read_counts", "restart_budget.render_counts",
     "restart_budget.settled_counts", "revision.apply_revision", "rollout.plan_rollout",

@@ -429,3 +429,57 @@ def test_exporter_reports_the_disruption_budget_from_the_start(budget: str | Non
             ("lws_disrupted_groups", labels): 1,  # group 1 has no pod
             ("lws_evictions_total", (("decision", "allowed"), *labels)): 0,
             ("lws_evictions_total", (("decision", "refused"), *labels)): 0}
+
+
+@pytest.mark.parametrize(("budget", "change", "exports", "disrupted"), [
+    # A worker pod's new state that moves no group's view: nothing derived again.
+    (None, "worker resourceVersion", 1, None),
+    # Ready still (its StatefulSet is), but a failure is seen now: derived again.
+    (None, "worker restarted", 2, None),
+    # With a disruption budget the disrupted gauge reads the pods themselves: exported.
+    ("1", "worker resourceVersion", 2, 0),
+    ("1", "worker deleting", 2, 1),
+])
+def test_exporter_skips_an_export_that_would_repeat_itself(
+        budget: str | None, change: str, exports: int, disrupted: int | None) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lws_operator.kube.cache import ClusterCache
+    from lws_operator.kube.group_metrics import GroupMetrics
+
+    registry = CollectorRegistry()
+    reads: list[float] = []
+
+    def clock() -> float:
+        reads.append(T0 + 10 * len(reads))
+        return reads[-1]
+
+    metrics = GroupMetrics(registry, clock=clock)
+    cache = ClusterCache()
+    for store in cache.stores.values():
+        store.synced = True
+    obj = lws(replicas=1, size=2)
+    if budget is not None:
+        obj["metadata"]["annotations"][MAX_DISRUPTED_GROUPS_ANNOTATION] = budget
+    cache["LeaderWorkerSet"].upsert(obj)
+    worker_sts = sts(0)
+    worker_sts["metadata"]["labels"] = {NAME_LABEL: "demo"}
+    worker_sts["metadata"]["namespace"] = "ns"
+    cache["StatefulSet"].upsert(worker_sts)
+    cache["Pod"].upsert(pod(0))
+    cache["Pod"].upsert(pod(0, 1))
+    key = ("ns", "demo")
+    metrics.observe(key, cache)
+    before = _series(registry)
+    worker = pod(0, 1, restarts=1 if change == "worker restarted" else 0,
+                 deleting=change == "worker deleting")
+    worker["metadata"]["resourceVersion"] = "7"
+    cache["Pod"].upsert(worker)
+    metrics.observe(key, cache)
+    assert len(reads) == exports
+    labels = (("name", "demo"), ("namespace", "ns"))
+    after = _series(registry)
+    if disrupted is None:
+        assert after == before
+    else:
+        assert after[("lws_disrupted_groups", labels)] == disrupted

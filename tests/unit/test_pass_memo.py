@@ -5,11 +5,13 @@ controller's held snapshot inputs (``controllers.leaderworkerset.Held``)."""
 from __future__ import annotations
 
 import copy
+from dataclasses import fields
 from typing import Any
 
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.kube.cache import ClusterCache, KindStore
 from lws_operator.logic.memo import Memo
+from lws_operator.logic.snapshot import CACHED_FIELDS, Decided, Memory, Observed, Options
 from tests.unit.reconciler_world import at_rest, built_world, manifest, plan_pass
 
 OWNER = ("ns", "sample")
@@ -91,6 +93,28 @@ def test_held_inputs_follow_the_cache() -> None:
     assert held.body is not body
     assert held.body["metadata"]["resourceVersion"] == "901"
     assert held.body["kind"] == "LeaderWorkerSet"
+    assert held.cached["body"] is held.body  # a new body alone refreshes the snapshot fields
+    assert held.cached["pods"] is held.pods
+    assert tuple(held.cached) == CACHED_FIELDS
+
+
+def test_an_assembled_snapshot_is_the_snapshot_its_fields_make() -> None:
+    world = at_rest(built_world(manifest(size=2, replicas=2)))
+    held = Held(world.cache, "ns")
+    lws = world.cache["LeaderWorkerSet"].get(*OWNER)
+    assert lws is not None
+    held.refresh(world.cache, OWNER, lws)
+    rest: dict[str, Any] = {
+        "tombstones": ({"metadata": {"name": "gone"}},), "now": "2026-01-01T00:00:00Z",
+        "clock": 5.0, "options": Options(60.0), "memory": Memory(reported=frozenset({"u"})),
+        "decided": Decided(key="k"), "collected": ("why",), "fetched": {"/x": {}}}
+    assembled = Observed.assemble(held.cached, *rest.values())
+    built = Observed(**held.cached, **rest)
+    assert assembled == built
+    assert {f.name for f in fields(Observed)} == {*CACHED_FIELDS, *rest}  # every field set
+    for name in (f.name for f in fields(Observed)):
+        assert getattr(assembled, name) is getattr(built, name), name
+    assert assembled.lws.name == "sample"
 
 
 def test_a_pass_reports_pods_the_webhook_never_saw() -> None:
@@ -109,3 +133,62 @@ def test_a_pass_reports_pods_the_webhook_never_saw() -> None:
     assert progressing["reason"] == "PodsNotMutated"
     assert "e.g. sample-1-9" in progressing["message"]
     assert done.events() == [f"event PodsNotMutated: {progressing['message']}"]
+
+
+def test_a_selection_asks_only_about_objects_it_has_not_judged() -> None:
+    memo, asked = Memo(), []
+
+    def keep(obj: dict[str, Any]) -> bool:
+        asked.append(obj["n"])
+        return bool(obj["n"] % 2)
+
+    one, two, three = {"n": 1}, {"n": 2}, {"n": 3}
+    objects = (one, two, three)
+    first = memo.select("odd", objects, keep)
+    assert first == (one, three)
+    assert asked == [1, 2, 3]
+    assert memo.select("odd", objects, keep) is first  # the same tuple: nothing asked
+    assert asked == [1, 2, 3]
+    two_again = {"n": 2}  # a new object of equal content is asked about
+    assert memo.select("odd", (one, two_again, three), keep) is first  # same objects kept
+    assert asked == [1, 2, 3, 2]
+    five = {"n": 5}
+    assert memo.select("odd", (one, two_again, five), keep) == (one, five)
+    assert asked == [1, 2, 3, 2, 5]
+    assert memo.select("odd", (five, one), keep) == (five, one)  # their order, none asked
+    assert asked == [1, 2, 3, 2, 5]
+    assert memo.select("odd", (), keep) == ()
+    assert memo.select("odd", (one,), keep) == (one,)  # forgotten once left out
+    assert asked == [1, 2, 3, 2, 5, 1]
+    assert memo.select("other", (one, two), keep) == (one,)  # each name judges on its own
+    assert asked == [1, 2, 3, 2, 5, 1, 1, 2]
+    assert len(memo) == 2
+
+
+def test_owned_by_lists_an_owners_objects_in_name_order_through_every_change() -> None:
+    """``owned_by`` keeps each owner's sorted names until one joins or leaves: a table of
+    joins, changes, departures and relabelings, checked after each against a fresh sort."""
+    store = KindStore("Pod")
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("upsert", _pod("c", "1")), ("upsert", _pod("a", "2")), ("upsert", _pod("b", "3")),
+        ("upsert", _pod("a", "4")),  # a change: same members
+        ("upsert", _pod("a0", "5", owner="other")),
+        ("delete", _pod("b", "3")),
+        ("upsert", _pod("b", "6")),  # back again
+        ("upsert", _pod("c", "7", owner="other")),  # relabelled to another owner
+        ("upsert", {**_pod("a", "8"), "metadata": {**_pod("a", "8")["metadata"],
+                                                   "labels": {}}}),  # no owner at all
+        ("upsert", _pod("a", "9")),
+    ]
+    for op, obj in steps:
+        getattr(store, op)(obj)
+        for owner in (OWNER, ("ns", "other")):
+            names = [o["metadata"]["name"] for o in store.owned_by(owner)]
+            expected = sorted(o["metadata"]["name"] for o in store._objects.values()
+                              if o["metadata"]["labels"].get(
+                                  "leaderworkerset.sigs.k8s.io/name") == owner[1])
+            assert names == expected, (op, obj["metadata"])
+            assert all(o is store.get("ns", o["metadata"]["name"])
+                       for o in store.owned_by(owner))  # the stored objects, latest ones
+    assert [o["metadata"]["name"] for o in store.owned_by(OWNER)] == ["a", "b"]
+    assert [o["metadata"]["name"] for o in store.owned_by(("ns", "other"))] == ["a0", "c"]

@@ -52,10 +52,12 @@ _RETAIN = Policy(not_found=Then.SKIP, conflict=Then.STOP)
 
 def step(obs: Observed) -> Plan:
     body = obs.body
-    pods = list(obs.pods)
-    scan = scan_failures(body, pods, obs.statefulsets, obs.tombstones)
+    scan = scan_failures(body, obs.pods, obs.statefulsets, obs.tombstones,
+                         triggered=obs.failure_triggers)
     memory = obs.memory
-    live = obs.uids()
+    # The live UIDs only bound what is remembered: nothing remembered, nothing to bound.
+    live = obs.uids() if (memory.reported or memory.expected_gone
+                          or memory.backoff_reported) else frozenset()
     actions: list[Action] = []
     reported = set(memory.reported & live)
     for skip in scan.unschedulable:

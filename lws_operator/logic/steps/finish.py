@@ -55,8 +55,9 @@ def status(obs: Observed) -> Plan:
     pods = list(obs.pods)
     deadline = obs.decided.deadline or progress_deadline.OFF
     # An exceeded progress deadline outranks the stall (both would set Progressing).
+    # Only the pods it reads: those the scheduler could not place.
     stall = NO_STALL if deadline.exceeded else find_stall(
-        pods, obs.decided.key, obs.clock, obs.options.stall_grace)
+        obs.unschedulable_pods, obs.decided.key, obs.clock, obs.options.stall_grace)
     desired, stall_events = apply_stall(
         apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
     desired, deadline_events = progress_deadline.apply_deadline(

@@ -93,10 +93,13 @@ class OrdinalLeader:
         return EMPTY
 
     def prepare(self, obs: Observed) -> Plan:
-        snapshot = rollout_snapshot(
-            obs.body, obs.leader_statefulset, obs.leaders, obs.worker_statefulsets,
-            obs.decided.key, obs.decided.updated)
-        rollout = plan_rollout(snapshot)
+        key, updated = obs.decided.key, obs.decided.updated
+        # Read: the set, its StatefulSets and its leader pods (a worker pod's change keeps it).
+        snapshot = obs.memo.get(
+            "rollout snapshot", (obs.body, obs.statefulsets, obs.leader_pods, key, updated),
+            lambda: rollout_snapshot(obs.body, obs.leader_statefulset, obs.leaders,
+                                     obs.worker_statefulsets, key, updated))
+        rollout = obs.memo.get("rollout", (snapshot,), lambda: plan_rollout(snapshot))
         # The progress deadline (opt-in): roll back, or hold the partition and surge.
         deadline = progress_deadline.decide(obs, snapshot)
         if progress_deadline.acts(deadline, snapshot):
@@ -121,6 +124,8 @@ class OrdinalLeader:
 
     def release(self, obs: Observed) -> Release:
         rollout = self._rollout(obs)
+        if not obs.retained_pods:
+            return Release()  # what ``plan_release`` answers without retained pods
         return plan_release(list(obs.pods), replicas=rollout.replicas,
                             current_key=obs.decided.key, partition=rollout.partition)
 
@@ -129,7 +134,7 @@ class OrdinalLeader:
         assert sts is not None, "applied by an earlier step"
         # Asked by the counts step and the status step of a pass, over the same objects.
         return obs.memo.get(
-            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.pods, obs.now),
+            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now),
             lambda: compute_status(_status_view(obs), obs.decided.key, sts, obs.leaders,
                                    obs.worker_statefulsets, obs.now))
 
@@ -161,6 +166,8 @@ class HashLeader:
                       obs.leader_deployment)
 
     def release(self, obs: Observed) -> Release:
+        if not obs.retained_pods:
+            return Release()  # what ``plan_release`` answers without retained pods
         pods = list(obs.pods)
         return plan_release(pods, replicas=None, current_key=obs.decided.key,
                             partition=MAX_INT32,
@@ -169,7 +176,7 @@ class HashLeader:
 
     def status(self, obs: Observed) -> StatusDecision:
         return obs.memo.get(
-            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.pods, obs.now),
+            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now),
             lambda: compute_hash_status(_status_view(obs), obs.decided.key, obs.leaders,
                                         list(obs.statefulsets), obs.now))
 
