@@ -20,6 +20,7 @@ takes about 4 min under this machine's load, the others seconds to a minute.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
@@ -135,6 +136,9 @@ async def test_a_bad_rollout_stops_at_the_deadline_and_a_new_template_resumes(
 
     async with polling(probe, interval=0.5):
         await wait_for(lambda: _after(seen, 16), timeout=60, what="8 s of polls")
+    print(f"\n[deadline] held for {len(seen)} polls 0.5 s apart: (partition, replicas) "
+          f"{sorted({rollout for rollout, _ in seen})}, groups Ready "
+          f"{sorted({tuple(sorted(ready)) for _, ready in seen})}", flush=True)
     assert {rollout for rollout, _ in seen} == {held}, "partition and replicas held"
     assert all(ready >= {"0", "1", "2"} for _, ready in seen), "no further group taken down"
     assert await exceeded() is not None
@@ -184,9 +188,33 @@ async def test_after_the_rollback_every_group_is_ready_again(operator: Operator)
         return (condition(got, "Available") == "True" and len(live) == REPLICAS * SIZE
                 and all(is_ready(p) for p in live) and len(keys) == 1)
 
+    started = time.monotonic()
+    trace: list[str] = []
+
+    async def step() -> None:
+        sts = await op.kube.get("apps/v1", "StatefulSet", NAME, ns)
+        groups: dict[str, list[tuple[str, bool]]] = {}
+        for p in await op.kube.list("v1", "Pod", ns, label_selector=f"{P}name={NAME}"):
+            if not p["metadata"].get("deletionTimestamp"):
+                labels = p["metadata"]["labels"]
+                groups.setdefault(labels[P + "group-index"], []).append(
+                    (labels[P + "template-revision-hash"][:4], is_ready(p)))
+        spec = (sts or {}).get("spec") or {}
+        partition = ((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get(
+            "partition")
+        shown = " ".join(
+            f"{g}:{'/'.join(sorted({k for k, _ in m}))}"
+            f"{'+' if all(r for _, r in m) and len(m) == SIZE else '-'}"
+            for g, m in sorted(groups.items()))
+        line = f"partition {partition} replicas {spec.get('replicas')} {shown}"
+        if not trace or trace[-1].split(" ", 1)[1] != line:
+            trace.append(f"{time.monotonic() - started:.1f}s {line}")
+
     try:
-        await wait_for(settled, timeout=60, what="all groups Ready after the rollback")
+        async with polling(step, interval=0.3):
+            await wait_for(settled, timeout=60, what="all groups Ready after the rollback")
     finally:
+        print("\n[rollback] trace (group:revision, + Ready): " + "; ".join(trace), flush=True)
         await op.kube.delete(API, KIND, NAME, ns)
 
 
