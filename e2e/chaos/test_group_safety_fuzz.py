@@ -3,21 +3,27 @@ operator kills; the group disruption budget and the progress deadline must hold 
 everything must converge with nothing lost.
 
 Two ``lws-operator run`` replicas (leader election on, a 6 s lease as in the leader failover run)
-manage two LeaderWorkerSets of 2-pod groups on five kwok nodes of the test's own:
+manage three LeaderWorkerSets of 2-pod groups on five kwok nodes of the test's own:
 
 * ``budget``: ``max-disrupted-groups: "1"``, 4 groups (scaled between 3 and 5), rolled to new
   good images.
 * ``deadline``: ``max-disrupted-groups: "50%"`` (2 of its 4 groups),
   ``progress-deadline-seconds: "10"``, maxUnavailable 1 and maxSurge 1; rolled to good images,
   and now and then to one that never becomes Ready (kwok withholds readiness for an hour),
-  fixed by a later good one. The rollback opt-in is left out: its stuck case after a rollback
-  is a known failure of its own (``e2e/controllers/test_progress_deadline.py``).
+  fixed by a later good one.
+* ``rollback``: ``max-disrupted-groups: "1"`` of 3 groups, ``progress-deadline-seconds: "10"``,
+  ``rollback-on-deadline: "true"``, maxUnavailable 1 and maxSurge 1; rolled to good images,
+  and now and then to a never-Ready one, sometimes to a second never-Ready one on top (so a
+  revision that never was fully Ready is alive beside the last good one), or fixed by hand
+  before the operator rolls it back. A bad template the test does not fix must be rolled back
+  by the operator.
 
 Each step, chosen at random from a printed, settable seed (``LWS_FUZZ_SEED``): start a
 ``kubectl drain`` of a node (in the background: it waits on the budget's 429s and retries every
 5 s; at most two nodes cordoned), uncordon one, roll a set, scale ``budget``, make ``deadline``
-bad or fix it, or SIGKILL the leader, the standby or both (restarted after a random pause; a
-leader must be elected again). Then a random pause of up to 3 s.
+bad or fix it, make ``rollback`` bad (again) or fix it, or SIGKILL the leader, the standby or
+both (restarted after a random pause; a leader must be elected again). Then a random pause of
+up to 3 s.
 
 How the webhook is reached. The operator replicas serve their webhooks in Service mode; the
 test namespace's admission is the test process's own (``e2e.harness.replicas``), and its
@@ -44,14 +50,24 @@ The deadline. From the moment the test sees ``Progressing=False/ProgressDeadline
 bad template until its next template change, the leader StatefulSet's partition and replicas
 must stay exactly as first seen (sampled every 0.5 s, across operator kills).
 
-At the end: the drains still running are awaited, ``deadline`` is fixed if bad, both replicas
+The rollback. The test notes every revision it sees fully Ready (every group of the set whole
+and Ready on that revision, from its pod watch). Every rollback (a new value of the set's
+``rolled-back-from`` annotation, polled while the test has it on a bad template) is then
+checked: the template restored is one the test rolled to as good, each bad revision is rolled
+back from at most once, and at the end the ``RolledBack`` Events match the rollbacks seen one
+for one, each naming a revision the test saw fully Ready as its target.
+
+At the end: the drains still running are awaited, ``deadline`` is fixed if bad, ``rollback``'s
+bad template is left for the operator to roll back (it must, within 100 s), both replicas
 run, every cordoned node is drained again (the drain must complete) and uncordoned, and every
 set converges: all groups Ready on one revision with the last image, replicas as last set, the
 status counters right, exactly the expected pods and StatefulSets in the namespace (nothing lost,
 orphaned or duplicated), at most one leader at any probe, and no operator error log line.
 
 Sizes: ``size(12, 200)`` steps. Short: 50-76 s measured (create, 12 steps, the final drains
-and convergence); full: 332 s measured (20 kills, 28 drains, 121 evictions refused).
+and convergence), 63 s with the rollback set (3 stacked bad templates, 1 rollback); full: 332 s
+measured before the rollback set was added (20 kills, 28 drains, 121 evictions refused), not
+yet measured with it.
 """
 
 from __future__ import annotations
@@ -88,6 +104,7 @@ from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     MAX_DISRUPTED_GROUPS_ANNOTATION,
     NAME_LABEL,
+    TEMPLATE_REVISION_HASH_LABEL,
     VALIDATE_EVICTION_PATH,
 )
 from lws_operator.logic.disruption import RESERVATION_SECONDS
@@ -103,7 +120,9 @@ OURS = "lws-operator.dev/"
 POOL = "e2e.lws-operator.dev/fuzz-pool"
 TIMINGS = ("--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s",
            "--leader-elect-retry-period", "1s")
-BUDGETS = {"budget": 1, "deadline": 2}  # "1", and "50%" of deadline's 4 groups
+BUDGETS = {"budget": 1, "deadline": 2, "rollback": 1}  # "1", "50%" of deadline's 4 groups
+ROLLED_BACK_FROM = OURS + "rolled-back-from"
+ROLLED_BACK = re.compile(r"^Rolled back from revision (?P<bad>\S+) to revision (?P<to>\S+) ")
 DECISION = re.compile(r"eviction of pod (?P<ns>[^/]+)/(?P<pod>\S+) \(group (?P<group>\S+) of "
                       r"(?P<set>\S+)\): (?P<verdict>allowed|refused); budget (?P<budget>\d+), "
                       r"disrupted (?P<disrupted>.*)$")
@@ -135,6 +154,14 @@ class SetState:
     epoch: int = 0  # template changes so far (the deadline hold resets on each)
     held: tuple[int, int] | None = None  # (partition, replicas) at ProgressDeadlineExceeded
     exceeded: int = 0  # bad templates the test saw reach ProgressDeadlineExceeded
+    good: set[str] = field(default_factory=set)  # images the test rolled to as good
+    fully_ready: set[str] = field(default_factory=set)  # revisions seen with every group Ready
+    rolled_back_from: str | None = None  # the set's annotation as last seen
+    rollbacks: list[tuple[str, str]] = field(default_factory=list)  # (bad revision, image)
+    bad_rolls: int = 0
+    fixed_by_hand: int = 0
+    raced: int = 0  # template changes made while the operator might be rolling back
+    last: str = ""  # the image the test last patched in
 
 
 @dataclass
@@ -206,6 +233,20 @@ def whole_and_ready(pods: Mapping[str, dict[str, Any]], set_name: str, group: st
     return len(members) == SIZE and all(is_ready(p) for p in members)
 
 
+def fully_ready_on(pods: Mapping[str, dict[str, Any]], set_name: str,
+                   replicas: int) -> str | None:
+    """The revision every group of the set is whole and Ready on, if there is one."""
+    keys = {p["metadata"]["labels"].get(TEMPLATE_REVISION_HASH_LABEL) for p in pods.values()
+            if p["metadata"].get("labels", {}).get(NAME_LABEL) == set_name
+            and not p["metadata"].get("deletionTimestamp")
+            and int(p["metadata"]["labels"].get(GROUP_INDEX_LABEL, "-1")) < replicas}
+    if len(keys) != 1 or not all(whole_and_ready(pods, set_name, str(g))
+                                 for g in range(replicas)):
+        return None
+    key = next(iter(keys))
+    return key if isinstance(key, str) else None
+
+
 def down_groups(pods: Mapping[str, dict[str, Any]], set_name: str, replicas: int) -> list[str]:
     return [str(g) for g in range(replicas) if not whole_and_ready(pods, set_name, str(g))]
 
@@ -221,8 +262,10 @@ class Fuzz:
         self.cordoned: set[str] = set()
         self.drains: dict[str, asyncio.Task[tuple[int, str]]] = {}
         self.drain_results: list[tuple[str, int, int]] = []  # node, exit code, 429s seen
-        self.sets = {"budget": SetState("budget", 4, "engine:b1"),
-                     "deadline": SetState("deadline", 4, "engine:d1")}
+        self.sets = {"budget": SetState("budget", 4, "engine:b1", good={"engine:b1"}),
+                     "deadline": SetState("deadline", 4, "engine:d1", good={"engine:d1"}),
+                     "rollback": SetState("rollback", 3, "engine:r1", good={"engine:r1"})}
+        self.rollback_violations: list[str] = []
         self.serving: list[OperatorProcess] = []
         self.decisions: dict[int, Decisions] = {}
         self.restarting: asyncio.Task[None] | None = None
@@ -362,8 +405,12 @@ class Fuzz:
         self.ledger.periods = still
 
     def judge(self) -> None:
-        """The budget's invariant on the current view."""
+        """The budget's invariant on the current view; the revisions seen fully Ready."""
         self.close_periods(self.view.pods)
+        for state in self.sets.values():
+            key = fully_ready_on(self.view.pods, state.name, state.replicas)
+            if key is not None:
+                state.fully_ready.add(key)
         for name, budget in BUDGETS.items():
             groups = sorted({p.group for p in self.ledger.periods if p.set_name == name})
             self.ledger.worst[name] = max(self.ledger.worst.get(name, 0), len(groups))
@@ -377,6 +424,7 @@ class Fuzz:
         self.ledger.samples += 1
         self.judge()
         await self.check_hold()
+        await self.check_rollback()
 
     # --------------------------------------------------------------------------- the deadline
 
@@ -404,19 +452,97 @@ class Fuzz:
             self.hold_violations.append(
                 f"epoch {epoch}: partition/replicas {now} after the deadline held {state.held}")
 
+    # --------------------------------------------------------------------------- the rollback
+
+    async def check_rollback(self) -> None:
+        """While ``rollback`` is on a bad template (as far as the test knows): a new value of
+        its ``rolled-back-from`` annotation is a rollback; the template it restored becomes the
+        set's expected one."""
+        state = self.sets["rollback"]
+        epoch = state.epoch
+        if state.bad_since is None:
+            return
+        obj = await self.kube.get(API, KIND, "rollback", self.ns)
+        if obj is None or state.epoch != epoch or state.bad_since is None:
+            return
+        self.note_rollback(state, obj)
+
+    def note_rollback(self, state: SetState, obj: Mapping[str, Any]) -> None:
+        bad = (obj["metadata"].get("annotations") or {}).get(ROLLED_BACK_FROM)
+        if bad is None or bad == state.rolled_back_from:
+            return
+        state.rolled_back_from = bad
+        image = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+            "image"]
+        if any(bad == seen for seen, _ in state.rollbacks):
+            self.rollback_violations.append(f"revision {bad} rolled back from twice")
+        state.rollbacks.append((bad, image))
+        if image == state.last and image not in state.good:
+            return  # the test's own bad template, patched over the rollback just after it
+        if image not in state.good:
+            self.rollback_violations.append(
+                f"rolled back from {bad} to image {image}, which the test never rolled to as "
+                f"good ({sorted(state.good)})")
+        state.image, state.bad_since, state.held = image, None, None
+        state.epoch += 1
+
+    async def check_rollback_events(self) -> None:
+        """The ``RolledBack`` Events of ``rollback``: one for each rollback seen, at most one per
+        bad revision, each to a revision the test saw fully Ready. A rollback made just before
+        the test changed the template itself may have gone unseen (``raced``): its Event is
+        allowed."""
+        state = self.sets["rollback"]
+        events = [e for e in await self.kube.list("events.k8s.io/v1", "Event", self.ns)
+                  if e.get("reason") == "RolledBack"
+                  and (e.get("regarding") or {}).get("name") == "rollback"]
+        found = [m.groupdict() for e in events if (m := ROLLED_BACK.match(e.get("note") or ""))]
+        assert len(found) == len(events), [e.get("note") for e in events]
+        bad = [f["bad"] for f in found]
+        assert len(bad) == len(set(bad)), f"a revision rolled back from twice: {found}"
+        assert {b for b, _ in state.rollbacks} <= set(bad), \
+            f"RolledBack Events {found}, rollbacks seen {state.rollbacks}"
+        assert len(bad) - len(state.rollbacks) <= state.raced, \
+            f"RolledBack Events {found}, rollbacks seen {state.rollbacks}"
+        for event in events:
+            assert not event.get("series"), f"a rollback recorded more than once: {event}"
+        for got in found:
+            if got["to"] not in state.fully_ready:
+                self.rollback_violations.append(
+                    f"rolled back from {got['bad']} to {got['to']}, never seen fully Ready "
+                    f"(seen: {sorted(state.fully_ready)})")
+
     # --------------------------------------------------------------------------- actions
 
     async def roll(self, name: str, ready: bool = True) -> str:
         state = self.sets[name]
+        if name == "rollback":
+            obj = await self.kube.get(API, KIND, name, self.ns)
+            if state.bad_since is not None:
+                # Racing the operator: a rollback already made is noted before the template
+                # moves on (one made between this read and the patch below is left to the
+                # Events, ``check_rollback_events``).
+                state.raced += 1
+                if obj is not None:
+                    self.note_rollback(state, obj)
+            elif obj is not None:  # a rollback an earlier race left unseen is no new one
+                state.rolled_back_from = (obj["metadata"].get("annotations") or {}).get(
+                    ROLLED_BACK_FROM)
         state.serial += 1
         state.epoch += 1
         state.held = None
-        image = f"engine:{name[0]}{state.serial}" if ready else f"engine:bad{state.serial}"
+        image = (f"engine:{name[0]}{state.serial}" if ready
+                 else f"engine:{name[0]}bad{state.serial}")
         if ready:
+            if state.bad_since is not None:
+                state.fixed_by_hand += 1
             state.image = image
+            state.good.add(image)
             state.bad_since = None
         else:
-            state.bad_since = time.monotonic()
+            state.bad_rolls += 1
+            if state.bad_since is None:
+                state.bad_since = time.monotonic()
+        state.last = image
         await self.kube.patch(API, KIND, name, {"spec": {"leaderWorkerTemplate": {
             "workerTemplate": template(image, ready, self.ns)}}}, self.ns,
             content_type=MERGE_PATCH)
@@ -479,6 +605,11 @@ class Fuzz:
         elif time.monotonic() - deadline.bad_since > DEADLINE_SECONDS + 5 \
                 and (deadline.held is not None or time.monotonic() - deadline.bad_since > 40):
             choices["fix deadline"] = 3
+        rollback = self.sets["rollback"]
+        if rollback.bad_since is None:
+            choices.update({"roll rollback": 1, "bad rollback": 1.5})
+        else:  # racing the operator's rollback: a second bad template, or a fix by hand
+            choices.update({"bad rollback": 1, "fix rollback": 0.5})
         kind = self.rng.choices(list(choices), list(choices.values()))[0]
         if kind == "drain":
             return await self.drain()
@@ -492,6 +623,10 @@ class Fuzz:
             return await self.kill()
         if kind == "bad deadline":
             return await self.roll("deadline", ready=False)
+        if kind == "bad rollback":
+            return await self.roll("rollback", ready=False)
+        if kind in ("roll rollback", "fix rollback"):
+            return await self.roll("rollback")
         return await self.roll("deadline")
 
     # --------------------------------------------------------------------------- the end
@@ -509,6 +644,16 @@ class Fuzz:
             await wait_for(held, timeout=DEADLINE_SECONDS + 90, what="deadline exceeded")
             await asyncio.sleep(3)
             await self.roll("deadline")
+        rollback = self.sets["rollback"]
+        if rollback.bad_since is not None:
+            # Never fixed by the test: the operator must roll it back (after a kill as well).
+            async def rolled_back() -> bool:
+                return rollback.bad_since is None
+
+            await wait_for(rolled_back, timeout=DEADLINE_SECONDS + 90,
+                           what="the rollback of the bad template")
+        # A rollback to the wrong template fails here, not as a set that never converges.
+        assert self.rollback_violations == [], "\n".join(self.rollback_violations[:20])
         if self.restarting is not None:
             await self.restarting
         while len(self.serving) < 2:
@@ -545,6 +690,7 @@ class Fuzz:
             assert obj is not None
             assert condition(obj, "Available") == "True"
             assert obj["spec"]["replicas"] == state.replicas
+        await self.check_rollback_events()
 
 
 async def test_drains_template_changes_and_kills_lose_nothing(env: Env) -> None:
@@ -573,8 +719,15 @@ async def test_drains_template_changes_and_kills_lose_nothing(env: Env) -> None:
                     .annotation(OURS + "progress-deadline-seconds", str(DEADLINE_SECONDS))
                     .rolling_update(maxUnavailable=1, maxSurge=1)
                     .worker_template(template("engine:d1", True, ns)).build())
+        rollback = (LeaderWorkerSet("rollback").replicas(3).size(SIZE)
+                    .annotation(MAX_DISRUPTED_GROUPS_ANNOTATION, "1")
+                    .annotation(OURS + "progress-deadline-seconds", str(DEADLINE_SECONDS))
+                    .annotation(OURS + "rollback-on-deadline", "true")
+                    .rolling_update(maxUnavailable=1, maxSurge=1)
+                    .worker_template(template("engine:r1", True, ns)).build())
         await kube.create(budget, ns)
         await kube.create(deadline, ns)
+        await kube.create(rollback, ns)
         for state in fuzz.sets.values():
             await wait_converged(kube, ns, state.name, state.replicas, SIZE, state.image)
         await fuzz.view.start()
@@ -598,6 +751,7 @@ async def test_drains_template_changes_and_kills_lose_nothing(env: Env) -> None:
             await kube.delete("v1", "Node", name)
 
     ledger = fuzz.ledger
+    rb = fuzz.sets["rollback"]
     failures = [line for op in env.processes for line in op.failures()]
     refusals = sum(n for _, _, n in fuzz.drain_results)
     print(f"[group safety fuzz] seed {seed}: {STEPS} steps in {time.monotonic() - started:.0f}s; "
@@ -608,9 +762,12 @@ async def test_drains_template_changes_and_kills_lose_nothing(env: Env) -> None:
           f"{dict(sorted(ledger.decisions.items()))}; groups down by guarded evictions of "
           f"healthy groups at most {ledger.worst} (budgets {BUDGETS}) over {ledger.samples} "
           f"samples, {ledger.closed} such disruptions ended; deadline exceeded and held "
-          f"{fuzz.sets['deadline'].exceeded} time(s); {len(failures)} error log lines",
-          flush=True)
+          f"{fuzz.sets['deadline'].exceeded} time(s); rollback set: {rb.bad_rolls} bad "
+          f"templates, {len(rb.rollbacks)} rolled back by the operator, {rb.fixed_by_hand} "
+          f"fixed by hand first, fully Ready revisions seen {len(rb.fully_ready)}; "
+          f"{len(failures)} error log lines", flush=True)
     assert ledger.violations == [], "\n".join(ledger.violations[:20])
     assert fuzz.hold_violations == [], "\n".join(fuzz.hold_violations[:20])
+    assert fuzz.rollback_violations == [], "\n".join(fuzz.rollback_violations[:20])
     assert fuzz.two_leaders == [], fuzz.two_leaders
     assert failures == [], "\n".join(failures[:20])

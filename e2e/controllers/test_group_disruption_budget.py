@@ -17,6 +17,7 @@ evicted, recreated and Ready (kwok's 1 s ready delay) before the next may go, an
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -48,6 +49,8 @@ class Downtime:
         self.view = PodView(op.kube, op.namespace, f"{NAME_LABEL}={NAME}", on_event=self.judge)
         self.worst = 0
         self.samples = 0
+        self.started = time.monotonic()
+        self.timeline: list[tuple[float, tuple[str, ...]]] = []  # each change of the down set
 
     def down(self) -> list[str]:
         live: dict[str, list[dict[str, Any]]] = {str(g): [] for g in range(REPLICAS)}
@@ -59,7 +62,10 @@ class Downtime:
                       if len(pods) < SIZE or not all(is_ready(p) for p in pods))
 
     def judge(self) -> None:
-        self.worst = max(self.worst, len(self.down()))
+        down = tuple(self.down())
+        self.worst = max(self.worst, len(down))
+        if not self.timeline or self.timeline[-1][1] != down:
+            self.timeline.append((time.monotonic() - self.started, down))
 
     async def sample(self) -> None:
         self.samples += 1
@@ -114,11 +120,14 @@ async def test_a_drain_takes_down_at_most_the_budget_of_groups(operator: Operato
                                 content_type=MERGE_PATCH)
         await downtime.start()
         assert downtime.down() == []
+        downtime.started, downtime.timeline = time.monotonic(), []
         async with polling(downtime.sample, interval=0.15):
             code, out = await kubectl(op, "drain", *busy, "--ignore-daemonsets",
                                       "--delete-emptydir-data", "--timeout=240s")
             assert code == 0, out
             await wait_for(all_ready, timeout=90, what="every group Ready after the drain")
+        print("\n[drain] groups down over time: " + ", ".join(
+            f"{t:.1f}s {list(down)}" for t, down in downtime.timeline), flush=True)
         assert downtime.worst == BUDGET, (downtime.worst, out)
         assert downtime.samples > 10
         # The drain was held back by the budget (a 429, retried) and not by anything else.

@@ -11,13 +11,16 @@ the next old group (the tail is ready), taking one more group out of service; he
 partition and replicas stay and groups 0-2 stay Ready at every poll. A fixed template resumes
 the rollout to the end; with ``rollback-on-deadline`` a second bad template is rolled back to
 the fixed one by the operator, and the next test sees every group Ready on it again (the
-rollback's pass asks for the pass after it, which its own watch event would not bring). The
-first test takes about 4 min under this machine's load, the second seconds.
+rollback's pass asks for the pass after it, which its own watch event would not bring). A
+set created on a never-Ready template and updated to another is not rolled back to its first
+revision, which never was fully Ready: it is held, and the condition says why. The first test
+takes about 4 min under this machine's load, the others seconds to a minute.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
@@ -133,6 +136,9 @@ async def test_a_bad_rollout_stops_at_the_deadline_and_a_new_template_resumes(
 
     async with polling(probe, interval=0.5):
         await wait_for(lambda: _after(seen, 16), timeout=60, what="8 s of polls")
+    print(f"\n[deadline] held for {len(seen)} polls 0.5 s apart: (partition, replicas) "
+          f"{sorted({rollout for rollout, _ in seen})}, groups Ready "
+          f"{sorted({tuple(sorted(ready)) for _, ready in seen})}", flush=True)
     assert {rollout for rollout, _ in seen} == {held}, "partition and replicas held"
     assert all(ready >= {"0", "1", "2"} for _, ready in seen), "no further group taken down"
     assert await exceeded() is not None
@@ -182,10 +188,82 @@ async def test_after_the_rollback_every_group_is_ready_again(operator: Operator)
         return (condition(got, "Available") == "True" and len(live) == REPLICAS * SIZE
                 and all(is_ready(p) for p in live) and len(keys) == 1)
 
+    started = time.monotonic()
+    trace: list[str] = []
+
+    async def step() -> None:
+        sts = await op.kube.get("apps/v1", "StatefulSet", NAME, ns)
+        groups: dict[str, list[tuple[str, bool]]] = {}
+        for p in await op.kube.list("v1", "Pod", ns, label_selector=f"{P}name={NAME}"):
+            if not p["metadata"].get("deletionTimestamp"):
+                labels = p["metadata"]["labels"]
+                groups.setdefault(labels[P + "group-index"], []).append(
+                    (labels[P + "template-revision-hash"][:4], is_ready(p)))
+        spec = (sts or {}).get("spec") or {}
+        partition = ((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get(
+            "partition")
+        shown = " ".join(
+            f"{g}:{'/'.join(sorted({k for k, _ in m}))}"
+            f"{'+' if all(r for _, r in m) and len(m) == SIZE else '-'}"
+            for g, m in sorted(groups.items()))
+        line = f"partition {partition} replicas {spec.get('replicas')} {shown}"
+        if not trace or trace[-1].split(" ", 1)[1] != line:
+            trace.append(f"{time.monotonic() - started:.1f}s {line}")
+
     try:
-        await wait_for(settled, timeout=60, what="all groups Ready after the rollback")
+        async with polling(step, interval=0.3):
+            await wait_for(settled, timeout=60, what="all groups Ready after the rollback")
     finally:
+        print("\n[rollback] trace (group:revision, + Ready): " + "; ".join(trace), flush=True)
         await op.kube.delete(API, KIND, NAME, ns)
+
+
+async def test_no_rollback_to_a_revision_that_never_was_fully_ready(operator: Operator) -> None:
+    """A set created on a template that never becomes Ready, then updated to another that
+    stalls too, with the rollback opt-in: its first revision never was fully Ready, so the
+    operator does not roll back to it; the rollout is held and the condition says why."""
+    op, ns, name = operator, operator.namespace, "never"
+    await op.kube.create({
+        "apiVersion": API, "kind": KIND,
+        "metadata": {"name": name, "annotations": {OURS + "progress-deadline-seconds": "10",
+                                                   OURS + "rollback-on-deadline": "true"}},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {
+            "size": SIZE, "workerTemplate": worker_template("engine:never1", ready=False)}},
+    }, ns)
+    try:
+        async def all_pods() -> bool:
+            return len(await op.kube.list("v1", "Pod", ns,
+                                          label_selector=f"{P}name={name}")) == 2 * SIZE
+
+        await wait_for(all_pods, timeout=60, what="the never-Ready groups' pods")
+        await op.kube.patch(API, KIND, name, {"spec": {"leaderWorkerTemplate": {
+            "workerTemplate": worker_template("engine:never2", ready=False)}}}, ns,
+            content_type=MERGE_PATCH)
+
+        async def exceeded() -> dict[str, Any] | None:
+            got = await op.kube.get(API, KIND, name, ns)
+            assert got is not None
+            for cond in (got.get("status") or {}).get("conditions") or []:
+                if cond["type"] == "Progressing" and cond["reason"] == \
+                        "ProgressDeadlineExceeded":
+                    return dict(cond)
+            return None
+
+        cond = await wait_for(exceeded, timeout=90, what="ProgressDeadlineExceeded")
+        assert cond is not None
+        assert "Not rolled back: no earlier revision was ever fully Ready" in cond["message"]
+        got = await op.kube.get(API, KIND, name, ns)
+        assert got is not None
+        assert OURS + "rolled-back-from" not in got["metadata"].get("annotations", {})
+        image = got["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+        assert image["image"] == "engine:never2"
+        events = [e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
+                  if e["regarding"].get("name") == name]
+        assert [e["reason"] for e in events if e["reason"] == "RolledBack"] == []
+        (warning,) = [e for e in events if e["reason"] == "ProgressDeadlineExceeded"]
+        assert warning["note"] == cond["message"]
+    finally:
+        await op.kube.delete(API, KIND, name, ns)
 
 
 async def _after(seen: list[Any], polls: int) -> bool:

@@ -41,7 +41,10 @@ K = TypeVar("K", bound=Hashable)
 @dataclass(frozen=True)
 class Result:
     """What a successful pass asks for next: nothing (the default), another pass after
-    ``requeue_after`` seconds, or (``requeue``) another pass after the key's backoff."""
+    ``requeue_after`` seconds (0: as soon as this one is done), or (``requeue``) another pass
+    after the key's backoff. Unlike controller-runtime, whose zero ``RequeueAfter`` means no
+    requeue, zero here is "at once": a pass whose write brings no watch event that would wake
+    the next (a rollback on the progress deadline) says so; None is "no requeue"."""
 
     requeue_after: float | None = None
     requeue: bool = False
@@ -128,7 +131,7 @@ async def run_workers(
             log.exception("%s: reconcile of %s raised an unexpected exception", controller, key)
         else:
             if result is not None and result.requeue_after is not None \
-                    and result.requeue_after > 0:
+                    and result.requeue_after >= 0:
                 queue.forget(key)
                 queue.add_after(key, result.requeue_after)
                 total["requeue_after"].inc()

@@ -13,7 +13,9 @@ current revision becoming Ready. When a rollout goes that long without progress:
   no further group is taken down and no surge is removed (groups already recreated on the bad
   revision stay as they are); a scale of ``spec.replicas`` is still followed;
 * with ``lws-operator.dev/rollback-on-deadline: "true"``, the templates are put back to the last
-  revision that was fully Ready (:func:`rollback_target`), once per bad revision.
+  revision that was fully Ready (:func:`rollback_choice`, :func:`last_fully_ready`), once per
+  bad revision; when no revision is known to have been, the hold stays and the condition's
+  message says why.
 
 Once exceeded, the deadline stays exceeded for that revision (the condition names it) until the
 templates change again (a fix or a revert starts a new rollout and the clock again), the update
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lws_operator.api.constants import (
+    CONDITION_AVAILABLE,
     CONDITION_PROGRESSING,
     CONDITION_UPDATE_IN_PROGRESS,
     EVENT_ACTION_UPDATE,
@@ -92,6 +95,7 @@ class Deadline:
     last_progress: float | None = None
     exceeded: bool = False
     recheck_after: float | None = None
+    withheld: str = ""  # with the rollback opt-in: why there is no rollback (RollbackChoice)
 
 
 OFF = Deadline()
@@ -185,9 +189,10 @@ def hold(planned: tuple[int, int], current: tuple[int, int], scaled: bool) -> tu
 
 
 def message(deadline: Deadline, current_key: str) -> str:
+    withheld = f"{deadline.withheld}. " if deadline.withheld else ""
     return (f"Rollout made no progress for {deadline.seconds}s: no group became ready on "
-            f"revision {current_key}; the partition and surge are held. Fix or revert the "
-            "template (a new revision resumes the rollout)")
+            f"revision {current_key}; the partition and surge are held. {withheld}Fix or "
+            "revert the template (a new revision resumes the rollout)")
 
 
 def exceeded_event(deadline: Deadline, current_key: str) -> Event:
@@ -231,24 +236,76 @@ def _number(revision: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def rollback_target(lws: LWS, revisions: Iterable[Mapping[str, Any]],
-                    current_key: str) -> Mapping[str, Any] | None:
-    """The revision to roll back to, or None: the oldest of the set's revisions, when it is not
-    the current one and the current one was never rolled back from.
+def _ever_available(lws: LWS) -> bool:
+    """Whether the set was ever Available: upstream's status rules add the ``Available``
+    condition only when it turns True and never remove it (a set that goes unready keeps it,
+    False), so its mere presence says so, whatever its status now."""
+    return any(c.get("type") == CONDITION_AVAILABLE
+               for c in lws_view(lws).status.get("conditions") or () if isinstance(c, Mapping))
 
-    The oldest is the last one that was fully Ready: once an update is done every other revision
-    is deleted (upstream's truncateHistory), so the revisions alive are the one the last
-    completed update rolled out and those created since. A set that never completed an update
-    has only revisions that never were, and after a rollback the target is the oldest itself, so
-    a target that fails too is never rolled back from (one rollback per bad revision)."""
+
+def last_fully_ready(lws: LWS, revisions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The alive revision the set was last fully Ready on (every group Ready on it, the update
+    done), or None when no alive revision is known to have been. Derived from what is stored,
+    so nothing is written to know it:
+
+    * once an update is done every other revision is deleted (upstream's truncateHistory, the
+      status step), so of the revisions alive only the oldest (the lowest ``revision`` number)
+      can have been fully Ready: any later one that was would have deleted it;
+    * a revision is numbered one above the highest alive when it is created, so the oldest
+      numbered 2 or more was created while another revision lived, which is gone now: deleted
+      when the oldest's own update was done (or by hand);
+    * the oldest numbered 1 was created while no other revision lived: the set's first one (or
+      one recreated after every revision was deleted). It was fully Ready if the set was ever
+      Available (:func:`_ever_available`): before a later revision's update is done (which
+      would have deleted it) the set is Available only on it.
+
+    Known limits: a user partition (canary) can make the set Available with groups of two
+    revisions, and an operator killed between an update's completion and its deletion of the
+    other revisions, then a new template before the next pass, leaves an older revision that
+    was fully Ready once, not last."""
+    alive = sorted((r for r in revisions if not deleting(r) and revision_of(r)),
+                   key=lambda r: (_number(r), name_of(r)))
+    if not alive:
+        return None
+    oldest = alive[0]
+    return oldest if _number(oldest) >= 2 or _ever_available(lws) else None
+
+
+@dataclass(frozen=True)
+class RollbackChoice:
+    """The revision to roll back to, or (``target`` None) why there is none, as a sentence for
+    the ``Progressing`` condition and the deadline's Warning."""
+
+    target: Mapping[str, Any] | None
+    withheld: str = ""
+
+
+def rollback_choice(lws: LWS, revisions: Iterable[Mapping[str, Any]],
+                    current_key: str) -> RollbackChoice:
+    """Where a rollback from ``current_key`` goes: the last fully Ready revision
+    (:func:`last_fully_ready`) when it is another one and the set was never rolled back from
+    this one. Never to a revision not known to have been fully Ready: the rollout stays held
+    instead. Once per bad revision: after a rollback, ``rolled-back-from`` names it, so a
+    GitOps tool that puts the bad template back gets the hold, not a rollback loop."""
     view = lws_view(lws)
     if view.annotations.get(ROLLED_BACK_FROM_ANNOTATION) == current_key:
-        return None
-    alive = sorted((r for r in revisions if not deleting(r)), key=lambda r: (_number(r),
-                                                                              name_of(r)))
-    if not alive or revision_of(alive[0]) in ("", current_key):
-        return None
-    return alive[0]
+        return RollbackChoice(None, f"Not rolled back: rolled back from revision {current_key} "
+                                    f"once already ({ROLLED_BACK_FROM_ANNOTATION})")
+    alive = [r for r in revisions if not deleting(r)]
+    target = last_fully_ready(lws, alive)
+    if target is None:
+        return RollbackChoice(None, "Not rolled back: no earlier revision was ever fully Ready")
+    if revision_of(target) == current_key:
+        return RollbackChoice(None, f"Not rolled back: revision {current_key} is the last "
+                                    "fully Ready revision itself")
+    return RollbackChoice(target)
+
+
+def rollback_target(lws: LWS, revisions: Iterable[Mapping[str, Any]],
+                    current_key: str) -> Mapping[str, Any] | None:
+    """The revision to roll back to, or None (:func:`rollback_choice`)."""
+    return rollback_choice(lws, revisions, current_key).target
 
 
 def merge_patch(old: Any, new: Any) -> Any:

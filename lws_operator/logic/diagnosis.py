@@ -43,13 +43,16 @@ from lws_operator.api.constants import (
     PROGRESS_DEADLINE_ANNOTATION,
     REASON_EVICTION_REFUSED,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_ROLLED_BACK,
     RECOVER_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
+    ROLLED_BACK_FROM_ANNOTATION,
     SIZE_ANNOTATION,
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
     VOLCANO_GROUP_NAME_ANNOTATION,
 )
+from lws_operator.api.disruption import budget_of
 from lws_operator.api.view import (
     count_of,
     deleting,
@@ -59,6 +62,7 @@ from lws_operator.api.view import (
     lws_view,
     revision_of,
 )
+from lws_operator.logic.disruption import disrupted_groups
 from lws_operator.logic.objects import epoch_seconds, host_name, meta_of, name_of
 from lws_operator.logic.readiness import containers_ready, pod_running_and_ready
 from lws_operator.logic.restart_budget import exhausted
@@ -85,11 +89,14 @@ GROUP_READY_GATE: Final = "GroupReadyGate"
 PODS_NOT_READY: Final = "PodsNotReady"
 GROUP_INCOMPLETE: Final = "GroupIncomplete"
 EVICTIONS_REFUSED: Final = "EvictionsRefused"
+DISRUPTION_BUDGET_USED: Final = "DisruptionBudgetUsed"
+ROLLED_BACK: Final = REASON_ROLLED_BACK
 RANK: Final[Mapping[str, int]] = {cause: i for i, cause in enumerate((
     NOT_OBSERVED, WEBHOOK_UNREACHABLE, PODS_NOT_MUTATED, FAILED_CREATE,
     RESTART_BUDGET_EXHAUSTED, SCHEDULING_GATED, POD_GROUP_INCOMPLETE,
     PROGRESS_DEADLINE_EXCEEDED, ROLLOUT_STALLED,
-    UNSCHEDULABLE, GROUP_READY_GATE, PODS_NOT_READY, GROUP_INCOMPLETE, EVICTIONS_REFUSED))}
+    UNSCHEDULABLE, GROUP_READY_GATE, PODS_NOT_READY, GROUP_INCOMPLETE, EVICTIONS_REFUSED,
+    DISRUPTION_BUDGET_USED, ROLLED_BACK))}
 
 OUR_PATHS: Final = frozenset({MUTATE_LWS_PATH, VALIDATE_LWS_PATH, MUTATE_POD_PATH,
                               VALIDATE_POD_PATH})
@@ -563,29 +570,89 @@ def _rollout_stalled(scene: Scene, current: str) -> list[Finding]:
                     evidence=(stall_message(stall),), fix=fix, hint=hint)]
 
 
+def _recent(scene: Scene, reason: str) -> list[EventFact]:
+    """The set's Events of ``reason`` younger than ``RECENT_SECONDS``, newest first."""
+    view = lws_view(scene.lws)
+    return sorted(
+        (f for f in map(event_fact, scene.events)
+         if f.reason == reason and f.kind == KIND and f.name == view.name
+         and not (f.time is not None and scene.now and scene.now - f.time > RECENT_SECONDS)),
+        key=lambda f: -(f.time or 0))
+
+
+def _disrupted(scene: Scene) -> tuple[int, tuple[str, ...]] | None:
+    """The set's group disruption budget and the groups it counts as disrupted now (as the
+    eviction webhook does from its caches, ``logic.disruption``), or None without a budget."""
+    view = lws_view(scene.lws)
+    budget = budget_of(view.annotations, view.replicas)
+    if budget is None:
+        return None
+    groups = disrupted_groups(scene.pods, view.replicas, view.size, view.hashed)
+    return budget, tuple(sorted(groups, key=lambda g: (not g.isdigit(), int(g) if g.isdigit()
+                                                       else 0, g)))
+
+
+def _disrupted_line(budget: int, groups: tuple[str, ...]) -> str:
+    shown = ", ".join(groups[:10]) + (", ..." if len(groups) > 10 else "")
+    return (f"groups disrupted now: {len(groups)} of at most {budget}"
+            + (f" ({shown})" if groups else ""))
+
+
 def _evictions_refused(scene: Scene) -> list[Finding]:
     """Recent ``EvictionRefused`` Events on the set: a drain (or another evictor) is waiting on
     the group disruption budget (``logic.disruption``). Not blocking: the set is not held back,
-    the evictor is, until the disrupted groups are Ready again."""
+    the evictor is, until the disrupted groups are Ready again. Without a recent refusal, a
+    budget used up (as many groups disrupted as it allows) is said too: the next eviction of a
+    healthy group will be refused."""
     view = lws_view(scene.lws)
-    refusals = sorted(
-        (f for f in map(event_fact, scene.events)
-         if f.reason == REASON_EVICTION_REFUSED and f.kind == KIND and f.name == view.name
-         and not (f.time is not None and scene.now and scene.now - f.time > RECENT_SECONDS)),
-        key=lambda f: -(f.time or 0))
-    if not refusals:
-        return []
-    latest = refusals[0]
-    age = _age(scene.now, latest.time)
-    evidence = f"Event EvictionRefused{f' {age} ago' if age else ''}: {latest.message}"
+    refusals = _recent(scene, REASON_EVICTION_REFUSED)
+    budget = _disrupted(scene)
     raise_it = _kubectl(scene, "annotate", "leaderworkerset", view.name, "--overwrite",
                         f"{MAX_DISRUPTED_GROUPS_ANNOTATION}=<more>")
+    if not refusals:
+        if budget is None or len(budget[1]) < budget[0]:
+            return []
+        return [Finding(DISRUPTION_BUDGET_USED, "the group disruption budget is used up: an "
+                        "eviction of a pod of a healthy group (kubectl drain, an autoscaler) "
+                        "is refused until a disrupted group is Ready again",
+                        evidence=(_disrupted_line(*budget),),
+                        hint=f"evicting pods of the disrupted groups is still allowed; to let "
+                             f"more groups go at once, raise the budget ({raise_it})",
+                        ours="group disruption budget", blocking=False)]
+    latest = refusals[0]
+    age = _age(scene.now, latest.time)
+    evidence = [f"Event EvictionRefused{f' {age} ago' if age else ''}: {latest.message}"]
+    if budget is not None:
+        evidence.append(_disrupted_line(*budget))
     return [Finding(EVICTIONS_REFUSED, "evictions refused by the group disruption budget: an "
                     "evictor (kubectl drain, an autoscaler) waits for disrupted groups to be "
-                    "Ready again", evidence=(evidence,),
+                    "Ready again", evidence=tuple(evidence),
                     hint=f"the evictor retries on its own; to let more groups go at once, raise "
                          f"the budget ({raise_it})",
                     ours="group disruption budget", blocking=False)]
+
+
+def _rolled_back(scene: Scene) -> list[Finding]:
+    """A recent ``RolledBack`` Event: the operator put the last fully Ready revision's templates
+    back because a rollout made no progress by its deadline (``logic.deadline``). Not blocking:
+    the set rolls back out by itself; the user should know their template was replaced."""
+    view = lws_view(scene.lws)
+    rollbacks = _recent(scene, REASON_ROLLED_BACK)
+    if not rollbacks:
+        return []
+    latest = rollbacks[0]
+    age = _age(scene.now, latest.time)
+    evidence = [f"Event RolledBack{f' {age} ago' if age else ''}: {latest.message}"]
+    bad = view.annotations.get(ROLLED_BACK_FROM_ANNOTATION)
+    if bad:
+        evidence.append(f"annotation {ROLLED_BACK_FROM_ANNOTATION}={bad}")
+    return [Finding(ROLLED_BACK, "the operator rolled the templates back to the last fully Ready "
+                    "revision: the rollout made no progress by its deadline",
+                    evidence=tuple(evidence),
+                    hint="the set now runs (or rolls back out to) the restored templates; fix "
+                         "the template that stalled before applying it again (the same one "
+                         "again is held at the deadline, not rolled back a second time)",
+                    ours="progress deadline's rollback", blocking=False)]
 
 
 # ------------------------------------------------------------------------------ group causes
@@ -1007,6 +1074,7 @@ def diagnose(scene: Scene, group: str | None = None) -> Diagnosis:
         findings += _deadline_exceeded(scene)
         findings += _rollout_stalled(scene, current)
         findings += _evictions_refused(scene)
+        findings += _rolled_back(scene)
     for each in ([chosen] if chosen is not None else groups):
         found = _group_finding(scene, each, groups, facts, current)
         if found is not None:

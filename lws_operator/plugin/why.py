@@ -54,10 +54,16 @@ each group's first cause):
   GroupReadyGate          a Hash-mode leader held not Ready by its group-ready gate
   PodsNotReady            pods placed but not Ready (a new revision that never starts)
   GroupIncomplete         a group or the set is missing pods
+Warnings, which block nothing of the set's:
+  EvictionsRefused        a drain or autoscaler waits on the group disruption budget, with
+                          the groups it counts disrupted now
+  DisruptionBudgetUsed    as many groups disrupted as the budget allows: the next eviction
+                          of a healthy group will be refused
+  RolledBack              the operator rolled the templates back on the progress deadline
 Causes about features only lws-operator has (restart budget, group-ready and
-group-replacement gates, native gang scheduling, RolloutStalled, the progress deadline) say
-so: they do not occur under the upstream Go controller, whose objects this command reads all
-the same.
+group-replacement gates, native gang scheduling, RolloutStalled, the progress deadline and
+its rollback, the group disruption budget) say so: they do not occur under the upstream Go
+controller, whose objects this command reads all the same.
 """
 
 EPILOG = """\

@@ -355,7 +355,8 @@ TAKE_NO_PODS = frozenset({
     "deadline.Deadline", "deadline.apply_deadline", "deadline.deadline_seconds",
     "deadline.exceeded_on",
     "deadline.decide", "deadline.exceeded_event", "deadline.hold", "deadline.rollback_body",
-    "deadline.rollback_enabled", "deadline.rollback_target", "deadline.rolled_back_event",
+    "deadline.rollback_enabled", "deadline.rollback_target", "deadline.rollback_choice",
+    "deadline.rolled_back_event",
     "deadline.rollout_started", "objects.epoch_seconds",
     "group_metrics.state_counts",
 })

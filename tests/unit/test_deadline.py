@@ -4,6 +4,7 @@ is held, what survives a restart, and the rollback's target and write."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -182,20 +183,104 @@ def _with_image(lws: dict[str, Any], image: str) -> dict[str, Any]:
     return out
 
 
-def test_rollback_targets_the_oldest_revision_once_per_bad_revision() -> None:
-    good = _lws([])
-    bad, worse = _with_image(good, "app:bad"), _with_image(good, "app:worse")
-    revisions = [_revision(bad, 2), _revision(good, 1), _revision(worse, 3)]
-    good_key, bad_key = revision_key(good), revision_key(bad)
-    assert dl.rollback_target(bad, revisions, bad_key) is revisions[1]
-    # After the rollback the target is the oldest itself: nothing to roll back to.
-    assert dl.rollback_target(good, revisions, good_key) is None
-    # A revision already rolled back from is never rolled back from again.
-    again = copy.deepcopy(bad)
-    again["metadata"]["annotations"][ROLLED_BACK_FROM_ANNOTATION] = bad_key
-    assert dl.rollback_target(again, revisions, bad_key) is None
-    # A set that never completed an update has no fully Ready revision.
-    assert dl.rollback_target(bad, [revisions[0]], bad_key) is None
+def _history(lws: dict[str, Any], *revisions: tuple[str, int]) -> list[dict[str, Any]]:
+    """The set's alive revisions: (image, revision number); ``-`` after the image: being
+    deleted."""
+    out = []
+    for image, number in revisions:
+        revision = _revision(_with_image(lws, image.rstrip("-")), number)
+        if image.endswith("-"):
+            revision["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        out.append(revision)
+    return out
+
+
+AVAILABLE = [_cond("Available", "True", "2026-01-01T00:00:00Z")]
+UNAVAILABLE = [_cond("Available", "False", "2026-01-01T00:00:00Z")]
+NEVER = "no earlier revision was ever fully Ready"
+
+
+@pytest.mark.parametrize(("conditions", "revisions", "current", "target", "withheld"), [
+    # Updated from the set's first revision, on which it was fully Ready (Available).
+    (AVAILABLE, (("v1", 1), ("bad", 2)), "bad", "v1", ""),
+    # ... and Available is kept, False, once a group goes down: it still was.
+    (UNAVAILABLE, (("v1", 1), ("bad", 2)), "bad", "v1", ""),
+    # Created on a template that never became Ready, then updated to one that stalls too:
+    # the first revision never was fully Ready, so there is no rollback.
+    ([], (("v1", 1), ("bad", 2)), "bad", None, NEVER),
+    # After a completed update the others were deleted: the oldest numbered 2 or more was
+    # created while another revision lived, which only its own completion deleted.
+    ([], (("v2", 2), ("bad", 3)), "bad", "v2", ""),
+    (AVAILABLE, (("v2", 5), ("bad", 6)), "bad", "v2", ""),
+    # A bad template over an unfinished update (or one reverted mid-rollout, which creates no
+    # revision): back to the oldest, the one fully Ready before both...
+    (AVAILABLE, (("v1", 1), ("v2", 2), ("bad", 3)), "bad", "v1", ""),
+    (AVAILABLE, (("v2", 2), ("v3", 3), ("bad", 4)), "bad", "v2", ""),
+    # ... unless the set was never fully Ready: none of them was.
+    ([], (("v1", 1), ("v2", 2), ("bad", 3)), "bad", None, NEVER),
+    # Reverted to the fully Ready revision, which stalls now itself: nothing older to go to.
+    (AVAILABLE, (("v1", 1), ("v2", 2)), "v1", None, "is the last fully Ready revision itself"),
+    # Only the current revision.
+    (AVAILABLE, (("bad", 1),), "bad", None, "is the last fully Ready revision itself"),
+    ([], (("bad", 1),), "bad", None, NEVER),
+    # The oldest being deleted (a completed update's truncation) is not there to go back to.
+    ([], (("v1-", 1), ("v2", 2), ("bad", 3)), "bad", "v2", ""),
+    # A key stored twice (the rolled-out templates of a taken-over set): the key is the target.
+    ([], (("v1", 2), ("v1", 3), ("bad", 4)), "bad", "v1", ""),
+])
+def test_the_rollback_goes_only_to_the_last_fully_ready_revision(
+        conditions: list[dict[str, Any]], revisions: tuple[tuple[str, int], ...], current: str,
+        target: str | None, withheld: str) -> None:
+    good = _lws(conditions)
+    live = _with_image(good, current)
+    history = _history(good, *revisions)
+    choice = dl.rollback_choice(live, history, revision_key(live))
+    got = None if choice.target is None else choice.target["metadata"]["labels"][
+        "leaderworkerset.sigs.k8s.io/template-revision-hash"]
+    assert got == (None if target is None else revision_key(_with_image(good, target)))
+    assert withheld in choice.withheld
+    assert bool(choice.withheld) == (target is None)
+    assert dl.rollback_target(live, history, revision_key(live)) is choice.target
+
+
+def test_a_revision_is_rolled_back_from_once() -> None:
+    """A template put back after the rollback (a GitOps tool syncing the bad manifest again)
+    is held, not rolled back again and again."""
+    good = _lws(AVAILABLE)
+    bad = _with_image(good, "bad")
+    history = _history(good, ("v1", 1), ("bad", 2))
+    assert dl.rollback_target(bad, history, revision_key(bad)) is history[0]
+    bad["metadata"]["annotations"][ROLLED_BACK_FROM_ANNOTATION] = revision_key(bad)
+    choice = dl.rollback_choice(bad, history, revision_key(bad))
+    assert choice.target is None
+    assert choice.withheld == (f"Not rolled back: rolled back from revision {revision_key(bad)} "
+                               f"once already ({ROLLED_BACK_FROM_ANNOTATION})")
+
+
+def test_a_scale_creates_no_revision() -> None:
+    """Only a template change makes a revision (``logic.revision``): a scale leaves the history,
+    and so the rollback's target, as it was."""
+    lws = _lws(AVAILABLE)
+    history = _history(lws, ("app:1", 1))
+    sts = {"metadata": {"labels": {
+        "leaderworkerset.sigs.k8s.io/template-revision-hash": revision_key(lws)}}}
+    scaled = copy.deepcopy(lws)
+    scaled["spec"]["replicas"] = 7
+    assert decide_revision(scaled, sts, list[Mapping[str, Any]](history)).create is None
+
+
+def test_the_condition_says_why_there_is_no_rollback() -> None:
+    held = dl.Deadline(60, T0, exceeded=True, withheld="Not rolled back: no earlier revision "
+                                                      "was ever fully Ready")
+    text = dl.message(held, "abc")
+    assert text == ("Rollout made no progress for 60s: no group became ready on revision abc; "
+                    "the partition and surge are held. Not rolled back: no earlier revision "
+                    "was ever fully Ready. Fix or revert the template (a new revision resumes "
+                    "the rollout)")
+    # The revision is still read back from it (the exceeded state survives restarts).
+    status = _status(_cond("Progressing", "False", "2026-01-01T00:00:00Z",
+                           reason="ProgressDeadlineExceeded", message=text))
+    assert dl.exceeded_on(status) == "abc"
 
 
 def _merge(target: Any, patch: Any) -> Any:

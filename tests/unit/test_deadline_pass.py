@@ -17,7 +17,7 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
 )
 from lws_operator.logic.plan import Apply, Delete, Patch
-from lws_operator.logic.steps.deadline import RESUME_AFTER
+from lws_operator.logic.steps.deadline import RESUME_NOW
 from tests.unit import reconciler_world as rw
 from tests.unit.reconciler_world import World, at_rest, built_world, manifest, plan_pass
 
@@ -120,7 +120,7 @@ def test_the_rollback_restores_the_last_ready_revision_once(
     bad = restored["metadata"]["annotations"][ROLLED_BACK_FROM_ANNOTATION]
     assert bad
     assert bad in planned.lines[-1]
-    assert planned.requeue == RESUME_AFTER
+    assert planned.requeue == RESUME_NOW
     # The pass it asks for is on the old revision again: the leader StatefulSet carries it, at
     # upstream's reset partition, and there is no second rollback.
     after = plan_pass(world)
@@ -133,7 +133,7 @@ def test_the_rollback_restores_the_last_ready_revision_once(
 
 @pytest.mark.parametrize(("annotations", "rolled_back_from_bad", "seconds", "rolled_back",
                           "requeue"), [
-    (ROLLBACK, False, 60, True, RESUME_AFTER),  # the pass after the rollback is asked for
+    (ROLLBACK, False, 60, True, RESUME_NOW),  # the pass after the rollback is asked for
     (ROLLBACK, False, 59, False, 1.0),  # before the deadline: requeued at it
     (DEADLINE, False, 60, False, None),  # no rollback opt-in: held, nothing to wait for
     (ROLLBACK, True, 60, False, None),  # already rolled back from this revision: held
@@ -155,6 +155,29 @@ def test_a_rollback_ends_the_pass_and_asks_for_the_next(
     planned = plan_pass(world)
     assert ("patch LeaderWorkerSet sample" in planned.writes()) == rolled_back
     assert planned.requeue == requeue
+
+
+def test_no_rollback_to_a_revision_that_never_was_fully_ready(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A set whose first revision never became fully Ready (it was never Available), updated
+    to a template that stalls too: with the rollback opt-in the rollout is held as without it,
+    and the condition and the Warning say why there is no rollback."""
+    world = updating(ROLLBACK)
+    plan_pass(world)
+    lws = copy.deepcopy(world.lws)
+    lws["status"]["conditions"] = [c for c in lws["status"]["conditions"]
+                                   if c["type"] != "Available"]
+    world.cache["LeaderWorkerSet"].upsert(lws)
+    later(monkeypatch, 60, world)
+    planned = plan_pass(world)
+    assert "patch LeaderWorkerSet sample" not in planned.writes()
+    assert partitions(planned) == []
+    (warning,) = [e for e in planned.events() if "ProgressDeadlineExceeded" in e]
+    assert "Not rolled back: no earlier revision was ever fully Ready" in warning
+    assert progressing(world)["message"].endswith(
+        "Not rolled back: no earlier revision was ever fully Ready. Fix or revert the template "
+        "(a new revision resumes the rollout)")
+    assert planned.requeue is None
 
 
 def bad_key(world: World) -> str:

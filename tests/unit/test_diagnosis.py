@@ -140,6 +140,16 @@ def scene(set_: dict[str, Any] | None = None, pods: list[dict[str, Any]] | None 
 
 # ------------------------------------------------------------------------------ the cause rows
 
+BUDGET = "lws-operator.dev/max-disrupted-groups"
+ROLLED_BACK_NOTE = ("Rolled back from revision bad9999 to revision new1234 (demo-new1234-1): the "
+                    "rollout made no progress for 600s")
+
+
+def with_budget(body: dict[str, Any], budget: str) -> dict[str, Any]:
+    body["metadata"]["annotations"] = {BUDGET: budget}
+    return body
+
+
 SERVING = {"lws-system/lws-webhook-service": [{"endpoints": [
     {"addresses": ["10.0.0.1"], "conditions": {"ready": True}}]}]}
 NO_ENDPOINTS = {"lws-system/lws-webhook-service": [{"endpoints": [
@@ -376,9 +386,17 @@ CASES: list[tuple[str, Scene, str, str]] = [
                          "violate the group disruption budget")]),
      "EvictionsRefused", "evictions refused by the group disruption budget: an evictor "
      "(kubectl drain, an autoscaler) waits for disrupted groups to be Ready again"),
+    ("a budget of 0 groups: every healthy group's eviction is refused",
+     scene(with_budget(lws(), "0")), "DisruptionBudgetUsed",
+     "the group disruption budget is used up: an eviction of a pod of a healthy group "
+     "(kubectl drain, an autoscaler) is refused until a disrupted group is Ready again"),
+    ("the operator rolled the set back: a warning",
+     scene(events=[event("LeaderWorkerSet", "demo", "RolledBack", ROLLED_BACK_NOTE)]),
+     "RolledBack", "the operator rolled the templates back to the last fully Ready revision: "
+     "the rollout made no progress by its deadline"),
 ]
-# Causes that hold back an evictor, not the set: reported without blocking.
-NOT_BLOCKING = {"EvictionsRefused"}
+# Causes that hold back an evictor, not the set, or that say what was done: not blocking.
+NOT_BLOCKING = {"EvictionsRefused", "DisruptionBudgetUsed", "RolledBack"}
 
 
 @pytest.mark.parametrize(("case", "given", "cause", "summary"), CASES,
@@ -517,6 +535,45 @@ def test_refused_evictions_name_the_budget_and_age_out() -> None:
     old = {**refusal, "lastTimestamp": "2026-12-01T09:00:00Z"}
     other = event("LeaderWorkerSet", "other", "EvictionRefused", "not this set")
     assert diagnose(scene(events=[old, other])).findings == ()
+
+
+@pytest.mark.parametrize(("budget", "down", "refused", "causes", "disrupted"), [
+    # A drain waiting: the refusal, and the groups the budget counts now.
+    ("1", {"1"}, True, ["EvictionsRefused"], "groups disrupted now: 1 of at most 1 (1)"),
+    # No refusal yet, the budget used up: the next healthy group's eviction will be refused.
+    ("1", {"1"}, False, ["DisruptionBudgetUsed"], "groups disrupted now: 1 of at most 1 (1)"),
+    ("50%", {"0", "2"}, False, ["DisruptionBudgetUsed"],
+     "groups disrupted now: 2 of at most 2 (0, 2)"),
+    # Room left in the budget, nothing refused: nothing to say about it.
+    ("2", {"1"}, False, [], ""),
+])
+def test_the_budget_shows_the_groups_it_counts_disrupted(
+        budget: str, down: set[str], refused: bool, causes: list[str], disrupted: str) -> None:
+    pods = [p for i in range(4) for p in group(str(i), ready=str(i) not in down)]
+    refusal = event("LeaderWorkerSet", "demo", "EvictionRefused", "Refused the eviction of pod "
+                    "demo-0: Cannot evict pod as it would violate the group disruption budget")
+    found = diagnose(scene(with_budget(lws(replicas=4, ready=4 - len(down)), budget), pods=pods,
+                           events=[refusal] if refused else []))
+    budget_findings = [f for f in found.findings if f.ours == "group disruption budget"]
+    assert [f.cause for f in budget_findings] == causes
+    if causes:
+        assert budget_findings[0].evidence[-1] == disrupted
+        assert not budget_findings[0].blocking
+
+
+def test_a_rollback_is_reported_with_its_event_and_annotation() -> None:
+    body = lws()
+    body["metadata"]["annotations"] = {"lws-operator.dev/rolled-back-from": "bad9999"}
+    found = diagnose(scene(body, events=[event("LeaderWorkerSet", "demo", "RolledBack",
+                                               ROLLED_BACK_NOTE)])).findings
+    assert [f.cause for f in found] == ["RolledBack"]
+    assert found[0].evidence == (f"Event RolledBack 30s ago: {ROLLED_BACK_NOTE}",
+                                 "annotation lws-operator.dev/rolled-back-from=bad9999")
+    assert found[0].as_dict()["onlyLwsOperator"].endswith("progress deadline's rollback")
+    # An hour later it is no news (the annotation stays, and says nothing by itself).
+    old = event("LeaderWorkerSet", "demo", "RolledBack", ROLLED_BACK_NOTE,
+                when="2026-12-01T09:00:00Z")
+    assert diagnose(scene(body, events=[old])).findings == ()
 
 
 def test_an_old_failure_event_is_no_news() -> None:

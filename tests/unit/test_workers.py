@@ -182,6 +182,26 @@ async def test_requeue_after_forgets_and_adds_after_the_delay() -> None:
     assert h.results() == {"success": 1, "error": 0, "requeue": 0, "requeue_after": 1}
 
 
+async def test_requeue_after_zero_runs_the_next_pass_at_once() -> None:
+    """Zero is "at once" (not controller-runtime's "no requeue"): a pass whose write wakes no
+    later pass by a watch event (a rollback on the progress deadline) asks for the next itself,
+    which runs once this one is done, with no time passing and no backoff counted."""
+    h = Harness()
+    calls: list[float] = []
+
+    async def reconcile(key: str) -> Result:
+        calls.append(h.clock.now)
+        return Result(requeue_after=0.0) if len(calls) == 1 else Result()
+
+    h.queue.add("ns/a")
+    async with h.running(reconcile):
+        await settle()
+        assert calls == [0, 0]
+        assert h.queue.num_requeues("ns/a") == 0
+        assert h.queue.waiting() == {}
+    assert h.results() == {"success": 1, "error": 0, "requeue": 0, "requeue_after": 1}
+
+
 async def test_requeue_goes_through_the_backoff() -> None:
     h = Harness()
 

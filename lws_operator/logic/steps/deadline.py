@@ -2,8 +2,9 @@
 owner's ``prepare``, before the rollout's partition is applied, so an exceeded deadline holds the
 partition and surge this very pass; the status step overlays its condition and requeues the
 pass at the deadline. With the rollback opt-in, an exceeded deadline writes the templates of the
-last fully Ready revision instead, and ends the pass: the next one, which the plan asks for
-itself (``RESUME_AFTER``), starts the rollout back."""
+last fully Ready revision instead, and ends the pass: the next one, which the plan asks for at
+once (``RESUME_NOW``), starts the rollout back. Without such a revision the rollout stays held,
+and the condition says why."""
 
 from __future__ import annotations
 
@@ -22,13 +23,12 @@ from lws_operator.logic.rollout import RolloutDecision, RolloutSnapshot
 from lws_operator.logic.snapshot import Observed
 from lws_operator.logic.status import count_groups
 
-# Seconds until the pass after a rollback. The rollback's answer is cached before its own watch
-# event arrives, and an event of the set that brings nothing new to the cache wakes no pass
-# (docs/architecture.md, "Watching and caching"): nothing else would ever start the rollout
-# back, since the pods of a bad revision that never becomes Ready send no events either. Any
-# positive delay will do (the work queue takes zero for "no requeue"): the cache already holds
-# the rolled-back set, so the next pass decides on it at once.
-RESUME_AFTER = 0.05
+# When to look again after a rollback: at once. The rollback's answer is cached before its own
+# watch event arrives, and an event of the set that brings nothing new to the cache wakes no
+# pass (docs/architecture.md, "Watching and caching"): nothing else would ever start the rollout
+# back, since the pods of a bad revision that never becomes Ready send no events either. The
+# cache already holds the rolled-back set, so the next pass decides on it straight away.
+RESUME_NOW = 0.0
 
 
 def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
@@ -41,9 +41,15 @@ def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
     counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
                           obs.leaders, obs.worker_statefulsets)
     started = dl.rollout_started(obs.body, counts, obs.now)
-    return dl.decide(seconds, None if started is None else _epoch(started, obs.clock),
-                     snapshot.groups, dl.groups_ready_since(lws.name, obs.pods, key), obs.clock,
-                     stuck=dl.exceeded_on(lws.status) == key)
+    deadline = dl.decide(seconds, None if started is None else _epoch(started, obs.clock),
+                         snapshot.groups, dl.groups_ready_since(lws.name, obs.pods, key),
+                         obs.clock, stuck=dl.exceeded_on(lws.status) == key)
+    if not deadline.exceeded or not dl.rollback_enabled(obs.body):
+        return deadline
+    # Opted in to the rollback: when there is none to make, the condition says why.
+    choice = dl.rollback_choice(obs.body, obs.decided.revisions, key)
+    return deadline if choice.target is not None else replace(deadline,
+                                                              withheld=choice.withheld)
 
 
 def _epoch(stamp: str, clock: float) -> float:
@@ -72,12 +78,12 @@ def held(rollout: RolloutDecision, snapshot: RolloutSnapshot) -> RolloutDecision
 
 
 def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
-    """The rollback write when the set opted in and has a revision to go back to, with the
-    deadline's Warning and the rollback's Event once it succeeded. The write ends the pass (its
-    later steps would act on the revision rolled back from) and asks for the next pass
-    (``RESUME_AFTER``), which starts the rollout back to the restored revision; a 409 ends the
-    pass too (decided again on the newer object, where the rollback either landed or is
-    decided anew)."""
+    """The rollback write when the set opted in and has a fully Ready revision to go back to
+    (``logic.deadline.rollback_choice``), with the deadline's Warning and the rollback's Event
+    once it succeeded. The write ends the pass (its later steps would act on the revision rolled
+    back from) and asks for the next pass at once (``RESUME_NOW``), which starts the rollout
+    back to the restored revision; a 409 ends the pass too (decided again on the newer object,
+    where the rollback either landed or is decided anew)."""
     if not deadline.exceeded or not dl.rollback_enabled(obs.body):
         return None
     key = obs.decided.key
@@ -91,4 +97,4 @@ def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
                                 policy=CONFLICT_STOPS,
                                 log=f"rolling {obs.lws.namespace}/{obs.lws.name} back from "
                                     f"revision {key}"))
-    return Plan((patch,), stop=True, requeue_after=RESUME_AFTER)
+    return Plan((patch,), stop=True, requeue_after=RESUME_NOW)
