@@ -8,11 +8,10 @@ import subprocess
 import sys
 
 # Never in the admission process: the controllers' framework and API client, the validation
-# models, and aiohttp's client half (``child`` registers aiohttp bare).
-ABSENT = ("kopf", "kubernetes.client", "kubernetes.aio.client", "kubernetes.config", "pydantic",
-          "aiohttp.client", "aiohttp.connector")
+# models, and aiohttp (it serves HTTP/1.1 with h11, ``admission.http_server``).
+ABSENT = ("kopf", "kubernetes", "pydantic", "aiohttp", "multidict", "yarl")
 # What it serves with.
-PRESENT = ("aiohttp.web", "ssl", "prometheus_client", "lws_operator.logic.pod_mutation",
+PRESENT = ("h11", "ssl", "prometheus_client", "lws_operator.logic.pod_mutation",
            "lws_operator.api.validation")
 
 
