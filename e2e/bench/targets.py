@@ -193,7 +193,15 @@ FIGURES: tuple[Figure, ...] = (
            _at("webhook_at_rate", "server_ms", "p99"), 5.0, before="5.6",
            note=lambda s: f"at {dig(s, 'webhook_at_rate', 'achieved_rate')}/s; kube-apiserver's "
                           "calls within 5 ms: "
-                          f"{dig(s, 'webhook_at_rate', 'apiserver_webhook_call_within_5ms')}"),
+                          f"{dig(s, 'webhook_at_rate', 'apiserver_ms', 'share_within_5ms')}"),
+    Figure("rate.webhook_connections_per_admission", "200/s",
+           "webhook TLS connections per admission",
+           _at("webhook_at_rate", "connections", "per_admission"),
+           note=lambda s: f"{dig(s, 'webhook_at_rate', 'connections', 'accepted')} connections, "
+                          f"{dig(s, 'webhook_at_rate', 'connections', 'admissions')} admissions; "
+                          "kube-apiserver keeps 25 idle per host"),
+    Figure("rate.admission_child_cpu_ms", "200/s", "admission process CPU ms per admission",
+           _at("webhook_at_rate", "connections", "child_cpu_ms_per_admission")),
     Figure("create.writes_per_set", "create", "writes per set besides status, Events, Leases",
            _at("operator", "writes_on_create", "per_set"),
            note=lambda s: "the old target was 2 + replicas"),

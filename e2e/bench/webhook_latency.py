@@ -29,6 +29,11 @@ Reported, never asserted (they depend on the machine):
 * ``cpu_seconds_elsewhere``: over the same window, CPU seconds of this driver, of the control
   plane's processes (when the cluster is this tool's own or laid out like it) and of the whole
   machine, to tell what held the rate back when ``achieved_rate`` falls short;
+* ``connections``: TCP (TLS) connections our webhook server accepted over the window
+  (``lws_operator_webhook_connections_accepted_total``), the admissions it answered on every
+  path, and connections per admission: near 0 when kube-apiserver reuses its kept-alive
+  connections, near 1 when each call pays a TLS handshake; and the admission child's CPU
+  milliseconds per admission;
 * ``operator``: CPU seconds of the operator process and of its admission child over the window,
   their resident memory at its end, and the resident, proportional and unique memory of each
   (``shared_memory_mib``) before and after the load: the child is a new interpreter, not a
@@ -107,6 +112,18 @@ def memory_by_process(pid: int) -> dict[str, dict[str, float]]:
         with contextlib.suppress(OSError):
             out["admission_child"] = shared_memory_mib(child)
     return out
+
+
+def connections(scrape: figures.Scrape, child_cpu_seconds: float) -> dict[str, Any]:
+    """Connections accepted, admissions answered (every webhook path: they share the
+    connections), their ratio, and the admission child's CPU per admission, over one window
+    (``scrape`` a ``figures.delta``)."""
+    accepted = figures.total(scrape, "lws_operator_webhook_connections_accepted_total")
+    admissions = figures.total(scrape, "controller_runtime_webhook_requests_total")
+    return {"accepted": int(accepted), "admissions": int(admissions),
+            "per_admission": round(accepted / admissions, 3) if admissions else None,
+            "child_cpu_ms_per_admission": (round(child_cpu_seconds / admissions * 1000, 3)
+                                           if admissions else None)}
 
 
 def summary(cumulative: dict[float, float]) -> dict[str, Any]:
@@ -235,6 +252,8 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
             theirs, "apiserver_admission_webhook_admission_duration_seconds", name=WEBHOOK,
             type="admit")),
         "create_ms": {"requests": len(load.latencies), **percentiles(load.latencies)},
+        "connections": connections(ours, cpu_after["admission_child"]
+                                   - cpu_before["admission_child"]),
         # Who else spent CPU during the load, to tell what held the rate back: on a 2-core
         # machine ``machine`` near 2 x ``window_s`` means every core was busy.
         "window_s": round(window, 1),

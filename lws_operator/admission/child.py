@@ -14,27 +14,46 @@ import asyncio
 import asyncio.sslproto
 import datetime as dt
 import gc
+import importlib.util
 import itertools
 import json
 import logging
 import signal
 import socket
 import sys
+import types
 from collections.abc import Mapping
 from typing import Any
 
-import prometheus_client
-from prometheus_client import CollectorRegistry
 
-from lws_operator.kube.lean_imports import bare_packages
+def _bare(name: str) -> None:
+    """Register package ``name`` without running its ``__init__`` (``kube.lean_imports``
+    explains the technique; its helper also reads the distribution's version through
+    ``importlib.metadata``, which alone imports the email package and more, so it is not used
+    here). Importing a submodule then runs that submodule and what it imports, no more."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.submodule_search_locations is None:
+        return
+    module = types.ModuleType(name)
+    module.__spec__ = spec
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__file__ = spec.origin
+    module.__package__ = name
+    sys.modules[name] = module
 
-# aiohttp's ``__init__`` imports its client half too (connector, sessions, cookie jar, and two
-# SSL contexts with the system's CA certificates built at import); this process only serves.
-# Registered bare before anything imports it (``kube.lean_imports``), ``aiohttp.web`` imports
-# what it needs and no more: measured, 2.2 MiB less unique memory and ~0.1 s less to import.
-bare_packages(("aiohttp",))
 
-from lws_operator.admission import review  # noqa: E402 (after the line above)
+# prometheus_client's ``__init__`` imports its exposition half too (an HTTP server, WSGI,
+# urllib's client, the email package, push gateways); this process only counts, and the parent
+# formats its metrics. Registered bare before anything imports it, the metric classes import
+# what they need and no more.
+_bare("prometheus_client")
+
+from prometheus_client.metrics import disable_created_metrics  # noqa: E402 (after the line above)
+from prometheus_client.registry import CollectorRegistry  # noqa: E402
+
+from lws_operator.admission import review  # noqa: E402
 from lws_operator.admission.metrics import WebhookMetrics  # noqa: E402
 from lws_operator.admission.process import (  # noqa: E402
     CERTIFICATE,
@@ -95,7 +114,7 @@ class ParentEvictions:
 
 async def serve(settings: ChildSettings, control: socket.socket,
                 listeners: list[socket.socket]) -> None:
-    prometheus_client.disable_created_metrics()  # as the parent's registry (kube.metrics)
+    disable_created_metrics()  # as the parent's registry (kube.metrics)
     registry = CollectorRegistry()
     tls = ServingTLS(settings.tls_min_version, settings.tls_ciphers)
     reader, writer = await asyncio.open_unix_connection(sock=control)

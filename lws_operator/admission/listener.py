@@ -1,4 +1,6 @@
-"""Starting an aiohttp application on a TCP port, shared by the admission and health servers."""
+"""Binding the servers' TCP ports, and starting an aiohttp application on one (the probes and
+``/metrics``). aiohttp is imported only by ``listen``: the admission process binds through here
+and never imports it (``http_server``)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ import os
 import socket
 import ssl
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from aiohttp import web
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class ListenError(OSError):
@@ -79,6 +83,8 @@ async def listen(
     :func:`bind` when given (they then belong to the runner); returns the runner, whose
     ``cleanup()`` stops it, and the port actually bound. ``ListenError`` when the port cannot
     be bound; nothing is left open on failure."""
+    from aiohttp import web
+
     runner = web.AppRunner(app, handle_signals=False, access_log=None,
                            shutdown_timeout=shutdown_timeout)
     try:

@@ -46,9 +46,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+# Submodules, not the package: the admission process imports the package bare (``child``).
 from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from lws_operator.admission.listener import bind, close
 

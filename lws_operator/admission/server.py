@@ -1,7 +1,7 @@
 """The HTTPS admission server: upstream's webhook paths (LeaderWorkerSet, pod, DisaggregatedSet)
-on one aiohttp listener.
+on one HTTP/1.1 listener (``http_server``: h11 on an asyncio protocol).
 
-Why our own aiohttp application rather than kopf's ``@kopf.on.mutate/validate`` handlers:
+Why our own server rather than kopf's ``@kopf.on.mutate/validate`` handlers:
 
 * Answers must match controller-runtime's exactly (``review``): a refusal is a 403 with reason
   ``Forbidden`` and the error text as message, a malformed request a 400, warnings ride on an
@@ -15,9 +15,9 @@ Why our own aiohttp application rather than kopf's ``@kopf.on.mutate/validate`` 
   after the swap get the new certificate, open ones finish undisturbed, nothing is refused.
 * Readiness does not wait for kopf's resource scan.
 
-It is an ordinary coroutine-driven aiohttp site, so it shares the event loop of the kopf-based
-controllers. aiohttp speaks HTTP/1.1 only, and ALPN offers nothing else (upstream's servers
-(cmd/main.go)).
+It runs on whatever event loop starts it: the admission process's own (``admission.child``), or
+the caller's in tests. It speaks HTTP/1.1 only, and ALPN offers nothing else (upstream's servers
+(cmd/main.go) disable HTTP/2; ``http_server`` says why we do not offer it either).
 """
 
 from __future__ import annotations
@@ -28,13 +28,11 @@ import os
 import socket
 import ssl
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import cast
 
-from aiohttp import web
-
-from lws_operator.admission.listener import bind, close, listen
+from lws_operator.admission.http_server import HttpServer, Respond
+from lws_operator.admission.listener import bind, close
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.review import AsyncHandler, Handler, dump, review, review_async
 
@@ -122,58 +120,48 @@ class AdmissionServer:
         self.port = port
         self.metrics = metrics
         self.observer = observer
-        self._runner: web.AppRunner | None = None
+        self._http: HttpServer | None = None
         self._reserved: list[socket.socket] = []
         self._shutdown_timeout = shutdown_timeout
-        app = web.Application()
-        for path, handler in self.handlers.items():
-            app.router.add_post(path, self._endpoint(path, handler))
-        self.app = app
+        self.routes = {path: _respond(handler) for path, handler in self.handlers.items()}
 
     @property
     def listening(self) -> bool:
-        return self._runner is not None
+        return self._http is not None
 
-    def _endpoint(
-        self, path: str, handler: Handler | AsyncHandler,
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def _server(self) -> HttpServer:
         metrics = self.metrics
-        in_flight = metrics.in_flight.labels(path) if metrics else None
-        latency = metrics.latency.labels(path) if metrics else None
-        ok = metrics.requests.labels(path, "200") if metrics else None
-        # Every webhook but the eviction one answers from a pure function, on the spot.
-        awaits = inspect.iscoroutinefunction(handler)
+        observer = self.observer
+        if metrics is None:
+            def observed(path: str, seconds: float, status: int) -> None:
+                if observer is not None:
+                    observer(path, seconds)
 
-        async def serve(request: web.Request) -> web.Response:
-            start = time.perf_counter()
-            if in_flight is not None:
-                in_flight.inc()
-            try:
-                body = await request.read()
-                answer = (await review_async(body, cast(AsyncHandler, handler)) if awaits
-                          else review(body, cast(Handler, handler)))
-                # web.json_response's header, with orjson's encoding (``review.dump``)
-                response = web.Response(body=dump(answer), content_type="application/json",
-                                        charset="utf-8")
-            finally:
-                if in_flight is not None:
-                    in_flight.dec()
-            elapsed = time.perf_counter() - start
-            if latency is not None and ok is not None:
-                latency.observe(elapsed)
-                ok.inc()
-            if self.observer is not None:
-                self.observer(path, elapsed)
-            return response
+            return HttpServer(self.routes, finished=observed)
+        # Bound per path once: a labelled child's lookup is a lock and a dict per call.
+        in_flight = {p: metrics.in_flight.labels(p) for p in self.routes}
+        latency = {p: metrics.latency.labels(p) for p in self.routes}
+        ok = {p: metrics.requests.labels(p, "200") for p in self.routes}
 
-        return serve
+        def started(path: str) -> None:
+            in_flight[path].inc()
+
+        def finished(path: str, seconds: float, status: int) -> None:
+            in_flight[path].dec()
+            latency[path].observe(seconds)
+            (ok[path] if status == 200 else metrics.requests.labels(path, str(status))).inc()
+            if observer is not None:
+                observer(path, seconds)
+
+        return HttpServer(self.routes, started=started, finished=finished,
+                          accepted=metrics.connections.inc)
 
     def reserve(self) -> None:
         """Bind the port now, listen on it in ``start``: a port in use (or an address not on
         this host) is then an ``OSError`` at startup, not a failure once the first certificate
         arrives, which may be much later. Until ``start`` connections are refused, as if
         nothing were bound."""
-        if self._runner is None and not self._reserved:
+        if self._http is None and not self._reserved:
             self._reserved = bind(self.host, self.port)
             self.port = int(self._reserved[0].getsockname()[1])
 
@@ -196,19 +184,43 @@ class AdmissionServer:
         handshake, which is worse than not listening)."""
         if not self.tls.loaded:
             raise RuntimeError("no serving certificate loaded")
-        if self._runner is not None:
+        if self._http is not None:
             return
+        self.reserve()
         reserved, self._reserved = self._reserved, []
-        self._runner, self.port = await listen(self.app, self.host, self.port,
-                                               ssl_context=self.tls.context,
-                                               shutdown_timeout=self._shutdown_timeout,
-                                               sockets=reserved)
+        http = self._server()
+        try:
+            await http.start(list(reserved), self.tls.context)
+        except BaseException:
+            await http.stop(0)
+            close(reserved)
+            raise
+        self._http = http
+        self.port = http.ports[0]
         log.info("admission webhooks listening on https://%s:%d", self.host, self.port)
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight reviews finish (up to the shutdown timeout)."""
         reserved, self._reserved = self._reserved, []
         close(reserved)
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        http, self._http = self._http, None
+        if http is not None:
+            await http.stop(self._shutdown_timeout)
+
+
+def _respond(handler: Handler | AsyncHandler) -> Respond:
+    """A path's answer to a request body: the AdmissionReview answer, encoded. Every webhook
+    but the eviction one answers from a pure function, on the spot."""
+    if inspect.iscoroutinefunction(handler):
+        async_handler = cast(AsyncHandler, handler)
+
+        async def answer_async(body: bytes) -> bytes:
+            return dump(await review_async(body, async_handler))
+
+        return answer_async
+    sync_handler = cast(Handler, handler)
+
+    def answer(body: bytes) -> bytes:
+        return dump(review(body, sync_handler))
+
+    return answer

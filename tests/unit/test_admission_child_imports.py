@@ -8,11 +8,13 @@ import subprocess
 import sys
 
 # Never in the admission process: the controllers' framework and API client, the validation
-# models, and aiohttp's client half (``child`` registers aiohttp bare).
-ABSENT = ("kopf", "kubernetes.client", "kubernetes.aio.client", "kubernetes.config", "pydantic",
-          "aiohttp.client", "aiohttp.connector")
+# models, aiohttp (it parses HTTP/1.1 with httptools, ``admission.http_server``), and
+# prometheus_client's exposition half with what it brings (``child`` imports the package bare:
+# the parent formats).
+ABSENT = ("kopf", "kubernetes", "pydantic", "aiohttp", "multidict", "yarl",
+          "prometheus_client.exposition", "http.server", "wsgiref", "email", "importlib.metadata")
 # What it serves with.
-PRESENT = ("aiohttp.web", "ssl", "prometheus_client", "lws_operator.logic.pod_mutation",
+PRESENT = ("httptools", "ssl", "prometheus_client", "lws_operator.logic.pod_mutation",
            "lws_operator.api.validation")
 
 
