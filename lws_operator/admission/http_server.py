@@ -13,8 +13,9 @@ whole request path, where httptools' parse costs about 10 us.
 
 What the API server relies on is kept: keep-alive (client-go keeps up to 25 idle connections
 per host and reuses them), the query string it appends (``?timeout=10s``) is ignored for
-routing, unknown paths are 404, other methods 405, a body over :data:`MAX_BODY` 413 (aiohttp's
-default limit, which the webhooks had until now), a malformed request 400 and closed.
+routing, unknown paths are 404, other methods 405, a body over :data:`MAX_BODY` 413 (7 MiB,
+controller-runtime's limit for upstream's webhooks: an UPDATE's review carries the object and
+the old object, each up to the API server's 3 MiB request limit), a malformed request 400 and closed.
 
 HTTP/2 is not offered. kube-apiserver speaks HTTP/1.1 to every webhook behind a Service and to
 every URL webhook whose host is not loopback (``NextProtos = ["http/1.1"]`` in its webhook
@@ -52,8 +53,10 @@ Respond = Callable[[bytes], bytes | Awaitable[bytes]]
 # Called with the path, the seconds from the request's head to its answer, and the status.
 Done = Callable[[str, float, int], None]
 
-# aiohttp's ``client_max_size``, the limit the webhooks had under aiohttp.
-MAX_BODY = 1024 * 1024
+# controller-runtime's admission limit (module docstring). aiohttp's default, 1 MiB, which the
+# webhooks had before, refused the UPDATE review of a LeaderWorkerSet whose templates are large
+# (two copies of it), which upstream admits; with the webhooks failing closed that blocked it.
+MAX_BODY = 7 * 1024 * 1024
 # Longer than client-go's idle timeout (90 s, Go's http.DefaultTransport): the client closes
 # an idle connection before we would (module docstring).
 IDLE_TIMEOUT = 120.0

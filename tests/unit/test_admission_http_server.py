@@ -151,6 +151,27 @@ async def test_a_body_over_the_limit_is_413_and_closes(served: Served) -> None:
     writer.close()
 
 
+async def test_an_update_review_of_a_large_object_is_admitted(served: Served) -> None:
+    """An UPDATE's review carries the object twice: one of 2 MiB (under the API server's 3 MiB
+    request limit) makes a 4 MiB review, which controller-runtime's 7 MiB limit admits and
+    aiohttp's old 1 MiB default refused with 413."""
+    pod = lws_pod("p-1")
+    pod["metadata"]["annotations"] = {"big": "x" * (2 * 1024 * 1024)}
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": "u-big", "operation": "UPDATE",
+                                   "namespace": "default", "object": pod,
+                                   "oldObject": pod}}).encode()
+    assert len(body) > 4 * 1024 * 1024
+    reader, writer = await served.connect()
+    try:
+        writer.write(post(VALIDATE_POD_PATH, body))
+        status, _, answer = await read_answer(reader)
+        assert status == 200
+        assert json.loads(answer)["response"]["uid"] == "u-big"
+    finally:
+        writer.close()
+
+
 async def test_garbage_is_400_and_closes(served: Served) -> None:
     reader, writer = await served.connect()
     writer.write(b"NOT HTTP AT ALL\r\n\r\n")
