@@ -15,7 +15,8 @@ What the API server relies on is kept: keep-alive (client-go keeps up to 25 idle
 per host and reuses them), the query string it appends (``?timeout=10s``) is ignored for
 routing, unknown paths are 404, other methods 405, a body over :data:`MAX_BODY` 413 (7 MiB,
 controller-runtime's limit for upstream's webhooks: an UPDATE's review carries the object and
-the old object, each up to the API server's 3 MiB request limit), a malformed request 400 and closed.
+the old object, each up to the API server's 3 MiB request limit), a malformed request 400 and
+closed.
 
 HTTP/2 is not offered. kube-apiserver speaks HTTP/1.1 to every webhook behind a Service and to
 every URL webhook whose host is not loopback (``NextProtos = ["http/1.1"]`` in its webhook
