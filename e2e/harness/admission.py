@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import ssl
 import time
 import uuid
@@ -29,6 +30,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.kube.client import ApiException, KubeClient, status_message
+from lws_operator.logic import certs
 
 
 def lws_pod(name: str, group: str = "bench", size: int = 2) -> dict[str, Any]:
@@ -129,6 +131,16 @@ async def wait_until_admitting(kube: KubeClient, namespace: str, timeout: float 
             last = f"{exc.status} {status_message(exc)}"
         await asyncio.sleep(0.1)
     raise TimeoutError(f"webhook not admitting after {timeout}s: {last}")
+
+
+def serving_keypair() -> dict[str, bytes]:
+    """A day's CA and a serving certificate for 127.0.0.1 and localhost, as the Secret holds
+    them (``ca.crt``, ``tls.crt``, ``tls.key``)."""
+    now = dt.datetime.now(dt.UTC)
+    ca, ca_key = certs.new_ca(now, dt.timedelta(days=1))
+    cert, key = certs.new_serving_cert(ca, ca_key, now, dt.timedelta(days=1), ["localhost"],
+                                       ["127.0.0.1"])
+    return certs.encode(certs.CertState((ca,), ca_key, cert, key))
 
 
 async def served_certificate(port: int) -> bytes:

@@ -5,7 +5,6 @@ answers to what it should never send. No cluster; about 1 s."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -14,22 +13,15 @@ import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
-from e2e.harness.admission import lws_pod
+from e2e.harness.admission import lws_pod, serving_keypair
 from lws_operator.admission import http_server, review
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.server import AdmissionServer, ServingTLS
 from lws_operator.api.constants import MUTATE_POD_PATH, VALIDATE_POD_PATH
-from lws_operator.logic import certs
 
 ACCEPTED = "lws_operator_webhook_connections_accepted_total"
 
 
-def keypair() -> dict[str, bytes]:
-    now = dt.datetime.now(dt.UTC)
-    ca, ca_key = certs.new_ca(now, dt.timedelta(days=1))
-    cert, key = certs.new_serving_cert(ca, ca_key, now, dt.timedelta(days=1), ["localhost"],
-                                       ["127.0.0.1"])
-    return certs.encode(certs.CertState((ca,), ca_key, cert, key))
 
 
 def review_body(uid: str = "u-1") -> bytes:
@@ -74,7 +66,7 @@ class Served:
 async def served() -> AsyncIterator[Served]:
     registry = CollectorRegistry()
     tls = ServingTLS()
-    pair = keypair()
+    pair = serving_keypair()
     tls.load(pair["tls.crt"], pair["tls.key"])
     server = AdmissionServer(tls=tls, handlers=review.handlers(), host="127.0.0.1", port=0,
                              metrics=WebhookMetrics(registry), shutdown_timeout=2.0)
@@ -204,7 +196,7 @@ async def test_stop_finishes_the_answer_under_way_and_closes_idle_connections() 
         return review.allowed()
 
     tls = ServingTLS()
-    pair = keypair()
+    pair = serving_keypair()
     tls.load(pair["tls.crt"], pair["tls.key"])
     server = AdmissionServer(tls=tls, handlers={"/slow": slow}, host="127.0.0.1", port=0,
                              shutdown_timeout=5.0)

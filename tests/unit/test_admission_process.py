@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime as dt
 import json
 import os
 import signal
@@ -24,7 +23,7 @@ from typing import Any
 import aiohttp
 from prometheus_client import CollectorRegistry, generate_latest
 
-from e2e.harness.admission import lws_pod, served_certificate
+from e2e.harness.admission import lws_pod, served_certificate, serving_keypair
 from lws_operator.admission.child import TLS_READ_BUFFER
 from lws_operator.admission.process import (
     EVICTION_FORWARD_TIMEOUT,
@@ -32,15 +31,6 @@ from lws_operator.admission.process import (
     ChildSettings,
 )
 from lws_operator.api.constants import MUTATE_POD_PATH, VALIDATE_EVICTION_PATH
-from lws_operator.logic import certs
-
-
-def keypair() -> dict[str, bytes]:
-    now = dt.datetime.now(dt.UTC)
-    ca, ca_key = certs.new_ca(now, dt.timedelta(days=1))
-    cert, key = certs.new_serving_cert(ca, ca_key, now, dt.timedelta(days=1), ["localhost"],
-                                       ["127.0.0.1"])
-    return certs.encode(certs.CertState((ca,), ca_key, cert, key))
 
 
 def der(pem: bytes) -> bytes:
@@ -76,7 +66,7 @@ async def test_serves_rotates_reports_metrics_and_stops() -> None:
     registry = CollectorRegistry()
     process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0), registry)
     process.reserve()
-    first, second = keypair(), keypair()
+    first, second = serving_keypair(), serving_keypair()
     try:
         assert not process.listening
         await process.serve(first["tls.crt"], first["tls.key"])
@@ -108,7 +98,7 @@ async def test_a_review_larger_than_the_tls_read_buffer_is_answered() -> None:
     pod = lws_pod("big-1")
     pod["metadata"]["annotations"]["example.com/big"] = "x" * (10 * TLS_READ_BUFFER)
     process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0))
-    pair = keypair()
+    pair = serving_keypair()
     try:
         await process.serve(pair["tls.crt"], pair["tls.key"])
         answer = await admit(process.port, pod)
@@ -150,7 +140,7 @@ async def test_evictions_are_decided_by_the_parent() -> None:
         return {"allowed": False, "status": {"code": 429, "reason": "TooManyRequests",
                                              "message": f"not {request['name']}"}}
 
-    pair = keypair()
+    pair = serving_keypair()
     try:
         await process.serve(pair["tls.crt"], pair["tls.key"])
         assert (await evict(process.port, "p-0"))["response"]["allowed"] is True  # no decider
@@ -167,7 +157,7 @@ async def test_evictions_are_decided_by_the_parent() -> None:
 async def test_a_killed_child_is_started_again_with_the_certificate() -> None:
     process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0))
     process.reserve()
-    pair = keypair()
+    pair = serving_keypair()
     try:
         await process.serve(pair["tls.crt"], pair["tls.key"])
         first = process.pid
@@ -199,7 +189,7 @@ PARENT = textwrap.dedent("""
 
 
 async def test_the_child_dies_with_its_killed_parent(tmp_path: Path) -> None:
-    pair = keypair()
+    pair = serving_keypair()
     # A file, not a pipe, for the parent's output: the child inherits it, and a pipe would
     # keep the parent's exit from being waited for.
     out = tmp_path / "parent.out"

@@ -305,9 +305,9 @@ def test_exporter_reports_groups_and_forgets_a_deleted_leaderworkerset() -> None
     assert _series(registry) == {}
 
 
-def test_exporter_reads_again_only_what_changed() -> None:
-    """A pass that changed nothing the metrics read exports nothing again; any change of the
-    set's pods, StatefulSets or the set itself does."""
+def _counting_exporter() -> tuple[Any, Any, Any, list[float]]:
+    """A registry, an exporter on it whose clock records each read (one per export), and a
+    synced cache; the reads tell how many exports happened."""
     from prometheus_client import CollectorRegistry
 
     from lws_operator.kube.cache import ClusterCache
@@ -320,10 +320,16 @@ def test_exporter_reads_again_only_what_changed() -> None:
         reads.append(T0 + 10 * len(reads))
         return reads[-1]
 
-    metrics = GroupMetrics(registry, clock=clock)
     cache = ClusterCache()
     for store in cache.stores.values():
         store.synced = True
+    return registry, GroupMetrics(registry, clock=clock), cache, reads
+
+
+def test_exporter_reads_again_only_what_changed() -> None:
+    """A pass that changed nothing the metrics read exports nothing again; any change of the
+    set's pods, StatefulSets or the set itself does."""
+    registry, metrics, cache, reads = _counting_exporter()
     cache["LeaderWorkerSet"].upsert(lws(replicas=2, size=1))
     cache["Pod"].upsert(pod(0, ready=False))
     key = ("ns", "demo")
@@ -442,22 +448,7 @@ def test_exporter_reports_the_disruption_budget_from_the_start(budget: str | Non
 ])
 def test_exporter_skips_an_export_that_would_repeat_itself(
         budget: str | None, change: str, exports: int, disrupted: int | None) -> None:
-    from prometheus_client import CollectorRegistry
-
-    from lws_operator.kube.cache import ClusterCache
-    from lws_operator.kube.group_metrics import GroupMetrics
-
-    registry = CollectorRegistry()
-    reads: list[float] = []
-
-    def clock() -> float:
-        reads.append(T0 + 10 * len(reads))
-        return reads[-1]
-
-    metrics = GroupMetrics(registry, clock=clock)
-    cache = ClusterCache()
-    for store in cache.stores.values():
-        store.synced = True
+    registry, metrics, cache, reads = _counting_exporter()
     obj = lws(replicas=1, size=2)
     if budget is not None:
         obj["metadata"]["annotations"][MAX_DISRUPTED_GROUPS_ANNOTATION] = budget
