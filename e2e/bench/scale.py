@@ -544,8 +544,10 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
 
 def with_table(summary: dict[str, Any], history: Path) -> dict[str, Any]:
     """``summary`` with the issue's table (``targets``), compared with the newest run of the
-    same size in ``history`` (named in ``previous_run``)."""
+    same size in ``history`` (named in ``previous_run``), and the newest large run's memory
+    (``large_profile``)."""
     previous = targets.previous_run(history, summary)
+    summary = summary | {"large_profile": targets.newest_large_run(history)}
     return summary | {"previous_run": None if previous is None else previous[0],
                       "targets": targets.table(summary, None if previous is None
                                                else previous[1])}

@@ -178,6 +178,12 @@ FIGURES: tuple[Figure, ...] = (
            _at("operator", "memory_mib", "peak_rss_shared_once"),
            note=lambda s: "operator RSS + children's USS, as a container's memory counts; "
                           "the target is held to the RSS sum"),
+    Figure("large.peak_rss_mib", "5,000 pods", "peak RSS MiB, newest large run",
+           _at("large_profile", "peak_rss"), 200.0,
+           note=lambda s: (f"{dig(s, 'large_profile', 'run')}: "
+                           f"{dig(s, 'large_profile', 'pods')} pods; at end "
+                           f"{_number(dig(s, 'large_profile', 'at_end'))}"
+                           if dig(s, "large_profile") else "no large run in the history")),
     Figure("run.start_rss_mib", "whole run", "RSS at start MiB",
            _at("operator", "memory_mib", "at_start"), upstream="51", before="91"),
     Figure("load.webhook_apiserver_mean_ms", "under load",
@@ -234,6 +240,29 @@ def previous_run(history: Path, summary: Summary) -> tuple[str, Summary] | None:
             continue
         if isinstance(earlier, Mapping) and same_profile(earlier, summary):
             return path.name, earlier
+    return None
+
+
+def newest_large_run(history: Path) -> dict[str, Any] | None:
+    """The memory figures of the newest run in ``history`` of at least ``LARGE_PODS`` pods (the
+    ``large`` profile, run on its own: an hour and more on the 2-core machine), so every
+    summary carries the issue's 5,000-pod figure next to its own: the run's file name, size and
+    RSS (``memory_mib``'s peak, start and end)."""
+    if not history.is_dir():
+        return None
+    for path in sorted(history.glob("*.json"), reverse=True):
+        try:
+            earlier = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(earlier, Mapping):
+            continue
+        pods = dig(earlier, "profile", "pods") or 0
+        memory = dig(earlier, "operator", "memory_mib")
+        if pods >= LARGE_PODS and isinstance(memory, Mapping):
+            return {"run": path.name, "when": earlier.get("when"), "pods": pods,
+                    "peak_rss": memory.get("peak_rss"), "at_start": memory.get("at_start"),
+                    "at_end": memory.get("at_end")}
     return None
 
 

@@ -105,6 +105,30 @@ def test_the_previous_run_is_the_newest_of_the_same_size(tmp_path: Path) -> None
     assert found[1]["operator"]["cpu_seconds"]["create"] == 2.0
 
 
+def test_the_newest_large_run_gives_the_5000_pod_memory_row(tmp_path: Path) -> None:
+    assert targets.newest_large_run(tmp_path / "absent") is None
+    large = summary(profile__pods=5000, profile__sets=125, operator__memory_mib__peak_rss=155.9,
+                    operator__memory_mib__at_end=155.1)
+    files = {
+        "20261101T000000Z.json": large | {"when": "first"},
+        "20261102T000000Z.json": summary(profile__pods=5000,
+                                         operator__memory_mib__peak_rss=250.0) | {"when": "l"},
+        "20261103T000000Z.json": summary(operator__memory_mib__peak_rss=80.0),
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_text(json.dumps(content))
+    found = targets.newest_large_run(tmp_path)
+    assert found == {"run": "20261102T000000Z.json", "when": "l", "pods": 5000,
+                     "peak_rss": 250.0, "at_start": None, "at_end": None}
+    (tmp_path / "20261102T000000Z.json").unlink()
+    now = summary() | {"large_profile": targets.newest_large_run(tmp_path)}
+    got = row(targets.table(now), "large.peak_rss_mib")
+    assert (got["value"], got["target"], got["met"]) == (155.9, 200.0, True)
+    assert got["note"] == "20261101T000000Z.json: 5000 pods; at end 155.1"
+    assert row(targets.table(summary()), "large.peak_rss_mib")["note"] == (
+        "no large run in the history")
+
+
 def test_the_printed_table_has_a_line_per_figure_with_target_and_verdict() -> None:
     now = summary(operator__cpu_seconds__create=5.0)
     text = targets.render(targets.table(now, summary(operator__cpu_seconds__create=4.0)),
