@@ -141,8 +141,20 @@ def groups_ready_since(lws_name: str, pods: Iterable[Mapping[str, Any]],
     return since
 
 
+def revision_born(revisions: Iterable[Mapping[str, Any]], current_key: str) -> str | None:
+    """When the current revision's ControllerRevision was created: a new template is the start
+    of its own rollout (as a Deployment's new ReplicaSet is progress), so a fix applied long
+    after the update began is not judged by the bad revision's clock."""
+    for revision in revisions:
+        if revision_of(revision) == current_key and not deleting(revision):
+            stamp = (revision.get("metadata") or {}).get("creationTimestamp")
+            return str(stamp) if stamp else None
+    return None
+
+
 def decide(seconds: int | None, started: float | None, groups: Iterable[GroupState],
-           ready_since: Mapping[int, float], now: float, stuck: bool = False) -> Deadline:
+           ready_since: Mapping[int, float], now: float, stuck: bool = False,
+           released_from: int | None = None) -> Deadline:
     """Whether the rollout in progress (started at ``started``, None: none is) has gone
     ``seconds`` without a group of the current revision becoming Ready: only groups Ready now
     count, with the time they became Ready. Exactly at the deadline it is exceeded.
@@ -150,16 +162,28 @@ def decide(seconds: int | None, started: float | None, groups: Iterable[GroupSta
     ``stuck``: the status already reports the deadline exceeded on the current revision
     (:func:`exceeded_on`); it stays exceeded until a new revision or the end of the update,
     so a group of a bad revision that comes up for a moment (a crash loop passing its readiness
-    probe) neither releases the hold nor reports the deadline again and again."""
+    probe) neither releases the hold nor reports the deadline again and again.
+
+    ``released_from``: the leader StatefulSet's partition. When groups from there on exist and
+    every one of them is Ready on the current revision, the revision works and the next step is
+    the controller's (move the partition, or remove the surge), so the deadline is not exceeded
+    whatever the time:
+    an operator that was down longer than the deadline (a restart, a leader change) must not
+    find a good revision "stuck" and hold it for ever, since the hold would then keep it from
+    ever progressing. Not when ``stuck``: the hold of a crash loop stays."""
     if seconds is None:
         return OFF
     if started is None:
         return Deadline(seconds)
+    groups = tuple(groups)
     last = started
     for index, state in enumerate(groups):
         if state.ready and state.updated and index in ready_since:
             last = max(last, ready_since[index])
     remaining = last + seconds - now
+    released = groups[released_from:] if released_from is not None else ()
+    if not stuck and released and all(state.ready and state.updated for state in released):
+        return Deadline(seconds, last)
     if remaining <= 0 or stuck:
         return Deadline(seconds, last, exceeded=True)
     return Deadline(seconds, last, recheck_after=remaining)
@@ -216,7 +240,10 @@ def apply_deadline(desired: dict[str, Any], observed: Mapping[str, Any] | None,
     if not deadline.exceeded or not updating:
         return desired, ()
     before = _progressing((observed or {}).get("conditions") or [])
-    already = before is not None and before.get("reason") == REASON_PROGRESS_DEADLINE_EXCEEDED
+    # Exceeded on this very revision already: kept as it is. On an earlier one (a new template
+    # that is stuck too), the condition names the new revision and warns again, so
+    # ``exceeded_on`` reads back the revision that is held.
+    already = before is not None and exceeded_on(observed) == current_key
     text = message(deadline, current_key)
     for cond in conditions:
         if cond.get("type") == CONDITION_PROGRESSING:

@@ -356,6 +356,7 @@ TAKE_NO_PODS = frozenset({
     "deadline.exceeded_on",
     "deadline.decide", "deadline.exceeded_event", "deadline.hold", "deadline.rollback_body",
     "deadline.rollback_enabled", "deadline.rollback_target", "deadline.rollback_choice",
+    "deadline.revision_born",
     "deadline.rolled_back_event",
     "deadline.rollout_started", "objects.epoch_seconds",
     "group_metrics.state_counts",

@@ -52,6 +52,42 @@ def test_decide(groups: tuple[GroupState, ...], ready_since: dict[int, float], n
     assert (got.exceeded, got.recheck_after) == (exceeded, recheck)
 
 
+@pytest.mark.parametrize(("groups", "released_from", "stuck", "exceeded"), [
+    # Every group released to the new revision is Ready on it: the revision works and the next
+    # step is the controller's (an operator down longer than the deadline finds this): no hold.
+    ((READY_OLD, READY_NEW, READY_NEW), 1, False, False),
+    # A released group not Ready on it: the revision is at fault, as before.
+    ((READY_OLD, READY_NEW, DOWN_NEW), 1, False, True),
+    ((READY_OLD, READY_OLD, READY_NEW), 1, False, True),  # released, not yet recreated
+    # Nothing released yet (partition at the replicas, no surge): the clock alone.
+    ((READY_OLD, READY_OLD), 2, False, True),
+    # Already exceeded on this revision: the hold of a crash loop stays.
+    ((READY_OLD, READY_NEW, READY_NEW), 1, True, True),
+])
+def test_a_rollout_waiting_on_the_controller_is_not_past_its_deadline(
+        groups: tuple[GroupState, ...], released_from: int, stuck: bool,
+        exceeded: bool) -> None:
+    got = dl.decide(60, T0, groups, {}, T0 + 3600, stuck=stuck, released_from=released_from)
+    assert got.exceeded == exceeded
+
+
+def _born(key: str, created: str, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": f"sample-{key}", "creationTimestamp": created,
+                            "labels": {"leaderworkerset.sigs.k8s.io/template-revision-hash": key}}
+    if deleting:
+        meta["deletionTimestamp"] = created
+    return {"metadata": meta, "revision": 1}
+
+
+def test_a_new_revision_starts_its_own_clock() -> None:
+    revisions = [_born("old", "2026-01-01T00:00:00Z"),
+                 _born("new", "2026-01-01T00:05:00Z"),
+                 _born("gone", "2026-01-01T00:06:00Z", deleting=True)]
+    assert dl.revision_born(revisions, "new") == "2026-01-01T00:05:00Z"
+    assert dl.revision_born(revisions, "gone") is None
+    assert dl.revision_born(revisions, "absent") is None
+
+
 def test_no_opt_in_or_no_rollout_decides_nothing() -> None:
     assert dl.decide(None, T0, (DOWN_NEW,), {}, T0 + 1e6) == dl.OFF
     assert dl.decide(60, None, (DOWN_NEW,), {}, T0 + 1e6, stuck=True) == dl.Deadline(60)
@@ -159,6 +195,19 @@ def test_the_deadline_starts_with_a_warning_and_names_the_revision() -> None:
                                       "2026-01-01T02:00:00Z")
     assert again["conditions"] == out["conditions"]
     assert events == ()
+
+
+def test_a_new_revision_past_its_deadline_is_named_and_warned_anew() -> None:
+    """The condition kept from an earlier revision's deadline would make ``exceeded_on`` read
+    back that revision, so the new one's hold would not be known as such."""
+    desired = _status(_cond("Progressing", "True", "2026-01-01T00:00:00Z"))
+    first, _ = dl.apply_deadline(desired, desired, EXCEEDED, "bad7", NOW)
+    later = "2026-01-01T00:30:00Z"
+    out, events = dl.apply_deadline(unstall_view(first), first, EXCEEDED, "bad8", later)
+    (progressing,) = [c for c in out["conditions"] if c["type"] == "Progressing"]
+    assert dl.exceeded_on(out) == "bad8"
+    assert progressing["lastTransitionTime"] == later
+    assert [(e.reason, e.type) for e in events] == [("ProgressDeadlineExceeded", "Warning")]
 
 
 @pytest.mark.parametrize(("deadline", "updating"), [

@@ -41,9 +41,16 @@ def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
     counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
                           obs.leaders, obs.worker_statefulsets)
     started = dl.rollout_started(obs.body, counts, obs.now)
-    deadline = dl.decide(seconds, None if started is None else _epoch(started, obs.clock),
-                         snapshot.groups, dl.groups_ready_since(lws.name, obs.pods, key),
-                         obs.clock, stuck=dl.exceeded_on(lws.status) == key)
+    since: float | None = None
+    if started is not None:
+        since = _epoch(started, obs.clock)
+        born = dl.revision_born(obs.decided.revisions, key)
+        if born is not None:
+            since = max(since, _epoch(born, obs.clock))
+    deadline = dl.decide(seconds, since, snapshot.groups,
+                         dl.groups_ready_since(lws.name, obs.pods, key), obs.clock,
+                         stuck=dl.exceeded_on(lws.status) == key,
+                         released_from=snapshot.leader_sts.partition)
     if not deadline.exceeded or not dl.rollback_enabled(obs.body):
         return deadline
     # Opted in to the rollback: when there is none to make, the condition says why.
