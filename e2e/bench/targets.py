@@ -18,7 +18,7 @@ runs. They are a reference for the default profile only.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,19 +228,25 @@ def same_profile(a: Summary, b: Summary) -> bool:
     return all(dig(a, "profile", k) == dig(b, "profile", k) for k in keys)
 
 
-def previous_run(history: Path, summary: Summary) -> tuple[str, Summary] | None:
-    """The newest summary in ``history`` (files named by their UTC stamp, so their names sort
-    by time) of a run the same size as ``summary``: its file name and contents."""
+def runs(history: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The summaries in ``history``, newest first (files named by their UTC stamp, so their
+    names sort by time): each file's name and contents; unreadable files are skipped."""
     if not history.is_dir():
-        return None
+        return
     for path in sorted(history.glob("*.json"), reverse=True):
         try:
             earlier = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(earlier, Mapping) and same_profile(earlier, summary):
-            return path.name, earlier
-    return None
+        if isinstance(earlier, Mapping):
+            yield path.name, earlier
+
+
+def previous_run(history: Path, summary: Summary) -> tuple[str, Summary] | None:
+    """The newest summary in ``history`` of a run the same size as ``summary``: its file name
+    and contents."""
+    return next(((name, earlier) for name, earlier in runs(history)
+                 if same_profile(earlier, summary)), None)
 
 
 def newest_large_run(history: Path) -> dict[str, Any] | None:
@@ -248,19 +254,11 @@ def newest_large_run(history: Path) -> dict[str, Any] | None:
     ``large`` profile, run on its own: an hour and more on the 2-core machine), so every
     summary carries the issue's 5,000-pod figure next to its own: the run's file name, size and
     RSS (``memory_mib``'s peak, start and end)."""
-    if not history.is_dir():
-        return None
-    for path in sorted(history.glob("*.json"), reverse=True):
-        try:
-            earlier = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(earlier, Mapping):
-            continue
+    for name, earlier in runs(history):
         pods = dig(earlier, "profile", "pods") or 0
         memory = dig(earlier, "operator", "memory_mib")
         if pods >= LARGE_PODS and isinstance(memory, Mapping):
-            return {"run": path.name, "when": earlier.get("when"), "pods": pods,
+            return {"run": name, "when": earlier.get("when"), "pods": pods,
                     "peak_rss": memory.get("peak_rss"), "at_start": memory.get("at_start"),
                     "at_end": memory.get("at_end")}
     return None
