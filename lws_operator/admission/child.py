@@ -28,9 +28,9 @@ from typing import Any
 
 def _bare(name: str) -> None:
     """Register package ``name`` without running its ``__init__`` (``kube.lean_imports``
-    explains the technique; its helper also reads the distribution's version through
-    ``importlib.metadata``, which alone imports the email package and more, so it is not used
-    here). Importing a submodule then runs that submodule and what it imports, no more."""
+    explains the technique; its helper is not imported here because importing the ``kube``
+    package registers the Kubernetes client's packages as well, which this process never
+    uses). Importing a submodule then runs that submodule and what it imports, no more."""
     if name in sys.modules:
         return
     spec = importlib.util.find_spec(name)

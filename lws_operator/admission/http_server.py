@@ -207,9 +207,18 @@ class Connection(asyncio.Protocol):
 
     def _write(self, request: _Request, status: int, body: bytes, content_type: bytes,
                extra: bytes = b"") -> None:
+        self._send(status, body, content_type, extra,
+                   close=not request.keep_alive or self.server.closing)
+
+    def _fail(self, status: int, message: str) -> None:
+        """A request we cannot read: answer it, then close."""
+        self._send(status, message.encode(), _TEXT, close=True)
+
+    def _send(self, status: int, body: bytes, content_type: bytes, extra: bytes = b"", *,
+              close: bool) -> None:
+        """One answer, framed; the connection closed after it when ``close``."""
         if self.transport is None:
             return  # the client left; nothing to answer
-        close = not request.keep_alive or self.server.closing
         self.transport.write(b"".join((
             _status_line(status), b"content-type: ", content_type,
             b"\r\ncontent-length: %d\r\n" % len(body), extra,
@@ -217,16 +226,6 @@ class Connection(asyncio.Protocol):
         self.last_activity = time.monotonic()
         if close:
             self.transport.close()
-
-    def _fail(self, status: int, message: str) -> None:
-        """A request we cannot read: answer it, then close."""
-        if self.transport is None:
-            return
-        body = message.encode()
-        self.transport.write(b"".join((
-            _status_line(status), b"content-type: ", _TEXT,
-            b"\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body), body)))
-        self.transport.close()
 
     def close(self) -> None:
         if self.transport is not None:

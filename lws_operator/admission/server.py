@@ -1,5 +1,5 @@
 """The HTTPS admission server: upstream's webhook paths (LeaderWorkerSet, pod, DisaggregatedSet)
-on one HTTP/1.1 listener (``http_server``: h11 on an asyncio protocol).
+on one HTTP/1.1 listener (``http_server``: httptools on an asyncio protocol).
 
 Why our own server rather than kopf's ``@kopf.on.mutate/validate`` handlers:
 
