@@ -60,7 +60,7 @@ from lws_operator.api.constants import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, lws_view, revision_of
 from lws_operator.logic.events import Event
-from lws_operator.logic.objects import epoch_seconds, labels_of, name_of
+from lws_operator.logic.objects import epoch_seconds, labels_of, meta_of, name_of
 from lws_operator.logic.revision import apply_revision
 from lws_operator.logic.rollout import GroupState
 from lws_operator.logic.status import GroupCounts, merge_conditions, select_conditions
@@ -147,7 +147,7 @@ def revision_born(revisions: Iterable[Mapping[str, Any]], current_key: str) -> s
     after the update began is not judged by the bad revision's clock."""
     for revision in revisions:
         if revision_of(revision) == current_key and not deleting(revision):
-            stamp = (revision.get("metadata") or {}).get("creationTimestamp")
+            stamp = meta_of(revision).get("creationTimestamp")
             return str(stamp) if stamp else None
     return None
 
@@ -167,10 +167,9 @@ def decide(seconds: int | None, started: float | None, groups: Iterable[GroupSta
     ``released_from``: the leader StatefulSet's partition. When groups from there on exist and
     every one of them is Ready on the current revision, the revision works and the next step is
     the controller's (move the partition, or remove the surge), so the deadline is not exceeded
-    whatever the time:
-    an operator that was down longer than the deadline (a restart, a leader change) must not
-    find a good revision "stuck" and hold it for ever, since the hold would then keep it from
-    ever progressing. Not when ``stuck``: the hold of a crash loop stays."""
+    whatever the time: an operator that was down longer than the deadline (a restart, a leader
+    change) must not find a good revision "stuck" and hold it for ever, since the hold would
+    then keep it from ever progressing. Not when ``stuck``: the hold of a crash loop stays."""
     if seconds is None:
         return OFF
     if started is None:
@@ -319,8 +318,7 @@ def rollback_choice(lws: LWS, revisions: Iterable[Mapping[str, Any]],
     if view.annotations.get(ROLLED_BACK_FROM_ANNOTATION) == current_key:
         return RollbackChoice(None, f"Not rolled back: rolled back from revision {current_key} "
                                     f"once already ({ROLLED_BACK_FROM_ANNOTATION})")
-    alive = [r for r in revisions if not deleting(r)]
-    target = last_fully_ready(lws, alive)
+    target = last_fully_ready(lws, revisions)
     if target is None:
         return RollbackChoice(None, "Not rolled back: no earlier revision was ever fully Ready")
     if revision_of(target) == current_key:

@@ -42,13 +42,11 @@ from typing import Any, Final
 from lws_operator.api.constants import (
     CONDITION_PROGRESSING,
     CONDITION_UPDATE_IN_PROGRESS,
-    GROUP_INDEX_LABEL,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
     ROLLED_BACK_FROM_ANNOTATION,
-    WORKER_INDEX_LABEL,
 )
-from lws_operator.api.view import LEADER_INDEX, deleting, labels, lws_view
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import deleting, group_index, is_leader, lws_view
 from lws_operator.logic.gang import gated
 from lws_operator.logic.objects import epoch_seconds, host_name, meta_of
 from lws_operator.logic.readiness import group_ready, revision_key
@@ -96,13 +94,11 @@ def group_views(lws: LWS, pods: Iterable[Mapping[str, Any]],
     members: dict[str, list[Mapping[str, Any]]] = {}
     leaders: dict[str, Mapping[str, Any]] = {}
     for pod in pods:
-        marks = labels(pod)  # read once for both of ``group_index`` and ``is_leader``
-        index = marks.get(GROUP_INDEX_LABEL)
-        if index is None:
+        group = group_index(pod)
+        if group is None:
             continue
-        group = str(index)
         members.setdefault(group, []).append(pod)
-        if marks.get(WORKER_INDEX_LABEL) == LEADER_INDEX:
+        if is_leader(pod):
             current = leaders.get(group)
             # Two incarnations at once (the old one terminating): the live one speaks.
             if current is None or deleting(current):

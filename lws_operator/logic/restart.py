@@ -196,16 +196,12 @@ def scan_failures(lws: LWS, pods: Iterable[Mapping[str, Any]],
     view = lws_view(lws)
     if not view.recreates_groups:
         return FailureScan([], [])
-    live = list(pods) if triggered is None else None
-    if live is not None:
-        triggers = [p for p in live if failure_trigger(p)]
-    else:
-        triggers = list(triggered or ())
+    live = list(pods)
+    triggers = ([p for p in live if failure_trigger(p)] if triggered is None
+                else list(triggered))
     triggers += list(deleted)
     if not triggers:
         return FailureScan([], [])  # the common case: nothing failed
-    if live is None:
-        live = list(pods)
     waits = view.recreate_after_start
     size = view.size
     by_name = {str(meta_of(p).get("name")): p for p in live}
