@@ -20,7 +20,8 @@ Only what that function reads of a container is kept: its name (for its error me
 ``google.com/tpu`` limit and request, so the memory cost per pod is a few short strings.
 
 Pods are the only kind trimmed (``CACHED_SPEC_SHAPES``, and ``CACHED_STATUS_SHAPES`` for
-their status, where the same holds: ``POD_STATUS_SHAPE``): there are many of them per group
+their status, where the same holds: ``POD_STATUS_SHAPE``, whose conditions are kept only of
+the types some decision looks for, ``POD_CONDITION_TYPES``): there are many of them per group
 and their specs and statuses are large. Every other kind is cached whole but for
 ``metadata.managedFields``, which nothing reads, so no read of them can miss;
 ``tests/unit/test_cached_shapes.py`` checks both, and a kind that starts to be trimmed must be
@@ -30,13 +31,26 @@ declared there, with a guard like the pods'.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
-from lws_operator.api.constants import TPU_RESOURCE
+from lws_operator.api.constants import GROUP_READY_CONDITION, TPU_RESOURCE
+
+
+@dataclass(frozen=True)
+class Select:
+    """Of a list of dicts, only the items whose ``key`` is one of ``values``, each projected by
+    ``shape`` (a list of conditions, of which the logic looks for a few types by name)."""
+
+    key: str
+    values: frozenset[str]
+    shape: Shape = True
+
 
 # A shape: True keeps a value whole; a mapping keeps only the listed keys of a dict (of every
-# dict, for a list of dicts), each value projected by its own shape.
-Shape: TypeAlias = "bool | Mapping[str, Shape]"
+# dict, for a list of dicts), each value projected by its own shape; a ``Select`` keeps only
+# some items of a list of dicts.
+Shape: TypeAlias = "bool | Mapping[str, Shape] | Select"
 
 # What ``tpu.container_requests_tpus`` reads of a container.
 _CONTAINER: Final[Mapping[str, Shape]] = {
@@ -57,16 +71,29 @@ POD_SPEC_SHAPE: Final[Mapping[str, Shape]] = {
 }
 
 
+# The pod conditions a decision looks for, by type (the readers in brackets): ``Ready``
+# (``readiness.pod_ready``, the groups' readiness and the progress deadline's Ready times),
+# ``ContainersReady`` (``readiness.containers_ready``, a Hash leader's readiness but for its
+# gate), ``PodScheduled`` (``restart.pending_state``, ``stall``: unschedulable groups and
+# stalls) and the group-ready gate's (``hash_groups``). Of each, what they read: its status,
+# reason, message and transition time. The kubelet's others (``Initialized``,
+# ``PodReadyToStartContainers``, ``DisruptionTarget``, a readiness gate of someone else's) and
+# every condition's ``lastProbeTime`` are never read: two of a Running pod's five conditions, a
+# tenth of a cached pod. ``tests/unit/test_cached_pod_reads.py`` records every condition type
+# the logic compares a cached condition's type with, and fails for one not kept here.
+POD_CONDITION_TYPES: Final = frozenset({"Ready", "ContainersReady", "PodScheduled",
+                                        GROUP_READY_CONDITION})
+_CONDITION: Final[Mapping[str, Shape]] = {
+    "type": True, "status": True, "reason": True, "message": True, "lastTransitionTime": True}
+
 # Every part of a pod's status that a decision reads: the phase (readiness, restart, group
-# metrics), the conditions whole (Ready and ContainersReady, PodScheduled's reason, message and
-# transition time for stalls and unschedulable groups, the group-ready gate's) and each
-# container's restart count (``restart.restarted``). The rest (addresses, start time, QoS class,
-# each container's image, IDs and state) is a Running pod's larger half as the kubelet reports
-# it, and nothing reads it.
+# metrics), the conditions above and each container's restart count (``restart.restarted``).
+# The rest (addresses, start time, QoS class, each container's image, IDs and state) is a
+# Running pod's larger half as the kubelet reports it, and nothing reads it.
 _CONTAINER_STATUS: Final[Mapping[str, Shape]] = {"restartCount": True}
 POD_STATUS_SHAPE: Final[Mapping[str, Shape]] = {
     "phase": True,
-    "conditions": True,
+    "conditions": Select("type", POD_CONDITION_TYPES, _CONDITION),
     "containerStatuses": _CONTAINER_STATUS,
     "initContainerStatuses": _CONTAINER_STATUS,
 }
@@ -80,6 +107,11 @@ CACHED_STATUS_SHAPES: Final[Mapping[str, Mapping[str, Shape]]] = {"Pod": POD_STA
 def project(value: Any, shape: Shape) -> Any:
     """``value`` reduced to ``shape``; a value that is not the dict or list the shape expects is
     kept as it is (the API server never stores one, and dropping it would hide it)."""
+    if isinstance(shape, Select):
+        if not isinstance(value, list):
+            return value
+        return [project(item, shape.shape) for item in value if not isinstance(item, Mapping)
+                or not isinstance(item.get(shape.key), str) or item[shape.key] in shape.values]
     if shape is True or not isinstance(shape, Mapping):
         return value
     if isinstance(value, list):

@@ -25,6 +25,9 @@ from lws_operator.logic.pod_mutation import mutate_pod
 
 NAMESPACE = "ns"
 NODE = "tpu-node-000"
+# The conditions a kubelet reports of a started pod, in its order.
+KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                      "PodScheduled")
 
 
 def cached(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,8 +117,10 @@ def running(pod: Mapping[str, Any], node: str = NODE) -> dict[str, Any]:
     now = "2026-01-01T00:00:05Z"
     out["status"] = {
         "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1", "startTime": now,
-        "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
-                       for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
+        # Every condition a kubelet reports of a started pod, as it reports them.
+        "conditions": [{"type": t, "status": "True", "lastProbeTime": None,
+                        "lastTransitionTime": now}
+                       for t in KUBELET_CONDITIONS],
         "containerStatuses": [{"name": c["name"], "ready": True, "restartCount": 0,
                                "started": True, "image": c.get("image", ""),
                                "state": {"running": {"startedAt": now}}}
@@ -203,8 +208,18 @@ class WatchedList(list[Any]):
         self._full, self._path, self._misses = full, path, misses
 
     def _child(self, index: int, value: Any) -> Any:
-        full = self._full[index] if -len(self._full) <= index < len(self._full) else None
-        return _wrap(value, full, f"{self._path}[{index}]", self._misses)
+        return _wrap(value, self._full_item(index, value), f"{self._path}[{index}]",
+                     self._misses)
+
+    def _full_item(self, index: int, value: Any) -> Any:
+        """The full list's item that ``value`` was cached from: the one at the same position,
+        unless the cache kept only some items (conditions of some types,
+        ``logic.observed.Select``): then the full list's item of the same type."""
+        if len(self) != len(self._full) and isinstance(value, Mapping) and "type" in value:
+            kind = str(value["type"])  # a plain str: compared without being recorded
+            return next((item for item in self._full
+                         if isinstance(item, Mapping) and item.get("type") == kind), None)
+        return self._full[index] if -len(self._full) <= index < len(self._full) else None
 
     def __getitem__(self, index: Any) -> Any:
         value = super().__getitem__(index)

@@ -43,7 +43,7 @@ from lws_operator.logic import (
 )
 from lws_operator.logic.disruption import disrupted_groups
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
-from lws_operator.logic.observed import POD_SPEC_SHAPE
+from lws_operator.logic.observed import POD_CONDITION_TYPES, POD_SPEC_SHAPE
 from lws_operator.logic.readiness import containers_ready, pod_ready
 from lws_operator.logic.reconcile import decide_revision
 from lws_operator.logic.restart import (
@@ -394,7 +394,7 @@ def test_logic_reads_only_what_the_cache_keeps(world: str, reader: Reader) -> No
     reader(w, pods)
     assert not misses.paths, (
         f"the logic read {sorted(misses.paths)} of pods the cache keeps without it: add it to "
-        "logic.observed.POD_SPEC_SHAPE")
+        "logic.observed.POD_SPEC_SHAPE (or POD_STATUS_SHAPE)")
 
 
 def test_the_cache_keeps_nothing_no_decision_reads() -> None:
@@ -413,6 +413,64 @@ def test_the_cache_keeps_nothing_no_decision_reads() -> None:
     assert set(POD_SPEC_SHAPE) - read - {"nodeName"} == set()
 
 
+class ConditionType(str):
+    """A cached condition's ``type`` that records every string it is compared with: the
+    condition types a reader looks for (``==``, ``!=``, ``in`` over a list or tuple; a reader
+    that looked a type up in a set or dict would go unseen, and none does)."""
+
+    sought: set[str]
+
+    def __new__(cls, value: str, sought: set[str]) -> ConditionType:
+        out = super().__new__(cls, value)
+        out.sought = sought
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            self.sought.add(str(other))
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__
+
+
+def _sought_condition_types(world: World, reader: Reader) -> set[str]:
+    """The condition types ``reader`` compares the cached pods' condition types with."""
+    sought: set[str] = set()
+    misses = Misses()
+    pods = [watched("Pod", p, misses) for p in world.pods]
+    for pod in pods:
+        # The cached dicts under the wrapper, changed in place so the wrapper records nothing.
+        status = dict.get(pod, "status") or {}
+        for condition in status.get("conditions") or []:
+            condition["type"] = ConditionType(condition["type"], sought)
+    reader(world, pods)
+    return sought
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_logic_looks_only_for_condition_types_the_cache_keeps(world: str) -> None:
+    """A pod's conditions are cached only of the types in ``POD_CONDITION_TYPES``: a reader
+    looking for another type would never find it in the cache (where the full pod, with every
+    condition a kubelet reports, has it)."""
+    for _, reader in _UNIQUE.values():
+        sought = _sought_condition_types(WORLDS[world](), reader)
+        assert sought <= POD_CONDITION_TYPES, (
+            f"the logic looks for pod conditions {sorted(sought - POD_CONDITION_TYPES)}, which "
+            "the cache drops: add them to logic.observed.POD_CONDITION_TYPES")
+
+
+def test_the_cache_keeps_no_condition_type_no_decision_reads() -> None:
+    """The converse: every condition type the cache keeps is looked for by some decision."""
+    sought: set[str] = set()
+    for make in WORLDS.values():
+        for _, reader in _UNIQUE.values():
+            sought |= _sought_condition_types(make(), reader)
+    assert sought == POD_CONDITION_TYPES
+
+
 def test_the_guard_sees_a_dropped_key() -> None:
     """The wrapper itself: a read of a dropped key at any depth is recorded, kept keys are not."""
     w = WORLDS["upstream TPU sample, a worker restarted"]()
@@ -426,6 +484,13 @@ def test_the_guard_sees_a_dropped_key() -> None:
     assert "dnsPolicy" not in pod["spec"]
     assert misses.paths == {"sample-0.spec.volumes", "sample-0.spec.containers[0].image",
                             "sample-0.spec.dnsPolicy"}
+    # Of the conditions, only some types are kept, and of those not the probe time: each kept
+    # condition is checked against the full pod's condition of its type.
+    conditions = pod["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["Ready", "ContainersReady", "PodScheduled"]
+    assert [c.get("lastTransitionTime") for c in conditions] == ["2026-01-01T00:00:05Z"] * 3
+    assert conditions[2].get("lastProbeTime") is None
+    assert "sample-0.status.conditions[2].lastProbeTime" in misses.paths
 
 
 def _logic_calls(path: Path) -> set[str]:
