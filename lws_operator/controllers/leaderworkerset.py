@@ -168,8 +168,19 @@ class LeaderWorkerSetReconciler:
     def needed(self, key: Key, step: Step) -> bool:
         """Whether ``step`` may plan anything for the set ``key`` as it is cached now, as its
         snapshot would hold it (``logic.steps.pipeline.needed``: from the spec and the options
-        alone, so a step skipped would have planned nothing)."""
-        return pipeline.needed(step, self.cache["LeaderWorkerSet"].get(*key), self._options())
+        alone, so a step skipped would have planned nothing); answered once per set object
+        and options (``pipeline.skipped``, through the set's memo)."""
+        if step not in pipeline.NEEDED:
+            return True
+        lws = self.cache["LeaderWorkerSet"].get(*key)
+        if lws is None:
+            return True  # its snapshot ends the pass
+        held = self.held.get(key)
+        if held is None:
+            held = self.held[key] = Held(self.cache, key[0])
+        options = self._options()
+        return step not in held.memo.get("skipped steps", (lws, options),
+                                         lambda: pipeline.skipped(lws, options))
 
     def _options(self) -> Options:
         options = self._last_options

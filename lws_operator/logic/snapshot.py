@@ -242,6 +242,9 @@ class Observed:
     def unmutated_pods(self) -> list[Obj]:
         """The pods the pod webhook never saw: ``all_pods`` less ``pods`` (``logic.
         unmutated``), in their order."""
+        if len(self.pods) == len(self.all_pods):
+            return []  # ``pods`` is a selection of ``all_pods``: all of them, none unmutated
+
         def compute() -> tuple[Obj, ...]:
             admitted = {id(p) for p in self.pods}
             return tuple(p for p in self.all_pods if id(p) not in admitted)

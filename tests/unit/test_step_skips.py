@@ -12,7 +12,7 @@ import pytest
 
 from lws_operator.logic.plan import EMPTY, Plan
 from lws_operator.logic.snapshot import Observed, Options
-from lws_operator.logic.steps.pipeline import NEEDED, Step, needed
+from lws_operator.logic.steps.pipeline import NEEDED, Step, needed, skipped
 from tests.unit.reconciler_world import (
     P,
     World,
@@ -100,3 +100,13 @@ def test_every_skippable_step_is_skipped_somewhere_and_plans_where_needed() -> N
                 planning.add(step)
     assert skipped >= set(NEEDED)
     assert planning >= set(NEEDED)
+
+
+def test_skipped_is_needed_for_every_step() -> None:
+    """What the controller keeps per set object (``pipeline.skipped``) is ``needed``'s
+    answer for each step of the table."""
+    for make in WORLDS.values():
+        world = make()
+        body = world.lws
+        assert skipped(body, world.options) == frozenset(
+            step for step in NEEDED if not needed(step, body, world.options))

@@ -105,3 +105,9 @@ def needed(step: Step, body: Mapping[str, Any] | None, options: Options) -> bool
     snapshot will hold it) under ``options``; None (the set gone) decides nothing here."""
     when = NEEDED.get(step)
     return when is None or body is None or when(body, options)
+
+
+def skipped(body: Mapping[str, Any], options: Options) -> frozenset[Step]:
+    """The steps ``needed`` answers False for, for the set ``body`` under ``options`` (the
+    controller keeps the answer while the set object and the options are the same)."""
+    return frozenset(step for step, when in NEEDED.items() if not when(body, options))
