@@ -77,8 +77,8 @@ def step(obs: Observed) -> Plan:
                 if d.recreation.leader_uid not in before]
     expected_gone |= {r.leader_uid for r in restarts.recreate}
     backoff_reported = frozenset(d.recreation.leader_uid for d in restarts.deferred)
-    if (reported, expected_gone, backoff_reported) == (
-            memory.reported, memory.expected_gone, memory.backoff_reported):
+    if reported == memory.reported and expected_gone == memory.expected_gone \
+            and backoff_reported == memory.backoff_reported:
         remembered = memory  # most passes: nothing to remember, or the same
     else:
         remembered = replace(
