@@ -28,7 +28,7 @@ from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.restart import failure_trigger
-from lws_operator.logic.restart_budget import is_retained
+from lws_operator.logic.restart_budget import exhausted, is_retained
 from lws_operator.logic.rollout import RolloutDecision
 from lws_operator.logic.stall import unschedulable
 from lws_operator.logic.status_pacing import Deferral
@@ -198,6 +198,13 @@ class Observed:
         """The ``pods`` our cleanup finalizer retains (``logic.restart_budget.is_retained``),
         judged once per pod object."""
         return self.memo.select("retained", self.pods, is_retained)
+
+    @property
+    def exhausted_leaders(self) -> tuple[Obj, ...]:
+        """The leaders marked as having exhausted their group's restart budget
+        (``logic.restart_budget.exhausted``), judged once per leader object: the same tuple
+        while the leaders are the same objects."""
+        return self.memo.select("exhausted leaders", self.leader_pods, exhausted)
 
     @property
     def unschedulable_pods(self) -> tuple[Obj, ...]:

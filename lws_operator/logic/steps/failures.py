@@ -68,10 +68,9 @@ def step(obs: Observed) -> Plan:
     expected_gone = set(memory.expected_gone & live)
     candidates = [r for r in scan.recreations if r.leader_uid not in expected_gone]
     restarts = plan_restarts(body, candidates, obs.clock)
-    # A pure function of the leaders, kept while they are the same objects.
-    unfinished = obs.memo.get("unfinished exhaustions", (obs.leader_pods,),
-                              lambda: tuple(unfinished_exhaustions(obs.leader_pods)))
-    exhaust = {r.leader_uid: r for r in [*restarts.exhaust, *unfinished]}
+    # Only the leaders it looks for: those marked exhausted.
+    exhaust = {r.leader_uid: r for r in [*restarts.exhaust,
+                                         *unfinished_exhaustions(obs.exhausted_leaders)]}
     before = memory.backoff_reported & live
     actions += [Record(backoff_event(d)) for d in restarts.deferred
                 if d.recreation.leader_uid not in before]
