@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from lws_operator.api.view import LeaderWorkerSetView, is_leader
@@ -172,9 +171,18 @@ class Observed:
         fields["fetched"] = fetched
         return obs
 
-    @cached_property
+    @property
     def lws(self) -> LeaderWorkerSetView:
-        return self.memo.get("lws", (self.body,), lambda: LeaderWorkerSetView(self.body))
+        """The set as a typed view, the same view for the same body (``logic.memo``). Kept in
+        the instance once asked: ``functools.cached_property`` takes a lock on every first
+        read (before Python 3.12), and every step's snapshot asks for it (a twentieth of a
+        pass)."""
+        fields = self.__dict__
+        view: LeaderWorkerSetView | None = fields.get("_lws")
+        if view is None:
+            view = fields["_lws"] = self.memo.get("lws", (self.body,),
+                                                  lambda: LeaderWorkerSetView(self.body))
+        return view
 
     @property
     def leader_pods(self) -> tuple[Obj, ...]:
