@@ -133,6 +133,8 @@ def _plan_pass(reconciler: LeaderWorkerSetReconciler, key: Key,
     decided: Decided = NOTHING_DECIDED
     plans: list[Plan] = []
     for step in STEPS:
+        if not reconciler.needed(key, step):  # as the runner skips it
+            continue
         start = time.process_time()
         obs = reconciler.observe(key, tombstones, decided)
         assert obs is not None

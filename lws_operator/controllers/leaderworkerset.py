@@ -30,6 +30,7 @@ from lws_operator.logic.plan import Plan
 from lws_operator.logic.restart_budget import plan_release
 from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
 from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS
+from lws_operator.logic.steps import pipeline
 from lws_operator.logic.steps.pipeline import STEPS, Step
 from lws_operator.logic.steps.release import release_plan
 from lws_operator.logic.steps.termination import stop_workers
@@ -164,6 +165,23 @@ class LeaderWorkerSetReconciler:
                                  self._options(), self.memory.get(key, NO_MEMORY), decided,
                                  collected, fetched or {})
 
+    def needed(self, key: Key, step: Step) -> bool:
+        """Whether ``step`` may plan anything for the set ``key`` as it is cached now, as its
+        snapshot would hold it (``logic.steps.pipeline.needed``: from the spec and the options
+        alone, so a step skipped would have planned nothing); answered once per set object
+        and options (``pipeline.skipped``, through the set's memo)."""
+        if step not in pipeline.NEEDED:
+            return True
+        lws = self.cache["LeaderWorkerSet"].get(*key)
+        if lws is None:
+            return True  # its snapshot ends the pass
+        held = self.held.get(key)
+        if held is None:
+            held = self.held[key] = Held(self.cache, key[0])
+        options = self._options()
+        return step not in held.memo.get("skipped steps", (lws, options),
+                                         lambda: pipeline.skipped(lws, options))
+
     def _options(self) -> Options:
         options = self._last_options
         if (options.stall_grace, options.provider, options.native_scheduling) != (
@@ -207,7 +225,8 @@ class LeaderWorkerSetReconciler:
 
         ran = await self.runner.run(self.steps, observe, NOTHING_DECIDED,
                                     lambda obs: obs.body, adopt=adopt, settle=settle,
-                                    owner=("leaderworkersets", key[1]))
+                                    owner=("leaderworkersets", key[1]),
+                                    needed=lambda step: self.needed(key, step))
         return None if ran.gone else ran.requeue_after
 
     def _remember(self, key: Key, memory: Memory) -> None:

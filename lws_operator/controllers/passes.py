@@ -109,16 +109,22 @@ class PassRunner:
                   decided: D, regarding: Callable[[S], Mapping[str, Any]], *,
                   adopt: Callable[[D, Plan], D] = _keep,
                   settle: Callable[[D, Outcome], D] = _unchanged,
-                  owner: tuple[str, str] | None = None) -> Ran[D]:
+                  owner: tuple[str, str] | None = None,
+                  needed: Callable[[Callable[[S], Plan]], bool] | None = None) -> Ran[D]:
         """Each step in order. ``adopt`` takes a plan's decision into ``decided`` before the
         plan is carried out; ``settle`` updates it from the outcome afterwards. Events are
         recorded regarding ``regarding(snapshot)``. ``owner`` (resource, name): a 404 for it
-        ends the pass as gone (module docstring)."""
+        ends the pass as gone (module docstring). ``needed``: False for a step that can only
+        plan nothing now (the controller knows it from the owner's spec, without a
+        snapshot); it is skipped as if its plan were empty."""
         collected: tuple[str, ...] = ()
         every: list[str] = []
         requeue: float | None = None
         soonest: float | None = None
         for step in steps:
+            if needed is not None and not needed(step):
+                collected, requeue = (), None  # what an empty plan's outcome leaves
+                continue
             obs = observe(decided, collected, {})
             if obs is None:
                 return Ran(requeue, soonest, True, False, decided, tuple(every))

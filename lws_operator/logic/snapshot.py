@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from lws_operator.api.view import LeaderWorkerSetView, is_leader
@@ -28,7 +27,7 @@ from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.restart import failure_trigger
-from lws_operator.logic.restart_budget import is_retained
+from lws_operator.logic.restart_budget import exhausted, is_retained
 from lws_operator.logic.rollout import RolloutDecision
 from lws_operator.logic.stall import unschedulable
 from lws_operator.logic.status_pacing import Deferral
@@ -172,9 +171,18 @@ class Observed:
         fields["fetched"] = fetched
         return obs
 
-    @cached_property
+    @property
     def lws(self) -> LeaderWorkerSetView:
-        return self.memo.get("lws", (self.body,), lambda: LeaderWorkerSetView(self.body))
+        """The set as a typed view, the same view for the same body (``logic.memo``). Kept in
+        the instance once asked: ``functools.cached_property`` takes a lock on every first
+        read (before Python 3.12), and every step's snapshot asks for it (a twentieth of a
+        pass)."""
+        fields = self.__dict__
+        view: LeaderWorkerSetView | None = fields.get("_lws")
+        if view is None:
+            view = fields["_lws"] = self.memo.get("lws", (self.body,),
+                                                  lambda: LeaderWorkerSetView(self.body))
+        return view
 
     @property
     def leader_pods(self) -> tuple[Obj, ...]:
@@ -198,6 +206,13 @@ class Observed:
         """The ``pods`` our cleanup finalizer retains (``logic.restart_budget.is_retained``),
         judged once per pod object."""
         return self.memo.select("retained", self.pods, is_retained)
+
+    @property
+    def exhausted_leaders(self) -> tuple[Obj, ...]:
+        """The leaders marked as having exhausted their group's restart budget
+        (``logic.restart_budget.exhausted``), judged once per leader object: the same tuple
+        while the leaders are the same objects."""
+        return self.memo.select("exhausted leaders", self.leader_pods, exhausted)
 
     @property
     def unschedulable_pods(self) -> tuple[Obj, ...]:
@@ -242,6 +257,9 @@ class Observed:
     def unmutated_pods(self) -> list[Obj]:
         """The pods the pod webhook never saw: ``all_pods`` less ``pods`` (``logic.
         unmutated``), in their order."""
+        if len(self.pods) == len(self.all_pods):
+            return []  # ``pods`` is a selection of ``all_pods``: all of them, none unmutated
+
         def compute() -> tuple[Obj, ...]:
             admitted = {id(p) for p in self.pods}
             return tuple(p for p in self.all_pods if id(p) not in admitted)

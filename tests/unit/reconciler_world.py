@@ -25,7 +25,7 @@ from lws_operator.logic.reconcile import decide_revision
 from lws_operator.logic.revision import apply_revision
 from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
 from lws_operator.logic.statefulsets import leader_statefulset, worker_statefulset
-from lws_operator.logic.steps.pipeline import STEPS
+from lws_operator.logic.steps.pipeline import STEPS, Step, needed
 from tests.unit.as_operated import NAMESPACE, cached, created_pod, running, stored_lws
 
 NOW = "2026-01-01T00:10:00Z"
@@ -233,13 +233,19 @@ def _merged(obj: dict[str, Any], patch: Mapping[str, Any], strategic: bool) -> d
     return obj
 
 
-def plan_pass(world: World) -> Pass:
-    """One pass's plan, step after step (module docstring)."""
+def plan_pass(world: World, skip: bool = True,
+              planned: list[tuple[Step, Observed, Plan]] | None = None) -> Pass:
+    """One pass's plan, step after step (module docstring). ``skip``: the steps the runner
+    skips for the set's spec and options are skipped here too (``pipeline.needed``);
+    ``planned`` receives each step run, its snapshot and its plan."""
     decided = Decided()
     lines: list[str] = []
     actions: list[Any] = []
     requeue: float | None = None
     for step in STEPS:
+        if skip and not needed(step, world.lws, world.options):
+            requeue = None  # an empty plan's
+            continue
         obs = world.observe(decided, {})
         plan: Plan = step(obs)
         if plan.reads:
@@ -262,6 +268,8 @@ def plan_pass(world: World) -> Pass:
             _store(world, action)
             if not isinstance(action, Record):
                 lines += [f"event {e.reason}: {e.note}" for e in action.common.events]
+        if planned is not None:
+            planned.append((step, obs, plan))
         requeue = plan.requeue_after
         if plan.stop:
             break

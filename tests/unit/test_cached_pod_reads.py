@@ -358,7 +358,7 @@ TAKE_NO_PODS = frozenset({
     "deadline.rollback_enabled", "deadline.rollback_target", "deadline.rollback_choice",
     "deadline.revision_born",
     "deadline.rolled_back_event",
-    "deadline.rollout_started", "objects.epoch_seconds",
+    "deadline.rollout_started", "objects.epoch_seconds", "termination.parallel",
     "group_metrics.state_counts",
 })
 

@@ -192,3 +192,36 @@ def test_owned_by_lists_an_owners_objects_in_name_order_through_every_change() -
                        for o in store.owned_by(owner))  # the stored objects, latest ones
     assert [o["metadata"]["name"] for o in store.owned_by(OWNER)] == ["a", "b"]
     assert [o["metadata"]["name"] for o in store.owned_by(("ns", "other"))] == ["a0", "c"]
+
+
+def test_a_selection_over_objects_in_place_asks_about_the_replaced_ones_only() -> None:
+    """The same number of objects, some replaced in place (a pod's new state keeps its name
+    and so its place): only those are asked about; the result is the last tuple while no
+    kept object changed, and right whatever moved (a reordering is asked about again)."""
+    memo, asked = Memo(), []
+
+    def keep(obj: dict[str, Any]) -> bool:
+        asked.append(obj["n"])
+        return bool(obj["n"] % 2)
+
+    one, two, three, four = {"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}
+    first = memo.select("odd", (one, two, three, four), keep)
+    assert first == (one, three)
+    assert asked == [1, 2, 3, 4]
+    four_again = {"n": 4}
+    assert memo.select("odd", (one, two, three, four_again), keep) is first
+    assert asked == [1, 2, 3, 4, 4]
+    three_again = {"n": 3}  # a kept object replaced: a new tuple with the new object
+    kept = memo.select("odd", (one, two, three_again, four_again), keep)
+    assert kept == (one, three_again)
+    assert kept[1] is three_again
+    assert asked == [1, 2, 3, 4, 4, 3]
+    six = {"n": 6}  # a kept object's place taken by one not kept
+    assert memo.select("odd", (one, two, six, four_again), keep) == (one,)
+    seven = {"n": 7}  # and the other way round
+    assert memo.select("odd", (one, two, six, seven), keep) == (one, seven)
+    # Swapped places: both asked again, the order is the objects'.
+    assert memo.select("odd", (two, one, six, seven), keep) == (one, seven)
+    assert asked == [1, 2, 3, 4, 4, 3, 6, 7, 2, 1]
+    assert memo.select("odd", (two, one, six, seven), keep) == (one, seven)
+    assert asked == [1, 2, 3, 4, 4, 3, 6, 7, 2, 1]

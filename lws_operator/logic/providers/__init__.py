@@ -17,13 +17,14 @@ implementing ``Provider`` and one line in ``provider_of``.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from lws_operator.api.constants import SCHEDULER_PROVIDER_VOLCANO
 from lws_operator.logic import gang
 from lws_operator.logic.plan import Plan
 from lws_operator.logic.providers import native, none, volcano
-from lws_operator.logic.snapshot import Observed
+from lws_operator.logic.snapshot import Observed, Options
 
 
 class Provider(Protocol):
@@ -33,12 +34,22 @@ class Provider(Protocol):
 
 
 def provider_of(obs: Observed) -> Provider:
+    return provider_for(obs.body, obs.options)
+
+
+def provider_for(body: Mapping[str, Any], options: Options) -> Provider:
     """``spec.scheduling`` (native) first, then the operator's ``--scheduler-provider``."""
-    if gang.level_of(obs.body) is not None:
+    if gang.level_of(body) is not None:
         return native.PROVIDER
-    if obs.options.provider == SCHEDULER_PROVIDER_VOLCANO:
+    if options.provider == SCHEDULER_PROVIDER_VOLCANO:
         return volcano.PROVIDER
     return none.PROVIDER
+
+
+def scheduled(body: Mapping[str, Any], options: Options) -> bool:
+    """Whether a provider other than ``none`` schedules the set: ``none`` plans nothing, so
+    without one the pipeline skips the three hooks (``logic.steps.pipeline.NEEDED``)."""
+    return provider_for(body, options) is not none.PROVIDER
 
 
 def prepare(obs: Observed) -> Plan:

@@ -68,21 +68,30 @@ def step(obs: Observed) -> Plan:
     expected_gone = set(memory.expected_gone & live)
     candidates = [r for r in scan.recreations if r.leader_uid not in expected_gone]
     restarts = plan_restarts(body, candidates, obs.clock)
-    exhaust = {r.leader_uid: r for r in [*restarts.exhaust, *unfinished_exhaustions(obs.leaders)]}
+    # Only the leaders it looks for: those marked exhausted.
+    exhaust = {r.leader_uid: r for r in [*restarts.exhaust,
+                                         *unfinished_exhaustions(obs.exhausted_leaders)]}
     before = memory.backoff_reported & live
     actions += [Record(backoff_event(d)) for d in restarts.deferred
                 if d.recreation.leader_uid not in before]
     expected_gone |= {r.leader_uid for r in restarts.recreate}
-    remembered = replace(
-        memory, reported=frozenset(reported), expected_gone=frozenset(expected_gone),
-        backoff_reported=frozenset(d.recreation.leader_uid for d in restarts.deferred))
+    backoff_reported = frozenset(d.recreation.leader_uid for d in restarts.deferred)
+    if reported == memory.reported and expected_gone == memory.expected_gone \
+            and backoff_reported == memory.backoff_reported:
+        remembered = memory  # most passes: nothing to remember, or the same
+    else:
+        remembered = replace(
+            memory, reported=frozenset(reported), expected_gone=frozenset(expected_gone),
+            backoff_reported=backoff_reported)
     # A deleted worker is seen once: its tombstone stays while its recreation is deferred.
     triggers = {d.recreation.trigger for d in restarts.deferred}
     kept = frozenset(str(meta_of(t).get("uid")) for t in obs.tombstones
                      if name_of(t) in triggers)
-    decided = replace(obs.decided, memory=remembered, kept_tombstones=kept)
     if not restarts.recreate and not exhaust:
-        return Plan(tuple(actions), carry=replace(decided, requeue=restarts.requeue_after))
+        return Plan(tuple(actions), carry=replace(
+            obs.decided, memory=remembered, kept_tombstones=kept,
+            requeue=restarts.requeue_after))
+    decided = replace(obs.decided, memory=remembered, kept_tombstones=kept)
     if restarts.counts is not None:
         actions.append(counts_patch(obs, restarts.counts, restarts.counted))
     for recreation in restarts.recreate:

@@ -66,7 +66,8 @@ def status(obs: Observed) -> Plan:
     desired, progressing_events = unmutated.apply_unmutated(
         desired, observed, obs.lws.namespace, obs.unmutated_pods, obs.now,
         (*stall_events, *deadline_events))
-    desired = apply_degraded(desired, obs.leaders, obs.lws.generation, obs.now)
+    # Only the leaders it reads: those marked exhausted.
+    desired = apply_degraded(desired, obs.exhausted_leaders, obs.lws.generation, obs.now)
     if obs.decided.scheduling is not None:
         desired = gang.apply_condition(desired, gang.scheduling_condition(
             observed.get("conditions") or [], now=obs.now, generation=obs.lws.generation,

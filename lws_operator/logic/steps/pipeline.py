@@ -8,15 +8,23 @@ groups, a Deployment for Hash groups), the scheduler provider (``logic.providers
 owner itself, retained pods released, Hash admission, Services, worker StatefulSets, Hash
 group readiness, then restart counts and status. The controller's runner builds the snapshot
 before each step, carries out its plan (``kube.executor``) and stops where a plan says so.
+
+Some steps plan nothing for a whole class of sets, known from the set's spec and the operator's
+options alone: the scheduler provider's hooks without a provider, the Hash-only steps for an
+Ordinal set, Parallel termination for a Sequential one. ``NEEDED`` says which, and the runner
+skips such a step, snapshot and all, where ``needed`` says so (a fifth of an Ordinal pass
+without a provider was those steps' snapshots and their early returns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
+from lws_operator.api.view import lws_view
 from lws_operator.logic import providers
 from lws_operator.logic.plan import EMPTY, Plan
-from lws_operator.logic.snapshot import Observed
+from lws_operator.logic.snapshot import Observed, Options
 from lws_operator.logic.steps import (
     failures,
     finish,
@@ -28,6 +36,7 @@ from lws_operator.logic.steps import (
 )
 from lws_operator.logic.steps.leader import owner_of
 from lws_operator.logic.steps.release import release_plan
+from lws_operator.logic.termination import parallel
 
 Step = Callable[[Observed], Plan]
 
@@ -67,3 +76,38 @@ STEPS: tuple[Step, ...] = (
     finish.counts,
     finish.status,
 )
+
+
+def _hashed(body: Mapping[str, Any], _options: Options) -> bool:
+    return lws_view(body).hashed
+
+
+def _parallel(body: Mapping[str, Any], _options: Options) -> bool:
+    return parallel(body)
+
+
+# Per step that can be skipped: whether a set of this spec, under these options, needs it. Each
+# is the step's own first test, so a set it answers False for gets an empty plan from the step
+# whatever else is observed (``tests/unit/test_step_skips.py`` runs every step of passes over
+# sets of every configuration and fails if one skipped would have planned anything).
+NEEDED: Final[Mapping[Step, Callable[[Mapping[str, Any], Options], bool]]] = {
+    termination.step: _parallel,  # ``termination.worker_sets_to_stop``: [] unless Parallel
+    providers.prepare: providers.scheduled,  # the ``none`` provider plans nothing
+    providers.groups: providers.scheduled,
+    providers.admit: providers.scheduled,
+    hash_groups.admit: _hashed,  # "empty plans for Ordinal sets"
+    hash_groups.readiness: _hashed,
+}
+
+
+def needed(step: Step, body: Mapping[str, Any] | None, options: Options) -> bool:
+    """Whether ``step`` may plan anything for the set ``body`` (its spec, as the step's
+    snapshot will hold it) under ``options``; None (the set gone) decides nothing here."""
+    when = NEEDED.get(step)
+    return when is None or body is None or when(body, options)
+
+
+def skipped(body: Mapping[str, Any], options: Options) -> frozenset[Step]:
+    """The steps ``needed`` answers False for, for the set ``body`` under ``options`` (the
+    controller keeps the answer while the set object and the options are the same)."""
+    return frozenset(step for step, when in NEEDED.items() if not when(body, options))
