@@ -52,7 +52,7 @@ class NoRequests:
 
 
 class NoEvents:
-    async def record(self, *args: Any, **kwargs: Any) -> None:
+    def record(self, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("a pass at rest recorded an Event")
 
 

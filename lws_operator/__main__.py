@@ -440,10 +440,9 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
             # The group disruption budget decides evictions from the controllers' caches
             # (watched on a standby replica too).
             from lws_operator.admission.eviction import EvictionGuard
-            from lws_operator.kube.events import EventRecorder
 
             webhooks.evictions.decider = EvictionGuard(
-                controllers.cache, EventRecorder(kube), registry).handle
+                controllers.cache, controllers.events, registry).handle
             if health is not None:
                 add_cache_readiness(health, controllers.cache)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))

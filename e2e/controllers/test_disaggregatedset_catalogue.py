@@ -193,6 +193,7 @@ async def test_a_three_role_rollout(operator: Operator) -> None:
             "Available": ("False", "RolloutInProgress")} in seen
     assert seen[-1] == {"Progressing": ("False", "AllRolesReady"),
                         "Available": ("True", "AllRolesReady")}
+    await op.recorded()
     events = [e for e in await op.kube.list("v1", "Event", ns)
               if (e.get("involvedObject") or {}).get("name") == "three"]
     assert f"Started rolling update to revision {after.revision}" in [
@@ -485,6 +486,7 @@ async def test_a_role_scaler_follows_its_role(operator: Operator) -> None:
     static = await wait_converged(op.kube, ns, "scaled")
     assert static.revision == start.revision
     assert static.uids() == start.uids()
+    await op.recorded()  # the pass that deleted the scaler queued the Event
     events = [e for e in await op.kube.list("v1", "Event", ns)
               if (e.get("involvedObject") or {}).get("name") == "scaled"]
     assert "Deleted scaler scaled-prefill (role prefill is no longer External)" in [

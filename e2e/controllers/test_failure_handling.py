@@ -73,6 +73,8 @@ def group_pods(name: str, group: int, size: int = 3) -> set[str]:
 
 
 async def events(op: Operator, reason: str, name: str) -> list[dict[str, Any]]:
+    """The Events of ``reason`` about the set, every Event recorded so far written."""
+    await op.recorded()
     return [e for e in await op.kube.list("events.k8s.io/v1", "Event", op.namespace)
             if e["reason"] == reason and e["regarding"]["name"] == name]
 

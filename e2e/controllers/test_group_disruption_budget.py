@@ -139,6 +139,7 @@ async def test_a_drain_takes_down_at_most_the_budget_of_groups(operator: Operato
                    and s.labels == {"namespace": ns, "name": NAME, "decision": "refused"}]
         assert refused
         assert refused[0] > 0
+        await op.recorded()  # the guard's Events go through the controller's recorder
         events = await op.kube.list("events.k8s.io/v1", "Event", ns)
         assert any(e.get("reason") == REASON_EVICTION_REFUSED
                    and e["regarding"]["name"] == NAME for e in events)

@@ -52,6 +52,7 @@ async def settled_after(op: Operator, name: str, before: dict[str, str],
 
 
 async def recreate_events(op: Operator) -> list[str]:
+    await op.recorded()  # every Event recorded so far written
     return [e["note"] for e in await op.kube.list("events.k8s.io/v1", "Event", op.namespace)
             if e["reason"] == "RecreateGroup"]
 

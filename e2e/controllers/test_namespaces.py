@@ -178,6 +178,7 @@ async def test_a_set_the_webhook_does_not_serve_says_so_once(setup: Setup) -> No
             op.runtime.queue.add((ns, name))
             await asyncio.sleep(1)
         assert op.writes() == before
+    await op.recorded()
     events = [e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
               if e["regarding"].get("name") == name and e["type"] == "Warning"]
     # One Event, when the state began: the StatefulSet may have created one pod or both by

@@ -100,6 +100,7 @@ async def test_a_bad_rollout_stops_at_the_deadline_and_a_new_template_resumes(
     got = await lws()
     assert condition(got, "UpdateInProgress") == "True"
     assert condition(got, "Available") == "False"
+    await op.recorded()  # the pass that wrote the condition queued the Event
     warnings = [e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
                 if e["reason"] == "ProgressDeadlineExceeded"]
     assert [(e["type"], e["note"]) for e in warnings] == [("Warning", cond["message"])]
@@ -142,6 +143,7 @@ async def test_a_bad_rollout_stops_at_the_deadline_and_a_new_template_resumes(
     assert {rollout for rollout, _ in seen} == {held}, "partition and replicas held"
     assert all(ready >= {"0", "1", "2"} for _, ready in seen), "no further group taken down"
     assert await exceeded() is not None
+    await op.recorded()
     assert len([e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
                 if e["reason"] == "ProgressDeadlineExceeded"]) == 1
 
@@ -257,6 +259,7 @@ async def test_no_rollback_to_a_revision_that_never_was_fully_ready(operator: Op
         assert OURS + "rolled-back-from" not in got["metadata"].get("annotations", {})
         image = got["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
         assert image["image"] == "engine:never2"
+        await op.recorded()  # the pass that wrote the condition queued the Event
         events = [e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
                   if e["regarding"].get("name") == name]
         assert [e["reason"] for e in events if e["reason"] == "RolledBack"] == []

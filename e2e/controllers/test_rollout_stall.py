@@ -77,6 +77,7 @@ async def test_the_resource_deadlock_is_reported_and_the_remedy_works(
     assert "Insufficient nvidia.com/gpu" in cond["message"]
     assert "Update in two steps" in cond["message"]
     assert condition(await lws(), "UpdateInProgress") == "True"
+    await op.recorded()  # the pass that wrote the condition queued the Event
     warnings = [e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
                 if e["reason"] == "RolloutStalled"]
     assert [e["type"] for e in warnings] == ["Warning"]

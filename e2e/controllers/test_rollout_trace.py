@@ -140,6 +140,7 @@ async def test_the_guides_rollout_trace(operator: Operator) -> None:
     assert partitions == sorted(partitions, reverse=True), transitions  # only moves down
     assert recorder.ready_low >= REPLICAS - MAX_UNAVAILABLE
     # A normal slow rollout raises no stall alarm.
+    await op.recorded()
     assert not [e for e in await op.kube.list("events.k8s.io/v1", "Event", ns)
                 if e["reason"] == "RolloutStalled"]
     assert recorder.groups_high <= REPLICAS + MAX_SURGE

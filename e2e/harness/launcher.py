@@ -46,7 +46,6 @@ from e2e.kube import Kube
 from lws_operator.admission.eviction import EvictionGuard
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
-from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.metrics import ClientMetrics
 
 CURRENT = Path(sys.executable).with_name("lws-operator")  # this checkout (editable install)
@@ -124,6 +123,14 @@ class Operator:
                 self.runtime.queue.add(key)
             await asyncio.sleep(1)
 
+    async def recorded(self) -> None:
+        """Until the Events the controllers recorded so far are written: a pass only queues
+        its Events (``kube.events``), so a test that saw a pass's other writes reads its
+        Events after this."""
+        await self.runtime.events.flush()
+        if self.runtime.disaggregated is not None:
+            await self.runtime.disaggregated.events.flush()
+
     def writes(self) -> dict[tuple[str, str], float]:
         """The operator's own write requests so far, by (verb, resource)."""
         out: dict[tuple[str, str], float] = {}
@@ -151,8 +158,7 @@ async def running_operator(cluster: LocalCluster,
                                           scheduler_provider=scheduler_provider)
     # As ``lws-operator run`` wires them: evictions decided from the controllers' caches.
     hooks.runtime.evictions.decider = EvictionGuard(
-        controllers.runtime.cache, EventRecorder(controllers.runtime.kube),
-        controllers.registry).handle
+        controllers.runtime.cache, controllers.runtime.events, controllers.registry).handle
     yield Operator(kube, namespace, controllers.runtime, controllers.registry,
                    str(cluster.kubeconfig), cluster)
     # LeaderWorkerSets a test left behind go first: deleted by the namespace later, they could

@@ -37,7 +37,6 @@ per set every :data:`EVENT_INTERVAL` seconds: a drain retries each pod every 5 s
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -102,7 +101,6 @@ class EvictionGuard:
         self.clock = clock
         self.reserved: dict[Key, dict[str, float]] = {}
         self._last_event: dict[Key, float] = {}
-        self._events: set[asyncio.Task[None]] = set()
 
     async def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
         return self.decide(request)
@@ -158,6 +156,4 @@ class EvictionGuard:
         self._last_event[owner] = now
         event = Event(REASON_EVICTION_REFUSED, EVENT_TYPE_WARNING, EVENT_ACTION_DELETE,
                       f"Refused the eviction of pod {pod}: {message}")
-        task = asyncio.get_running_loop().create_task(self.recorder.record(lws, event))
-        self._events.add(task)
-        task.add_done_callback(self._events.discard)
+        self.recorder.record(lws, event)  # queued: written by the controller's Event senders

@@ -67,8 +67,9 @@ class DisaggregatedSetRuntime:
         self.metrics = registry
         self.cache = ClusterCache(KINDS, ds_owner_key)
         self.queue: WorkQueue = WorkQueue(CONTROLLER, registry=registry)
+        self.events = EventRecorder(kube, controller=CONTROLLER, registry=registry)
         self.reconciler = DisaggregatedSetReconciler(
-            Executor(kube, self.cache, EventRecorder(kube, controller=CONTROLLER)), self.cache)
+            Executor(kube, self.cache, self.events), self.cache)
         self.replica_metrics = DisaggregatedSetMetrics.for_registry(registry)
         self.watches = Watches(kube, self.cache, registry, WATCHED, self._changed,
                                owner_kind=KIND, list_chunk_size=list_chunk_size)
@@ -110,10 +111,10 @@ class DisaggregatedSetRuntime:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Prime the caches unless :meth:`prime` did, then run the watches and the workers
-        until ``stop``."""
+        until ``stop``; the Event senders run as long and drain last."""
         if not self.primed:
             await self.prime()
-        async with self.watches.running() as watching:
+        async with self.events.sending(), self.watches.running() as watching:
             workers = asyncio.create_task(run_workers(
                 self.queue, self._reconcile, concurrency=self.workers, controller=CONTROLLER,
                 registry=self.metrics, stop=stop, gate=self.gate))

@@ -106,8 +106,11 @@ class ControllerRuntime:
         self.metrics = registry
         self.cache = ClusterCache()
         self.queue: WorkQueue = WorkQueue(CONTROLLER, registry=registry)
+        # Written in the background while ``run`` runs; the eviction guard records through it
+        # too (``lws-operator run`` wires it).
+        self.events = EventRecorder(kube, registry=registry)
         self.reconciler = LeaderWorkerSetReconciler(
-            kube, self.cache, EventRecorder(kube), stall_grace=options.stall_grace_seconds,
+            kube, self.cache, self.events, stall_grace=options.stall_grace_seconds,
             scheduler_provider=options.scheduler_provider)
         self.group_metrics = GroupMetrics.for_registry(registry)
         self.watches = Watches(kube, self.cache, registry, WATCHED, self._changed,
@@ -257,7 +260,11 @@ class ControllerRuntime:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Prime (every LeaderWorkerSet is then enqueued once), then run kopf's watches and
-        the workers until ``stop``."""
+        the workers until ``stop``; the Event senders run throughout and drain last."""
+        async with self.events.sending():
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         if not await self.watches.wait_for_crd(stop):
             return
         await self.discover()

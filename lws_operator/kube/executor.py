@@ -5,7 +5,8 @@ This is the only place where a controller's write can fail: the policy each acti
 has no ``except``. Every answer is stored in the watch cache at once (``ClusterCache.upsert``
 keeps a newer watch event over an older answer), so the next step of the pass, and the next
 pass, see the write even before its watch event arrives, and do not redo it. Events are
-recorded by the ``EventRecorder`` (best effort).
+handed to the ``EventRecorder``, which queues them and returns (best effort, written in the
+background): a pass never waits for an Event write.
 
 Generic over controllers: nothing here knows a LeaderWorkerSet. Events are recorded regarding
 the object the plan is executed for.
@@ -95,7 +96,7 @@ class Executor:
     async def _one(self, action: Action, regarding: Mapping[str, Any],
                    outcome: Outcome) -> None:
         if isinstance(action, Record):
-            await self.events.record(regarding, action.event, related=action.related)
+            self.events.record(regarding, action.event, related=action.related)
             return
         common = action.common
         if common.group is not None:
@@ -109,7 +110,7 @@ class Executor:
             return
         self._store(action, answer)
         for event in common.events:
-            await self.events.record(regarding, event, related=common.related)
+            self.events.record(regarding, event, related=common.related)
 
     async def _send(self, action: Apply | Create | Patch | Delete) -> dict[str, Any]:
         target = action.target
@@ -165,18 +166,18 @@ class Executor:
         if then is Then.COLLECT:
             outcome.collected.append(f"{policy.reason_prefix}{policy.conflict_reason}")
             return
-        await self._record_failure(policy, exc, regarding, action.common.related)
+        self._record_failure(policy, exc, regarding, action.common.related)
         if policy.collect:
             outcome.collected.append(f"{policy.reason_prefix}{exc.reason}")
             return
         raise exc
 
-    async def _record_failure(self, policy: Policy, exc: ApiException,
+    def _record_failure(self, policy: Policy, exc: ApiException,
                               regarding: Mapping[str, Any],
                               related: Mapping[str, Any] | None) -> None:
         if policy.failure is None:
             return
         event = policy.failure
-        await self.events.record(
+        self.events.record(
             regarding, Event(event.reason, event.type, event.action,
                              event.note.replace("{reason}", str(exc.reason))), related=related)

@@ -32,6 +32,7 @@ __all__ = [
     "REST_LATENCY_BUCKETS",
     "WORKQUEUE_BUCKETS",
     "ClientMetrics",
+    "EventMetrics",
     "ReconcileMetrics",
     "WatchMetrics",
     "WorkqueueMetrics",
@@ -240,4 +241,21 @@ class WatchMetrics:
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> WatchMetrics:
+        return _once(registry, cls, lambda: cls(registry))
+
+
+class EventMetrics:
+    """``lws_operator_events_dropped_total{controller}``: Events never written because the
+    queue of Events waiting to be written was full (``kube.event_queue``). Recording is best
+    effort, as upstream's is; a rising count means the API server cannot keep up with the
+    operator's Events (or refuses them)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.dropped = Counter(
+            "lws_operator_events_dropped_total",
+            "Events not recorded because the queue of Events waiting to be written was full, "
+            "by the controller that decided them.", ["controller"], registry=registry)
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry) -> EventMetrics:
         return _once(registry, cls, lambda: cls(registry))

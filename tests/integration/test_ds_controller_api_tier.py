@@ -186,6 +186,9 @@ async def test_a_set_gets_its_children_and_rests(
     # (resourceVersions, and nothing new in its namespace, Events included): the process's
     # request counters also see other tests' sets, left in namespaces this tier (no namespace
     # controller) never finishes deleting, whose passes keep retrying.
+    # Events are written after their pass (``kube.events``): both counts wait for what was
+    # recorded before them.
+    await runtime.events.flush()
     before = await _objects(kube, ns)
     for _ in range(3):
         passes = _passes(registry)
@@ -194,6 +197,7 @@ async def test_a_set_gets_its_children_and_rests(
         async def passed(after: float = passes) -> bool:
             return _passes(registry) > after
         await wait_for(passed, what="a pass over the set at rest")
+    await runtime.events.flush()
     assert await _objects(kube, ns) == before
 
 

@@ -4,7 +4,8 @@ The executor owns every error policy of the reconciler's writes (``logic.plan.Po
 404, a 409 or any other error means, which Events are recorded, what the watch cache holds after
 each answer. Each case runs a small ``Plan`` of the real action types against real objects in a
 fresh namespace and checks what the API server then holds, what the cache holds, the
-``Outcome`` and the Events written (read back from ``events.k8s.io/v1``).
+``Outcome`` and the Events written (read back from ``events.k8s.io/v1``, once the recorder has
+written what it queued: ``record`` only queues).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class World:
     kube: Kube
     namespace: str
     regarding: dict[str, Any]  # a real ConfigMap the Events are about
+    recorder: EventRecorder
 
     @property
     def services(self) -> Target:
@@ -75,7 +77,13 @@ class World:
         return await self.kube.get("v1", "Service", name, self.namespace)
 
     async def events(self) -> list[dict[str, Any]]:
-        """The Events this executor recorded (the API server records some of its own)."""
+        """The Events this executor recorded (the API server records some of its own), once
+        every Event queued so far is written."""
+        await self.recorder.flush()
+        return await self.written()
+
+    async def written(self) -> list[dict[str, Any]]:
+        """The Events of this executor the API server holds now."""
         return [e for e in await self.kube.list("events.k8s.io/v1", "Event", self.namespace)
                 if e.get("reportingController") == EVENT_REPORTING_CONTROLLER
                 and e.get("reportingInstance") == INSTANCE]
@@ -120,8 +128,10 @@ async def world(cluster: LocalCluster, kube: Kube, namespace: str) -> AsyncItera
     client = await KubeClient.connect(str(cluster.kubeconfig))
     cache = ClusterCache()
     regarding = await kube.create(configmap("about"), namespace)
-    yield World(Executor(client, cache, EventRecorder(client, INSTANCE)), cache, kube,
-                namespace, regarding)
+    recorder = EventRecorder(client, INSTANCE)
+    async with recorder.sending():
+        yield World(Executor(client, cache, recorder), cache, kube, namespace, regarding,
+                    recorder)
     await client.close()
 
 
@@ -409,6 +419,46 @@ async def test_a_failed_event_never_fails_the_plan(world: World) -> None:
     assert await world.stored("svc") is not None
     assert world.cached("svc") is not None
     assert await world.reasons() == []
+
+
+async def test_a_plan_does_not_wait_for_its_event_writes(cluster: LocalCluster, kube: Kube,
+                                                       namespace: str) -> None:
+    """The executor returns once the plan's requests are done, its Events only queued: with
+    the recorder's senders not running yet (the slowest an Event write can be), the plan's
+    object is written and no Event is; once they run, the Events land as recorded."""
+    client = await KubeClient.connect(str(cluster.kubeconfig))
+    try:
+        recorder = EventRecorder(client, INSTANCE)
+        regarding = await kube.create(configmap("about"), namespace)
+        cache = ClusterCache()
+        world = World(Executor(client, cache, recorder), cache, kube, namespace, regarding,
+                      recorder)
+        progressing = Event("GroupsProgressing", "Normal", "Create", "a note")
+        plan = Plan((Record(progressing), Create(world.services, service("svc"),
+                                                 Common(events=(CREATED,)))))
+        assert await world.run(plan) == Outcome()
+        assert await world.stored("svc") is not None
+        assert await world.written() == []
+        async with recorder.sending():
+            written = await world.events()
+        assert sorted((e["reason"], e["type"], e["action"], e["note"]) for e in written) == [
+            ("Created", "Normal", "Create", "created the thing"),
+            ("GroupsProgressing", "Normal", "Create", "a note")]
+    finally:
+        await client.close()
+
+
+async def test_events_about_one_object_are_written_in_the_order_recorded(world: World) -> None:
+    """Several senders write Events at once, but one object's in the order they were recorded:
+    each after the one before was answered, so the API server's resourceVersions (one etcd
+    revision per write) ascend in that order."""
+    assert world.recorder.senders > 1
+    notes = [f"step {i}" for i in range(8)]
+    for note in notes:
+        world.recorder.record(world.regarding, Event("GroupsProgressing", "Normal", "Update",
+                                                     note))
+    written = sorted(await world.events(), key=lambda e: int(e["metadata"]["resourceVersion"]))
+    assert [e["note"] for e in written] == notes
 
 
 # --- Read --------------------------------------------------------------------------------------

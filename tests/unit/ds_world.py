@@ -87,8 +87,8 @@ class _Events(EventRecorder):
     def __init__(self, log: list[str]) -> None:  # no client: nothing is sent
         self.log = log
 
-    async def record(self, regarding: Mapping[str, Any], event: Event,
-                     related: Mapping[str, Any] | None = None) -> None:
+    def record(self, regarding: Mapping[str, Any], event: Event,
+               related: Mapping[str, Any] | None = None) -> None:
         self.log.append(f"event {event.reason}: {event.note}")
 
 

@@ -26,7 +26,7 @@ class Recording:
 
 
 class NoEvents:
-    async def record(self, *args: Any, **kwargs: Any) -> None:
+    def record(self, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("no Event is expected")
 
 
