@@ -27,12 +27,13 @@ from lws_operator.logic import unmutated
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.plan import Plan
-from lws_operator.logic.restart_budget import plan_release
+from lws_operator.logic.restart_budget import is_retained, plan_release
 from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
 from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS
 from lws_operator.logic.steps.pipeline import STEPS, Step
 from lws_operator.logic.steps.release import release_plan
 from lws_operator.logic.steps.termination import stop_workers
+from lws_operator.logic.termination import worker_sets_to_stop
 
 NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = Decided()
@@ -215,6 +216,24 @@ class LeaderWorkerSetReconciler:
             self.memory.pop(key, None)
         else:
             self.memory[key] = memory
+
+    def cleanup_due(self, key: Key) -> bool:
+        """Whether a pass over the LeaderWorkerSet ``key``, being deleted or gone, would do
+        anything now (``_clean_up_after``): a retained pod's finalizer to remove, or with
+        Parallel a worker StatefulSet to delete. What it does is decided by what is cached,
+        never by which event came, so the events of its children that leave nothing to do
+        need no pass: the set's own deletion brought one, and that pass (retried on failure)
+        did whatever was due then. Once none of its pods and StatefulSets is left, its
+        departed copy is forgotten, as that pass would."""
+        pods = self.cache["Pod"].owned_by(key)
+        statefulsets = self.cache["StatefulSet"].owned_by(key)
+        if not pods and not statefulsets:
+            self.cache.forget_departed(key)
+            return False
+        if any(is_retained(pod) for pod in pods):
+            return True
+        lws = self.cache["LeaderWorkerSet"].get(*key) or self.cache.departed(key)
+        return bool(worker_sets_to_stop(lws, pods, statefulsets, lws_deleting=True))
 
     async def _clean_up_after(self, key: Key, lws: dict[str, Any] | None) -> float | None:
         """The LeaderWorkerSet is being deleted or gone: garbage collection removes its

@@ -334,11 +334,11 @@ class ClusterCache:
         """Keep the last state of a deleted pod for its owner's next pass, unless the owner is
         being deleted or gone: its passes only clean up and drop every tombstone unread
         (``controllers.leaderworkerset``), so a deleted set's pods cost no copy."""
-        if self._departing(owner):
+        if self.departing(owner):
             return
         self._tombstones[owner].append(lean(pod, "Pod"))
 
-    def _departing(self, owner: Key) -> bool:
+    def departing(self, owner: Key) -> bool:
         """Whether the LeaderWorkerSet ``owner`` is cached as being deleted, or was seen
         deleted and is not cached again (a namesake created since is not departing)."""
         store = self.stores.get("LeaderWorkerSet")
