@@ -217,23 +217,29 @@ class LeaderWorkerSetReconciler:
         else:
             self.memory[key] = memory
 
-    def cleanup_due(self, key: Key) -> bool:
-        """Whether a pass over the LeaderWorkerSet ``key``, being deleted or gone, would do
-        anything now (``_clean_up_after``): a retained pod's finalizer to remove, or with
-        Parallel a worker StatefulSet to delete. What it does is decided by what is cached,
-        never by which event came, so the events of its children that leave nothing to do
-        need no pass: the set's own deletion brought one, and that pass (retried on failure)
-        did whatever was due then. Once none of its pods and StatefulSets is left, its
-        departed copy is forgotten, as that pass would."""
-        pods = self.cache["Pod"].owned_by(key)
-        statefulsets = self.cache["StatefulSet"].owned_by(key)
-        if not pods and not statefulsets:
-            self.cache.forget_departed(key)
+    def cleanup_due(self, key: Key, kind: str, event_type: str | None,
+                    obj: Mapping[str, Any]) -> bool:
+        """Whether the event of a child ``obj`` of the LeaderWorkerSet ``key``, being deleted
+        or gone, gives a pass something to do (``_clean_up_after``): a retained pod's finalizer
+        to remove, or with Parallel a worker StatefulSet to delete. That pass acts on what is
+        cached, whichever event woke it, so the set's own deletion brought one that (retried on
+        failure) did whatever was due then, and only an event showing a child that needs it
+        since (a retained pod, a worker StatefulSet not going) needs another. Once none of the
+        set's pods and StatefulSets is left, its departed copy is forgotten, as that pass
+        would. Only the event's object is read: the set's other children cost nothing per
+        event."""
+        stores = self.cache.stores
+        if not stores["Pod"].changed(key) and not stores["StatefulSet"].changed(key):
+            self.cache.forget_departed(key)  # none of its objects is left (``changed``: 0)
             return False
-        if any(is_retained(pod) for pod in pods):
-            return True
-        lws = self.cache["LeaderWorkerSet"].get(*key) or self.cache.departed(key)
-        return bool(worker_sets_to_stop(lws, pods, statefulsets, lws_deleting=True))
+        if event_type == "DELETED":
+            return False
+        if kind == "Pod":
+            return is_retained(obj)
+        if kind == "StatefulSet":
+            lws = stores["LeaderWorkerSet"].get(*key) or self.cache.departed(key)
+            return bool(worker_sets_to_stop(lws, (), (obj,), lws_deleting=True))
+        return False
 
     async def _clean_up_after(self, key: Key, lws: dict[str, Any] | None) -> float | None:
         """The LeaderWorkerSet is being deleted or gone: garbage collection removes its

@@ -105,23 +105,27 @@ async def test_a_retained_pod_of_a_deleted_set_wakes_a_pass() -> None:
     assert woken(runtime)  # its finalizer is the pass's to remove
 
 
-async def test_parallel_wakes_a_pass_while_a_worker_statefulset_is_not_deleting() -> None:
+async def test_parallel_wakes_a_pass_for_a_worker_statefulset_not_going() -> None:
     runtime = runtime_over(manifest(podTerminationPolicy="Parallel"))
     key = key_of(runtime)
     await delete_set(runtime)
-    pod = runtime.cache["Pod"].owned_by(key)[0]
-    runtime.watches._observe("Pod", "MODIFIED", changed(pod, 40_000,
-                                                        deletionTimestamp=DELETED_AT))
-    assert woken(runtime)  # the worker StatefulSets are still to be deleted
-    await take_pass(runtime)
-    for version, sts in enumerate(runtime.cache["StatefulSet"].owned_by(key), start=41_000):
+    workers = [s for s in runtime.cache["StatefulSet"].owned_by(key)
+               if s["metadata"]["name"] != key[1]]
+    assert workers
+    for version, sts in enumerate(workers, start=40_000):
+        runtime.watches._observe("StatefulSet", "MODIFIED", changed(sts, version))
+        assert woken(runtime)  # still to be deleted with the set
+        await take_pass(runtime)
         runtime.watches._observe("StatefulSet", "MODIFIED", changed(
-            sts, version, deletionTimestamp=DELETED_AT))
-        if woken(runtime):
-            await take_pass(runtime)
+            sts, version + 100, deletionTimestamp=DELETED_AT))
+        assert not woken(runtime)  # going
     pod = runtime.cache["Pod"].owned_by(key)[-1]
     runtime.watches._observe("Pod", "DELETED", pod)
-    assert not woken(runtime)  # every worker StatefulSet is going: nothing left to do
+    assert not woken(runtime)
+    leader_sts = runtime.cache["StatefulSet"].get(*key)
+    assert leader_sts is not None
+    runtime.watches._observe("StatefulSet", "MODIFIED", changed(leader_sts, 49_000))
+    assert not woken(runtime)  # the leader StatefulSet is the garbage collector's
 
 
 async def test_a_live_sets_children_wake_passes_as_before() -> None:
