@@ -257,15 +257,20 @@ class Side:
         return await _timed(self.tracker, submit, wait)
 
     async def statuses_settled(self, timeout: float) -> None:  # noqa: ASYNC109
-        """Every LeaderWorkerSet reports all replicas ready and updated: the operator's last
-        writes of the create phase are behind it."""
+        """Every LeaderWorkerSet reports all replicas ready and updated, and as many
+        replicas as it asks for: the operator's last writes of the phase are behind it. The
+        last is ``replicas`` falling back once a rollout's surge group is gone, a change of the
+        counters alone, which the operator writes a few seconds later (``logic.status_pacing``):
+        without waiting for it, it landed in the next phase's figures (the delete phase's one
+        status write of a default run)."""
         deadline = time.monotonic() + timeout
+        replicas = self.profile.replicas
         while True:
             items = await self.kube.list(LWS_API, "LeaderWorkerSet", self.namespace)
             if len(items) == len(self.sets) and all(
-                    (lws.get("status") or {}).get("readyReplicas") == self.profile.replicas
-                    and (lws.get("status") or {}).get("updatedReplicas") == self.profile.replicas
-                    for lws in items):
+                    (lws.get("status") or {}).get(counter) == replicas
+                    for lws in items
+                    for counter in ("readyReplicas", "updatedReplicas", "replicas")):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError("LeaderWorkerSet statuses did not settle")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -75,7 +76,8 @@ class DisaggregatedSetRuntime:
                                owner_kind=KIND, list_chunk_size=list_chunk_size)
         self.primed = False
 
-    def _changed(self, _kind: str, _event_type: str | None, owner: Key) -> None:
+    def _changed(self, _kind: str, _event_type: str | None, owner: Key,
+                 _obj: Mapping[str, Any]) -> None:
         """A child of the set ``owner`` changed (or the set itself): a pass. (Its children are
         few and their events rare next to a LeaderWorkerSet's pods: nothing to coalesce.)"""
         self.queue.add(owner)

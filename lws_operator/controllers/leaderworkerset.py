@@ -27,13 +27,14 @@ from lws_operator.logic import unmutated
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.plan import Plan
-from lws_operator.logic.restart_budget import plan_release
+from lws_operator.logic.restart_budget import is_retained, plan_release
 from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
 from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS
 from lws_operator.logic.steps import pipeline
 from lws_operator.logic.steps.pipeline import STEPS, Step
 from lws_operator.logic.steps.release import release_plan
 from lws_operator.logic.steps.termination import stop_workers
+from lws_operator.logic.termination import worker_sets_to_stop
 
 NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = Decided()
@@ -234,6 +235,30 @@ class LeaderWorkerSetReconciler:
             self.memory.pop(key, None)
         else:
             self.memory[key] = memory
+
+    def cleanup_due(self, key: Key, kind: str, event_type: str | None,
+                    obj: Mapping[str, Any]) -> bool:
+        """Whether the event of a child ``obj`` of the LeaderWorkerSet ``key``, being deleted
+        or gone, gives a pass something to do (``_clean_up_after``): a retained pod's finalizer
+        to remove, or with Parallel a worker StatefulSet to delete. That pass acts on what is
+        cached, whichever event woke it, so the set's own deletion brought one that (retried on
+        failure) did whatever was due then, and only an event showing a child that needs it
+        since (a retained pod, a worker StatefulSet not going) needs another. Once none of the
+        set's pods and StatefulSets is left, its departed copy is forgotten, as that pass
+        would. Only the event's object is read: the set's other children cost nothing per
+        event."""
+        stores = self.cache.stores
+        if not stores["Pod"].changed(key) and not stores["StatefulSet"].changed(key):
+            self.cache.forget_departed(key)  # none of its objects is left (``changed``: 0)
+            return False
+        if event_type == "DELETED":
+            return False
+        if kind == "Pod":
+            return is_retained(obj)
+        if kind == "StatefulSet":
+            lws = stores["LeaderWorkerSet"].get(*key) or self.cache.departed(key)
+            return bool(worker_sets_to_stop(lws, (), (obj,), lws_deleting=True))
+        return False
 
     async def _clean_up_after(self, key: Key, lws: dict[str, Any] | None) -> float | None:
         """The LeaderWorkerSet is being deleted or gone: garbage collection removes its

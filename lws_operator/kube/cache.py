@@ -124,7 +124,8 @@ def shared(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+def lean(obj: Mapping[str, Any], kind: str,
+         before: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A copy of an object of ``kind`` without ``metadata.managedFields``; a pod also
     without the parts of its spec and status no decision reads; its keys and short strings
     interned (``shared``).
@@ -134,7 +135,14 @@ def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     ``POD_SPEC_SHAPE`` and ``POD_STATUS_SHAPE``): the decisions and
     this cache share the declaration, so they cannot drift apart (the cache once dropped the
     containers that tell whether a leader requests TPUs: found running upstream's TPU samples).
-    The store's kind decides, not the object's ``kind`` field, which a watch event may lack."""
+    The store's kind decides, not the object's ``kind`` field, which a watch event may lack.
+
+    ``before``: the stored copy of the same object (its previous state); a top-level part the
+    new state keeps equal (a terminating pod's spec and status, a pod's spec when only its
+    status moved) is taken from it as it is, already interned, instead of interned anew: the
+    delete phase cached every pod once more for its deletionTimestamp alone. Cached objects
+    are replaced, never edited, so sharing a part with the previous state changes nothing a
+    reader sees."""
     out = dict(obj)
     if isinstance(out.get("spec"), Mapping):
         out["spec"] = observed_spec(kind, out["spec"])
@@ -143,7 +151,14 @@ def lean(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     meta = dict(meta_of(obj))
     meta.pop("managedFields", None)
     out["metadata"] = meta
-    return shared(out)
+    if before is None:
+        return shared(out)
+    fresh = shared({field: value for field, value in out.items()
+                    if before.get(field, _ABSENT) != value})
+    return {_intern(field): fresh[field] if field in fresh else before[field] for field in out}
+
+
+_ABSENT = object()
 
 
 def cached_key(obj: Mapping[str, Any]) -> Key:
@@ -208,7 +223,8 @@ class KindStore:
             return owner
         if owner is not None and self._owner_of.get(key) == owner:
             # A new state of an object its owner holds already: the membership stays.
-            self._objects[key] = lean(obj, self.kind)
+            self._objects[key] = lean(obj, self.kind, stored if stored is not None
+                                      and cached_uid(stored) == cached_uid(obj) else None)
             self._stamp += 1
             self._changed[owner] = self._stamp
             return owner
@@ -334,11 +350,11 @@ class ClusterCache:
         """Keep the last state of a deleted pod for its owner's next pass, unless the owner is
         being deleted or gone: its passes only clean up and drop every tombstone unread
         (``controllers.leaderworkerset``), so a deleted set's pods cost no copy."""
-        if self._departing(owner):
+        if self.departing(owner):
             return
         self._tombstones[owner].append(lean(pod, "Pod"))
 
-    def _departing(self, owner: Key) -> bool:
+    def departing(self, owner: Key) -> bool:
         """Whether the LeaderWorkerSet ``owner`` is cached as being deleted, or was seen
         deleted and is not cached again (a namesake created since is not departing)."""
         store = self.stores.get("LeaderWorkerSet")

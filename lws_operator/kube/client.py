@@ -79,7 +79,13 @@ TLS_READ_BUFFER = 32 * 1024
 # readable socket once per turn, so the read size caps how many events of a busy watch one turn
 # takes in (at 32 KiB about seven pods; a loop busy with passes then fell behind the pods'
 # watch during a create). A handful of watch connections hold it, and only while they stream.
-WATCH_READ_BUFFER = 256 * 1024
+# Below glibc's mmap threshold (128 KiB, which ``lws-operator run`` fixes there:
+# ``kube.arenas``): asyncio's TLS layer also asks OpenSSL for this many bytes of plaintext at a
+# time, a new buffer per call and at least two calls per readable socket, so at 256 KiB every
+# turn mapped and unmapped buffers and faulted their pages in (measured: about 0.14 ms per
+# readable socket, eight page faults each; the delete phase's largest cost after the
+# decoding, ``SSLObject.read`` in its profile). About 22 pod events per turn.
+WATCH_READ_BUFFER = 120 * 1024
 
 
 def limit_tls_read_buffer(size: int = TLS_READ_BUFFER) -> None:

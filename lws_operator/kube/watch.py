@@ -113,9 +113,9 @@ DRAIN_BATCH = 500
 # (kind, group, version, plural, list path, label selector)
 Watch = tuple[str, str, str, str, str, str | None]
 # What a controller is told of every event that changed what the cache holds: the kind, the
-# event's type (None for a listing's) and the key of the object's owner (namespace and
-# LeaderWorkerSet name, the cache's ``Key``).
-Changed = Callable[[str, str | None, Key], None]
+# event's type (None for a listing's), the key of the object's owner (namespace and
+# LeaderWorkerSet name, the cache's ``Key``) and the object as the event brought it.
+Changed = Callable[[str, str | None, Key, Mapping[str, Any]], None]
 # (group, version, plural, field selector): a kind watched only to be told of its events (one
 # object, say, selected by ``metadata.name=...``), never cached; and what is told: the event's
 # type and the object.
@@ -341,7 +341,7 @@ class Watches:
                 self.watch_metrics.unchanged.labels(kind).inc()
                 return
         if owner is not None and owner[1]:
-            self.changed(kind, event_type, owner)
+            self.changed(kind, event_type, owner, body)
 
     # ------------------------------------------------------------------------ resyncing
 

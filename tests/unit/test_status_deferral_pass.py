@@ -77,3 +77,19 @@ async def test_a_set_deleted_while_a_write_waits_leaves_nothing_pending() -> Non
     await reconciler.reconcile(world.key)  # the due pass
     assert world.key not in reconciler.memory
     assert kube.requests == []
+
+
+async def test_a_set_being_deleted_while_a_write_waits_gets_no_status_write() -> None:
+    """Foreground deletion (or another's finalizer) keeps the set cached with its
+    deletionTimestamp: its due pass only cleans up, and writes no status."""
+    world, kube, reconciler, clock = _setup()
+    assert await reconciler.reconcile(world.key) == LONGEST
+    lws = world.cache["LeaderWorkerSet"].get(*world.key)
+    assert lws is not None
+    world.cache["LeaderWorkerSet"].upsert({**lws, "metadata": {
+        **lws["metadata"], "resourceVersion": "9999",
+        "deletionTimestamp": "2026-01-01T00:10:05Z", "finalizers": ["foregroundDeletion"]}})
+    clock[0] += LONGEST
+    await reconciler.reconcile(world.key)  # the due pass
+    assert world.key not in reconciler.memory
+    assert kube.requests == []

@@ -59,7 +59,7 @@ def watches() -> tuple[Watches, RecordingLoop, list[Key]]:
     kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
     told: list[Key] = []
     w = Watches(kube, ClusterCache(), CollectorRegistry(), WATCHED,
-                lambda _kind, _type, owner: told.append(owner))
+                lambda _kind, _type, owner, _obj: told.append(owner))
     loop = RecordingLoop()
     w._loop = loop  # type: ignore[assignment]
     return w, loop, told

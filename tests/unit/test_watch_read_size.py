@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import ssl
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -157,3 +160,40 @@ async def test_set_read_size_leaves_a_plain_connection_alone() -> None:
             assert await response.text() == "hi"
     finally:
         await runner.cleanup()
+
+
+# In a process with glibc's thresholds fixed as ``lws-operator run`` fixes them: allocate a
+# buffer of the given size, write the start of it as OpenSSL writes a read's plaintext, free it,
+# 200 times; print the page faults taken.
+_FAULTS = """
+import ctypes, resource, sys
+from lws_operator.kube.arenas import trim_freed_memory
+trim_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+size = int(sys.argv[1])
+for warm in (True, False):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(200):
+        buffer = libc.malloc(size)
+        ctypes.memset(buffer, 1, 16 * 1024)
+        libc.free(buffer)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def _faults(size: int) -> int:
+    out = subprocess.run([sys.executable, "-c", _FAULTS, str(size)], check=True,
+                         capture_output=True, text=True).stdout
+    return int(out)
+
+
+@pytest.mark.skipif(not os.confstr("CS_GNU_LIBC_VERSION"), reason="glibc only")
+def test_a_watch_read_buffer_comes_from_the_heap_not_a_mapping_of_its_own() -> None:
+    """asyncio's TLS layer asks OpenSSL for ``max_size`` bytes of plaintext per call, a new
+    buffer each time; above glibc's mmap threshold every one was mapped, faulted in and
+    unmapped (the client module's comment). The comparison shows the test can tell: a 256 KiB
+    buffer, asyncio's default, takes page faults on every use."""
+    assert _faults(256 * 1024) >= 200
+    assert _faults(WATCH_READ_BUFFER) < 20
