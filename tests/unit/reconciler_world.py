@@ -31,6 +31,7 @@ from tests.unit.as_operated import NAMESPACE, cached, created_pod, running, stor
 NOW = "2026-01-01T00:10:00Z"
 CLOCK = 1_767_226_200.0  # 2026-01-01T00:10:00Z
 P = "leaderworkerset.sigs.k8s.io/"
+GATE = {"name": P + "group-replacement"}  # the scheduling gate of a replaced group's pods
 
 
 def manifest(size: int = 3, replicas: int = 2, annotations: dict[str, str] | None = None,

@@ -20,6 +20,7 @@ from lws_operator.logic.plan import Apply, Delete, Patch, Then
 from lws_operator.logic.snapshot import Options
 from lws_operator.logic.status_pacing import LONGEST, QUIET
 from tests.unit.reconciler_world import (
+    GATE,
     P,
     Pass,
     World,
@@ -29,8 +30,6 @@ from tests.unit.reconciler_world import (
     new_world,
     plan_pass,
 )
-
-GATE = {"name": P + "group-replacement"}
 
 
 def change_pod(world: World, name: str, how: Callable[[dict[str, Any]], None]) -> None:

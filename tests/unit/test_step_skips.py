@@ -14,7 +14,7 @@ from lws_operator.logic.plan import EMPTY, Plan
 from lws_operator.logic.snapshot import Observed, Options
 from lws_operator.logic.steps.pipeline import NEEDED, Step, needed, skipped
 from tests.unit.reconciler_world import (
-    P,
+    GATE,
     World,
     at_rest,
     built_world,
@@ -22,8 +22,6 @@ from tests.unit.reconciler_world import (
     new_world,
     plan_pass,
 )
-
-GATE = {"name": P + "group-replacement"}
 
 
 def _gated(pod: dict[str, Any]) -> None:
