@@ -158,9 +158,7 @@ class LeaderWorkerSetReconciler:
         lws = self.cache["LeaderWorkerSet"].get(namespace, name)
         if lws is None or meta_of(lws).get("deletionTimestamp"):
             return None
-        held = self.held.get(key)
-        if held is None:
-            held = self.held[key] = Held(self.cache, namespace)
+        held = self._held(key)
         held.refresh(self.cache, key, lws)
         return Observed.assemble(held.cached, tombstones, self.now(), self.clock(),
                                  self._options(), self.memory.get(key, NO_MEMORY), decided,
@@ -176,12 +174,16 @@ class LeaderWorkerSetReconciler:
         lws = self.cache["LeaderWorkerSet"].get(*key)
         if lws is None:
             return True  # its snapshot ends the pass
+        options = self._options()
+        return step not in self._held(key).memo.get("skipped steps", (lws, options),
+                                         lambda: pipeline.skipped(lws, options))
+
+    def _held(self, key: Key) -> Held:
+        """What the snapshots of the set ``key`` are built from, held from its first pass on."""
         held = self.held.get(key)
         if held is None:
             held = self.held[key] = Held(self.cache, key[0])
-        options = self._options()
-        return step not in held.memo.get("skipped steps", (lws, options),
-                                         lambda: pipeline.skipped(lws, options))
+        return held
 
     def _options(self) -> Options:
         options = self._last_options
