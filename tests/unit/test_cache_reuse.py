@@ -20,14 +20,20 @@ def pod(uid: str = "u1", version: str = "1", **metadata: Any) -> dict[str, Any]:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def test_a_terminating_pod_keeps_its_stored_spec_and_status() -> None:
+def cached_twice(second: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stored copy of ``pod()`` and then of ``second``, stored after it."""
     store = KindStore("Pod")
     store.upsert(pod())
     before = store.get("ns", "p")
     assert before is not None
-    store.upsert(pod(version="2", deletionTimestamp="2026-01-01T00:00:00Z"))
+    store.upsert(second)
     after = store.get("ns", "p")
     assert after is not None
+    return before, after
+
+
+def test_a_terminating_pod_keeps_its_stored_spec_and_status() -> None:
+    before, after = cached_twice(pod(version="2", deletionTimestamp="2026-01-01T00:00:00Z"))
     assert after is not before
     assert after["spec"] is before["spec"]
     assert after["status"] is before["status"]
@@ -37,15 +43,9 @@ def test_a_terminating_pod_keeps_its_stored_spec_and_status() -> None:
 
 
 def test_a_part_that_changed_is_stored_as_it_came() -> None:
-    store = KindStore("Pod")
-    store.upsert(pod())
-    before = store.get("ns", "p")
-    assert before is not None
     failed = pod(version="2")
     failed["status"] = {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False"}]}
-    store.upsert(failed)
-    after = store.get("ns", "p")
-    assert after is not None
+    before, after = cached_twice(failed)
     assert after["spec"] is before["spec"]
     assert after["status"] == {"phase": "Failed",
                                "conditions": [{"type": "Ready", "status": "False"}]}
@@ -53,13 +53,7 @@ def test_a_part_that_changed_is_stored_as_it_came() -> None:
 
 
 def test_another_incarnation_shares_nothing_with_the_stored_one() -> None:
-    store = KindStore("Pod")
-    store.upsert(pod())
-    before = store.get("ns", "p")
-    assert before is not None
-    store.upsert(pod(uid="u2", version="5"))
-    after = store.get("ns", "p")
-    assert after is not None
+    before, after = cached_twice(pod(uid="u2", version="5"))
     assert after["metadata"]["uid"] == "u2"
     assert after["spec"] == before["spec"]
     assert after["spec"] is not before["spec"]
