@@ -6,7 +6,7 @@ webhooks with ``sideEffects: None`` are still called, but nothing reaches etcd o
 so hundreds of admissions per second cost the cluster nothing but CPU. Every request has one
 expected answer, checked byte for byte where it matters:
 
-* an LWS pod comes back mutated (``mpod.kb.io`` ran; ``vpod.kb.io`` allowed it);
+* an LWS pod comes back mutated (``mpod.kb.io`` ran);
 * a valid LeaderWorkerSet with ``restartPolicy: Default`` comes back with ``None``, a rewrite only
   our mutating webhook makes (``vleaderworkerset.kb.io`` then admitted it);
 * an invalid LeaderWorkerSet is rejected by ``vleaderworkerset.kb.io`` with its field message.

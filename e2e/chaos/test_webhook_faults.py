@@ -14,9 +14,10 @@ looks like to the API server:
 
 While it is down: a deleted worker pod cannot be recreated (the StatefulSet reports FailedCreate
 naming our webhook), a direct create of a pod with the LeaderWorkerSet labels fails with the same
-error, creating or updating a LeaderWorkerSet fails naming its webhook, and so does a label
-change on an LWS pod (``vpod.kb.io`` checks updates); deleting pods is never blocked (no webhook
-has a DELETE rule). A plain pod and a Deployment's pods, in the same namespace and in another
+error, and creating or updating a LeaderWorkerSet fails naming its webhook. A label change on an
+LWS pod goes through (upstream's ``vpod.kb.io``, which failed it although it checks nothing, is
+not registered: ``admission.registration``), and deleting pods is never blocked (no webhook has
+a DELETE rule). A plain pod and a Deployment's pods, in the same namespace and in another
 one, are created and become Ready (the pod webhooks select only pods carrying the LeaderWorkerSet
 name label). When it is back, the missing pod is created, every group is whole and Ready, and
 no pod of the other groups was replaced (same UIDs). The touched group itself may be recreated:
@@ -270,7 +271,7 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
     # 1-5 at once (a hung webhook makes each blocked request wait for its timeout):
     # 2. a direct create of a pod with the LeaderWorkerSet labels fails, naming our webhook;
     # 3. LeaderWorkerSets cannot be created or changed (the mutating webhook is called first);
-    # 4. a change to an LWS pod fails too (vpod.kb.io also checks pod updates);
+    # 4. a change to an LWS pod goes through (no webhook checks pod updates);
     # 5. pods that are not LeaderWorkerSet pods do not notice.
     direct = f"direct-{tag}"
     leader = f"{NAME}-0"
@@ -282,15 +283,15 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
         create_error(s.kube.patch(
             API, KIND, NAME, {"metadata": {"annotations": {"example.com/touched": tag}}},
             s.namespace, content_type=MERGE_PATCH)),
-        create_error(s.kube.patch(
+        s.kube.patch(
             "v1", "Pod", leader, {"metadata": {"labels": {"example.com/touched": tag}}},
-            s.namespace, content_type=MERGE_PATCH)))
+            s.namespace, content_type=MERGE_PATCH))
     event, made, answers = await asyncio.gather(failed_create_event, non_lws_pods_run(s, tag),
                                                 errors)
     assert event is not None
     assert_names_webhook(event, "mpod.kb.io", fault)
     (code, message), (lws_code, lws_create), (update_code, lws_update), \
-        (pod_code, pod_update) = answers
+        patched = answers
     assert code == 500, (code, message)
     assert_names_webhook(message, "mpod.kb.io", fault)
     assert await s.kube.get("v1", "Pod", direct, s.namespace) is None
@@ -298,8 +299,7 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
     assert_names_webhook(lws_create, "mleaderworkerset.kb.io", fault)
     assert update_code == 500, (update_code, lws_update)
     assert_names_webhook(lws_update, "mleaderworkerset.kb.io", fault)
-    assert pod_code == 500, (pod_code, pod_update)
-    assert_names_webhook(pod_update, "vpod.kb.io", fault)
+    assert (patched.get("metadata") or {}).get("labels", {}).get("example.com/touched") == tag
 
     # Still down, still closed: the deleted worker was not recreated behind our back.
     assert await s.kube.get("v1", "Pod", worker, s.namespace) is None

@@ -115,10 +115,10 @@ def test_webhooks_serve_every_namespace_by_default(namespace: str) -> None:
     kube-system starts like any other; the pod webhooks see LeaderWorkerSet pods only."""
     objs = objects(render(namespace=namespace))
     hooks = [h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]]
-    assert len(hooks) == 6
+    assert len(hooks) == 5
     for hook in hooks:
         assert "namespaceSelector" not in hook, hook["name"]
-        if hook["name"] in {"mpod.kb.io", "vpod.kb.io"}:
+        if hook["name"] == "mpod.kb.io":
             assert hook["objectSelector"] == {"matchExpressions": [
                 {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
 
@@ -137,7 +137,7 @@ def test_eviction_webhook_never_blocks(policy: str) -> None:
     assert eviction["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"],
                                   "operations": ["CREATE"], "resources": ["pods/eviction"]}]
     assert "objectSelector" not in eviction
-    assert hooks["vpod.kb.io"]["failurePolicy"] == policy
+    assert hooks["vleaderworkerset.kb.io"]["failurePolicy"] == policy
 
 
 def test_webhook_names_and_selectors_follow_values() -> None:
@@ -597,8 +597,7 @@ def test_the_disaggregatedset_webhook_is_registered_unless_switched_off(
 def test_the_disaggregatedset_webhook_can_be_left_out() -> None:
     objs = objects(render(values={"webhook": {"validateDisaggregatedSets": False}}))
     assert webhook_names(objs) == ["mleaderworkerset.kb.io", "mpod.kb.io",
-                                   "vleaderworkerset.kb.io", "vpod.kb.io",
-                                   registration.EVICTION_WEBHOOK]
+                                   "vleaderworkerset.kb.io", registration.EVICTION_WEBHOOK]
     both = objects(render(values={"enableDisaggregatedSet": True,
                                   "webhook": {"validateDisaggregatedSets": False}}))
     assert "vdisaggregatedset.kb.io" not in webhook_names(both)
