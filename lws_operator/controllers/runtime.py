@@ -59,6 +59,7 @@ from lws_operator.kube.watch import (
 )
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
+from lws_operator.logic import wakeups
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,10 @@ SERVED_RECHECK_FOR = 60.0  # seconds: how long they go on
 # a pass of its own. Measured with the benchmark (a pass per set per burst, not per event);
 # short next to the API server's own pace (a StatefulSet's status follows its pods in batches).
 CHILD_EVENT_WINDOW = 0.05
+# How long the routine news of a worker pod may wait for a pass (``logic.wakeups``): a second,
+# short next to what it changes (status counters written up to ten seconds later, stalls judged
+# over a minute) and long next to how often a set's workers report while its groups start.
+WORKER_EVENT_WINDOW = 1.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,8 @@ class ControllerOptions:
     # Seconds a pass waits after the first event of a set's pods or StatefulSets (the events
     # meanwhile join it): ``ControllerRuntime._changed``.
     child_event_window: float = CHILD_EVENT_WINDOW
+    # The same for an event of a worker pod that no decision waits on (``logic.wakeups``).
+    worker_event_window: float = WORKER_EVENT_WINDOW
 
 
 class ControllerRuntime:
@@ -127,7 +134,9 @@ class ControllerRuntime:
         set's own events and any deletion at once; the other events of its children join a
         pass ``child_event_window`` after the first of them (``WorkQueue.add_soon``), so a
         burst of pod events makes one pass instead of one per event that found the set
-        idle.
+        idle. An event of a worker pod that no decision waits on (``logic.wakeups.can_wait``:
+        created, bound or turning Ready) joins a pass ``worker_event_window`` after it instead,
+        unless a prompt event brings that pass forward.
 
         A child of a set that is being deleted or gone wakes a pass only when that pass would
         have something to do with it (``LeaderWorkerSetReconciler.cleanup_due``): deleting a
@@ -140,6 +149,8 @@ class ControllerRuntime:
                 self.queue.add(owner)
         elif event_type == "DELETED":
             self.queue.add(owner)
+        elif kind == "Pod" and wakeups.can_wait(obj):
+            self.queue.add_soon(owner, self.options.worker_event_window)
         else:
             self.queue.add_soon(owner, self.options.child_event_window)
 

@@ -1,7 +1,8 @@
 """Which watch events wake a pass, and how soon (``kube.watch`` and the runtime's
 ``_changed``): an event that changes nothing the cache keeps of an object but its
 resourceVersion wakes none; a set's own events and deletions wake one at once; the other
-events of its children join one pass a short window later. Nothing here reaches an API server;
+events of its children join one pass a short window later, or a second later for a worker pod's
+routine news (``logic.wakeups``). Nothing here reaches an API server;
 the queue runs on a manual clock."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from kubernetes.aio import client
 from prometheus_client import CollectorRegistry
 
-from lws_operator.api.constants import NAME_LABEL
+from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.watch import DRAIN_BATCH, news
@@ -22,13 +23,16 @@ from lws_operator.kube.workqueue import WorkQueue
 from tests.unit.manual_clock import ManualClock, settle
 
 WINDOW = 0.05
+WORKER_WINDOW = 1.0
 
 
-def pod(version: str = "5", **changes: Any) -> dict[str, Any]:
+def pod(version: str = "5", leader: bool = True, **changes: Any) -> dict[str, Any]:
+    """A pod of set ``x``: its leader, or a worker (no worker index 0)."""
     body: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "x-0", "namespace": "ns", "uid": "p1",
-                     "resourceVersion": version, "labels": {NAME_LABEL: "x"},
+        "metadata": {"name": "x-0" if leader else "x-0-1", "namespace": "ns", "uid": "p1",
+                     "resourceVersion": version,
+                     "labels": {NAME_LABEL: "x", WORKER_INDEX_LABEL: "0" if leader else "1"},
                      "managedFields": [{"manager": "kubelet"}]},
         "spec": {"nodeName": "", "containers": [{"name": "c", "image": "engine:v1"}]},
         "status": {"phase": "Pending"},
@@ -45,7 +49,8 @@ def pod(version: str = "5", **changes: Any) -> dict[str, Any]:
 def runtime() -> tuple[ControllerRuntime, ManualClock, CollectorRegistry]:
     kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
     registry = CollectorRegistry()
-    run = ControllerRuntime(kube, ControllerOptions(child_event_window=WINDOW), registry)
+    run = ControllerRuntime(kube, ControllerOptions(
+        child_event_window=WINDOW, worker_event_window=WORKER_WINDOW), registry)
     clock = ManualClock()
     run.queue = WorkQueue("leaderworkerset", clock=clock, sleep=clock.sleep)
     return run, clock, registry
@@ -142,6 +147,52 @@ async def test_a_burst_of_pod_changes_makes_one_pass_after_the_window() -> None:
     await settle()
     assert len(run.queue) == 1
     assert await run.queue.get() == ("ns", "x")
+    await run.watches.gaps.close()
+
+
+async def test_a_workers_routine_news_waits_a_second_unless_something_prompt_follows() -> None:
+    """A worker created, bound and turning Ready (its StatefulSet's status tells the group's
+    readiness) joins a pass a second later; a leader's news meanwhile brings it forward."""
+    run, clock, _ = runtime()
+    run.watches._observe("Pod", "ADDED", pod(leader=False))
+    run.watches._observe("Pod", "MODIFIED", pod("6", leader=False, spec__nodeName="node-1"))
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WORKER_WINDOW)}
+    clock.advance(WINDOW * 2)
+    await settle()
+    assert len(run.queue) == 0
+    leader = pod("7")
+    leader["metadata"].update(name="x-1", uid="p2")
+    run.watches._observe("Pod", "ADDED", leader)
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WINDOW * 3)}
+    clock.advance(WINDOW)
+    await settle()
+    assert len(run.queue) == 1
+    assert await run.queue.get() == ("ns", "x")
+    assert run.queue.coalescing() == {}  # that pass read the worker's news too
+    run.queue.done(("ns", "x"))
+
+    run.watches._observe("Pod", "MODIFIED", pod("8", leader=False, status={
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}))
+    clock.advance(WORKER_WINDOW - WINDOW)
+    await settle()
+    assert len(run.queue) == 0
+    clock.advance(WINDOW)
+    await settle()
+    assert len(run.queue) == 1  # never later than the second
+    await run.watches.gaps.close()
+
+
+@pytest.mark.parametrize("changes", [
+    {"metadata__deletionTimestamp": "2026-12-02T00:00:00Z"},
+    {"status": {"phase": "Failed"}},
+    {"status": {"phase": "Running", "containerStatuses": [{"restartCount": 1}]}},
+    {"spec__schedulingGates": [{"name": "gate"}]},
+], ids=["deleting", "failed", "restarted", "gated"])
+async def test_a_worker_that_may_call_for_action_wakes_a_pass_soon(
+        changes: dict[str, Any]) -> None:
+    run, _, _ = runtime()
+    run.watches._observe("Pod", "MODIFIED", pod("6", leader=False, **changes))
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WINDOW)}
     await run.watches.gaps.close()
 
 
