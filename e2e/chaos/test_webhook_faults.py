@@ -340,7 +340,7 @@ async def one_fault(s: Setup, fault: str, cycle: int, touched: str,
         "recovered_s": round(recovered_in, 1), "exit_codes_after_resume": exits,
         "statefulset_event": event,
         "direct_pod_create": message, "lws_create": lws_create, "lws_update": lws_update,
-        "lws_pod_update": pod_update,
+        "lws_pod_update_labels": (patched.get("metadata") or {}).get("labels"),
         "non_lws_pods_ready": made,
         "touched_group": touched,
         "touched_group_pods_replaced": sorted(

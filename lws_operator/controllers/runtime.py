@@ -134,9 +134,10 @@ class ControllerRuntime:
         set's own events and any deletion at once; the other events of its children join a
         pass ``child_event_window`` after the first of them (``WorkQueue.add_soon``), so a
         burst of pod events makes one pass instead of one per event that found the set
-        idle. An event of a worker pod that no decision waits on (``logic.wakeups.can_wait``:
-        created, bound or turning Ready) joins a pass ``worker_event_window`` after it instead,
-        unless a prompt event brings that pass forward.
+        idle. An event of a worker pod or a worker StatefulSet that no decision waits on
+        (``logic.wakeups``: a worker created, bound or turning Ready, a worker StatefulSet
+        counting its pods up) joins a pass ``worker_event_window`` after it instead, unless a
+        prompt event brings that pass forward.
 
         A child of a set that is being deleted or gone wakes a pass only when that pass would
         have something to do with it (``LeaderWorkerSetReconciler.cleanup_due``): deleting a
@@ -149,7 +150,8 @@ class ControllerRuntime:
                 self.queue.add(owner)
         elif event_type == "DELETED":
             self.queue.add(owner)
-        elif kind == "Pod" and wakeups.can_wait(obj):
+        elif (kind == "Pod" and wakeups.can_wait(obj)) or (
+                kind == "StatefulSet" and wakeups.statefulset_can_wait(obj, owner[1])):
             self.queue.add_soon(owner, self.options.worker_event_window)
         else:
             self.queue.add_soon(owner, self.options.child_event_window)

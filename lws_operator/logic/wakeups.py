@@ -23,6 +23,14 @@ succeeded, with no container restarted and no scheduling gate, can wait: it join
 forward (``WorkQueue.add_soon`` keeps the earlier deadline). Nothing is ever dropped: the wait is
 bounded and the pass reads the caches as they are then. Deletions never wait (the runtime adds
 those at once).
+
+The same holds for a worker StatefulSet that is not ready (``statefulset_can_wait``): its status
+counts its pods up one by one as they start (a group of 8 moves it about ten times), and of all
+that only its turning ready moves a decision (the group is Ready, a rollout goes on, a Hash
+leader's gate is set). A ready one, one being deleted and the leader StatefulSet (whose status
+and partition a rollout follows) stay prompt. A worker StatefulSet that stops being ready (a
+worker lost its readiness) waits its second too: the group's readiness then only changes status,
+conditions and metrics, and a restart or recreation starts from the pod's own event.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from lws_operator.api.view import deleting, is_leader
+from lws_operator.logic.objects import name_of
+from lws_operator.logic.readiness import statefulset_ready
 from lws_operator.logic.restart import restarted
 
 
@@ -44,3 +54,10 @@ def can_wait(pod: Mapping[str, Any]) -> bool:
     if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
         return False
     return not restarted(pod)
+
+
+def statefulset_can_wait(sts: Mapping[str, Any], set_name: str) -> bool:
+    """Whether an event that added or changed ``sts``, a StatefulSet of the LeaderWorkerSet
+    ``set_name``, may join a pass up to a second later: a worker StatefulSet (not the one named
+    after the set) that is neither ready nor being deleted (module docstring)."""
+    return name_of(sts) != set_name and not deleting(sts) and not statefulset_ready(sts)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
-from lws_operator.logic.wakeups import can_wait
+from lws_operator.logic.wakeups import can_wait, statefulset_can_wait
 
 
 def pod(index: str | None = "1", *, meta: dict[str, Any] | None = None,
@@ -45,3 +45,28 @@ READY = {"conditions": [{"type": "Ready", "status": "True"}],
         "gates lifted"])
 def test_only_a_live_workers_routine_news_waits(obj: dict[str, Any], expected: bool) -> None:
     assert can_wait(obj) is expected
+
+
+def statefulset(name: str = "x-0", replicas: int = 7, available: int = 3,
+                revisions: tuple[str, str] = ("r1", "r1"), **meta: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, **meta}, "spec": {"replicas": replicas},
+            "status": {"replicas": replicas, "readyReplicas": available,
+                       "availableReplicas": available, "currentRevision": revisions[0],
+                       "updateRevision": revisions[1]}}
+
+
+@pytest.mark.parametrize(("obj", "expected"), [
+    (statefulset(), True),
+    (statefulset(available=0), True),
+    (statefulset(available=7, revisions=("r1", "r2")), True),
+    (statefulset(available=7), False),
+    (statefulset(replicas=0, available=0), False),
+    (statefulset(deletionTimestamp="2026-12-02T00:00:00Z"), False),
+    (statefulset("x"), False),
+    (statefulset("x", available=5, replicas=5), False),
+], ids=["worker counting up", "worker just created", "worker all up, update pending",
+        "worker ready", "worker of no replicas", "worker deleting", "leader StatefulSet",
+        "leader StatefulSet ready"])
+def test_only_a_worker_statefulset_on_its_way_to_ready_waits(
+        obj: dict[str, Any], expected: bool) -> None:
+    assert statefulset_can_wait(obj, "x") is expected

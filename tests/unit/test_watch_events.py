@@ -196,6 +196,25 @@ async def test_a_worker_that_may_call_for_action_wakes_a_pass_soon(
     await run.watches.gaps.close()
 
 
+async def test_a_worker_statefulset_waits_until_it_is_ready() -> None:
+    run, _, _ = runtime()
+    sts: dict[str, Any] = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "x-0", "namespace": "ns", "uid": "s1", "resourceVersion": "2",
+                     "labels": {NAME_LABEL: "x"}},
+        "spec": {"replicas": 3},
+        "status": {"replicas": 3, "availableReplicas": 1, "currentRevision": "r",
+                   "updateRevision": "r"}}
+    run.watches._observe("StatefulSet", "MODIFIED", sts)
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WORKER_WINDOW)}
+    ready = copy.deepcopy(sts)
+    ready["metadata"]["resourceVersion"] = "3"
+    ready["status"]["availableReplicas"] = 3
+    run.watches._observe("StatefulSet", "MODIFIED", ready)
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WINDOW)}
+    await run.watches.gaps.close()
+
+
 async def test_a_set_event_and_a_deletion_wake_a_pass_at_once() -> None:
     run, _, _ = runtime()
     lws: dict[str, Any] = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
