@@ -78,9 +78,10 @@ SERVED_RECHECK_FOR = 60.0  # seconds: how long they go on
 # a pass of its own. Measured with the benchmark (a pass per set per burst, not per event);
 # short next to the API server's own pace (a StatefulSet's status follows its pods in batches).
 CHILD_EVENT_WINDOW = 0.05
-# How long the routine news of a worker pod may wait for a pass (``logic.wakeups``): a second,
-# short next to what it changes (status counters written up to ten seconds later, stalls judged
-# over a minute) and long next to how often a set's workers report while its groups start.
+# How long the routine news of a worker pod or worker StatefulSet may wait for a pass
+# (``logic.wakeups``): a second, short next to what it changes (status counters written up to ten
+# seconds later, stalls judged over a minute) and long next to how often a set's workers report
+# while its groups start.
 WORKER_EVENT_WINDOW = 1.0
 
 
@@ -96,7 +97,8 @@ class ControllerOptions:
     # Seconds a pass waits after the first event of a set's pods or StatefulSets (the events
     # meanwhile join it): ``ControllerRuntime._changed``.
     child_event_window: float = CHILD_EVENT_WINDOW
-    # The same for an event of a worker pod that no decision waits on (``logic.wakeups``).
+    # The same for an event of a worker pod or worker StatefulSet that no decision waits on
+    # (``logic.wakeups``).
     worker_event_window: float = WORKER_EVENT_WINDOW
 
 

@@ -1,5 +1,5 @@
-"""How soon the news of one of a LeaderWorkerSet's pods needs a pass: at once, or with the pass
-that the next second brings anyway.
+"""How soon the news of one of a LeaderWorkerSet's worker pods or worker StatefulSets needs a
+pass: at once, or with the pass that the next second brings anyway.
 
 Every event of a set's pods used to wake a pass ``child_event_window`` (50 ms) later. Measured
 with the benchmark (800 pods, create and rollout), that made about 5,000 passes out of 6,600
@@ -9,7 +9,7 @@ created, bound to a node or turning Ready, and no decision waits on them:
 
 * a group is Ready when its leader pod is Ready and its worker StatefulSet reports every
   replica ready (``readiness.group_ready``, as upstream): a worker's readiness reaches the
-  controller through its StatefulSet's status, whose events wake a pass as before;
+  controller through its StatefulSet's status turning ready, which wakes a pass as before;
 * worker StatefulSets are created for leader pods, rollouts move on leader StatefulSets and
   group readiness, restarts and recreations start from a pod that failed, restarted or is
   being deleted, and gangs are released from gated pods: all of these stay prompt (below);
