@@ -40,6 +40,7 @@ from lws_operator.logic import (
     stall,
     unmutated,
     volcano,
+    wakeups,
 )
 from lws_operator.logic.disruption import disrupted_groups
 from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
@@ -329,6 +330,8 @@ READERS: dict[str, Reader] = {
         {"conditions": []}, None, "ns", pods, NOW),
     "group_metrics.group_views": lambda w, pods: group_metrics.budget_remaining(
         w.lws, group_metrics.group_views(w.lws, pods, _workers_of(w))),
+    # Called with the watch event's pod, not the cached one; what it reads is kept regardless.
+    "wakeups.can_wait": lambda w, pods: [wakeups.can_wait(p) for p in pods],
     "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
         pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }
@@ -359,7 +362,7 @@ TAKE_NO_PODS = frozenset({
     "deadline.revision_born",
     "deadline.rolled_back_event",
     "deadline.rollout_started", "objects.epoch_seconds", "termination.parallel",
-    "group_metrics.state_counts",
+    "group_metrics.state_counts", "wakeups.statefulset_can_wait",
 })
 
 # The modules that hand cached pods to the logic: the controller's shell, and the steps and
