@@ -122,6 +122,8 @@ class GroupMetrics:
         self.clock = clock
         self._memory: dict[Key, derive.Memory] = {}
         self._budget_groups: dict[Key, set[str]] = {}
+        # The keys whose ``lws_disrupted_groups`` series is set (a budget was seen).
+        self._disrupted_keys: set[Key] = set()
         # Per key: the rolled-back-from annotation last seen (a change is one rollback).
         self._rolled_back: dict[Key, str | None] = {}
         # Per key: the LeaderWorkerSet object and the cache's change marks of its pods and
@@ -207,9 +209,15 @@ class GroupMetrics:
             self.budget.labels(namespace, name, group).set(value)
         self._budget_groups[key] = set(remaining)
         if budget is None:
-            with contextlib.suppress(KeyError):
-                self.disrupted.remove(namespace, name)
+            # Only a series that was set is removed: ``remove`` reads the environment through
+            # the Mapping ABC on every call (prometheus_client's multiprocess check), a cost
+            # paid by every export of every set without a budget.
+            if key in self._disrupted_keys:
+                self._disrupted_keys.discard(key)
+                with contextlib.suppress(KeyError):
+                    self.disrupted.remove(namespace, name)
         else:
+            self._disrupted_keys.add(key)
             self.disrupted.labels(namespace, name).set(
                 len(disrupted_groups(pods, lws.replicas, lws.size, lws.hashed)))
             for decision in EVICTION_DECISIONS:  # from the start, so rates see the first one
@@ -230,6 +238,7 @@ class GroupMetrics:
         self._views.pop(key, None)
         self._derived.pop(key, None)
         self._rolled_back.pop(key, None)
+        self._disrupted_keys.discard(key)
         if self._memory.pop(key, None) is None and key not in self._budget_groups:
             return
         namespace, name = key
