@@ -504,7 +504,9 @@ def main(argv: list[str] | None = None) -> int:
 
         limit_arenas()  # before any thread allocates (kube.arenas)
         trim_freed_memory()
-        return asyncio.run(_run(args, opts))
+        import uvloop
+
+        return uvloop.run(_run(args, opts))
     return 0
 
 

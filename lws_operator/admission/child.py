@@ -184,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
     control = socket.socket(fileno=args.control_fd)
     listeners = inherited_sockets([int(fd) for fd in args.listen_fds.split(",") if fd])
-    asyncio.run(serve(settings, control, listeners))
+    import uvloop
+
+    uvloop.run(serve(settings, control, listeners))
     return 0
 
 
