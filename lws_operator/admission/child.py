@@ -79,7 +79,9 @@ log = logging.getLogger("lws_operator.admission.child")
 # 300 concurrent connections, 25 MiB before them: 100-112 MiB with 256 KiB, 64 MiB with 64 KiB,
 # 55 MiB with 32 KiB, 50 MiB with 16 KiB).
 # Two TLS records (16 KiB of plaintext each, the protocol's largest) fit; larger bodies take
-# more reads, which is all a smaller buffer changes.
+# more reads, which is all a smaller buffer changes. It holds where asyncio's own loop serves
+# (tests); ``main`` runs the process on uvloop, whose TLS layer allocates its read buffer without
+# zeroing it (``kube.client.TLS_READ_BUFFER`` says more).
 TLS_READ_BUFFER = 32 * 1024
 
 
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
     control = socket.socket(fileno=args.control_fd)
     listeners = inherited_sockets([int(fd) for fd in args.listen_fds.split(",") if fd])
-    import uvloop
+    import uvloop  # the event loop (``lws_operator.__main__`` says why)
 
     uvloop.run(serve(settings, control, listeners))
     return 0
