@@ -41,19 +41,17 @@ from typing import Any
 from lws_operator.api.view import deleting, is_leader
 from lws_operator.logic.objects import name_of
 from lws_operator.logic.readiness import statefulset_ready
-from lws_operator.logic.restart import restarted
+from lws_operator.logic.restart import failure_trigger
 
 
 def can_wait(pod: Mapping[str, Any]) -> bool:
     """Whether an event that added or changed ``pod`` may join a pass up to a second later
     (module docstring): a live worker that neither failed nor restarted and is not gated."""
-    if is_leader(pod) or deleting(pod):
+    if is_leader(pod) or failure_trigger(pod):  # restarted or being deleted
         return False
     if (pod.get("spec") or {}).get("schedulingGates"):
         return False
-    if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
-        return False
-    return not restarted(pod)
+    return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
 
 
 def statefulset_can_wait(sts: Mapping[str, Any], set_name: str) -> bool:
