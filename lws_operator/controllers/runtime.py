@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 from lws_operator.api.disaggregated import GROUP as DS_GROUP
 from lws_operator.api.disaggregated import PLURAL as DS_PLURAL
 from lws_operator.api.disaggregated import SCALER_PLURAL
+from lws_operator.api.view import deleting
 from lws_operator.controllers.disaggregated_runtime import DS_API, DisaggregatedSetRuntime
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.kube.cache import ClusterCache, Key
@@ -139,7 +140,8 @@ class ControllerRuntime:
         idle. An event of a worker pod or a worker StatefulSet that no decision waits on
         (``logic.wakeups``: a worker created, bound or turning Ready, a worker StatefulSet
         counting its pods up) joins a pass ``worker_event_window`` after it instead, unless a
-        prompt event brings that pass forward.
+        prompt event brings that pass forward; so does a worker pod's deletion once its worker
+        StatefulSet is gone or going (``wakeups.torn_down``: the group is being torn down).
 
         A child of a set that is being deleted or gone wakes a pass only when that pass would
         have something to do with it (``LeaderWorkerSetReconciler.cleanup_due``): deleting a
@@ -150,6 +152,8 @@ class ControllerRuntime:
         elif self.cache.departing(owner):
             if self.reconciler.cleanup_due(owner, kind, event_type, obj):
                 self.queue.add(owner)
+        elif kind == "Pod" and self._torn_down(owner, event_type, obj):
+            self.queue.add_soon(owner, self.options.worker_event_window)
         elif event_type == "DELETED":
             self.queue.add(owner)
         elif (kind == "Pod" and wakeups.can_wait(obj)) or (
@@ -157,6 +161,14 @@ class ControllerRuntime:
             self.queue.add_soon(owner, self.options.worker_event_window)
         else:
             self.queue.add_soon(owner, self.options.child_event_window)
+
+    def _torn_down(self, owner: Key, event_type: str | None, pod: Mapping[str, Any]) -> bool:
+        """``wakeups.torn_down`` with the pod's worker StatefulSet from the cache."""
+        if event_type != "DELETED" and not deleting(pod):
+            return False  # the common case, decided without a lookup
+        sts_name = wakeups.controller_name(pod)
+        sts = self.cache["StatefulSet"].get(owner[0], sts_name) if sts_name else None
+        return wakeups.torn_down(pod, event_type, sts)
 
     def _enqueue_all(self) -> int:
         """Every LeaderWorkerSet, and the owners of pods whose LeaderWorkerSet is gone (a

@@ -332,6 +332,10 @@ READERS: dict[str, Reader] = {
         w.lws, group_metrics.group_views(w.lws, pods, _workers_of(w))),
     # Called with the watch event's pod, not the cached one; what it reads is kept regardless.
     "wakeups.can_wait": lambda w, pods: [wakeups.can_wait(p) for p in pods],
+    "wakeups.controller_name": lambda w, pods: [wakeups.controller_name(p) for p in pods],
+    "wakeups.torn_down": lambda w, pods: [
+        wakeups.torn_down(p, event, sts) for p in pods for event in ("MODIFIED", "DELETED")
+        for sts in (None, *_workers_of(w))],
     "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
         pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }

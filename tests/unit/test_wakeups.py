@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
-from lws_operator.logic.wakeups import can_wait, statefulset_can_wait
+from lws_operator.logic.restart_budget import CLEANUP_FINALIZER
+from lws_operator.logic.wakeups import can_wait, controller_name, statefulset_can_wait, torn_down
 
 
 def pod(index: str | None = "1", *, meta: dict[str, Any] | None = None,
@@ -70,3 +71,46 @@ def statefulset(name: str = "x-0", replicas: int = 7, available: int = 3,
 def test_only_a_worker_statefulset_on_its_way_to_ready_waits(
         obj: dict[str, Any], expected: bool) -> None:
     assert statefulset_can_wait(obj, "x") is expected
+
+
+GONE = "2026-12-03T00:00:00Z"
+OWNED = {"ownerReferences": [{"kind": "StatefulSet", "name": "x-0", "uid": "sts-1",
+                              "controller": True}]}
+
+
+def worker(*, deleting: bool = True, **meta: Any) -> dict[str, Any]:
+    extra: dict[str, Any] = {**OWNED, **meta}
+    if deleting:
+        extra["deletionTimestamp"] = GONE
+    return pod(meta=extra)
+
+
+LIVE_STS = statefulset(uid="sts-1")
+
+
+@pytest.mark.parametrize(("obj", "event", "sts", "expected"), [
+    (worker(), "MODIFIED", None, True),
+    (worker(), "DELETED", None, True),
+    (worker(deleting=False), "DELETED", None, True),  # removed at once, no grace period
+    (worker(), "MODIFIED", statefulset(uid="sts-1", deletionTimestamp=GONE), True),
+    (worker(), "DELETED", statefulset(uid="sts-2"), True),  # the group's next incarnation
+    (worker(), "MODIFIED", LIVE_STS, False),  # one pod deleted from a live group
+    (worker(), "DELETED", LIVE_STS, False),
+    (worker(deleting=False), "MODIFIED", None, False),  # alive: can_wait judges it
+    (worker(finalizers=[CLEANUP_FINALIZER]), "MODIFIED", None, False),  # retained
+    (pod("0", meta={**OWNED, "deletionTimestamp": GONE}), "DELETED", None, False),  # leader
+    (pod(meta={"deletionTimestamp": GONE}), "DELETED", None, False),  # no owner to judge by
+], ids=["deleting, StatefulSet gone", "deleted, StatefulSet gone", "deleted without grace",
+        "StatefulSet deleting", "StatefulSet of another incarnation", "live StatefulSet",
+        "deleted from a live StatefulSet", "not deleting", "retained", "leader",
+        "no controlling owner"])
+def test_only_the_workers_of_a_group_torn_down_wait(
+        obj: dict[str, Any], event: str, sts: dict[str, Any] | None, expected: bool) -> None:
+    assert torn_down(obj, event, sts) is expected
+
+
+def test_a_worker_names_its_statefulset_by_its_controlling_owner() -> None:
+    assert controller_name(worker()) == "x-0"
+    assert controller_name(pod()) is None
+    assert controller_name(pod(meta={"ownerReferences": [{"name": "y", "kind": "Node"}]})) \
+        is None

@@ -196,6 +196,64 @@ async def test_a_worker_that_may_call_for_action_wakes_a_pass_soon(
     await run.watches.gaps.close()
 
 
+def owned_worker(version: str, **changes: Any) -> dict[str, Any]:
+    """A worker of the worker StatefulSet ``x-0`` (UID s1) being deleted."""
+    body = pod(version, leader=False, metadata__deletionTimestamp="2026-12-03T00:00:00Z",
+               **changes)
+    body["metadata"]["ownerReferences"] = [
+        {"kind": "StatefulSet", "name": "x-0", "uid": "s1", "controller": True}]
+    return body
+
+
+def worker_statefulset(**meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "x-0", "namespace": "ns", "uid": "s1", "resourceVersion": "2",
+                         "labels": {NAME_LABEL: "x"}, **meta},
+            "spec": {"replicas": 3}, "status": {"replicas": 3}}
+
+
+async def test_the_workers_of_a_group_torn_down_wait_a_second() -> None:
+    """Once a worker StatefulSet is gone or going, its pods' deletions (a rollout's bulk of pod
+    news) join a pass a second later, the final removal included; while it lives, a worker's
+    deletion is prompt (its group may be recreated) and its removal immediate."""
+    run, clock, _ = runtime()
+    run.watches._observe("StatefulSet", "ADDED", worker_statefulset())
+    clock.advance(WORKER_WINDOW)
+    await settle()
+    assert await run.queue.get() == ("ns", "x")
+    run.queue.done(("ns", "x"))
+    run.watches._observe("Pod", "MODIFIED", owned_worker("6"))
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(clock() + WINDOW)}
+    run.watches._observe("Pod", "DELETED", owned_worker("7"))
+    assert len(run.queue) == 1
+    assert await run.queue.get() == ("ns", "x")
+    run.queue.done(("ns", "x"))
+
+    run.watches._observe("StatefulSet", "MODIFIED", worker_statefulset(
+        resourceVersion="3", deletionTimestamp="2026-12-03T00:00:00Z"))
+    assert len(run.queue) == 0
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(clock() + WINDOW)}  # prompt itself
+    clock.advance(WINDOW)
+    await settle()
+    assert await run.queue.get() == ("ns", "x")
+    run.queue.done(("ns", "x"))
+    body = owned_worker("8")
+    body["metadata"].update(name="x-0-2", uid="p3")
+    run.watches._observe("Pod", "MODIFIED", body)
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(clock() + WORKER_WINDOW)}
+
+    run.watches._observe("StatefulSet", "DELETED", worker_statefulset(resourceVersion="4"))
+    assert len(run.queue) == 1  # the StatefulSet's removal stays immediate
+    assert await run.queue.get() == ("ns", "x")
+    run.queue.done(("ns", "x"))
+    body = owned_worker("9")
+    body["metadata"].update(name="x-0-2", uid="p3")
+    run.watches._observe("Pod", "DELETED", body)
+    assert len(run.queue) == 0
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(clock() + WORKER_WINDOW)}
+    await run.watches.gaps.close()
+
+
 async def test_a_worker_statefulset_waits_until_it_is_ready() -> None:
     run, _, _ = runtime()
     sts: dict[str, Any] = {
