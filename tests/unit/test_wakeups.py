@@ -114,3 +114,5 @@ def test_a_worker_names_its_statefulset_by_its_controlling_owner() -> None:
     assert controller_name(pod()) is None
     assert controller_name(pod(meta={"ownerReferences": [{"name": "y", "kind": "Node"}]})) \
         is None
+    assert controller_name(pod(meta={"ownerReferences": [
+        {"name": "y", "kind": "ReplicaSet", "controller": True}]})) is None
