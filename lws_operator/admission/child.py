@@ -49,6 +49,9 @@ def _bare(name: str) -> None:
 # formats its metrics. Registered bare before anything imports it, the metric classes import
 # what they need and no more.
 _bare("prometheus_client")
+# The same for this package's ``kube`` layer, of which the webhook server takes only
+# ``kube.tls_reads`` (its ``__init__`` sets up the Kubernetes client's imports, never used here).
+_bare("lws_operator.kube")
 
 from prometheus_client.metrics import disable_created_metrics  # noqa: E402 (after the line above)
 from prometheus_client.registry import CollectorRegistry  # noqa: E402

@@ -42,6 +42,7 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 from lws_operator.admission.listener import listen
 from lws_operator.kube import cert_planner
 from lws_operator.kube.client import ApiException, KubeClient
+from lws_operator.kube.tls_reads import read_records
 from lws_operator.logic import certs
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def _context(cert_file: str, key_file: str) -> ssl.SSLContext:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_alpn_protocols(["http/1.1"])  # no HTTP/2, as upstream (a CVE mitigation)
     context.load_cert_chain(cert_file, key_file)
-    return context
+    return read_records(context)  # one record's plaintext per read (kube.tls_reads)
 
 
 class MetricsServer:

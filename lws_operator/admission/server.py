@@ -35,6 +35,7 @@ from lws_operator.admission.http_server import HttpServer, Respond
 from lws_operator.admission.listener import bind, close
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.review import AsyncHandler, Handler, dump, review, review_async
+from lws_operator.kube.tls_reads import read_records
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class ServingTLS:
         # on each new connection: two ticket encryptions and their bytes on the wire, a fifth
         # of a handshake's CPU here. A resuming client still connects, with a full handshake.
         ctx.num_tickets = 0
-        self.context = ctx
+        self.context = read_records(ctx)  # one record's plaintext per read (kube.tls_reads)
         self.cert_pem: bytes | None = None
 
     @property

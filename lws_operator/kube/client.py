@@ -29,6 +29,7 @@ import asyncio.sslproto
 import contextlib
 import json
 import os
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -45,6 +46,7 @@ from yarl import URL
 from lws_operator.api.json_codec import loads  # re-exported: the watches decode with it
 from lws_operator.kube.metrics import ClientMetrics
 from lws_operator.kube.ratelimit import TokenBucket
+from lws_operator.kube.tls_reads import read_records
 
 __all__ = [
     "APPLY_PATCH",
@@ -77,8 +79,9 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # ``lws-operator run`` and the admission child run on (``__main__``), connections use uvloop's
 # own TLS layer instead, which reads into one buffer per connection allocated without zeroing
 # (pages never written are never resident; measured, no growth after the benchmark's 700
-# webhook connections) and is not tuned here: these settings then hold for kopf's thread, which
-# runs asyncio's own loop, and for tests.
+# webhook connections): these settings then hold for kopf's thread, which runs asyncio's own
+# loop, and for tests. What uvloop asks OpenSSL for per read is capped on our contexts instead
+# (``kube.tls_reads``).
 TLS_READ_BUFFER = 32 * 1024
 # What a watch's connection reads at once instead (``KubeClient.stream``): the loop reads a
 # readable socket once per turn, so the read size caps how many events of a busy watch one turn
@@ -200,6 +203,9 @@ class KubeClient:
         to make it a global budget). ``metrics``: where requests are counted.
         ``reachability``: told how each request ended (shared like ``limiter``)."""
         self.api = api
+        context = getattr(getattr(api, "rest_client", None), "ssl_context", None)
+        if isinstance(context, ssl.SSLContext):  # aiohttp wraps each connection with it
+            read_records(context)  # (kube.tls_reads)
         self.limiter = limiter
         self.metrics = metrics
         self.reachability = reachability or Reachability()
