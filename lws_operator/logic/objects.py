@@ -31,6 +31,12 @@ def name_of(obj: Mapping[str, Any] | None) -> str:
     return name if isinstance(name, str) else ""
 
 
+def controller_ref(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``obj``'s controlling owner reference (the API allows at most one), or None."""
+    return next((r for r in meta_of(obj).get("ownerReferences") or () if r.get("controller")),
+                None)
+
+
 def host_name(leader_pod: Mapping[str, Any]) -> str:
     """A leader's host name, which names its worker StatefulSet (so its workers), its
     per-replica Service and its DNS record. A StatefulSet pod's host name is its pod name; a

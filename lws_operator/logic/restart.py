@@ -38,11 +38,7 @@ from lws_operator.api.constants import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, group_index, is_leader, lws_view, revision_of
 from lws_operator.logic.keys import split_ordinal
-from lws_operator.logic.objects import host_name, meta_of
-
-
-def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    return next((r for r in meta_of(obj).get("ownerReferences") or [] if r.get("controller")), None)
+from lws_operator.logic.objects import controller_ref, host_name, meta_of
 
 
 def _why(pod: Mapping[str, Any], leader: Mapping[str, Any]) -> str:
@@ -50,7 +46,7 @@ def _why(pod: Mapping[str, Any], leader: Mapping[str, Any]) -> str:
     to tell a real failure from a stale event."""
     meta = meta_of(pod)
     how = "restarted" if restarted(pod) else "deleted"
-    owner = _controller(pod) or {}
+    owner = controller_ref(pod) or {}
     return (f"pod {meta.get('name')} (uid {meta.get('uid')}, owner {owner.get('kind')} "
             f"{owner.get('uid')}, phase {(pod.get('status') or {}).get('phase')}) {how}; "
             f"leader uid {meta_of(leader).get('uid')}")
@@ -157,7 +153,7 @@ def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
                 statefulsets: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether ``worker`` is of ``leader``'s current incarnation (owner UID chain)."""
     leader_meta = meta_of(leader)
-    owner = _controller(worker)
+    owner = controller_ref(worker)
     if owner is None:
         return False
     if owner.get("kind") == "Pod":
@@ -168,7 +164,7 @@ def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
     sts = statefulsets.get(str(owner.get("name")))
     if sts is None or meta_of(sts).get("uid") != owner.get("uid"):
         return False
-    sts_owner = _controller(sts)
+    sts_owner = controller_ref(sts)
     return bool(sts_owner and sts_owner.get("kind") == "Pod"
                 and sts_owner.get("name") == leader_meta.get("name")
                 and sts_owner.get("uid") == leader_meta.get("uid"))

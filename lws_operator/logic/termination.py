@@ -23,7 +23,7 @@ from typing import Any
 
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, is_leader, lws_view
-from lws_operator.logic.objects import meta_of
+from lws_operator.logic.objects import controller_ref, meta_of
 
 PARALLEL = "Parallel"
 
@@ -33,8 +33,8 @@ def parallel(lws: LWS | None) -> bool:
 
 
 def _leader_owner(sts: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    return next((r for r in meta_of(sts).get("ownerReferences") or []
-                 if r.get("controller") and r.get("kind") == "Pod"), None)
+    owner = controller_ref(sts)
+    return owner if owner is not None and owner.get("kind") == "Pod" else None
 
 
 def worker_sets_to_stop(lws: LWS | None, pods: Iterable[Mapping[str, Any]],

@@ -49,8 +49,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from lws_operator.api.view import deleting, is_leader
-from lws_operator.logic.objects import name_of
+from lws_operator.logic.objects import controller_ref, name_of
 from lws_operator.logic.readiness import statefulset_ready
+from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.restart import failure_trigger
 from lws_operator.logic.restart_budget import is_retained
 
@@ -72,15 +73,12 @@ def statefulset_can_wait(sts: Mapping[str, Any], set_name: str) -> bool:
     return name_of(sts) != set_name and not deleting(sts) and not statefulset_ready(sts)
 
 
-def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``obj``'s controlling owner reference when that is a StatefulSet, else {}."""
-    return next((r for r in (obj.get("metadata") or {}).get("ownerReferences") or ()
-                 if r.get("controller") and r.get("kind") == "StatefulSet"), {})
-
-
 def controller_name(obj: Mapping[str, Any]) -> str | None:
     """The name of the StatefulSet that controls ``obj`` (a worker pod's worker StatefulSet)."""
-    return str(_controller(obj).get("name") or "") or None
+    owner = controller_ref(obj)
+    if owner is None or owner.get("kind") != "StatefulSet":
+        return None
+    return str(owner.get("name") or "") or None
 
 
 def torn_down(pod: Mapping[str, Any], event_type: str | None,
@@ -92,9 +90,6 @@ def torn_down(pod: Mapping[str, Any], event_type: str | None,
     being deleted, or a new incarnation of that name (another UID)."""
     if is_leader(pod) or is_retained(pod) or not (event_type == "DELETED" or deleting(pod)):
         return False
-    owner = _controller(pod)
-    if not owner:
+    if controller_name(pod) is None:
         return False  # no StatefulSet of its own to judge the group by
-    if worker_sts is None or deleting(worker_sts):
-        return True
-    return owner.get("uid") != (worker_sts.get("metadata") or {}).get("uid")
+    return worker_sts is None or deleting(worker_sts) or not owned_by(pod, worker_sts)
