@@ -105,18 +105,22 @@ class Options:
 class Phase:
     """What one phase measured: total seconds from its first request to done, per-set seconds,
     its slice of the pod timeline and, for a phase that starts with no pod Ready (create), the
-    seconds from its first request to the first pod Ready."""
+    seconds from its first request to the first pod Ready, and to each step on the way there
+    (``Tracker.firsts``)."""
 
     seconds: float
     per_set: dict[str, float]
     timeline: list[list[float]]
     first_ready: float | None = None
+    first_ready_path: dict[str, float] | None = None
 
     def report(self) -> dict[str, Any]:
         out = {"seconds": round(self.seconds, 3),
                "per_set_seconds": figures.percentiles(list(self.per_set.values()))}
         if self.first_ready is not None:
             out["first_ready_seconds"] = round(self.first_ready, 3)
+        if self.first_ready_path:
+            out["first_ready_path_seconds"] = self.first_ready_path
         return out
 
 
@@ -172,12 +176,14 @@ async def _timed(tracker: Tracker,
     points = tracker.timeline[max(first_point - 1, 0):]
     timeline = [[round(max(t - begin, 0.0), 3), ready, rolled, existing]
                 for t, ready, rolled, existing in points if t <= end + 1]
-    first_ready = None
+    first_ready = path = None
     if none_ready and started:
         first_request = min(started.values())
         first_ready = next((t - first_request for t, ready, _, _ in
                             tracker.timeline[first_point:] if ready > 0), None)
-    return Phase(end - begin, per_set, timeline, first_ready)
+        path = {step: round(t - first_request, 3) for step, t in
+                sorted(tracker.firsts.items(), key=lambda kv: kv[1]) if t >= first_request}
+    return Phase(end - begin, per_set, timeline, first_ready, path)
 
 
 class Side:

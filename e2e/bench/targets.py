@@ -94,6 +94,11 @@ def _raw(summary: Summary, *keys: str) -> Any:
     return dig(summary, "baseline", "create", *keys)
 
 
+def _path(steps: Mapping[str, float] | None) -> str:
+    """The steps to the first pod Ready, as "statefulset_created 0.1, pod_created 0.2, ..."."""
+    return ", ".join(f"{step} {_number(t)}" for step, t in (steps or {}).items()) or "no steps"
+
+
 def _rss_limit(summary: Summary) -> float:
     pods = dig(summary, "profile", "pods") or 0
     return 200.0 if pods >= LARGE_PODS else 90.0
@@ -142,8 +147,10 @@ FIGURES: tuple[Figure, ...] = (
     Figure("create.first_ready_s", "create", "first pod Ready after first create s",
            _at("operator", "create", "first_ready_seconds"), 0.25, upstream="0.2",
            before="0.3-0.6",
-           note=lambda s: "driver's clock: create request sent to Ready seen on its watch; raw "
-                          f"StatefulSets {_number(_raw(s, 'first_ready_seconds'))}"),
+           note=lambda s: "driver's clock: create request sent to Ready seen on its watch "
+                          f"({_path(dig(s, 'operator', 'create', 'first_ready_path_seconds'))}); "
+                          f"raw StatefulSets {_number(_raw(s, 'first_ready_seconds'))} "
+                          f"({_path(_raw(s, 'first_ready_path_seconds'))})"),
     Figure("create.median_set_s", "create", "median set done s",
            _at("operator", "create", "per_set_seconds", "p50"), upstream="10-13",
            before="13-16",

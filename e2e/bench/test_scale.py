@@ -55,6 +55,10 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
         for phase in ("create", "rollout", "delete"):
             assert summary[side][phase]["seconds"] > 0
         assert summary[side]["create"]["first_ready_seconds"] > 0
+        path = summary[side]["create"]["first_ready_path_seconds"]
+        assert set(path) == {"statefulset_created", "pod_created", "pod_scheduled", "pod_ready"}
+        assert path["pod_created"] <= path["pod_scheduled"] <= path["pod_ready"]
+        assert abs(path["pod_ready"] - summary[side]["create"]["first_ready_seconds"]) < 0.01
         timeline = summary["timelines"][side]
         # Every pod became Ready, then Ready on the new image (with no surge pod left over).
         assert any(p[1] == p[3] == pods for p in timeline["create"])

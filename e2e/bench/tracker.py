@@ -4,6 +4,10 @@ each set get there?".
 Both sides label every pod with its set (``workloads.SET_LABEL``), so the same tracker times the
 operator and the baseline. Time is ``time.monotonic()`` throughout; the timeline keeps one point
 per change (seconds, Ready pods, Ready pods on the rolled image, pods existing) for the plot.
+
+``firsts`` keeps when the namespace's first StatefulSet, first pod, first scheduled pod and first
+Ready pod were seen: the path to the first pod Ready, step by step, so a slow first pod shows
+whether the controller or the cluster (controller manager, scheduler, kwok) took the time.
 """
 
 from __future__ import annotations
@@ -42,14 +46,35 @@ class Tracker:
     _listed: asyncio.Event = field(default_factory=asyncio.Event)
     _last_event: float = 0.0
     resyncs: int = 0
+    firsts: dict[str, float] = field(default_factory=dict)
+    _first_set: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._follow())
+        statefulsets_listed = asyncio.Event()
+        self._first_set = asyncio.create_task(self._first_statefulset(statefulsets_listed))
         await asyncio.wait_for(self._listed.wait(), 60)
+        await asyncio.wait_for(statefulsets_listed.wait(), 60)
+
+    async def _first_statefulset(self, listed: asyncio.Event) -> None:
+        """Note when the namespace's first StatefulSet appears, then stop watching."""
+        resource = await self.kube.dyn.resources.get(api_version="apps/v1", kind="StatefulSet")
+        existing = await resource.get(namespace=self.namespace)
+        listed.set()
+        if existing.items:
+            return
+        async for event in self.kube.dyn.watch(
+                resource, namespace=self.namespace,
+                resource_version=existing.metadata.resourceVersion, timeout=600):
+            if event["type"] == "ADDED":
+                self.firsts.setdefault("statefulset_created", time.monotonic())
+                return
 
     async def stop(self) -> None:
         """Cancel the watch and wait for it to end, for at most 10 s (a watch stuck in the
         client must not hold up an interrupted run's cleanup)."""
+        if self._first_set is not None:
+            self._first_set.cancel()
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=10)
@@ -96,11 +121,19 @@ class Tracker:
         if kind == "DELETED":
             self.pods.pop(meta["name"], None)
         else:
-            containers = (pod.get("spec") or {}).get("containers") or [{}]
-            self.pods[meta["name"]] = PodState(
+            spec = pod.get("spec") or {}
+            containers = spec.get("containers") or [{}]
+            state = PodState(
                 set=meta.get("labels", {}).get(SET_LABEL, ""), ready=is_ready(pod),
                 image=containers[0].get("image", ""),
                 deleting=bool(meta.get("deletionTimestamp")))
+            self.pods[meta["name"]] = state
+            now = time.monotonic()
+            self.firsts.setdefault("pod_created", now)
+            if spec.get("nodeName"):
+                self.firsts.setdefault("pod_scheduled", now)
+            if state.ready:
+                self.firsts.setdefault("pod_ready", now)
         point = (time.monotonic(), self.count(ready=True),
                  self.count(ready=True, image=self.rolled_image), len(self.pods))
         if not self.timeline or self.timeline[-1][1:] != point[1:]:
