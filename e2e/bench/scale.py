@@ -66,6 +66,7 @@ from e2e.bench.workloads import (
 )
 from e2e.cluster import LocalCluster, NodeLayout
 from e2e.cluster.launcher import versions
+from e2e.cluster.stages import MIN_POD_WORKERS
 from e2e.harness.admission import ensure_namespace, wait_until_admitting
 from e2e.kube import MERGE_PATCH, STRATEGIC_PATCH, Kube
 from lws_operator.api.constants import MUTATE_POD_PATH
@@ -610,6 +611,8 @@ async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
         kube = await Kube.connect(kubeconfig)
         run = Run(options, kube, client, kubeconfig)
         checks["garbage_collector_wait_seconds"] = await run.garbage_collector_ready()
+        if options.kubeconfig is None:  # our own cluster: kwok's pod workers, one per node
+            checks["kwok_pod_workers"] = max(options.profile.nodes, MIN_POD_WORKERS)
         print(f"[bench] {options.profile.pods} pods in {options.profile.sets} sets; "
               f"baseline first", file=sys.stderr, flush=True)
         base = await run.run_baseline()

@@ -35,7 +35,7 @@ import yaml
 
 from .nodes import NodeLayout, node_manifests
 from .pki import Pki, ensure_pki
-from .stages import STORAGE_CLASS, render_stages
+from .stages import STORAGE_CLASS, kwok_configuration, render_stages
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -592,7 +592,9 @@ class LocalCluster:
 
     def _start_kwok(self, state: State) -> None:
         stages = self.dir / "kwok-stages.yaml"
-        stages.write_text(render_stages(self.binaries.kwok_stages, state.ready_delay_ms))
+        nodes = NodeLayout(**state.layout).total if state.layout else NodeLayout().total
+        stages.write_text(render_stages(self.binaries.kwok_stages, state.ready_delay_ms)
+                          + "---\n" + kwok_configuration(nodes))
         self._spawn("kwok", [
             str(self.binaries.kwok / "kwok"),
             f"--kubeconfig={self.kubeconfig}",

@@ -13,6 +13,7 @@ from e2e.cluster.stages import (
     READY_DELAY_ANNOTATION,
     STOP_AFTER_GRACE_ANNOTATION,
     UPSTREAM_STAGES,
+    kwok_configuration,
     render_stages,
 )
 
@@ -117,3 +118,12 @@ def test_deleted_pods_stop_then_go(tmp_path: Path) -> None:
     assert {"key": ".metadata.finalizers", "operator": "DoesNotExist"} in (
         remove["selector"]["matchExpressions"])
     assert remove["next"] == {"delete": True}
+
+
+@pytest.mark.parametrize(("nodes", "workers"), [(20, 20), (80, 80), (1, 4)])
+def test_kwok_gets_a_pod_worker_per_node(nodes: int, workers: int) -> None:
+    options = yaml.safe_load(kwok_configuration(nodes))["options"]
+    assert options["podPlayStageParallelism"] == workers
+    # A configuration file replaces kwok's defaults: every pool must still have workers.
+    assert all(options[k] >= 1 for k in ("nodePlayStageParallelism", "nodeLeaseParallelism",
+                                         "podsOnNodeSyncParallelism"))
