@@ -97,6 +97,7 @@ class Options:
     webhook_rate: float
     webhook_seconds: float
     workers: int
+    repeat: int = 1
 
 
 # ---------------------------------------------------------------------------- one side's phases
@@ -324,6 +325,14 @@ class Run:
         self.kubeconfig = kubeconfig
         self.run_id = uuid.uuid4().hex[:6]
         self.stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.round_suffix = ""  # "-2", "-3"... for the files of a repeated run's later rounds
+
+    def next_round(self, index: int) -> None:
+        """Round ``index`` (0-based) of a repeated run: namespaces and an operator of its own
+        (the last round's are still being deleted), its own operator log."""
+        if index:
+            self.run_id = uuid.uuid4().hex[:6]
+            self.round_suffix = f"-{index + 1}"
 
     async def apiserver(self) -> Scrape:
         return figures.parse((await self.client.raw("GET", "/metrics")).decode())
@@ -373,8 +382,9 @@ class Run:
     async def run_operator(self) -> dict[str, Any]:
         p, o = self.options.profile, self.options
         operator = ProfiledOperator.create(
-            self.kubeconfig, self.run_id, o.results / f"scale-{self.stamp}-operator.log",
-            o.results if o.py_spy else None, f"scale-{self.stamp}", o.workers)
+            self.kubeconfig, self.run_id,
+            o.results / f"scale-{self.stamp}-operator{self.round_suffix}.log",
+            o.results if o.py_spy else None, f"scale-{self.stamp}{self.round_suffix}", o.workers)
         side = Side(self.kube, f"lws-bench-op-{self.run_id}", p, True)
         try:
             # The operator's home (its certificate Secret) exists before it starts, as the
@@ -584,6 +594,11 @@ def write_results(summary: dict[str, Any], results: Path, stamp: str) -> Path:
     return path
 
 
+def _short(figures_: Any, key: str) -> str:
+    value = (figures_ or {}).get(key)
+    return "-" if value is None else f"{value:.3g}"
+
+
 def report_text(summary: dict[str, Any], path: Path) -> str:
     """What stdout shows: the run, the issue's table, and where the rest is."""
     p = summary["profile"]
@@ -594,9 +609,21 @@ def report_text(summary: dict[str, Any], path: Path) -> str:
              "API requests: every request of the operator but leader election's Lease requests "
              "(named apart); Events and certificate/webhook-configuration requests included.",
              "upstream and issue: ours are the performance issue's figures (default profile, "
-             "this machine class); every figure is better lower.", "",
-             targets.render(summary["targets"], summary.get("previous_run")), "",
-             f"summary: {path}"]
+             "this machine class); every figure is better lower.", ""]
+    rounds = summary.get("rounds") or []
+    if rounds:
+        lines += [f"{len(rounds)} rounds: each figure is the median of the rounds (the worst "
+                  f"round for memory, the steady window and the exit code); timelines, plot and "
+                  f"flame graphs are round {summary.get('middle_round')}'s (median rollout "
+                  f"ratio)."]
+        lines += [f"  round {i}: ratios create {_short(r['ratios'], 'create')}, rollout "
+                  f"{_short(r['ratios'], 'rollout')}; first pod Ready "
+                  f"{r['first_ready_seconds']} s (raw {r['raw_first_ready_seconds']} s); CPU "
+                  f"create/rollout/delete {_short(r['cpu_seconds'], 'create')}/"
+                  f"{_short(r['cpu_seconds'], 'rollout')}/{_short(r['cpu_seconds'], 'delete')} s"
+                  for i, r in enumerate(rounds, 1)] + [""]
+    lines += [targets.render(summary["targets"], summary.get("previous_run")), "",
+              f"summary: {path}"]
     if flames:
         lines.append("flame graphs: " + ", ".join(
             f"{phase} {name or '(none)'}" for phase, name in flames.items()))
@@ -613,22 +640,31 @@ async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
         checks["garbage_collector_wait_seconds"] = await run.garbage_collector_ready()
         if options.kubeconfig is None:  # our own cluster: kwok's pod workers, one per node
             checks["kwok_pod_workers"] = max(options.profile.nodes, MIN_POD_WORKERS)
-        print(f"[bench] {options.profile.pods} pods in {options.profile.sets} sets; "
-              f"baseline first", file=sys.stderr, flush=True)
-        base = await run.run_baseline()
-        print(f"[bench] baseline done ({base['phases']['create'].seconds:.1f}s to Ready); "
-              f"now the operator", file=sys.stderr, flush=True)
-        op = await run.run_operator()
+        rounds: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for index in range(options.repeat):
+            run.next_round(index)
+            print(f"[bench] {options.profile.pods} pods in {options.profile.sets} sets "
+                  f"(round {index + 1} of {options.repeat}); baseline first", file=sys.stderr,
+                  flush=True)
+            base = await run.run_baseline()
+            print(f"[bench] baseline done ({base['phases']['create'].seconds:.1f}s to Ready); "
+                  f"now the operator", file=sys.stderr, flush=True)
+            rounds.append((base, await run.run_operator()))
         at_rate = await run.webhook_at_rate()
         plot_name = f"scale-{run.stamp}.png"
         from e2e.bench.plot import plot
 
+        summaries = [summarize(options, checks, base, op, at_rate, plot_name)
+                     for base, op in rounds]
+        middle = figures.middle_round(summaries)
+        base, op = rounds[middle]
         plot({"baseline": {k: v.timeline for k, v in base["phases"].items()},
               "operator": {k: v.timeline for k, v in op["phases"].items()}},
              options.results / plot_name,
              f"{options.profile.pods} pods ({options.profile.sets} x {options.profile.replicas} "
-             f"x {options.profile.size}): operator vs plain StatefulSets")
-        summary = summarize(options, checks, base, op, at_rate, plot_name)
+             f"x {options.profile.size}): operator vs plain StatefulSets"
+             + (f", round {middle + 1} of {len(rounds)}" if len(rounds) > 1 else ""))
+        summary = figures.combine_rounds(summaries, middle)
         summary["timelines"] = {
             "baseline": {k: v.timeline for k, v in base["phases"].items()},
             "operator": {k: v.timeline for k, v in op["phases"].items()}}
@@ -668,6 +704,10 @@ def parse_options(argv: list[str] | None) -> Options:
                         help="pod admissions per second of the webhook run (0: skip it)")
     parser.add_argument("--webhook-seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=8, help="the operator's --workers")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds of baseline and operator, alternating; the summary gives "
+                             "each figure's median (the worst round for memory, the steady "
+                             "window and the exit code) and every round's main figures")
     args = parser.parse_args(argv)
     overrides = {k: v for k, v in (("sets", args.sets), ("replicas", args.replicas),
                                    ("size", args.size), ("nodes", args.nodes),
@@ -676,15 +716,17 @@ def parse_options(argv: list[str] | None) -> Options:
     profile = replace(PROFILES[args.profile], **overrides)
     try:
         profile.check()
-        if args.workers < 1 or args.webhook_rate < 0 or args.webhook_seconds <= 0:
-            raise ValueError("--workers must be >= 1, --webhook-rate >= 0, "
+        if args.workers < 1 or args.webhook_rate < 0 or args.webhook_seconds <= 0 \
+                or args.repeat < 1:
+            raise ValueError("--workers and --repeat must be >= 1, --webhook-rate >= 0, "
                              "--webhook-seconds > 0")
         if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
             raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
     except ValueError as exc:
         parser.error(str(exc))
     return Options(profile, args.kubeconfig, args.cluster_dir, args.keep_cluster, args.py_spy,
-                   args.results, args.webhook_rate, args.webhook_seconds, args.workers)
+                   args.results, args.webhook_rate, args.webhook_seconds, args.workers,
+                   args.repeat)
 
 
 async def _main(options: Options) -> dict[str, Any]:

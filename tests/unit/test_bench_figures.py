@@ -155,3 +155,49 @@ def test_a_flame_graph_without_samples_reads_back_as_none() -> None:
     svg = '<svg><text x="50.0000%" y="24.00">ERROR: No valid input provided</text></svg>'
     assert figures.collapsed_from_flamegraph(svg) == ""
     assert figures.top_frames("")["samples"] == 0
+
+
+def _round(create: float, rollout: float, cpu: float, rss: float, steady: int,
+           exit_code: int = 0, first: float | None = 0.3) -> dict[str, object]:
+    return {"ratios": {"create": create, "rollout": rollout},
+            "plot": f"plot-{rollout}.png",
+            "baseline": {"create": {"seconds": 10.0, "first_ready_seconds": 0.4}},
+            "operator": {"create": {"seconds": 10.0 * create, "first_ready_seconds": first},
+                         "cpu_seconds": {"create": cpu}, "exit_code": exit_code,
+                         "memory_mib": {"peak_rss": rss},
+                         "steady_state": {"writes": steady},
+                         "api_requests": {"create": {"create": 400 + steady}}}}
+
+
+def test_a_single_round_is_the_summary_itself() -> None:
+    only = _round(1.3, 1.7, 2.5, 100.0, 0)
+    assert figures.combine_rounds([only], figures.middle_round([only])) is only
+
+
+def test_rounds_combine_to_medians_but_the_worst_where_every_round_must_pass() -> None:
+    rounds = [_round(1.4, 2.1, 2.9, 101.0, 0), _round(1.2, 1.5, 2.5, 104.0, 3, exit_code=1),
+              _round(1.3, 1.7, 2.7, 99.0, 0)]
+    middle = figures.middle_round(rounds)
+    assert middle == 2  # the median rollout ratio (1.7)
+    combined = figures.combine_rounds(rounds, middle)
+    assert combined["ratios"] == {"create": 1.3, "rollout": 1.7}
+    assert combined["operator"]["cpu_seconds"] == {"create": 2.7}
+    assert combined["operator"]["api_requests"] == {"create": {"create": 400}}  # observed ints
+    # A peak, the steady window and the exit code: the worst round, not the median.
+    assert combined["operator"]["memory_mib"] == {"peak_rss": 104.0}
+    assert combined["operator"]["steady_state"] == {"writes": 3}
+    assert combined["operator"]["exit_code"] == 1
+    assert combined["plot"] == "plot-1.7.png"  # texts are the middle round's
+    assert combined["middle_round"] == 3
+    assert [r["ratios"]["rollout"] for r in combined["rounds"]] == [2.1, 1.5, 1.7]
+    assert combined["rounds"][1]["peak_rss_mib"] == 104.0
+
+
+def test_a_figure_missing_from_a_round_is_the_middle_rounds() -> None:
+    rounds = [_round(1.4, 1.6, 2.9, 101.0, 0, first=None), _round(1.2, 1.5, 2.5, 104.0, 0),
+              _round(1.3, 1.9, 2.7, 99.0, 0)]
+    combined = figures.combine_rounds(rounds, figures.middle_round(rounds))
+    assert combined["operator"]["create"]["first_ready_seconds"] is None  # round 1's
+    rounds[0]["operator"]["create"]["first_ready_seconds"] = 0.5  # type: ignore[index]
+    combined = figures.combine_rounds(rounds, figures.middle_round(rounds))
+    assert combined["operator"]["create"]["first_ready_seconds"] == 0.3
