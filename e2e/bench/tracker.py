@@ -75,6 +75,9 @@ class Tracker:
         client must not hold up an interrupted run's cleanup)."""
         if self._first_set is not None:
             self._first_set.cancel()
+        await self._stop_following()
+
+    async def _stop_following(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=10)
@@ -146,7 +149,7 @@ class Tracker:
         self.resyncs += 1
         print(f"[bench] no pod event in {STALL_SECONDS:.0f}s while waiting: listing "
               f"{self.namespace} again", file=sys.stderr, flush=True)
-        await self.stop()
+        await self._stop_following()  # the first StatefulSet's watch goes on
         self._listed.clear()
         self._last_event = time.monotonic()
         self._task = asyncio.create_task(self._follow())
