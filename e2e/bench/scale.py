@@ -617,7 +617,8 @@ def report_text(summary: dict[str, Any], path: Path) -> str:
                   f"flame graphs are round {summary.get('middle_round')}'s (median rollout "
                   f"ratio)."]
         lines += [f"  round {i}: ratios create {_short(r['ratios'], 'create')}, rollout "
-                  f"{_short(r['ratios'], 'rollout')}; first pod Ready "
+                  f"{_short(r['ratios'], 'rollout')} (rollout {_short(r['seconds'], 'rollout')} s, "
+                  f"raw {_short(r['raw_seconds'], 'rollout')} s); first pod Ready "
                   f"{r['first_ready_seconds']} s (raw {r['raw_first_ready_seconds']} s); CPU "
                   f"create/rollout/delete {_short(r['cpu_seconds'], 'create')}/"
                   f"{_short(r['cpu_seconds'], 'rollout')}/{_short(r['cpu_seconds'], 'delete')} s"

@@ -193,13 +193,17 @@ class Tracker:
 
     async def _until(self, check: Callable[[], bool], timeout: float,  # noqa: ASYNC109
                      progress: Callable[[], str]) -> None:
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         async with self._changed:
             while not check():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"not done after {timeout:.0f}s: {progress()}")
-                if time.monotonic() - self._last_event > STALL_SECONDS:
+                # Quiet before the wait began is no stall: the rollout follows a steady window
+                # of two minutes without a pod event, and listing every pod again at its start
+                # charged the operator's rollout with a relisting the baseline's never had.
+                if time.monotonic() - max(self._last_event, began) > STALL_SECONDS:
                     await self._resync()
                 with contextlib.suppress(TimeoutError):
                     # Also wake periodically: `started` fills in while we wait.
