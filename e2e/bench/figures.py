@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 # Parsing a scrape is the harness's (tests read the operator's metrics the same way).
+from e2e.bench.targets import dig
 from e2e.harness.metrics import WRITE_VERBS as WRITE_VERBS
 from e2e.harness.metrics import Labels as Labels
 from e2e.harness.metrics import Scrape as Scrape
@@ -218,17 +219,15 @@ def _combine(values: list[Any], worst: bool) -> Any:
 
 def round_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
     """One round's main figures, for the summary's ``rounds``."""
-    op, base = summary.get("operator") or {}, summary.get("baseline") or {}
+    timed = ("create", "rollout", "delete")
     return {
         "ratios": summary.get("ratios"),
-        "seconds": {phase: (op.get(phase) or {}).get("seconds")
-                    for phase in ("create", "rollout", "delete")},
-        "raw_seconds": {phase: (base.get(phase) or {}).get("seconds")
-                        for phase in ("create", "rollout", "delete")},
-        "first_ready_seconds": (op.get("create") or {}).get("first_ready_seconds"),
-        "raw_first_ready_seconds": (base.get("create") or {}).get("first_ready_seconds"),
-        "cpu_seconds": op.get("cpu_seconds"),
-        "peak_rss_mib": (op.get("memory_mib") or {}).get("peak_rss"),
+        "seconds": {phase: dig(summary, "operator", phase, "seconds") for phase in timed},
+        "raw_seconds": {phase: dig(summary, "baseline", phase, "seconds") for phase in timed},
+        "first_ready_seconds": dig(summary, "operator", "create", "first_ready_seconds"),
+        "raw_first_ready_seconds": dig(summary, "baseline", "create", "first_ready_seconds"),
+        "cpu_seconds": dig(summary, "operator", "cpu_seconds"),
+        "peak_rss_mib": dig(summary, "operator", "memory_mib", "peak_rss"),
     }
 
 

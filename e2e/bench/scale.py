@@ -66,7 +66,7 @@ from e2e.bench.workloads import (
 )
 from e2e.cluster import LocalCluster, NodeLayout
 from e2e.cluster.launcher import versions
-from e2e.cluster.stages import MIN_POD_WORKERS
+from e2e.cluster.stages import pod_workers
 from e2e.harness.admission import ensure_namespace, wait_until_admitting
 from e2e.kube import MERGE_PATCH, STRATEGIC_PATCH, Kube
 from lws_operator.api.constants import MUTATE_POD_PATH
@@ -640,7 +640,7 @@ async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
         run = Run(options, kube, client, kubeconfig)
         checks["garbage_collector_wait_seconds"] = await run.garbage_collector_ready()
         if options.kubeconfig is None:  # our own cluster: kwok's pod workers, one per node
-            checks["kwok_pod_workers"] = max(options.profile.nodes, MIN_POD_WORKERS)
+            checks["kwok_pod_workers"] = pod_workers(own_layout(options.profile).total)
         rounds: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for index in range(options.repeat):
             run.next_round(index)
@@ -730,6 +730,11 @@ def parse_options(argv: list[str] | None) -> Options:
                    args.repeat)
 
 
+def own_layout(profile: Profile) -> NodeLayout:
+    """The nodes of the cluster the benchmark starts for ``profile``."""
+    return NodeLayout(gpu_nodes=max(profile.nodes - 4, 1), tpu_nodes=4)
+
+
 async def _main(options: Options) -> dict[str, Any]:
     """The run as a task SIGTERM cancels (Ctrl-C already does), so cleanup runs either way."""
     task = asyncio.current_task()
@@ -746,7 +751,7 @@ async def _main(options: Options) -> dict[str, Any]:
     try:
         if kubeconfig is None:
             cluster = LocalCluster(options.cluster_dir)
-            layout = NodeLayout(gpu_nodes=max(options.profile.nodes - 4, 1), tpu_nodes=4)
+            layout = own_layout(options.profile)
             print(f"[bench] starting a full-tier cluster with {layout.total} nodes in "
                   f"{options.cluster_dir}", file=sys.stderr, flush=True)
             await asyncio.to_thread(cluster.up, "full", layout, 0,

@@ -121,6 +121,7 @@ class Tracker:
 
     def _apply(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
+        now = time.monotonic()  # the event's time, for its timeline point and any first
         if kind == "DELETED":
             self.pods.pop(meta["name"], None)
         else:
@@ -131,13 +132,12 @@ class Tracker:
                 image=containers[0].get("image", ""),
                 deleting=bool(meta.get("deletionTimestamp")))
             self.pods[meta["name"]] = state
-            now = time.monotonic()
             self.firsts.setdefault("pod_created", now)
             if spec.get("nodeName"):
                 self.firsts.setdefault("pod_scheduled", now)
             if state.ready:
                 self.firsts.setdefault("pod_ready", now)
-        point = (time.monotonic(), self.count(ready=True),
+        point = (now, self.count(ready=True),
                  self.count(ready=True, image=self.rolled_image), len(self.pods))
         if not self.timeline or self.timeline[-1][1:] != point[1:]:
             self.timeline.append(point)

@@ -254,13 +254,18 @@ def deletion_stages() -> list[str]:
 MIN_POD_WORKERS = 4
 
 
+def pod_workers(nodes: int) -> int:
+    """kwok's pod workers for a cluster of ``nodes`` fake nodes."""
+    return max(nodes, MIN_POD_WORKERS)
+
+
 def kwok_configuration(nodes: int) -> str:
     """kwok's own configuration document for a cluster of ``nodes`` fake nodes."""
     return f"""\
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
-  podPlayStageParallelism: {max(nodes, MIN_POD_WORKERS)}
+  podPlayStageParallelism: {pod_workers(nodes)}
   nodePlayStageParallelism: 4
   nodeLeaseParallelism: 4
   podsOnNodeSyncParallelism: 1
