@@ -61,6 +61,7 @@ from lws_operator.kube.watch import (
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
 from lws_operator.logic import wakeups
+from lws_operator.logic.readiness import pod_running_and_ready
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +157,24 @@ class ControllerRuntime:
             self.queue.add_soon(owner, self.options.worker_event_window)
         elif event_type == "DELETED":
             self.queue.add(owner)
-        elif (kind == "Pod" and wakeups.can_wait(obj)) or (
+        elif (kind == "Pod" and wakeups.can_wait(obj) and not self._completes(owner, obj)) or (
                 kind == "StatefulSet" and wakeups.statefulset_can_wait(obj, owner[1])):
             self.queue.add_soon(owner, self.options.worker_event_window)
         else:
             self.queue.add_soon(owner, self.options.child_event_window)
+
+    def _completes(self, owner: Key, pod: Mapping[str, Any]) -> bool:
+        """``wakeups.completes_workers`` with the pod's worker StatefulSet and its other pods
+        from the cache."""
+        if not pod_running_and_ready(pod):
+            return False  # the common case, decided without a lookup
+        sts_name = wakeups.controller_name(pod)
+        if sts_name is None:
+            return False
+        pods = self.cache["Pod"]
+        return wakeups.completes_workers(
+            pod, self.cache["StatefulSet"].get(owner[0], sts_name),
+            lambda name: pods.get(owner[0], name))
 
     def _torn_down(self, owner: Key, event_type: str | None, pod: Mapping[str, Any]) -> bool:
         """``wakeups.torn_down`` with the pod's worker StatefulSet from the cache."""

@@ -49,7 +49,7 @@ from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, group_index, is_leader, lws_view
 from lws_operator.logic.gang import gated
 from lws_operator.logic.objects import epoch_seconds, host_name, meta_of
-from lws_operator.logic.readiness import group_ready, revision_key
+from lws_operator.logic.readiness import confirmed_by_pods, group_ready, revision_key
 from lws_operator.logic.restart import pending_state, restarted
 from lws_operator.logic.restart_budget import count_key, exhausted, limits_of, read_counts
 from lws_operator.logic.stall import REASON_ROLLOUT_STALLED
@@ -134,7 +134,8 @@ def _group_view(group: str, leader: Mapping[str, Any], worker_sts: Mapping[str, 
         state = "exhausted"
     elif deleting(leader):
         state = "terminating"
-    elif group_ready(leader, worker_sts, size):
+    elif group_ready(leader, worker_sts, size,
+                     confirmed_by_pods((worker_sts,), own) if worker_sts is not None else ()):
         state = "ready"
     elif failure:
         state = "failed"

@@ -46,7 +46,7 @@ Decisions:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +71,7 @@ from lws_operator.api.view import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.logic.gang import gated
 from lws_operator.logic.objects import host_name, labels_of, meta_of
-from lws_operator.logic.readiness import statefulset_ready
+from lws_operator.logic.readiness import worker_statefulset_ready
 from lws_operator.logic.restart_budget import count_key, exhausted
 from lws_operator.logic.services import lws_reference
 from lws_operator.logic.statefulsets import (
@@ -271,16 +271,18 @@ def _has_gate(pod: Mapping[str, Any]) -> bool:
 
 
 def readiness_updates(leaders: Iterable[Mapping[str, Any]],
-                      workers: Iterable[Mapping[str, Any]]) -> list[GroupReadiness]:
+                      workers: Iterable[Mapping[str, Any]],
+                      confirmed: Collection[str] = ()) -> list[GroupReadiness]:
     """The leaders whose ``group-ready`` condition differs from their worker StatefulSet's
-    readiness (True while it is ready, False otherwise; only leaders with the gate)."""
+    readiness (True while it is ready, False otherwise; only leaders with the gate), judged
+    as group readiness is (``readiness.worker_statefulset_ready``, ``confirmed`` by pods)."""
     by_name = {str(meta_of(s).get("name")): s for s in workers}
     out: list[GroupReadiness] = []
     for leader in leaders:
         if deleting(leader) or not _has_gate(leader):
             continue
         sts = by_name.get(host_name(leader))
-        ready = sts is not None and not deleting(sts) and statefulset_ready(sts)
+        ready = sts is not None and not deleting(sts) and worker_statefulset_ready(sts, confirmed)
         if _condition(leader) != ("True" if ready else "False"):
             if not ready and _condition(leader) is None:
                 continue  # absent counts as not ready: nothing to write yet

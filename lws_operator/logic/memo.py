@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 Item = TypeVar("Item")
-_SCALARS = (str, int, float, bool, type(None))
+# Compared by value: immutable, and equal exactly when their content is (a frozenset of names).
+_SCALARS = (str, int, float, bool, type(None), frozenset)
 
 
 def _same(a: object, b: object) -> bool:

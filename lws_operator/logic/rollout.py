@@ -43,7 +43,7 @@ Deliberate differences, none observable on objects upstream creates:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -189,12 +189,14 @@ def group_states(
     count: int,
     leader_pods: Iterable[Mapping[str, Any]],
     worker_statefulsets: Iterable[Mapping[str, Any]],
+    confirmed: Collection[str] = (),
 ) -> tuple[GroupState, ...]:
     """The state of ordinals `[0, count)` from the observed leader pods and worker StatefulSets.
 
     Objects are matched to ordinals by their group-index label. An ordinal whose leader pod is not
     named `<lws>-<i>` (or, for size > 1, whose worker StatefulSet is not) is being created or
-    rebuilt and counts as neither ready nor updated.
+    rebuilt and counts as neither ready nor updated. ``confirmed``: the worker StatefulSets
+    ready by their pods (``readiness.confirmed_by_pods``).
     """
     leaders = _by_index(
         lws_name,
@@ -222,7 +224,7 @@ def group_states(
             continue
         states.append(
             GroupState(
-                ready=group_ready(leader, worker, size),
+                ready=group_ready(leader, worker, size, confirmed),
                 updated=group_updated(leader, worker, size, current_key),
             )
         )
@@ -236,6 +238,7 @@ def rollout_snapshot(
     worker_statefulsets: Iterable[Mapping[str, Any]],
     current_key: str,
     lws_updated: bool,
+    confirmed: Collection[str] = (),
 ) -> RolloutSnapshot:
     """Build the snapshot from observed API dicts (the LWS is assumed defaulted; absent fields
     fall back to the API defaults: 1 replica, size 1, partition 0, maxUnavailable 1, maxSurge 0)."""
@@ -252,8 +255,8 @@ def rollout_snapshot(
             replicas_annotation=sts.replicas_annotation,
         )
         groups = group_states(
-            name, view.size, current_key, sts.replicas, leader_pods, worker_statefulsets
-        )
+            name, view.size, current_key, sts.replicas, leader_pods, worker_statefulsets,
+            confirmed)
     return RolloutSnapshot(
         lws_name=name,
         replicas=view.replicas,

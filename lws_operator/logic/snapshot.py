@@ -25,6 +25,7 @@ from lws_operator.logic.deadline import Deadline
 from lws_operator.logic.hash_groups import Admission
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
+from lws_operator.logic.readiness import confirmed_by_pods
 from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.restart import failure_trigger
 from lws_operator.logic.restart_budget import exhausted, is_retained
@@ -247,6 +248,15 @@ class Observed:
             return tuple(s for s in self.statefulsets if s is not leader)
         return list(self.memo.get("worker_statefulsets", (self.statefulsets, self.body),
                                   compute))
+
+    @property
+    def confirmed_workers(self) -> frozenset[str]:
+        """The names of the set's StatefulSets that its pods show ready before their status
+        does (``readiness.confirmed_by_pods``): empty unless a StatefulSet is not ready by its
+        status, and compared by value in memo keys, so a worker's change that confirms nothing
+        new keeps what was derived from it."""
+        return self.memo.get("confirmed workers", (self.statefulsets, self.pods),
+                             lambda: confirmed_by_pods(self.statefulsets, self.pods))
 
     @property
     def own_revisions(self) -> list[Mapping[str, Any]]:

@@ -34,7 +34,7 @@ Deliberate differences:
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -125,9 +125,11 @@ def count_groups(
     current_key: str,
     leader_pods: Iterable[Mapping[str, Any]],
     worker_statefulsets: Iterable[Mapping[str, Any]],
+    confirmed: Collection[str] = (),
 ) -> GroupCounts:
     """Count groups from the observed leader pods and worker StatefulSets (upstream's updateStatus
-    (leaderworkerset_controller.go))."""
+    (leaderworkerset_controller.go)); ``confirmed``: the worker StatefulSets ready by their pods
+    (``readiness.confirmed_by_pods``)."""
     workers = {meta_of(sts).get("name"): sts for sts in worker_statefulsets}
     ready = updated = ready_non_burst = current = current_updated = current_updated_ready = 0
     for pod in leader_pods:
@@ -146,7 +148,7 @@ def count_groups(
         worker = workers.get(meta.get("name"))
         if size != 1 and worker is None:
             continue
-        is_ready = group_ready(pod, worker, size)
+        is_ready = group_ready(pod, worker, size, confirmed)
         is_updated = group_updated(pod, worker, size, current_key)
         ready += is_ready
         updated += is_updated
@@ -246,6 +248,7 @@ def compute_status(
     leader_pods: Iterable[Mapping[str, Any]],
     worker_statefulsets: Iterable[Mapping[str, Any]],
     now: str,
+    confirmed: Collection[str] = (),
 ) -> StatusDecision:
     """The desired status of `lws` after this pass's leader StatefulSet apply (upstream's
     updateStatus (leaderworkerset_controller.go)).
@@ -256,7 +259,7 @@ def compute_status(
     replicas, lws_partition = view.replicas, view.rolling_update.partition
     counts = count_groups(
         view.name, replicas, view.size, lws_partition, current_key, leader_pods,
-        worker_statefulsets,
+        worker_statefulsets, confirmed,
     )
     update_done = lws_partition == 0 and counts.partitioned_updated_and_ready == replicas
     # status.replicas copies the leader StatefulSet's, terminating leaders included (upstream's
@@ -310,6 +313,7 @@ def compute_hash_status(
     leader_pods: Iterable[Mapping[str, Any]],
     worker_statefulsets: Iterable[Mapping[str, Any]],
     now: str,
+    confirmed: Collection[str] = (),
 ) -> StatusDecision:
     """The desired status of a Hash-mode LeaderWorkerSet (guide, Group Identity).
 
@@ -333,7 +337,7 @@ def compute_hash_status(
         if size != 1 and worker is None:
             continue  # as in Ordinal mode: a group counts once its workers are created
         counted += 1
-        is_ready = group_ready(pod, worker, size)
+        is_ready = group_ready(pod, worker, size, confirmed)
         is_updated = group_updated(pod, worker, size, current_key)
         ready += is_ready
         updated += is_updated

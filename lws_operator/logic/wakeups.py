@@ -8,8 +8,10 @@ each pass costs the same whatever it brings. Most of those events are a worker p
 created, bound to a node or turning Ready, and no decision waits on them:
 
 * a group is Ready when its leader pod is Ready and its worker StatefulSet reports every
-  replica ready (``readiness.group_ready``, as upstream): a worker's readiness reaches the
-  controller through its StatefulSet's status turning ready, which wakes a pass as before;
+  replica ready (``readiness.group_ready``, as upstream), or its pods show that before its
+  status does (``readiness.ready_by_pods``): the event of the worker that completes its
+  StatefulSet so (``completes_workers``) wakes a pass at once, and so does the StatefulSet's
+  status turning ready; the workers before it change no decision;
 * worker StatefulSets are created for leader pods, rollouts move on leader StatefulSets and
   group readiness, restarts and recreations start from a pod that failed, restarted or is
   being deleted, and gangs are released from gated pods: all of these stay prompt (below);
@@ -45,12 +47,12 @@ conditions and metrics, and a restart or recreation starts from the pod's own ev
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lws_operator.api.view import deleting, is_leader
 from lws_operator.logic.objects import controller_ref, name_of
-from lws_operator.logic.readiness import statefulset_ready
+from lws_operator.logic.readiness import pod_running_and_ready, ready_by_pods, statefulset_ready
 from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.restart import failure_trigger
 from lws_operator.logic.restart_budget import is_retained
@@ -64,6 +66,16 @@ def can_wait(pod: Mapping[str, Any]) -> bool:
     if (pod.get("spec") or {}).get("schedulingGates"):
         return False
     return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+
+
+def completes_workers(pod: Mapping[str, Any], sts: Mapping[str, Any] | None,
+                      pod_named: Callable[[str], Mapping[str, Any] | None]) -> bool:
+    """Whether ``pod``, a worker of the StatefulSet ``sts`` (looked up by the caller), is
+    running and Ready and, with it, every pod ``sts`` wants shows it ready before its status
+    does (``readiness.ready_by_pods``; ``pod_named`` finds a pod of its namespace by name): its
+    group is Ready now, and a rollout may move on, so its event must not wait."""
+    return (sts is not None and pod_running_and_ready(pod) and not statefulset_ready(sts)
+            and ready_by_pods(sts, pod_named))
 
 
 def statefulset_can_wait(sts: Mapping[str, Any], set_name: str) -> bool:

@@ -36,7 +36,7 @@ from lws_operator.logic.hash_rollout_preview import (
     LiveHashGroup,
     preview_hash_rollout,
 )
-from lws_operator.logic.readiness import pod_ready
+from lws_operator.logic.readiness import confirmed_by_pods, pod_ready
 from lws_operator.logic.rollout import LeaderStatefulSetState, group_states
 from lws_operator.logic.rollout_preview import (
     BATCH,
@@ -167,14 +167,16 @@ async def live_groups(session: Session, lws: Mapping[str, Any],
     the controller judges them (``logic.rollout.group_states``)."""
     view = lws_view(lws)
     ns = view.namespace
-    leaders = (await session.kube.request("GET", pods_path(ns), query={
-        "labelSelector": f"{NAME_LABEL}={view.name},{WORKER_INDEX_LABEL}={LEADER_INDEX}"}))
-    workers = await session.kube.request(
+    # Every pod of the set: the leaders, and the workers that may show a group ready before
+    # its worker StatefulSet's status does (``readiness.confirmed_by_pods``).
+    pods = (await session.kube.request("GET", pods_path(ns), query={
+        "labelSelector": f"{NAME_LABEL}={view.name}"})).get("items") or []
+    workers = (await session.kube.request(
         "GET", f"/apis/apps/v1/namespaces/{ns}/statefulsets",
-        query={"labelSelector": f"{NAME_LABEL}={view.name}"})
+        query={"labelSelector": f"{NAME_LABEL}={view.name}"})).get("items") or []
     states = group_states(view.name, view.size, revision_of(sts),
-                          StatefulSetView.of(sts).replicas, leaders.get("items") or [],
-                          workers.get("items") or [])
+                          StatefulSetView.of(sts).replicas, pods, workers,
+                          confirmed_by_pods(workers, pods))
     return tuple(LiveGroup(ready=s.ready, current=s.updated) for s in states)
 
 

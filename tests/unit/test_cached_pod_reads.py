@@ -223,6 +223,14 @@ def _workers_of(world: World) -> list[dict[str, Any]]:
     return [cached("StatefulSet", s) for s in world.worker_sets]
 
 
+def _counting_up(world: World) -> list[dict[str, Any]]:
+    """The world's worker StatefulSets before their status counted their pods ready, so what
+    judges them by their pods reads every pod (``readiness.ready_by_pods``)."""
+    return [{**s, "status": {"replicas": s["spec"]["replicas"], "availableReplicas": 0,
+                             "currentRevision": "r", "updateRevision": "r"}}
+            for s in _workers_of(world)]
+
+
 def _worker_sets(w: World, pods: list[Any]) -> None:
     for leader in _leaders(pods):
         if not gang.gated(leader):
@@ -336,6 +344,11 @@ READERS: dict[str, Reader] = {
     "wakeups.torn_down": lambda w, pods: [
         wakeups.torn_down(p, event, sts) for p in pods for event in ("MODIFIED", "DELETED")
         for sts in (None, *_workers_of(w))],
+    "readiness.confirmed_by_pods": lambda w, pods: readiness.confirmed_by_pods(
+        _counting_up(w), pods),
+    "wakeups.completes_workers": lambda w, pods: [
+        wakeups.completes_workers(p, sts, {name_of(q): q for q in pods}.get)
+        for p in pods for sts in (None, *_counting_up(w))],
     "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
         pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }

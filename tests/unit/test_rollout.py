@@ -851,6 +851,16 @@ def test_group_states_worker_sts_readiness_and_key() -> None:
     assert _codes(states) == "u-"
 
 
+def test_group_states_take_worker_statefulsets_confirmed_ready_by_their_pods() -> None:
+    """A worker StatefulSet its pods show ready (``readiness.confirmed_by_pods``) makes its
+    group Ready before its status says so; the others still wait for their status."""
+    states = group_states(
+        "test-sample", 2, "new", 3, [_leader(0), _leader(1), _leader(2, ready=False)],
+        [_worker_sts(0, ready=False), _worker_sts(1, ready=False), _worker_sts(2, ready=False)],
+        frozenset({"test-sample-0", "test-sample-2"}))
+    assert _codes(states) == "Ruu"
+
+
 def test_group_states_size_one_ignores_worker_statefulsets() -> None:
     states = group_states(
         "test-sample",

@@ -8,7 +8,13 @@ import pytest
 
 from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
 from lws_operator.logic.restart_budget import CLEANUP_FINALIZER
-from lws_operator.logic.wakeups import can_wait, controller_name, statefulset_can_wait, torn_down
+from lws_operator.logic.wakeups import (
+    can_wait,
+    completes_workers,
+    controller_name,
+    statefulset_can_wait,
+    torn_down,
+)
 
 
 def pod(index: str | None = "1", *, meta: dict[str, Any] | None = None,
@@ -116,3 +122,34 @@ def test_a_worker_names_its_statefulset_by_its_controlling_owner() -> None:
         is None
     assert controller_name(pod(meta={"ownerReferences": [
         {"name": "y", "kind": "ReplicaSet", "controller": True}]})) is None
+
+
+def ready_worker(ordinal: int, uid: str = "sts-1", ready: str = "True") -> dict[str, Any]:
+    return pod(meta={"name": f"x-0-{ordinal}", "labels": {
+        NAME_LABEL: "x", WORKER_INDEX_LABEL: str(ordinal), "controller-revision-hash": "r1"},
+        "ownerReferences": [{"kind": "StatefulSet", "name": "x-0", "uid": uid,
+                             "controller": True}]},
+        status={"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]})
+
+
+COUNTING = {**statefulset(replicas=2, available=1, uid="sts-1"), "spec": {
+    "replicas": 2, "ordinals": {"start": 1}}}
+
+
+@pytest.mark.parametrize(("obj", "sts", "others", "expected"), [
+    (ready_worker(2), COUNTING, [ready_worker(1)], True),
+    (ready_worker(2), COUNTING, [], False),  # a sibling not seen yet
+    (ready_worker(2), COUNTING, [ready_worker(1, ready="False")], False),
+    (ready_worker(2, ready="False"), COUNTING, [ready_worker(1)], False),
+    (ready_worker(2), None, [ready_worker(1)], False),
+    # Its StatefulSet says so already: that event woke the pass.
+    (ready_worker(2), {**COUNTING, "status": {**COUNTING["status"], "availableReplicas": 2}},
+     [ready_worker(1)], False),
+], ids=["the last worker", "a sibling missing", "a sibling not ready", "not ready itself",
+        "no StatefulSet", "StatefulSet ready"])
+def test_the_worker_that_completes_its_statefulset_is_prompt(
+        obj: dict[str, Any], sts: dict[str, Any] | None, others: list[dict[str, Any]],
+        expected: bool) -> None:
+    by_name = {p["metadata"]["name"]: p for p in [obj, *others]}
+    assert completes_workers(obj, sts, by_name.get) is expected
+    assert can_wait(obj)  # a routine worker event otherwise: only this makes it prompt

@@ -39,7 +39,7 @@ def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
         return dl.OFF if seconds is None else dl.Deadline(seconds)
     lws, key = obs.lws, obs.decided.key
     counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
-                          obs.leaders, obs.worker_statefulsets)
+                          obs.leaders, obs.worker_statefulsets, obs.confirmed_workers)
     started = dl.rollout_started(obs.body, counts, obs.now)
     since: float | None = None
     if started is not None:

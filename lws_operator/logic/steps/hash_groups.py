@@ -38,4 +38,5 @@ def readiness(obs: Observed) -> Plan:
               {"metadata": {"resourceVersion": meta_of(change.leader).get("resourceVersion")},
                "status": {"conditions": [group_ready_condition(change.ready, obs.moment)]}},
               strategic=True, subresource="status", common=Common(policy=GONE_OR_CHANGED_SKIP))
-        for change in readiness_updates(obs.leaders, obs.statefulsets)))
+        for change in readiness_updates(obs.leaders, obs.statefulsets,
+                                        obs.confirmed_workers)))

@@ -94,11 +94,14 @@ class OrdinalLeader:
 
     def prepare(self, obs: Observed) -> Plan:
         key, updated = obs.decided.key, obs.decided.updated
-        # Read: the set, its StatefulSets and its leader pods (a worker pod's change keeps it).
+        # Read: the set, its StatefulSets, its leader pods and the worker StatefulSets its pods
+        # show ready (a worker pod's change keeps it unless it completes a group).
+        confirmed = obs.confirmed_workers
         snapshot = obs.memo.get(
-            "rollout snapshot", (obs.body, obs.statefulsets, obs.leader_pods, key, updated),
+            "rollout snapshot",
+            (obs.body, obs.statefulsets, obs.leader_pods, key, updated, confirmed),
             lambda: rollout_snapshot(obs.body, obs.leader_statefulset, obs.leaders,
-                                     obs.worker_statefulsets, key, updated))
+                                     obs.worker_statefulsets, key, updated, confirmed))
         rollout = obs.memo.get("rollout", (snapshot,), lambda: plan_rollout(snapshot))
         # The progress deadline (opt-in): roll back, or hold the partition and surge.
         deadline = progress_deadline.decide(obs, snapshot)
@@ -133,10 +136,12 @@ class OrdinalLeader:
         sts = obs.leader_statefulset
         assert sts is not None, "applied by an earlier step"
         # Asked by the counts step and the status step of a pass, over the same objects.
+        confirmed = obs.confirmed_workers
         return obs.memo.get(
-            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now),
+            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now,
+                       confirmed),
             lambda: compute_status(_status_view(obs), obs.decided.key, sts, obs.leaders,
-                                   obs.worker_statefulsets, obs.now))
+                                   obs.worker_statefulsets, obs.now, confirmed))
 
 
 class HashLeader:
@@ -175,10 +180,12 @@ class HashLeader:
                                                                    obs.decided.key))
 
     def status(self, obs: Observed) -> StatusDecision:
+        confirmed = obs.confirmed_workers
         return obs.memo.get(
-            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now),
+            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now,
+                       confirmed),
             lambda: compute_hash_status(_status_view(obs), obs.decided.key, obs.leaders,
-                                        list(obs.statefulsets), obs.now))
+                                        list(obs.statefulsets), obs.now, confirmed))
 
 
 ORDINAL = OrdinalLeader()
