@@ -228,6 +228,8 @@ def round_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
         "raw_first_ready_seconds": dig(summary, "baseline", "create", "first_ready_seconds"),
         "cpu_seconds": dig(summary, "operator", "cpu_seconds"),
         "peak_rss_mib": dig(summary, "operator", "memory_mib", "peak_rss"),
+        "webhook_p99_ms": dig(summary, "webhook_at_rate", "server_ms", "p99"),
+        "webhook_rate": dig(summary, "webhook_at_rate", "achieved_rate"),
     }
 
 

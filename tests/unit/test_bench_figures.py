@@ -158,8 +158,9 @@ def test_a_flame_graph_without_samples_reads_back_as_none() -> None:
 
 
 def _round(create: float, rollout: float, cpu: float, rss: float, steady: int,
-           exit_code: int = 0, first: float | None = 0.3) -> dict[str, object]:
+           exit_code: int = 0, first: float | None = 0.3, p99: float = 4.0) -> dict[str, object]:
     return {"ratios": {"create": create, "rollout": rollout},
+            "webhook_at_rate": {"achieved_rate": 200.0 - 10 * p99, "server_ms": {"p99": p99}},
             "plot": f"plot-{rollout}.png",
             "baseline": {"create": {"seconds": 10.0, "first_ready_seconds": 0.4}},
             "operator": {"create": {"seconds": 10.0 * create, "first_ready_seconds": first},
@@ -175,8 +176,9 @@ def test_a_single_round_is_the_summary_itself() -> None:
 
 
 def test_rounds_combine_to_medians_but_the_worst_where_every_round_must_pass() -> None:
-    rounds = [_round(1.4, 2.1, 2.9, 101.0, 0), _round(1.2, 1.5, 2.5, 104.0, 3, exit_code=1),
-              _round(1.3, 1.7, 2.7, 99.0, 0)]
+    rounds = [_round(1.4, 2.1, 2.9, 101.0, 0, p99=8.0),
+              _round(1.2, 1.5, 2.5, 104.0, 3, exit_code=1, p99=4.1),
+              _round(1.3, 1.7, 2.7, 99.0, 0, p99=4.4)]
     middle = figures.middle_round(rounds)
     assert middle == 2  # the median rollout ratio (1.7)
     combined = figures.combine_rounds(rounds, middle)
@@ -191,6 +193,10 @@ def test_rounds_combine_to_medians_but_the_worst_where_every_round_must_pass() -
     assert combined["middle_round"] == 3
     assert [r["ratios"]["rollout"] for r in combined["rounds"]] == [2.1, 1.5, 1.7]
     assert combined["rounds"][1]["peak_rss_mib"] == 104.0
+    # Each round measured the webhook at rate too: its median, each round's kept.
+    assert combined["webhook_at_rate"]["server_ms"] == {"p99": 4.4}
+    assert [r["webhook_p99_ms"] for r in combined["rounds"]] == [8.0, 4.1, 4.4]
+    assert combined["rounds"][0]["webhook_rate"] == 120.0
 
 
 def test_a_figure_missing_from_a_round_is_the_middle_rounds() -> None:
