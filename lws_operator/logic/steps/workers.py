@@ -6,7 +6,8 @@ of the leader's node; no cache holds nodes (watching every node would cost more 
 GET per new group), so the step asks the runner to read the nodes it lacks (``logic.plan.Read``)
 and is asked again with them. The request is the one the controller always made, per leader
 that gets a worker StatefulSet in this pass; it is made before the creates instead of between
-them.
+them. The creates of different groups are independent (``Plan.independent``): the runner
+sends them together.
 """
 
 from __future__ import annotations
@@ -96,5 +97,6 @@ def step(obs: Observed) -> Plan:
                     "{reason}")))))
     if reads:
         return Plan(reads=tuple(reads))
-    return Plan(tuple(actions), carry=replace(obs.decided,
-                                              requeue=earliest(obs.decided.requeue, requeue)))
+    # Each group's workers need nothing of another's: sent together (``Plan.independent``).
+    return Plan(tuple(actions), independent=True,
+                carry=replace(obs.decided, requeue=earliest(obs.decided.requeue, requeue)))
