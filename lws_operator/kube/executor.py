@@ -1,14 +1,5 @@
 """Carries out a ``logic.plan.Plan``: one request per action, in order, and every error policy.
 
-A plan of independent actions (``Plan.independent``: the worker StatefulSets of a pass's new
-groups) is sent together, up to ``INDEPENDENT_WRITES`` requests at once. In the benchmark's
-create burst a pass created a set's five worker StatefulSets one answer after another, each
-answer taking tens of milliseconds on a busy API server, so the last group started that much
-later than the first. Every action then runs whatever another's answer was (they need nothing
-of each other); each failure is handled by its own policy, the outcomes are merged in the
-plan's order, and the first failure that fails the plan (in that order) is raised once all
-have answered.
-
 This is the only place where a controller's write can fail: the policy each action carries
 (``logic.plan.Policy``) says what a 404, a 409 or another error means, so the reconciler itself
 has no ``except``. Every answer is stored in the watch cache at once (``ClusterCache.upsert``
@@ -23,7 +14,6 @@ the object the plan is executed for.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,10 +46,6 @@ from lws_operator.logic.plan import (
 )
 
 log = logging.getLogger(__name__)
-
-# Requests of one independent plan in flight at once (module docstring): a pass that scales a
-# set up by a hundred groups must not put a hundred creates on the API server at one moment.
-INDEPENDENT_WRITES = 8
 
 
 @dataclass
@@ -97,8 +83,6 @@ class Executor:
         outcome = Outcome(stop=plan.stop, requeue_after=plan.requeue_after)
         if not plan.actions:
             return outcome  # most steps of most passes: nothing to do, no group bound
-        if plan.independent and len(plan.actions) > 1:
-            return await self._together(plan, regarding, outcome)
         try:
             for action in plan.actions:
                 await self._one(action, regarding, outcome)
@@ -107,31 +91,6 @@ class Executor:
                            interrupted=True)
         finally:
             bind_group(None)
-        return outcome
-
-    async def _together(self, plan: Plan, regarding: Mapping[str, Any],
-                        outcome: Outcome) -> Outcome:
-        """The actions of an independent plan, sent together (module docstring). Each runs
-        in a task of its own, so the group each binds to its log lines stays its own."""
-        limit = asyncio.Semaphore(INDEPENDENT_WRITES)
-        own = [Outcome() for _ in plan.actions]
-
-        async def one(action: Action, mine: Outcome) -> None:
-            async with limit:
-                await self._one(action, regarding, mine)
-
-        results = await asyncio.gather(*(one(a, o) for a, o in zip(plan.actions, own,
-                                                                    strict=True)),
-                                       return_exceptions=True)
-        for mine in own:
-            outcome.collected += mine.collected
-            outcome.requeue_after = earliest(outcome.requeue_after, mine.requeue_after)
-        for result in results:
-            if isinstance(result, _Stop):
-                return Outcome(stop=True, requeue_after=result.requeue,
-                               collected=outcome.collected, interrupted=True)
-            if isinstance(result, BaseException):
-                raise result
         return outcome
 
     async def _one(self, action: Action, regarding: Mapping[str, Any],

@@ -171,17 +171,13 @@ class Plan:
     ``requeue_after`` is when to look again if the pass ends here (None: when an event wakes
     it). ``reads``: objects to fetch first; the step is asked again with them. ``carry``:
     what later steps of the same pass need of this one's decision (a rollout's partition), put
-    into their snapshot by the runner; nothing survives the pass. ``independent``: no action
-    needs another to have run or succeeded (the worker StatefulSets of different groups), so
-    the runner may send them together, and one's failure does not keep the others from
-    running."""
+    into their snapshot by the runner; nothing survives the pass."""
 
     actions: tuple[Action, ...] = ()
     stop: bool = False
     requeue_after: float | None = None
     reads: tuple[Read, ...] = ()
     carry: object = None  # facts for the next steps of the pass (the controller's own type)
-    independent: bool = False
 
 
 EMPTY = Plan()

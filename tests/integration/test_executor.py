@@ -24,7 +24,7 @@ from lws_operator.api.constants import EVENT_REPORTING_CONTROLLER, FIELD_MANAGER
 from lws_operator.kube.cache import ClusterCache
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.kube.events import EventRecorder
-from lws_operator.kube.executor import INDEPENDENT_WRITES, Executor, Outcome
+from lws_operator.kube.executor import Executor, Outcome
 from lws_operator.logic.events import Event
 from lws_operator.logic.plan import (
     CREATE_IF_ABSENT,
@@ -214,67 +214,6 @@ async def test_create_rejected_with_collect_keeps_the_reason_and_goes_on(world: 
     assert await world.stored("after") is not None
     assert world.cached("after") is not None
     assert await world.reasons() == ["FailedCreate"]
-
-
-# --- Independent actions, sent together ---------------------------------------------------------
-
-
-async def test_independent_creates_all_run_and_merge_their_outcomes_in_order(
-        world: World) -> None:
-    """More creates than go at once (``INDEPENDENT_WRITES``): one finds its object there
-    (skipped), two are rejected with collect (their reasons in the plan's order), every other
-    one lands, in the API server and the cache, with its Event."""
-    await world.service("there")
-    names = [f"svc-{i}" for i in range(INDEPENDENT_WRITES + 2)]
-    collect = [Policy(failure=FAILED, collect=True, reason_prefix=f"Service {n}: ")
-               for n in ("bad-1", "bad-2")]
-    plan = Plan((
-        Create(world.services, invalid_service("bad-1"), Common(policy=collect[0])),
-        Create(world.services, service("there", "other"),
-               Common(events=(CREATED,), policy=CREATE_IF_ABSENT)),
-        *(Create(world.services, service(n), Common(events=(CREATED,))) for n in names),
-        Create(world.services, invalid_service("bad-2"), Common(policy=collect[1])),
-    ), requeue_after=30.0, independent=True)
-    outcome = await world.run(plan)
-    assert outcome == Outcome(requeue_after=30.0, collected=[
-        "Service bad-1: Unprocessable Entity", "Service bad-2: Unprocessable Entity"])
-    for name in names:
-        assert await world.stored(name) is not None
-        assert world.cached(name) is not None
-    there = await world.stored("there")
-    assert there is not None
-    assert there["metadata"]["labels"]["mark"] == "a"
-    assert await world.reasons() == ["Created"] * len(names) + ["FailedCreate"] * 2
-
-
-async def test_an_independent_failure_fails_the_plan_once_the_others_ran(world: World) -> None:
-    """A failure that fails the plan does not keep the actions after it from running: they
-    need nothing of it. The plan fails with it once every action has answered."""
-    plan = Plan((
-        Create(world.services, invalid_service("bad"), Common(policy=Policy(failure=FAILED))),
-        Create(world.services, service("after"), Common(events=(CREATED,))),
-    ), independent=True)
-    with pytest.raises(ApiException) as raised:
-        await world.run(plan)
-    assert raised.value.status == 422
-    assert await world.stored("bad") is None
-    assert await world.stored("after") is not None
-    assert world.cached("after") is not None
-    assert await world.reasons() == ["Created", "FailedCreate"]
-
-
-async def test_an_independent_stop_interrupts_the_pass_once_the_others_ran(
-        world: World) -> None:
-    old = await world.service("svc")
-    await world.kube.patch("v1", "Service", "svc", {"metadata": {"labels": {"mark": "newer"}}},
-                           world.namespace)
-    stale = Patch(world.services, "svc", {"metadata": {
-        "resourceVersion": old["metadata"]["resourceVersion"], "labels": {"mark": "stale"}}},
-        common=Common(policy=Policy(conflict=Then.STOP, requeue=7.0)))
-    plan = Plan((stale, Create(world.services, service("after"))), independent=True)
-    outcome = await world.run(plan)
-    assert outcome == Outcome(stop=True, requeue_after=7.0, interrupted=True)
-    assert await world.stored("after") is not None
 
 
 # --- Patch guarded by a stale resourceVersion: 409 ---------------------------------------------

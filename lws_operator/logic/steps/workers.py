@@ -6,8 +6,7 @@ of the leader's node; no cache holds nodes (watching every node would cost more 
 GET per new group), so the step asks the runner to read the nodes it lacks (``logic.plan.Read``)
 and is asked again with them. The request is the one the controller always made, per leader
 that gets a worker StatefulSet in this pass; it is made before the creates instead of between
-them. The creates of different groups are independent (``Plan.independent``): the runner
-sends them together.
+them.
 """
 
 from __future__ import annotations
@@ -97,6 +96,5 @@ def step(obs: Observed) -> Plan:
                     "{reason}")))))
     if reads:
         return Plan(reads=tuple(reads))
-    # Each group's workers need nothing of another's: sent together (``Plan.independent``).
-    return Plan(tuple(actions), independent=True,
-                carry=replace(obs.decided, requeue=earliest(obs.decided.requeue, requeue)))
+    return Plan(tuple(actions), carry=replace(obs.decided,
+                                              requeue=earliest(obs.decided.requeue, requeue)))
