@@ -7,7 +7,7 @@ create and writes pod and StatefulSet status itself, so each step of a pass is o
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -210,13 +210,9 @@ async def test_leader_ready_waits_for_the_leader(env: tuple[Kube, str]) -> None:
     assert await sts(kube, ns, "test-sample-1") is None
 
 
-async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) -> None:
-    """Upstream's "leaderTemplate changed with default strategy": partition 4 -> 3 ('Updating
-    replica 3'), then down as tail groups are updated and ready."""
-    kube, ns = env
-    await kube.create(lws(replicas=4), ns)
-    await group_ready(kube, ns, 2)
-    await wait_lws(kube, ns, lambda o: condition(o, "Available") == "True", "Available")
+async def change_leader_image(kube: Kube, ns: str) -> Callable[[int], Awaitable[bool]]:
+    """Change the leader template (a new revision); returns a probe of the leader
+    StatefulSet's partition for ``wait_for``."""
     await kube.patch(API, KIND, "test-sample", {"spec": {"leaderWorkerTemplate": {
         "leaderTemplate": {"spec": {"containers": [{"name": "leader", "image": "nginx:2"}]}}}}},
         ns, content_type=MERGE_PATCH)
@@ -224,6 +220,31 @@ async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) 
     async def partition(value: int) -> bool:
         got = await sts(kube, ns, "test-sample")
         return bool(got and got["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == value)
+
+    return partition
+
+
+async def new_worker_sts(kube: Kube, ns: str, leader: str) -> None:
+    """Wait for the worker StatefulSet of ``leader``'s new incarnation (its revision)."""
+    pod = await kube.get("v1", "Pod", leader, ns)
+    assert pod is not None
+    key = pod["metadata"]["labels"][P + "template-revision-hash"]
+
+    async def created() -> bool:
+        got = await sts(kube, ns, leader)
+        return bool(got and got["metadata"]["labels"][P + "template-revision-hash"] == key)
+
+    await wait_for(created, what=f"the worker statefulset of the new leader {leader}")
+
+
+async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) -> None:
+    """Upstream's "leaderTemplate changed with default strategy": partition 4 -> 3 ('Updating
+    replica 3'), then down as tail groups are updated and ready."""
+    kube, ns = env
+    await kube.create(lws(replicas=4), ns)
+    await group_ready(kube, ns, 2)
+    await wait_lws(kube, ns, lambda o: condition(o, "Available") == "True", "Available")
+    partition = await change_leader_image(kube, ns)
 
     await wait_for(lambda: partition(3), what="partition 3")
     await wait_lws(kube, ns, lambda o: condition(o, "UpdateInProgress") == "True",
@@ -233,15 +254,7 @@ async def test_template_change_with_the_default_strategy(env: tuple[Kube, str]) 
     # would remove the old leader's worker StatefulSet, and the controller builds a new one.
     await simulate(kube, ns, "test-sample")
     await kube.delete("apps/v1", "StatefulSet", "test-sample-3", ns)
-    leader = await kube.get("v1", "Pod", "test-sample-3", ns)
-    assert leader is not None
-    key = leader["metadata"]["labels"][P + "template-revision-hash"]
-
-    async def new_worker_sts() -> bool:
-        got = await sts(kube, ns, "test-sample-3")
-        return bool(got and got["metadata"]["labels"][P + "template-revision-hash"] == key)
-
-    await wait_for(new_worker_sts, what="the worker statefulset of the new leader")
+    await new_worker_sts(kube, ns, "test-sample-3")
     workers = await simulate(kube, ns, "test-sample-3")
     await set_ready(kube, ns, ["test-sample-3", *workers], ["test-sample-3"])
     await wait_for(lambda: partition(2), what="partition 2 once group 3 is updated and ready")
@@ -278,13 +291,7 @@ async def test_a_group_is_ready_once_its_pods_show_it(env: tuple[Kube, str]) -> 
     got = await wait_lws(kube, ns, lambda o: condition(o, "Available") == "True", "Available")
     assert got["status"]["readyReplicas"] == 2
 
-    await kube.patch(API, KIND, "test-sample", {"spec": {"leaderWorkerTemplate": {
-        "leaderTemplate": {"spec": {"containers": [{"name": "leader", "image": "nginx:2"}]}}}}},
-        ns, content_type=MERGE_PATCH)
-
-    async def partition(value: int) -> bool:
-        got = await sts(kube, ns, "test-sample")
-        return bool(got and got["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == value)
+    partition = await change_leader_image(kube, ns)
 
     await wait_for(lambda: partition(1), what="partition 1")
     await simulate(kube, ns, "test-sample")  # leader 1 replaced on the new revision
@@ -292,15 +299,7 @@ async def test_a_group_is_ready_once_its_pods_show_it(env: tuple[Kube, str]) -> 
     await kube.delete("apps/v1", "StatefulSet", "test-sample-1", ns)
     for worker_pod in ("test-sample-1-1", "test-sample-1-2"):
         await kube.delete("v1", "Pod", worker_pod, ns)
-    replaced = await kube.get("v1", "Pod", "test-sample-1", ns)
-    assert replaced is not None
-    key = replaced["metadata"]["labels"][P + "template-revision-hash"]
-
-    async def new_worker_sts() -> bool:
-        got = await sts(kube, ns, "test-sample-1")
-        return bool(got and got["metadata"]["labels"][P + "template-revision-hash"] == key)
-
-    await wait_for(new_worker_sts, what="the worker statefulset of the new leader")
+    await new_worker_sts(kube, ns, "test-sample-1")
     await set_ready(kube, ns, ["test-sample-1"], [])
     await counting_up(kube, ns, "test-sample-1", await simulate(kube, ns, "test-sample-1"))
     await wait_for(lambda: partition(0), what="partition 0 once group 1's pods are Ready")
