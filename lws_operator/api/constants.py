@@ -109,6 +109,9 @@ MAX_REPLICAS: Final = 1_000_000
 MAX_INT32: Final = 2_147_483_647
 HASH_MODE_NAME_LIMIT: Final = 43
 HASH_MODE_NAME_LIMIT_SIZE_ONE: Final = 54
+# The StatefulSet controller's label on every pod it creates: the name of the ControllerRevision
+# the pod was made from, as the StatefulSet's status.currentRevision/updateRevision name it.
+CONTROLLER_REVISION_HASH_LABEL: Final = "controller-revision-hash"
 # The longest StatefulSet name whose pods the StatefulSet controller can create: it labels each
 # pod ``controller-revision-hash: <name>-<hash of up to 10 characters>``, a value of at most 63.
 STATEFULSET_NAME_LIMIT: Final = 52

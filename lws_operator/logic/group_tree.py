@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lws_operator.api.constants import (
+    CONTROLLER_REVISION_HASH_LABEL,
     GROUP_KEY_LABEL,
     NAME_LABEL,
     SUBGROUP_INDEX_LABEL,
@@ -36,9 +37,6 @@ from lws_operator.logic.keys import parse_int
 from lws_operator.logic.objects import name_of
 from lws_operator.logic.readiness import pod_running_and_ready
 from lws_operator.logic.restart_budget import exhausted
-
-# The StatefulSet controller's label on every pod it creates (the pod's StatefulSet revision).
-CONTROLLER_REVISION_HASH_LABEL = "controller-revision-hash"
 
 # Group states, in the order of their urgency.
 READY = "Ready"

@@ -36,12 +36,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
+from lws_operator.api.constants import CONTROLLER_REVISION_HASH_LABEL
 from lws_operator.api.view import StatefulSetView, deleting, revision_of
-from lws_operator.logic.objects import controller_ref, meta_of, name_of
-
-# The label a StatefulSet's pods carry with the revision they were made from (its value is the
-# ControllerRevision's name, as the StatefulSet's status.updateRevision names it).
-POD_REVISION_LABEL = "controller-revision-hash"
+from lws_operator.logic.objects import controller_ref, labels_of, meta_of, name_of
 
 
 def _condition_true(pod: Mapping[str, Any], condition_type: str) -> bool:
@@ -101,7 +98,7 @@ def ready_by_pods(sts: Mapping[str, Any],
             return False
         owner = controller_ref(pod)
         if owner is None or owner.get("uid") != uid \
-                or (meta_of(pod).get("labels") or {}).get(POD_REVISION_LABEL) != revision:
+                or labels_of(pod).get(CONTROLLER_REVISION_HASH_LABEL) != revision:
             return False
     return True
 
