@@ -164,17 +164,16 @@ class ControllerRuntime:
             self.queue.add_soon(owner, self.options.child_event_window)
 
     def _completes(self, owner: Key, pod: Mapping[str, Any]) -> bool:
-        """``wakeups.completes_workers`` with the pod's worker StatefulSet and its other pods
-        from the cache."""
+        """Whether ``pod`` is running and Ready and completes its worker StatefulSet
+        (``wakeups.completes_workers``, with the StatefulSet and its pods from the cache)."""
         if not pod_running_and_ready(pod):
             return False  # the common case, decided without a lookup
         sts_name = wakeups.controller_name(pod)
         if sts_name is None:
             return False
         pods = self.cache["Pod"]
-        return wakeups.completes_workers(
-            pod, self.cache["StatefulSet"].get(owner[0], sts_name),
-            lambda name: pods.get(owner[0], name))
+        return wakeups.completes_workers(self.cache["StatefulSet"].get(owner[0], sts_name),
+                                         lambda name: pods.get(owner[0], name))
 
     def _torn_down(self, owner: Key, event_type: str | None, pod: Mapping[str, Any]) -> bool:
         """``wakeups.torn_down`` with the pod's worker StatefulSet from the cache."""

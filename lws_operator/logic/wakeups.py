@@ -52,7 +52,7 @@ from typing import Any
 
 from lws_operator.api.view import deleting, is_leader
 from lws_operator.logic.objects import controller_ref, name_of
-from lws_operator.logic.readiness import pod_running_and_ready, ready_by_pods, statefulset_ready
+from lws_operator.logic.readiness import ready_by_pods, statefulset_ready
 from lws_operator.logic.reconcile import owned_by
 from lws_operator.logic.restart import failure_trigger
 from lws_operator.logic.restart_budget import is_retained
@@ -68,14 +68,14 @@ def can_wait(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
 
 
-def completes_workers(pod: Mapping[str, Any], sts: Mapping[str, Any] | None,
+def completes_workers(sts: Mapping[str, Any] | None,
                       pod_named: Callable[[str], Mapping[str, Any] | None]) -> bool:
-    """Whether ``pod``, a worker of the StatefulSet ``sts`` (looked up by the caller), is
-    running and Ready and, with it, every pod ``sts`` wants shows it ready before its status
-    does (``readiness.ready_by_pods``; ``pod_named`` finds a pod of its namespace by name): its
-    group is Ready now, and a rollout may move on, so its event must not wait."""
-    return (sts is not None and pod_running_and_ready(pod) and not statefulset_ready(sts)
-            and ready_by_pods(sts, pod_named))
+    """Whether every pod the StatefulSet ``sts`` wants (the worker whose event this is among
+    them) shows it ready before its status does (``readiness.ready_by_pods``; ``pod_named``
+    finds a pod of its namespace, as the cache holds it after the event): its group is Ready
+    now, and a rollout may move on, so that event must not wait. The caller asks only for a
+    worker that is running and Ready itself (the cheap test, made before any lookup)."""
+    return sts is not None and not statefulset_ready(sts) and ready_by_pods(sts, pod_named)
 
 
 def statefulset_can_wait(sts: Mapping[str, Any], set_name: str) -> bool:

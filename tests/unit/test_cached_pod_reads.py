@@ -347,8 +347,8 @@ READERS: dict[str, Reader] = {
     "readiness.confirmed_by_pods": lambda w, pods: readiness.confirmed_by_pods(
         _counting_up(w), pods),
     "wakeups.completes_workers": lambda w, pods: [
-        wakeups.completes_workers(p, sts, {name_of(q): q for q in pods}.get)
-        for p in pods for sts in (None, *_counting_up(w))],
+        wakeups.completes_workers(sts, {name_of(q): q for q in pods}.get)
+        for sts in (None, *_counting_up(w))],
     "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
         pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }

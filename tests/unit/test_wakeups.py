@@ -151,5 +151,5 @@ def test_the_worker_that_completes_its_statefulset_is_prompt(
         obj: dict[str, Any], sts: dict[str, Any] | None, others: list[dict[str, Any]],
         expected: bool) -> None:
     by_name = {p["metadata"]["name"]: p for p in [obj, *others]}
-    assert completes_workers(obj, sts, by_name.get) is expected
+    assert completes_workers(sts, by_name.get) is expected
     assert can_wait(obj)  # a routine worker event otherwise: only this makes it prompt
