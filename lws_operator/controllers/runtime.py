@@ -143,6 +143,10 @@ class ControllerRuntime:
         counting its pods up) joins a pass ``worker_event_window`` after it instead, unless a
         prompt event brings that pass forward; so does a worker pod's deletion once its worker
         StatefulSet is gone or going (``wakeups.torn_down``: the group is being torn down).
+        The worker whose readiness completes its StatefulSet (``wakeups.completes_workers``)
+        wakes a pass at once, not even after the short window: its group is Ready, and in a
+        rollout the next group's replacement waits for that pass (the benchmark's rollout
+        trace: some 185 ms from a group's last Ready pod to the next partition).
 
         A child of a set that is being deleted or gone wakes a pass only when that pass would
         have something to do with it (``LeaderWorkerSetReconciler.cleanup_due``): deleting a
@@ -157,8 +161,12 @@ class ControllerRuntime:
             self.queue.add_soon(owner, self.options.worker_event_window)
         elif event_type == "DELETED":
             self.queue.add(owner)
-        elif (kind == "Pod" and wakeups.can_wait(obj) and not self._completes(owner, obj)) or (
-                kind == "StatefulSet" and wakeups.statefulset_can_wait(obj, owner[1])):
+        elif kind == "Pod" and wakeups.can_wait(obj):
+            if self._completes(owner, obj):
+                self.queue.add(owner)  # its group is Ready now: a rollout step waits on it
+            else:
+                self.queue.add_soon(owner, self.options.worker_event_window)
+        elif kind == "StatefulSet" and wakeups.statefulset_can_wait(obj, owner[1]):
             self.queue.add_soon(owner, self.options.worker_event_window)
         else:
             self.queue.add_soon(owner, self.options.child_event_window)

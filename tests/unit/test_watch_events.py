@@ -254,6 +254,48 @@ async def test_the_workers_of_a_group_torn_down_wait_a_second() -> None:
     await run.watches.gaps.close()
 
 
+def counting_statefulset(replicas: int) -> dict[str, Any]:
+    """The worker StatefulSet ``x-0`` (UID s1, ordinals from 1) settled on revision r, its
+    status still counting its pods up."""
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "x-0", "namespace": "ns", "uid": "s1", "resourceVersion": "2",
+                         "generation": 1, "labels": {NAME_LABEL: "x"}},
+            "spec": {"replicas": replicas, "ordinals": {"start": 1}},
+            "status": {"replicas": replicas, "availableReplicas": 0, "observedGeneration": 1,
+                       "currentRevision": "r", "updateRevision": "r"}}
+
+
+def ready_worker(ordinal: int, version: str) -> dict[str, Any]:
+    """Worker ``x-0-<ordinal>`` of ``counting_statefulset``, running and Ready on revision r."""
+    body = pod(version, leader=False, spec__nodeName="node-1", status={
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+    body["metadata"].update(name=f"x-0-{ordinal}", uid=f"w{ordinal}")
+    body["metadata"]["labels"].update({WORKER_INDEX_LABEL: str(ordinal),
+                                       "controller-revision-hash": "r"})
+    body["metadata"]["ownerReferences"] = [
+        {"kind": "StatefulSet", "name": "x-0", "uid": "s1", "controller": True}]
+    return body
+
+
+async def test_the_worker_that_completes_its_statefulset_wakes_a_pass_at_once() -> None:
+    """The group is Ready once its last worker is (``wakeups.completes_workers``), and a
+    rollout step waits on that: its event neither waits the second nor the short window; the
+    workers before it wait their second."""
+    run, clock, _ = runtime()
+    run.watches._observe("StatefulSet", "ADDED", counting_statefulset(2))
+    clock.advance(WORKER_WINDOW)
+    await settle()
+    assert await run.queue.get() == ("ns", "x")
+    run.queue.done(("ns", "x"))
+    run.watches._observe("Pod", "ADDED", ready_worker(1, "6"))
+    assert len(run.queue) == 0
+    assert run.queue.coalescing() == {("ns", "x"): pytest.approx(clock() + WORKER_WINDOW)}
+    run.watches._observe("Pod", "ADDED", ready_worker(2, "7"))
+    assert len(run.queue) == 1
+    assert run.queue.coalescing() == {}
+    await run.watches.gaps.close()
+
+
 async def test_a_worker_statefulset_waits_until_it_is_ready() -> None:
     run, _, _ = runtime()
     sts: dict[str, Any] = {
