@@ -115,10 +115,13 @@ class Phase:
     timeline: list[list[float]]
     first_ready: float | None = None
     first_ready_path: dict[str, float] | None = None
+    cpu: dict[str, float] | None = None
 
     def report(self) -> dict[str, Any]:
-        out = {"seconds": round(self.seconds, 3),
-               "per_set_seconds": figures.percentiles(list(self.per_set.values()))}
+        out: dict[str, Any] = {"seconds": round(self.seconds, 3),
+                               "per_set_seconds": figures.percentiles(list(self.per_set.values()))}
+        if self.cpu is not None:
+            out["cpu_seconds_by_process"] = self.cpu
         if self.first_ready is not None:
             out["first_ready_seconds"] = round(self.first_ready, 3)
         if self.first_ready_path:
@@ -149,17 +152,32 @@ async def _cleanup_step(step: Coroutine[Any, Any, Any], what: str,
         print(f"bench: cleanup: {what} failed: {exc!r}", file=sys.stderr, flush=True)
 
 
+# CPU seconds so far of each process that serves a side's load (``Side.cpu``).
+CpuSampler = Callable[[], dict[str, float]]
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per process between two samples (a process in only one of them, such as an
+    operator started meanwhile, is left out)."""
+    return {name: round(after[name] - before[name], 2) for name in after if name in before}
+
+
 async def _timed(tracker: Tracker,
                  submit: Callable[[dict[str, float]], Coroutine[Any, Any, None]],
                  wait: Callable[[dict[str, float]], Coroutine[Any, Any, dict[str, float]]],
-                 ) -> Phase:
+                 cpu: CpuSampler | None = None) -> Phase:
     """Submit and wait at once (a set may be done before the last one is submitted); a failed
     submission ends the phase with its error instead of a timeout.
+
+    With ``cpu``, the phase also records the CPU seconds each process spent in it
+    (``Side.cpu``): on this saturated machine a side's wall time follows the CPU its whole
+    control plane burns, so the processes' shares tell where a ratio comes from.
 
     The first pod Ready is timed on the driver's clock, from the phase's first request (sent
     just after ``started`` records it) to the first watch event showing a Ready pod: the API
     server's timestamps have whole seconds only."""
     started: dict[str, float] = {}
+    cpu_before = cpu() if cpu is not None else None
     begin = time.monotonic()
     first_point = len(tracker.timeline)
     none_ready = tracker.count(ready=True) == 0
@@ -175,6 +193,7 @@ async def _timed(tracker: Tracker,
         for task in (submitting, waiting):
             task.cancel()
     end = time.monotonic()
+    spent = cpu_spent(cpu_before, cpu()) if cpu is not None and cpu_before is not None else None
     points = tracker.timeline[max(first_point - 1, 0):]
     timeline = [[round(max(t - begin, 0.0), 3), ready, rolled, existing]
                 for t, ready, rolled, existing in points if t <= end + 1]
@@ -185,7 +204,7 @@ async def _timed(tracker: Tracker,
                             tracker.timeline[first_point:] if ready > 0), None)
         path = {step: round(t - first_request, 3) for step, t in
                 sorted(tracker.firsts.items(), key=lambda kv: kv[1]) if t >= first_request}
-    return Phase(end - begin, per_set, timeline, first_ready, path)
+    return Phase(end - begin, per_set, timeline, first_ready, path, spent)
 
 
 class Side:
@@ -199,6 +218,8 @@ class Side:
         self.sets = [set_name(i) for i in range(profile.sets)]
         self.names = {name: pod_names(name, profile) for name in self.sets}
         self.tracker = Tracker(kube, namespace, rolled_image=ROLLED_IMAGE)
+        # Samples the CPU seconds of the processes serving this side (set by ``Run``).
+        self.cpu: CpuSampler | None = None
 
     async def _each_set(self, one: Callable[[str], Awaitable[None]]) -> None:
         """``one(set name)`` for every set, ``CONCURRENCY`` at a time."""
@@ -222,7 +243,7 @@ class Side:
             await self._each_set(one)
 
         return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
-            self.names, IMAGE, p.timeout, started))
+            self.names, IMAGE, p.timeout, started), self.cpu)
 
     async def roll(self) -> Phase:
         p = self.profile
@@ -242,7 +263,7 @@ class Side:
             await self._each_set(one)
 
         return await _timed(self.tracker, submit, lambda started: self.tracker.wait_sets(
-            self.names, ROLLED_IMAGE, p.timeout, started))
+            self.names, ROLLED_IMAGE, p.timeout, started), self.cpu)
 
     async def delete(self) -> Phase:
         p = self.profile
@@ -262,7 +283,7 @@ class Side:
             await self.tracker.wait_empty(p.timeout)
             return {}
 
-        return await _timed(self.tracker, submit, wait)
+        return await _timed(self.tracker, submit, wait, self.cpu)
 
     async def statuses_settled(self, timeout: float) -> None:  # noqa: ASYNC109
         """Every LeaderWorkerSet reports all replicas ready and updated, and as many
@@ -369,8 +390,20 @@ class Run:
             with contextlib.suppress(ApiException):
                 await self.client.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
+    def _cpu_sampler(self, operator: ProfiledOperator | None) -> CpuSampler:
+        """The control plane's processes, this driver and the whole machine
+        (``webhook_latency.cpu_elsewhere``), and the operator and its admission child."""
+        def sample() -> dict[str, float]:
+            out = webhook_latency.cpu_elsewhere(self.kubeconfig)
+            if operator is not None:
+                with contextlib.suppress(OSError):
+                    out |= webhook_latency.cpu_by_process(operator.operator.pid)
+            return out
+        return sample
+
     async def run_baseline(self) -> dict[str, Any]:
         side = Side(self.kube, f"lws-bench-base-{self.run_id}", self.options.profile, False)
+        side.cpu = self._cpu_sampler(None)
         try:
             await side.open()
             phases = {"create": await side.create(), "rollout": await side.roll(),
@@ -386,6 +419,7 @@ class Run:
             o.results / f"scale-{self.stamp}-operator{self.round_suffix}.log",
             o.results if o.py_spy else None, f"scale-{self.stamp}{self.round_suffix}", o.workers)
         side = Side(self.kube, f"lws-bench-op-{self.run_id}", p, True)
+        side.cpu = self._cpu_sampler(operator)
         try:
             # The operator's home (its certificate Secret) exists before it starts, as the
             # chart creates it.
@@ -547,6 +581,8 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
     table is added by ``with_table`` once the previous run is known."""
     b, o = base["phases"], op["phases"]
     ratios = {name: figures.ratio(o[name].seconds, b[name].seconds) for name in o}
+    cpu_ratios = {name: figures.ratio((o[name].cpu or {}).get("machine"),
+                                      (b[name].cpu or {}).get("machine")) for name in o}
     op_report = {k: v for k, v in op.items() if k != "phases"}
     return {
         "benchmark": "scale",
@@ -559,6 +595,7 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
         "baseline": {name: phase.report() for name, phase in b.items()},
         "operator": {name: phase.report() for name, phase in o.items()} | op_report,
         "ratios": ratios,
+        "machine_cpu_ratios": cpu_ratios,
         "webhook_at_rate": at_rate,
         "plot": plot_name,
     }

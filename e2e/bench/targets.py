@@ -99,6 +99,23 @@ def _path(steps: Mapping[str, float] | None) -> str:
     return ", ".join(f"{step} {_number(t)}" for step, t in (steps or {}).items()) or "no steps"
 
 
+def _cpu_note(phase: str) -> Callable[[Summary], str]:
+    """What the operator's side of ``phase`` burnt more (or less) than the baseline's, by
+    process, the largest differences first (``cpu_seconds_by_process`` of both sides)."""
+    def note(summary: Summary) -> str:
+        ours = dig(summary, "operator", phase, "cpu_seconds_by_process") or {}
+        raw = dig(summary, "baseline", phase, "cpu_seconds_by_process") or {}
+        if not ours or not raw:
+            return "no CPU figures by process"
+        names = [n for n in ours if n != "machine"]
+        diffs = sorted(((ours[n] - raw.get(n, 0.0), n) for n in names),
+                       key=lambda d: -abs(d[0]))
+        spent = ", ".join(f"{n} {d:+.1f}" for d, n in diffs if abs(d) >= 0.05)
+        return (f"machine CPU s {_number(ours.get('machine'))} vs raw "
+                f"{_number(raw.get('machine'))}; by process: {spent}")
+    return note
+
+
 def _rss_limit(summary: Summary) -> float:
     pods = dig(summary, "profile", "pods") or 0
     return 200.0 if pods >= LARGE_PODS else 90.0
@@ -155,12 +172,16 @@ FIGURES: tuple[Figure, ...] = (
            _at("operator", "create", "per_set_seconds", "p50"), upstream="10-13",
            before="13-16",
            note=lambda s: f"raw StatefulSets {_number(_raw(s, 'per_set_seconds', 'p50'))}"),
+    Figure("create.machine_cpu_ratio", "create", "machine CPU ratio to raw StatefulSets",
+           _at("machine_cpu_ratios", "create"), note=_cpu_note("create")),
     Figure("rollout.wall_s", "rollout", "wall s", _at("operator", "rollout", "seconds"),
            upstream="28.9", before="34.3"),
     Figure("rollout.raw_wall_s", "rollout", "raw StatefulSets wall s",
            _at("baseline", "rollout", "seconds"), upstream="16.5", before="16.5"),
     Figure("rollout.ratio", "rollout", "wall ratio to raw StatefulSets",
            _at("ratios", "rollout"), 1.6, upstream="1.75", before="2.08"),
+    Figure("rollout.machine_cpu_ratio", "rollout", "machine CPU ratio to raw StatefulSets",
+           _at("machine_cpu_ratios", "rollout"), note=_cpu_note("rollout")),
     Figure("rollout.cpu_s", "rollout", "controller CPU s",
            _at("operator", "cpu_seconds", "rollout"), 7.0, upstream="6.7", before="17.2"),
     Figure("rollout.requests", "rollout", "API requests", _requests("rollout"), 760.0,

@@ -59,12 +59,18 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
         assert set(path) == {"statefulset_created", "pod_created", "pod_scheduled", "pod_ready"}
         assert path["pod_created"] <= path["pod_scheduled"] <= path["pod_ready"]
         assert abs(path["pod_ready"] - summary[side]["create"]["first_ready_seconds"]) < 0.01
+        for phase in ("create", "rollout", "delete"):
+            cpu = summary[side][phase]["cpu_seconds_by_process"]
+            assert cpu["machine"] > 0
+            assert "kube-apiserver" in cpu  # the control plane's processes, by name
+            assert ("operator" in cpu) is (side == "operator")
         timeline = summary["timelines"][side]
         # Every pod became Ready, then Ready on the new image (with no surge pod left over).
         assert any(p[1] == p[3] == pods for p in timeline["create"])
         assert any(p[2] == p[3] == pods for p in timeline["rollout"])
         assert timeline["delete"][-1][3] == 0  # ... and none is left
     assert set(summary["ratios"]) == {"create", "rollout", "delete"}
+    assert all(r > 0 for r in summary["machine_cpu_ratios"].values())
 
     op = summary["operator"]
     assert op["exit_code"] == 0

@@ -207,3 +207,10 @@ def test_a_figure_missing_from_a_round_is_the_middle_rounds() -> None:
     rounds[0]["operator"]["create"]["first_ready_seconds"] = 0.5  # type: ignore[index]
     combined = figures.combine_rounds(rounds, figures.middle_round(rounds))
     assert combined["operator"]["create"]["first_ready_seconds"] == 0.3
+
+
+def test_cpu_spent_is_per_process_and_leaves_out_one_that_was_not_sampled_twice() -> None:
+    from e2e.bench.scale import cpu_spent
+    assert cpu_spent({"machine": 10.0, "etcd": 1.0}, {"machine": 12.5, "etcd": 1.25,
+                                                       "operator": 3.0}) == {
+        "machine": 2.5, "etcd": 0.25}

@@ -141,3 +141,17 @@ def test_the_printed_table_has_a_line_per_figure_with_target_and_verdict() -> No
     assert cpu.split("controller CPU s")[1].split()[:6] == ["5", "<=", "4", "NO", "4.0", "8.5"]
     assert "+1 (+25%)" in cpu
     assert "vs no previous run" in targets.render(targets.table(now), None)
+
+
+def test_the_machine_cpu_rows_name_the_processes_that_burnt_more() -> None:
+    rows = targets.table(summary(
+        machine_cpu_ratios__rollout=1.33,
+        operator__rollout__cpu_seconds_by_process={
+            "machine": 61.9, "kube-apiserver": 27.4, "operator": 5.4, "etcd": 4.4, "kwok": 3.6},
+        baseline__rollout__cpu_seconds_by_process={
+            "machine": 46.7, "kube-apiserver": 19.1, "etcd": 4.4, "kwok": 3.62}))
+    got = row(rows, "rollout.machine_cpu_ratio")
+    assert (got["value"], got["target"], got["met"]) == (1.33, None, None)
+    assert got["note"] == ("machine CPU s 61.9 vs raw 46.7; by process: kube-apiserver +8.3, "
+                           "operator +5.4")
+    assert row(rows, "create.machine_cpu_ratio")["note"] == "no CPU figures by process"
