@@ -107,12 +107,13 @@ def _cpu_note(phase: str) -> Callable[[Summary], str]:
         raw = dig(summary, "baseline", phase, "cpu_seconds_by_process") or {}
         if not ours or not raw:
             return "no CPU figures by process"
-        names = [n for n in ours if n != "machine"]
+        names = [n for n in ours if n not in ("machine", "steal")]
         diffs = sorted(((ours[n] - raw.get(n, 0.0), n) for n in names),
                        key=lambda d: -abs(d[0]))
         spent = ", ".join(f"{n} {d:+.1f}" for d, n in diffs if abs(d) >= 0.05)
         return (f"machine CPU s {_number(ours.get('machine'))} vs raw "
-                f"{_number(raw.get('machine'))}; by process: {spent}")
+                f"{_number(raw.get('machine'))}; by process: {spent}; stolen by the "
+                f"hypervisor {_number(ours.get('steal'))} vs {_number(raw.get('steal'))}")
     return note
 
 

@@ -31,7 +31,8 @@ Reported, never asserted (they depend on the machine):
 * ``create_ms``: pod creation latency seen by the client (API server, admission chain, etcd);
 * ``cpu_seconds_elsewhere``: over the same window, CPU seconds of this driver, of the control
   plane's processes (when the cluster is this tool's own or laid out like it) and of the whole
-  machine, to tell what held the rate back when ``achieved_rate`` falls short;
+  machine (and the seconds the hypervisor stole from it), to tell what held the rate back
+  when ``achieved_rate`` falls short;
 * ``connections``: TCP (TLS) connections our webhook server accepted over the window
   (``lws_operator_webhook_connections_accepted_total``), the admissions it answered on every
   path, and connections per admission: near 0 when kube-apiserver reuses its kept-alive
@@ -89,19 +90,22 @@ def cpu_by_process(pid: int) -> dict[str, float]:
             "admission_child": sum(cpu_seconds(c) for c in children(pid))}
 
 
-def machine_busy_seconds() -> float:
-    """CPU seconds this machine's cores have spent on anything but idling, so far (every
-    process's, the other users' of a shared machine included: ``/proc/stat``)."""
+def machine_seconds() -> tuple[float, float]:
+    """CPU seconds so far of this machine's cores: busy on anything but idling (every
+    process's, the other users' of a shared machine included), and stolen by the hypervisor
+    (time the cores wanted to run and another guest ran instead: a disturbed round shows
+    there, not in any process's figure). Both from ``/proc/stat``."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields[:8]) - idle) / CLOCK_TICKS
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq) / CLOCK_TICKS, steal / CLOCK_TICKS
 
 
 def cpu_elsewhere(kubeconfig: str) -> dict[str, float]:
     """CPU seconds so far of what else serves the load: this driver process, and the control
     plane's processes when the cluster's pid files sit beside the kubeconfig (``e2e.cluster``),
-    and the whole machine (``machine``)."""
-    out = {"driver": time.process_time(), "machine": machine_busy_seconds()}
+    and the whole machine (``machine``; ``steal``, what the hypervisor took)."""
+    busy, stolen = machine_seconds()
+    out = {"driver": time.process_time(), "machine": busy, "steal": stolen}
     for pid_file in sorted((Path(kubeconfig).parent / "pids").glob("*.pid")):
         with contextlib.suppress(OSError, ValueError, IndexError):
             out[pid_file.stem] = cpu_seconds(int(pid_file.read_text()))

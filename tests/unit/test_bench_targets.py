@@ -147,11 +147,12 @@ def test_the_machine_cpu_rows_name_the_processes_that_burnt_more() -> None:
     rows = targets.table(summary(
         machine_cpu_ratios__rollout=1.33,
         operator__rollout__cpu_seconds_by_process={
-            "machine": 61.9, "kube-apiserver": 27.4, "operator": 5.4, "etcd": 4.4, "kwok": 3.6},
+            "machine": 61.9, "steal": 0.4, "kube-apiserver": 27.4, "operator": 5.4, "etcd": 4.4,
+            "kwok": 3.6},
         baseline__rollout__cpu_seconds_by_process={
-            "machine": 46.7, "kube-apiserver": 19.1, "etcd": 4.4, "kwok": 3.62}))
+            "machine": 46.7, "steal": 2.5, "kube-apiserver": 19.1, "etcd": 4.4, "kwok": 3.62}))
     got = row(rows, "rollout.machine_cpu_ratio")
     assert (got["value"], got["target"], got["met"]) == (1.33, None, None)
     assert got["note"] == ("machine CPU s 61.9 vs raw 46.7; by process: kube-apiserver +8.3, "
-                           "operator +5.4")
+                           "operator +5.4; stolen by the hypervisor 0.4 vs 2.5")
     assert row(rows, "create.machine_cpu_ratio")["note"] == "no CPU figures by process"
