@@ -118,6 +118,18 @@ class ProfiledOperator:
         print(f"[bench] operator pid {self.operator.pid}", file=sys.stderr, flush=True)
         self._sampler = asyncio.create_task(self._sample_memory())
 
+    def profiler_cpu(self) -> float | None:
+        """CPU seconds so far of the py-spy recording the current phase, None when none runs:
+        it samples the operator 50 times a second, on the operator side only, so its share of
+        the machine is reported rather than left inside the machine's figure."""
+        recording = self._recording
+        if recording is None or recording.process.returncode is not None:
+            return None
+        try:
+            return cpu_seconds(recording.process.pid)
+        except OSError:
+            return None
+
     async def profile_phase(self, phase: str | None) -> None:
         """End the current phase's recording (py-spy writes its flame graph) and, unless
         ``phase`` is None, start recording ``phase``. Without ``flame_dir``, nothing."""

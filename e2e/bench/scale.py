@@ -392,12 +392,16 @@ class Run:
 
     def _cpu_sampler(self, operator: ProfiledOperator | None) -> CpuSampler:
         """The control plane's processes, this driver and the whole machine
-        (``webhook_latency.cpu_elsewhere``), and the operator and its admission child."""
+        (``webhook_latency.cpu_elsewhere``), and the operator, its admission child and the
+        py-spy recording it (``ProfiledOperator.profiler_cpu``)."""
         def sample() -> dict[str, float]:
             out = webhook_latency.cpu_elsewhere(self.kubeconfig)
             if operator is not None:
                 with contextlib.suppress(OSError):
                     out |= webhook_latency.cpu_by_process(operator.operator.pid)
+                spy = operator.profiler_cpu()
+                if spy is not None:
+                    out["py-spy"] = spy
             return out
         return sample
 

@@ -64,6 +64,7 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
             assert cpu["machine"] > 0
             assert "kube-apiserver" in cpu  # the control plane's processes, by name
             assert ("operator" in cpu) is (side == "operator")
+            assert ("py-spy" in cpu) is (side == "operator")  # it records the operator
         timeline = summary["timelines"][side]
         # Every pod became Ready, then Ready on the new image (with no surge pod left over).
         assert any(p[1] == p[3] == pods for p in timeline["create"])
