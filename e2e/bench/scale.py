@@ -390,6 +390,28 @@ class Run:
             with contextlib.suppress(ApiException):
                 await self.client.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
+    @staticmethod
+    async def requests_settled(operator: ProfiledOperator, quiet: float = 1.0,
+                               timeout: float = 15.0) -> None:  # noqa: ASYNC109
+        """Wait until the operator has made no request besides leader election's for ``quiet``
+        seconds (at most ``timeout``): its Events are written by background senders after the
+        pass that recorded them (``kube.events``), so the Event of a phase's last status
+        change could land after the driver saw that status and start the next window (one
+        such Event made a steady window's only request). An operator that keeps writing is
+        still caught: the wait ends at ``timeout`` and the next window counts the rest."""
+        def count(scrape: Scrape) -> int:
+            return sum(n for key, n in figures.requests_by_verb(scrape).items()
+                       if key.split(" ")[1] != targets.LEASES)
+
+        deadline = time.monotonic() + timeout
+        last = count(figures.parse(await operator.metrics()))
+        while time.monotonic() < deadline:
+            await asyncio.sleep(quiet)
+            now = count(figures.parse(await operator.metrics()))
+            if now == last:
+                return
+            last = now
+
     def _cpu_sampler(self, operator: ProfiledOperator | None) -> CpuSampler:
         """The control plane's processes, this driver and the whole machine
         (``webhook_latency.cpu_elsewhere``), and the operator, its admission child and the
@@ -445,12 +467,14 @@ class Run:
 
             create = await side.create()
             await side.statuses_settled(p.timeout)
+            await self.requests_settled(operator)
             await mark("steady")  # 1: after create
             memory_after_create = operator.memory()
             await asyncio.sleep(p.steady_seconds)
             await mark("rollout")  # 2: after the steady window
             rollout = await side.roll()
             await side.statuses_settled(p.timeout)
+            await self.requests_settled(operator)
             await mark("delete")  # 3: after rollout
             delete = await side.delete()
             await mark(None)  # 4: after delete

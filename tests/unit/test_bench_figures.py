@@ -214,3 +214,29 @@ def test_cpu_spent_is_per_process_and_leaves_out_one_that_was_not_sampled_twice(
     assert cpu_spent({"machine": 10.0, "etcd": 1.0}, {"machine": 12.5, "etcd": 1.25,
                                                        "operator": 3.0}) == {
         "machine": 2.5, "etcd": 0.25}
+
+
+class _Writing:
+    """An operator whose metrics show the given Event counts, then the last one for good."""
+
+    def __init__(self, *events: int) -> None:
+        self.events = list(events)
+        self.scrapes = 0
+
+    async def metrics(self) -> str:
+        self.scrapes += 1
+        n = self.events.pop(0) if len(self.events) > 1 else self.events[0]
+        return ('lws_operator_api_requests_total{verb="create",resource="events",code="201"} '
+                f'{n}\n'
+                'lws_operator_api_requests_total{verb="update",resource="leases",code="200"} '
+                f'{self.scrapes}\n')
+
+
+async def test_a_phase_ends_once_the_operators_trailing_writes_have_stopped() -> None:
+    from e2e.bench.scale import Run
+    trailing = _Writing(178, 180, 180)
+    await Run.requests_settled(trailing, quiet=0.01)  # type: ignore[arg-type]
+    assert trailing.scrapes == 3  # Leases alone do not keep it waiting
+    endless = _Writing(*range(1000))
+    await Run.requests_settled(endless, quiet=0.01, timeout=0.05)  # type: ignore[arg-type]
+    assert endless.scrapes < 10  # an operator that keeps writing ends the wait at the timeout
