@@ -400,8 +400,8 @@ class Run:
         such Event made a steady window's only request). An operator that keeps writing is
         still caught: the wait ends at ``timeout`` and the next window counts the rest."""
         def count(scrape: Scrape) -> int:
-            return sum(n for key, n in figures.requests_by_verb(scrape).items()
-                       if key.split(" ")[1] != targets.LEASES)
+            counts = targets.request_counts(figures.requests_by_verb(scrape))
+            return counts["counted"] if counts else 0  # every request but the Leases
 
         deadline = time.monotonic() + timeout
         last = count(figures.parse(await operator.metrics()))

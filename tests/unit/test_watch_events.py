@@ -15,7 +15,11 @@ import pytest
 from kubernetes.aio import client
 from prometheus_client import CollectorRegistry
 
-from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
+from lws_operator.api.constants import (
+    CONTROLLER_REVISION_HASH_LABEL,
+    NAME_LABEL,
+    WORKER_INDEX_LABEL,
+)
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.watch import DRAIN_BATCH, news
@@ -271,7 +275,7 @@ def ready_worker(ordinal: int, version: str) -> dict[str, Any]:
         "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
     body["metadata"].update(name=f"x-0-{ordinal}", uid=f"w{ordinal}")
     body["metadata"]["labels"].update({WORKER_INDEX_LABEL: str(ordinal),
-                                       "controller-revision-hash": "r"})
+                                       CONTROLLER_REVISION_HASH_LABEL: "r"})
     body["metadata"]["ownerReferences"] = [
         {"kind": "StatefulSet", "name": "x-0", "uid": "s1", "controller": True}]
     return body
