@@ -230,6 +230,8 @@ def round_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
         "peak_rss_mib": dig(summary, "operator", "memory_mib", "peak_rss"),
         "webhook_p99_ms": dig(summary, "webhook_at_rate", "server_ms", "p99"),
         "webhook_rate": dig(summary, "webhook_at_rate", "achieved_rate"),
+        "webhook_p99_stored_ms": dig(summary, "webhook_at_rate", "stored", "server_ms", "p99"),
+        "webhook_rate_stored": dig(summary, "webhook_at_rate", "stored", "achieved_rate"),
     }
 
 

@@ -64,7 +64,7 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
             assert cpu["machine"] > 0
             assert "kube-apiserver" in cpu  # the control plane's processes, by name
             assert ("operator" in cpu) is (side == "operator")
-            assert ("py-spy" in cpu) is (side == "operator")  # it records the operator
+            assert "py-spy" not in cpu  # the measured rounds run unprofiled
         timeline = summary["timelines"][side]
         # Every pod became Ready, then Ready on the new image (with no surge pod left over).
         assert any(p[1] == p[3] == pods for p in timeline["create"])
@@ -92,10 +92,23 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     assert 0 < op["memory_mib"]["at_start"] <= op["memory_mib"]["peak_rss"]
     # Shared pages counted once: never above the RSS sum of the same observations.
     assert 0 < op["memory_mib"]["peak_rss_shared_once"] <= op["memory_mib"]["peak_rss"]
-    assert summary["webhook_at_rate"]["failures"] == 0
+    # The webhook at rate: dry-run creates (the target's figure), then pods stored.
+    at_rate = summary["webhook_at_rate"]
+    assert at_rate["dry_run"] is True
+    assert at_rate["pods_listed"] == 0  # nothing stored
+    assert at_rate["stored"]["dry_run"] is False
+    for run in (at_rate, at_rate["stored"]):
+        assert run["failures"] == 0
+        assert run["server_ms"]["count"] > 0
     assert (tmp_path / summary["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    # A flame graph per phase, by default; create's has the operator's own frames in it.
+    # A flame graph per phase, by default, from a round of their own after the measured one:
+    # create's has the operator's own frames in it; that round's CPU names py-spy's.
+    for phase in ("create", "rollout", "delete"):
+        spent = summary["profiled_round"]["phases"][phase]["cpu_seconds_by_process"]
+        assert "py-spy" in spent
+        assert "operator" in spent
+    assert summary["profiled_round"]["exit_code"] == 0
     assert set(op["flame_graphs"]) == {"create", "steady", "rollout", "delete"}
     for phase, name in op["flame_graphs"].items():
         for svg in (tmp_path / name, tmp_path / f"latest-{phase}.svg"):
@@ -120,10 +133,12 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
                 "steady.requests", "create.ratio", "rollout.ratio", "create.first_ready_s",
                 "create.median_set_s", "run.peak_rss_mib", "run.peak_shared_once_mib",
                 "run.start_rss_mib", "load.webhook_apiserver_mean_ms",
-                "load.webhook_server_mean_ms", "rate.webhook_server_p99_ms"):
+                "load.webhook_server_mean_ms", "rate.webhook_server_p99_ms",
+                "rate.webhook_server_p99_stored_ms"):
         assert rows[key]["value"] is not None, key
         assert key in {"create.median_set_s", "run.start_rss_mib", "run.peak_shared_once_mib",
-                       "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms"} \
+                       "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms",
+                       "rate.webhook_server_p99_stored_ms"} \
             or rows[key]["target"] is not None, key
     assert summary["previous_run"] == "20000101T000000Z.json"
     assert rows["create.cpu_s"]["previous"] == 0.0

@@ -240,3 +240,27 @@ async def test_a_phase_ends_once_the_operators_trailing_writes_have_stopped() ->
     endless = _Writing(*range(1000))
     await Run.requests_settled(endless, quiet=0.01, timeout=0.05)  # type: ignore[arg-type]
     assert endless.scrapes < 10  # an operator that keeps writing ends the wait at the timeout
+
+
+def test_the_flame_graphs_come_from_a_round_of_their_own() -> None:
+    from e2e.bench.scale import Phase, with_profile
+    measured = {"ratios": {"create": 1.2}, "operator": {"cpu_seconds": {"create": 2.0}}}
+    assert with_profile(measured, None) == measured  # --no-py-spy: no profiled round
+    profiled = {"phases": {"create": Phase(9.5, {"a": 9.0}, [], 0.3, None,
+                                           {"operator": 2.5, "py-spy": 0.7})},
+                "cpu_seconds": {"create": 2.4}, "exit_code": 0,
+                "flame_graphs": {"create": "scale-x-profiled-create.svg"},
+                "hotspots": {"create": {"samples": 10}}}
+    summary = with_profile(measured, profiled)
+    # The measured figures stay the unprofiled round's; the graphs and hotspots join them.
+    assert summary["ratios"] == {"create": 1.2}
+    assert summary["operator"] == {"cpu_seconds": {"create": 2.0},
+                                   "flame_graphs": {"create": "scale-x-profiled-create.svg"},
+                                   "hotspots": {"create": {"samples": 10}}}
+    # What the profiled round cost, py-spy's own CPU named, is reported apart.
+    apart = summary["profiled_round"]
+    assert apart["cpu_seconds"] == {"create": 2.4}
+    assert apart["phases"]["create"]["seconds"] == 9.5
+    assert apart["phases"]["create"]["cpu_seconds_by_process"]["py-spy"] == 0.7
+    assert measured == {"ratios": {"create": 1.2},
+                        "operator": {"cpu_seconds": {"create": 2.0}}}  # not changed in place

@@ -156,3 +156,25 @@ def test_the_machine_cpu_rows_name_the_processes_that_burnt_more() -> None:
     assert got["note"] == ("machine CPU s 61.9 vs raw 46.7; by process: kube-apiserver +8.3, "
                            "operator +5.4; stolen by the hypervisor 0.4 vs 2.5")
     assert row(rows, "create.machine_cpu_ratio")["note"] == "no CPU figures by process"
+
+
+def test_the_webhook_at_rate_rows_say_how_the_pods_were_created() -> None:
+    rows = targets.table(summary(
+        webhook_at_rate__dry_run=True, webhook_at_rate__achieved_rate=199.8,
+        webhook_at_rate__server_ms__p99=1.6,
+        webhook_at_rate__apiserver_ms__share_within_5ms=0.97,
+        webhook_at_rate__stored__dry_run=False, webhook_at_rate__stored__achieved_rate=170.1,
+        webhook_at_rate__stored__server_ms__p99=8.4,
+        webhook_at_rate__stored__apiserver_ms__share_within_5ms=0.005))
+    target = row(rows, "rate.webhook_server_p99_ms")
+    assert (target["value"], target["target"], target["met"]) == (1.6, 5.0, True)
+    assert target["note"] == ("dry-run creates (admitted, not stored); at 199.8/s; "
+                              "kube-apiserver's calls within 5 ms: 0.97")
+    stored = row(rows, "rate.webhook_server_p99_stored_ms")
+    assert (stored["value"], stored["target"], stored["met"]) == (8.4, None, None)
+    assert stored["note"] == ("pods stored, scheduled and run; at 170.1/s; kube-apiserver's "
+                              "calls within 5 ms: 0.005")
+    # A run from before the two modes says neither.
+    older = row(targets.table(summary(webhook_at_rate__achieved_rate=152.8)),
+                "rate.webhook_server_p99_ms")
+    assert older["note"] == "at 152.8/s; kube-apiserver's calls within 5 ms: None"
