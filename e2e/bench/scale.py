@@ -631,6 +631,7 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
     ratios = {name: figures.ratio(o[name].seconds, b[name].seconds) for name in o}
     cpu_ratios = {name: figures.ratio((o[name].cpu or {}).get("machine"),
                                       (b[name].cpu or {}).get("machine")) for name in o}
+    floors = {name: figures.floor_ratio(o[name].cpu, b[name].cpu) for name in o}
     op_report = {k: v for k, v in op.items() if k != "phases"}
     return {
         "benchmark": "scale",
@@ -644,6 +645,7 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
         "operator": {name: phase.report() for name, phase in o.items()} | op_report,
         "ratios": ratios,
         "machine_cpu_ratios": cpu_ratios,
+        "floor_ratios": floors,
         "webhook_at_rate": at_rate,
         "plot": plot_name,
     }

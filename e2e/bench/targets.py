@@ -117,6 +117,25 @@ def _cpu_note(phase: str) -> Callable[[Summary], str]:
     return note
 
 
+def _floor_note(phase: str, wall_target: float) -> Callable[[Summary], str]:
+    """What the floor ratio (``figures.floor_ratio``) says of the phase's wall-ratio target."""
+    def note(summary: Summary) -> str:
+        floor = dig(summary, "floor_ratios", phase)
+        if floor is None:
+            return "no CPU figures by process"
+        verdict = ("above" if floor > wall_target else "within")
+        return (f"a controller costing no CPU, sending the same requests; the operator's "
+                f"processes add {_number(_round_diff(summary, phase))}; {verdict} the "
+                f"wall-ratio target {wall_target:g}")
+    return note
+
+
+def _round_diff(summary: Summary, phase: str) -> float | None:
+    total, floor = (dig(summary, "machine_cpu_ratios", phase),
+                    dig(summary, "floor_ratios", phase))
+    return None if total is None or floor is None else round(total - floor, 3)
+
+
 def _rss_limit(summary: Summary) -> float:
     pods = dig(summary, "profile", "pods") or 0
     return 200.0 if pods >= LARGE_PODS else 90.0
@@ -185,6 +204,8 @@ FIGURES: tuple[Figure, ...] = (
            note=lambda s: f"raw StatefulSets {_number(_raw(s, 'per_set_seconds', 'p50'))}"),
     Figure("create.machine_cpu_ratio", "create", "machine CPU ratio to raw StatefulSets",
            _at("machine_cpu_ratios", "create"), note=_cpu_note("create")),
+    Figure("create.floor_ratio", "create", "machine CPU ratio without the operator's processes",
+           _at("floor_ratios", "create"), note=_floor_note("create", 1.25)),
     Figure("rollout.wall_s", "rollout", "wall s", _at("operator", "rollout", "seconds"),
            upstream="28.9", before="34.3"),
     Figure("rollout.raw_wall_s", "rollout", "raw StatefulSets wall s",
@@ -193,6 +214,8 @@ FIGURES: tuple[Figure, ...] = (
            _at("ratios", "rollout"), 1.6, upstream="1.75", before="2.08"),
     Figure("rollout.machine_cpu_ratio", "rollout", "machine CPU ratio to raw StatefulSets",
            _at("machine_cpu_ratios", "rollout"), note=_cpu_note("rollout")),
+    Figure("rollout.floor_ratio", "rollout", "machine CPU ratio without the operator's processes",
+           _at("floor_ratios", "rollout"), note=_floor_note("rollout", 1.6)),
     Figure("rollout.cpu_s", "rollout", "controller CPU s",
            _at("operator", "cpu_seconds", "rollout"), 7.0, upstream="6.7", before="17.2"),
     Figure("rollout.requests", "rollout", "API requests", _requests("rollout"), 760.0,

@@ -72,6 +72,9 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
         assert timeline["delete"][-1][3] == 0  # ... and none is left
     assert set(summary["ratios"]) == {"create", "rollout", "delete"}
     assert all(r > 0 for r in summary["machine_cpu_ratios"].values())
+    # Without the operator's own processes a phase costs the machine less, never more.
+    assert all(0 < summary["floor_ratios"][p] < summary["machine_cpu_ratios"][p]
+               for p in ("create", "rollout"))
 
     op = summary["operator"]
     assert op["exit_code"] == 0

@@ -102,6 +102,20 @@ def test_ratio(operator: float | None, baseline: float, expected: float | None) 
     assert figures.ratio(operator, baseline) == expected
 
 
+@pytest.mark.parametrize(("ours", "raw", "expected"), [
+    # The operator, its admission child and a py-spy recording it are left out of the side.
+    ({"machine": 31.0, "operator": 2.0, "admission_child": 0.5, "py-spy": 0.5,
+      "kube-apiserver": 15.0}, {"machine": 20.0}, 1.4),
+    ({"machine": 30.0, "kube-apiserver": 15.0}, {"machine": 20.0}, 1.5),  # none sampled
+    ({"machine": 30.0}, {}, None),
+    (None, {"machine": 20.0}, None),
+    ({"operator": 2.0}, {"machine": 20.0}, None),  # no machine figure
+])
+def test_the_floor_ratio_leaves_the_operators_processes_out(
+        ours: dict[str, float] | None, raw: dict[str, float], expected: float | None) -> None:
+    assert figures.floor_ratio(ours, raw) == expected
+
+
 def test_top_frames_rank_own_and_inclusive_time() -> None:
     collapsed = "\n".join([
         "main (/x/lws_operator/__main__.py:10);reconcile (/x/lws_operator/controllers/l.py:5);"

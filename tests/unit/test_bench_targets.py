@@ -158,6 +158,18 @@ def test_the_machine_cpu_rows_name_the_processes_that_burnt_more() -> None:
     assert row(rows, "create.machine_cpu_ratio")["note"] == "no CPU figures by process"
 
 
+def test_the_floor_rows_say_whether_a_free_controller_could_meet_the_wall_target() -> None:
+    rows = targets.table(summary(machine_cpu_ratios__create=1.49, floor_ratios__create=1.36,
+                                 machine_cpu_ratios__rollout=1.59, floor_ratios__rollout=1.34))
+    create, rollout = row(rows, "create.floor_ratio"), row(rows, "rollout.floor_ratio")
+    assert (create["value"], create["target"], create["met"]) == (1.36, None, None)
+    assert create["note"].endswith("the operator's processes add 0.13; above the wall-ratio "
+                                   "target 1.25")
+    assert rollout["note"].endswith("add 0.25; within the wall-ratio target 1.6")
+    assert row(targets.table(summary()), "create.floor_ratio")["note"] == \
+        "no CPU figures by process"
+
+
 def test_the_webhook_at_rate_rows_say_how_the_pods_were_created() -> None:
     rows = targets.table(summary(
         webhook_at_rate__dry_run=True, webhook_at_rate__achieved_rate=199.8,
