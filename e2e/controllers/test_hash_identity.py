@@ -342,8 +342,12 @@ async def test_the_guides_hash_rollout_trace(operator: Operator) -> None:
         assert all(s.ready(2) for s in seen), timeline
         # and a replacement is admitted only as capacity frees: never more than
         # replicas + maxSurge = 3 groups hold capacity (checked above).
-        got = await get_lws(op, name)
-        assert (got.get("status") or {}).get("updatedReplicas") == 2
+        # The status counters follow the groups within the operator's status coalescing window
+        # (counters wait until the set is still), so they are awaited, not read at once.
+        async def updated() -> bool:
+            got = await get_lws(op, name)
+            return (got.get("status") or {}).get("updatedReplicas") == 2
+        await wait_for(updated, timeout=30, what="status.updatedReplicas == 2")
 
     finally:
         await remove(op, name)
