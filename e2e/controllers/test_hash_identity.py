@@ -21,7 +21,7 @@ import pytest
 
 from e2e.cluster.faults import fail_pod
 from e2e.cluster.stages import STOP_AFTER_GRACE_ANNOTATION
-from e2e.harness.converge import get_lws, pods_of, remove
+from e2e.harness.converge import converged, get_lws, pods_of, remove
 from e2e.harness.launcher import Operator, start_controllers
 from e2e.kube import condition, is_ready, polling, wait_for
 
@@ -344,10 +344,7 @@ async def test_the_guides_hash_rollout_trace(operator: Operator) -> None:
         # replicas + maxSurge = 3 groups hold capacity (checked above).
         # The status counters follow the groups within the operator's status coalescing window
         # (counters wait until the set is still), so they are awaited, not read at once.
-        async def updated() -> bool:
-            got = await get_lws(op, name)
-            return (got.get("status") or {}).get("updatedReplicas") == 2
-        await wait_for(updated, timeout=30, what="status.updatedReplicas == 2")
+        await converged(op, name, replicas=2, size=2, timeout=30)
 
     finally:
         await remove(op, name)
