@@ -56,8 +56,15 @@ crd-check: build-cluster ## fail if crds/ differs from what the generator produc
 	$(BIN)/python hack/gen_crd.py --check
 
 # The reliability scenarios marked chaos_run are left to `make chaos-short` (e2e/chaos/__init__.py).
-test: build-cluster lint ## everything CI runs: lint, unit, integration and end-to-end tests
+test: build-cluster lint image ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest -m "not chaos_run" $(PYTEST_ARGS)
+
+# The operator image from the Dockerfile with podman (installed by hack/image-host.sh when missing);
+# a locally made Debian base where no registry answers. Tagged by a hash of its inputs: an unchanged
+# tree is a no-op. The reference and a docker-archive for containerd are in the cache's latest.json.
+.PHONY: image
+image: ## build the operator image with podman (LWS_IMAGE_BASE=auto|local|default)
+	bash hack/image.sh
 
 .PHONY: chaos-short
 chaos-short: build-cluster ## every reliability run at its short size (make test keeps only the operator kills)
