@@ -18,9 +18,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+cache=${LWS_CACHE:-$HOME/.cache/lws-operator}/image
+mkdir -p "$cache"
+# One build at a time on a machine (test sessions and work trees share the cache and storage).
+exec 9>"$cache/.lock"
+flock 9
 conf=$(bash hack/image-host.sh)
 export CONTAINERS_CONF=$conf
-cache=${LWS_CACHE:-$HOME/.cache/lws-operator}/image
 repository=${LWS_IMAGE_REPOSITORY:-localhost/lws-operator}
 variant=${LWS_IMAGE_VARIANT:-}
 base_mode=${LWS_IMAGE_BASE:-auto}
