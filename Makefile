@@ -28,7 +28,7 @@ venv: $(BIN)/.installed ## create .venv with the package and its dev tools
 build-cluster: venv ## build etcd, Kubernetes and kwok into ~/.cache/lws-operator (once per machine)
 	$(BIN)/python -m e2e.cluster build
 
-cluster-up: build-cluster ## start the local cluster (TIER=full|api NODES=16); idempotent
+cluster-up: build-cluster ## start the local cluster (TIER=full|api|node NODES=16); idempotent
 	$(BIN)/python -m e2e.cluster --dir $(CLUSTER_DIR) up --tier $(TIER) --nodes $(NODES) \
 		--gpus $(GPUS) --tpu-nodes $(TPU_NODES) --ready-delay-ms $(READY_DELAY_MS)
 
@@ -66,6 +66,10 @@ chaos-short: build-cluster ## every reliability run at its short size (make test
 .PHONY: chaos
 chaos: build-cluster ## reliability runs at full size (operator kills, API and webhook faults, fuzzing, group-safety fuzz, load)
 	LWS_CHAOS=full $(BIN)/pytest e2e/chaos tests/integration/test_cert_rotation.py -s --timeout 7200 $(PYTEST_ARGS)
+
+.PHONY: e2e-node
+e2e-node: build-cluster ## the node tier (a real kubelet node; root, host changes undone at down) and its tests
+	$(BIN)/pytest e2e/node $(PYTEST_ARGS)
 
 .PHONY: e2e-metrics
 e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), the chart's dashboard and alerts, upgrade safety
