@@ -28,7 +28,7 @@ venv: $(BIN)/.installed ## create .venv with the package and its dev tools
 build-cluster: venv ## build etcd, Kubernetes and kwok into ~/.cache/lws-operator (once per machine)
 	$(BIN)/python -m e2e.cluster build
 
-cluster-up: build-cluster ## start the local cluster (TIER=full|api NODES=16); idempotent
+cluster-up: build-cluster ## start the local cluster (TIER=full|api|node NODES=16); idempotent
 	$(BIN)/python -m e2e.cluster --dir $(CLUSTER_DIR) up --tier $(TIER) --nodes $(NODES) \
 		--gpus $(GPUS) --tpu-nodes $(TPU_NODES) --ready-delay-ms $(READY_DELAY_MS)
 
@@ -56,8 +56,15 @@ crd-check: build-cluster ## fail if crds/ differs from what the generator produc
 	$(BIN)/python hack/gen_crd.py --check
 
 # The reliability scenarios marked chaos_run are left to `make chaos-short` (e2e/chaos/__init__.py).
-test: build-cluster lint ## everything CI runs: lint, unit, integration and end-to-end tests
+test: build-cluster lint image ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest -m "not chaos_run" $(PYTEST_ARGS)
+
+# The operator image from the Dockerfile with podman (installed by hack/image-host.sh when missing);
+# a locally made Debian base where no registry answers. Tagged by a hash of its inputs: an unchanged
+# tree is a no-op. The reference and a docker-archive for containerd are in the cache's latest.json.
+.PHONY: image
+image: ## build the operator image with podman (LWS_IMAGE_BASE=auto|local|default)
+	bash hack/image.sh
 
 .PHONY: chaos-short
 chaos-short: build-cluster ## every reliability run at its short size (make test keeps only the operator kills)
@@ -66,6 +73,10 @@ chaos-short: build-cluster ## every reliability run at its short size (make test
 .PHONY: chaos
 chaos: build-cluster ## reliability runs at full size (operator kills, API and webhook faults, fuzzing, group-safety fuzz, load)
 	LWS_CHAOS=full $(BIN)/pytest e2e/chaos tests/integration/test_cert_rotation.py -s --timeout 7200 $(PYTEST_ARGS)
+
+.PHONY: e2e-node
+e2e-node: build-cluster ## the node tier (a real kubelet node; root, host changes undone at down) and its tests
+	$(BIN)/pytest e2e/node $(PYTEST_ARGS)
 
 .PHONY: e2e-metrics
 e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), the chart's dashboard and alerts, upgrade safety

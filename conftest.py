@@ -2,7 +2,8 @@
 test.
 
 A test marked ``full`` runs on the full tier (controllers, scheduler, kwok nodes); one marked
-``api`` runs on etcd + kube-apiserver alone. Each tier's cluster starts once per session in its own
+``api`` runs on etcd + kube-apiserver alone; one marked ``node`` on the full tier plus a real
+kubelet node (root: ``make e2e-node``). Each tier's cluster starts once per session in its own
 directory under ``.cluster/`` and stops at the end (set ``LWS_KEEP_CLUSTER=1`` to keep it for the
 next run, which then starts in well under a second). Unmarked tests get no cluster.
 
@@ -36,6 +37,8 @@ def clusters() -> Iterator[Clusters]:
 
 
 def _tier(request: pytest.FixtureRequest) -> str:
+    if request.node.get_closest_marker("node"):
+        return "node"
     if request.node.get_closest_marker("full"):
         return "full"
     if request.node.get_closest_marker("api"):

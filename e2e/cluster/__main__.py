@@ -8,7 +8,8 @@ import sys
 
 import yaml
 
-from .launcher import TIERS, LocalCluster, ensure_built
+from .launcher import TIERS, WITH_CONTROLLERS, LocalCluster, ensure_built
+from .node import ensure_node_built
 from .nodes import NodeLayout, node_manifests
 from .stages import render_stages
 
@@ -27,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--timeout", type=float, default=180.0)
     sub.add_parser("down", help="stop the processes this directory started; idempotent")
     sub.add_parser("status", help="print the cluster's state as JSON")
-    sub.add_parser("build", help="build the pinned binaries into the cache if missing")
+    build = sub.add_parser("build", help="build the pinned binaries into the cache if missing")
+    build.add_argument("--node", action="store_true",
+                       help="also the kubelet and kube-proxy of the node tier")
     manifests = sub.add_parser(
         "manifests", help="print the fake nodes and kwok Stages as YAML, for an existing cluster "
         "running kwok (kind): python -m e2e.cluster manifests | kubectl apply -f -")
@@ -40,12 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(args.dir)
     if args.command == "build":
         ensure_built()
+        if args.node:
+            ensure_node_built()
     elif args.command == "up":
         layout = NodeLayout(gpu_nodes=args.nodes, gpus_per_node=args.gpus,
                             tpu_nodes=args.tpu_nodes)
         took = cluster.up(args.tier, layout, args.ready_delay_ms, timeout=args.timeout)
-        nodes = layout.total if args.tier == "full" else 0
-        print(f"cluster ({args.tier}) ready in {took:.1f}s with {nodes} nodes; "
+        nodes = layout.total if args.tier in WITH_CONTROLLERS else 0
+        real = " and a real node" if args.tier == "node" else ""
+        print(f"cluster ({args.tier}) ready in {took:.1f}s with {nodes} nodes{real}; "
               f"export KUBECONFIG={cluster.kubeconfig} PATH={cluster.bin}:$PATH")
     elif args.command == "down":
         cluster.down()

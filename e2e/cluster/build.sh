@@ -21,6 +21,24 @@ build_kubernetes() {
     return 0
   fi
   log "building Kubernetes v$K8S_VERSION into $out (cold build: about 6 min on 2 cores)"
+  build_k8s_commands "$out" kube-apiserver kube-controller-manager kube-scheduler kubectl
+  "$out/bin/kube-apiserver" --version >&2
+}
+
+# The node tier's kubelet and kube-proxy: the same wrapper module, a directory of their own, so
+# that a machine which never runs the node tier never builds them.
+build_node() {
+  local out=$CACHE/k8s-node/v$K8S_VERSION
+  [ -x "$out/bin/kubelet" ] && [ -x "$out/bin/kube-proxy" ] && return 0
+  log "building kubelet and kube-proxy v$K8S_VERSION into $out"
+  build_k8s_commands "$out" kubelet kube-proxy
+  "$out/bin/kubelet" --version >&2
+}
+
+# build_k8s_commands OUT CMD...: build k8s.io/kubernetes/cmd/CMD of $K8S_VERSION into OUT/bin.
+build_k8s_commands() {
+  local out=$1
+  shift
   local staging=0.${K8S_VERSION#1.} minor
   minor=$(echo "$K8S_VERSION" | cut -d. -f2)
   local work=$out/src
@@ -40,8 +58,7 @@ build_kubernetes() {
     replaces+=("-replace=$m=$m@v$staging")
   done
   go mod edit "${replaces[@]}" "-require=k8s.io/kubernetes@v$K8S_VERSION"
-  local pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-              k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  local pkgs=("${@/#/k8s.io/kubernetes/cmd/}")
   go get -tool "${pkgs[@]/%/@v$K8S_VERSION}"
   local ld="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -49,7 +66,6 @@ build_kubernetes() {
   done
   go build -trimpath -tags selinux,notest -ldflags "$ld" -o "$out/bin.tmp/" "${pkgs[@]}"
   rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
-  "$out/bin/kube-apiserver" --version >&2
 }
 
 build_etcd() {
@@ -142,6 +158,7 @@ case "$what" in
   kwok) build_kwok ;;
   kubernetes) build_kubernetes ;;
   helm) build_helm ;;
+  node) build_node ;;
   all) build_etcd; build_kwok; build_kubernetes ;;
-  *) echo "usage: $0 [all|etcd|kwok|kubernetes|helm]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|etcd|kwok|kubernetes|helm|node]" >&2; exit 2 ;;
 esac

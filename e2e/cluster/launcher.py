@@ -6,6 +6,8 @@ Two tiers share one code path:
   upstream integration tests do.
 * ``full``: adds kube-controller-manager, kube-scheduler and kwok with fake GPU/TPU nodes, so
   StatefulSets create pods, the scheduler binds them and kwok makes them Running and Ready.
+* ``node`` (opt-in, root): the full tier plus one real kubelet node with containerd, on which a
+  pod runs a real container; it changes the host and undoes that at ``down`` (see ``node.py``).
 
 Everything a cluster owns lives in one directory (kubeconfig, PKI, data, logs, pid files and a
 ``state.json`` with its ports), so several clusters can run side by side and ``down`` only ever
@@ -33,13 +35,15 @@ from pathlib import Path
 
 import yaml
 
+from . import node as real_node
 from .nodes import NodeLayout, node_manifests
 from .pki import Pki, ensure_pki
 from .stages import STORAGE_CLASS, kwok_configuration, render_stages
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-TIERS = ("api", "full")
+TIERS = ("api", "full", "node")
+WITH_CONTROLLERS = ("full", "node")  # the tiers with kcm, scheduler and kwok
 CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
 DS_CRD_FILE = REPO / "crds" / "disaggregatedset.x-k8s.io_disaggregatedsets.yaml"
@@ -185,19 +189,27 @@ class LocalCluster:
         state = self.state()
         if state and state.tier == tier and state.ready_delay_ms == ready_delay_ms \
                 and self._healthy(state):
-            if tier == "full":
+            if tier in WITH_CONTROLLERS:
                 self._ensure_nodes(layout, deadline=start + timeout)
                 state.layout = asdict(layout)
                 self._save(state)
             return time.monotonic() - start
         self.down()
         self.binaries = ensure_built()
+        node_bin = None
+        if tier == "node":
+            real_node.prerequisites()
+            node_bin = real_node.ensure_node_built()
+            start = time.monotonic()  # the tier's timeout starts after its one-off builds
         state = self._fresh_state(tier, layout, ready_delay_ms)
         deadline = start + timeout
         try:
+            if node_bin is not None:
+                real_node.claim(self.dir)
+                real_node.prepare_host()
             self._start_etcd(state)
             self._start_apiserver(state, deadline)
-            if tier == "full":
+            if tier in WITH_CONTROLLERS:
                 self._start_controller_manager(state)
                 self._start_scheduler(state)
                 self._start_kwok(state)
@@ -207,6 +219,11 @@ class LocalCluster:
                 self.kubectl("apply", "--server-side", "--field-manager=lws-e2e", "-f",
                              str(self.binaries.kwok_stages / STORAGE_CLASS))
                 self._wait_default_service_account(deadline)
+            if node_bin is not None:
+                real_node.start(self, state, deadline, node_bin, real_node.image_cache())
+        except real_node.NodeTierBusy:
+            self.down()
+            raise
         except BaseException:
             self._dump_failure()
             self.down()
@@ -215,6 +232,7 @@ class LocalCluster:
 
     def down(self) -> None:
         """Stop the processes this directory's pid files name, newest first. Idempotent."""
+        real_node.stop(self)  # the real node first, and its host changes undone
         if not self.pids.exists():
             return
         order = ["lws-operator", "kwok", "kube-scheduler", "kube-controller-manager",
@@ -273,6 +291,13 @@ class LocalCluster:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{name} does not list after {timeout}s")
                 time.sleep(0.2)
+
+    def import_image(self, archive: Path | str) -> None:
+        """Import an image archive (``podman save``, ``docker save``, OCI) into the real node's
+        containerd, where a pod's ``imagePullPolicy: Never``/``IfNotPresent`` finds it."""
+        if not real_node.holds(self.dir):
+            raise RuntimeError(f"no node tier up in {self.dir}")
+        real_node.runtime(self).import_image(Path(archive))
 
     # ------------------------------------------------------------------ API server faults
 
@@ -362,7 +387,7 @@ class LocalCluster:
         again, as a kubelet restarts a static pod: their informers (and the garbage
         collector's graph, the scheduler's cache) are built afresh."""
         state = self.state()
-        if state is None or state.tier != "full":
+        if state is None or state.tier not in WITH_CONTROLLERS:
             raise RuntimeError(f"no full-tier cluster in {self.dir}")
         starts = {"kube-controller-manager": self._start_controller_manager,
                   "kube-scheduler": self._start_scheduler, "kwok": self._start_kwok}
@@ -541,6 +566,14 @@ class LocalCluster:
             f"--cert-dir={self.dir / 'apiserver-certs'}",
             "--v=1",
         ]
+        if state.tier == "node":
+            argv = [a for a in argv if not a.startswith(("--bind-address=",
+                                                         "--advertise-address="))]
+            argv += real_node.apiserver_flags(pki)
+            if name == "kube-apiserver":
+                # The `kubernetes` Service's endpoint, for pods (a side API server on another
+                # port must not take it over).
+                argv.remove("--endpoint-reconciler-type=none")
         if state.tier == "api":
             # Without kube-controller-manager nobody creates the `default` service account.
             argv.append("--disable-admission-plugins=ServiceAccount")
@@ -640,9 +673,11 @@ class LocalCluster:
 
     def _healthy(self, state: State) -> bool:
         names = ["etcd", "kube-apiserver"]
-        if state.tier == "full":
+        if state.tier in WITH_CONTROLLERS:
             names += ["kube-controller-manager", "kube-scheduler", "kwok"]
         if any(self._live_pid(n) is None for n in names):
+            return False
+        if state.tier == "node" and not real_node.healthy(self):
             return False
         try:
             self._get(f"https://127.0.0.1:{state.ports['apiserver']}/readyz", client_auth=True)

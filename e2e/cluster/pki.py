@@ -140,7 +140,9 @@ def ensure_pki(directory: Path) -> Pki:
         for n in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                   "kubernetes.default.svc.cluster.local")
     ]
-    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "10.96.0.1")]
+    # 10.244.0.1: the node tier's bridge, the address it advertises to the pod network.
+    sans += [x509.IPAddress(ipaddress.ip_address(a))
+             for a in ("127.0.0.1", "10.96.0.1", "10.244.0.1")]
     serving = _sign(
         _name("kube-apiserver"), serving_key.public_key(), ca_name, ca_key,
         usages=[ExtendedKeyUsageOID.SERVER_AUTH], sans=sans,
@@ -187,3 +189,29 @@ def issue_serving_cert(directory: Path, sans: list[str]) -> tuple[bytes, Path, P
     _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
     _write(key_path, _pem_key(key))
     return ca.public_bytes(serialization.Encoding.PEM), cert_path, key_path
+
+
+def issue_cert(pki: Pki, name: str, common_name: str, organization: str | None = None,
+               sans: list[str] | None = None) -> tuple[Path, Path]:
+    """A certificate signed by the cluster CA, as ``<name>.crt``/``<name>.key`` next to it:
+    a client certificate (``common_name``/``organization`` are the user and group the API server
+    sees), and a serving one too when ``sans`` (IPs or DNS names) are given."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes())
+    names: list[x509.GeneralName] = []
+    for san in sans or []:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(san)))
+        except ValueError:
+            names.append(x509.DNSName(san))
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH]
+    if names:
+        usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
+    key = _key()
+    cert = _sign(_name(common_name, organization), key.public_key(), ca.subject, ca_key,
+                 usages=usages, sans=names or None)
+    cert_path, key_path = pki.dir / f"{name}.crt", pki.dir / f"{name}.key"
+    _write(key_path, _pem_key(key))
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
