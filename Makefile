@@ -78,6 +78,15 @@ chaos: build-cluster ## reliability runs at full size (operator kills, API and w
 e2e-node: build-cluster ## the node tier (a real kubelet node; root, host changes undone at down) and its tests
 	$(BIN)/pytest e2e/node $(PYTEST_ARGS)
 
+# `make test` runs e2e/helm's short form (one install, the example, an upgrade) on the node tier.
+.PHONY: e2e-helm
+e2e-helm: build-cluster image helm ## helm install on the node tier: short form plus failover, reinstall, late namespace
+	LWS_E2E_HELM=full $(BIN)/pytest e2e/helm $(PYTEST_ARGS)
+
+.PHONY: demo-helm
+demo-helm: build-cluster image helm ## `make demo` through helm install: the image, the node tier, the chart (root)
+	CLUSTER_DIR=$(CLUSTER_DIR) $(BIN)/python -m e2e.demo_helm
+
 .PHONY: e2e-metrics
 e2e-metrics: build-cluster ## Prometheus scraping the operator (plain and authenticated), the chart's dashboard and alerts, upgrade safety
 	$(BIN)/pytest e2e/metrics e2e/upgrade $(PYTEST_ARGS)

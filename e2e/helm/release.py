@@ -89,12 +89,12 @@ def run_helm(cluster: LocalCluster, *args: str) -> str:
 
 
 def install(cluster: LocalCluster, image: Image, verb: str = "install") -> str:
-    """``helm install`` (or ``upgrade``) of the chart with :func:`values`; waits until the
-    Deployment is rolled out (helm's ``--wait``)."""
+    """``helm install`` (or ``upgrade --install``) of the chart with :func:`values`; waits until
+    the Deployment is rolled out (helm's ``--wait``)."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         yaml.safe_dump(values(image), f)
         f.flush()
-        extra = ["--create-namespace"] if verb == "install" else []
+        extra = ["--create-namespace"] + (["--install"] if verb == "upgrade" else [])
         return run_helm(cluster, verb, RELEASE, str(CHART), "-n", NAMESPACE, "-f", f.name,
                         "--wait", "--timeout", "5m", *extra)
 
