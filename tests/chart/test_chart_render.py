@@ -206,6 +206,23 @@ def test_defaults_people_expect() -> None:
     assert not by_kind(objs, "ServiceMonitor")
 
 
+def test_replicas_prefer_different_nodes_unless_affinity_is_given() -> None:
+    """Two replicas on one node would both go with it (the webhooks fail closed) and a drain
+    of it would be held by the PodDisruptionBudget; the default asks the scheduler to spread
+    them, and an affinity given in the values replaces that."""
+    deployment = one(objects(render()), "Deployment")
+    terms = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [t["podAffinityTerm"]["topologyKey"] for t in terms] == ["kubernetes.io/hostname"]
+    assert terms[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == deployment["spec"][
+        "selector"]["matchLabels"]
+    given = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["infra"]}]}]}}}
+    deployment = one(objects(render(values={"affinity": given})), "Deployment")
+    assert deployment["spec"]["template"]["spec"]["affinity"] == given
+
+
 def test_cert_manager_mode() -> None:
     objs = objects(render(namespace="ops", values={"webhook": {"certificates": "cert-manager"}}))
     certificate = one(objs, "Certificate")
