@@ -135,15 +135,33 @@ def logs(cluster: LocalCluster, pod: str) -> str:
 # ------------------------------------------------------------------------------- the sets
 
 def example(name: str, namespace: str, replicas: int = 2, size: int = 4,
-            image: str = "vllm/vllm-openai:latest") -> dict[str, Any]:
-    """The guide's architecture example (``make demo``'s set) under another name."""
+            image: str = "vllm/vllm-openai:latest", gpus: bool = True) -> dict[str, Any]:
+    """The guide's architecture example (``make demo``'s set) under another name; without
+    ``gpus`` its pods ask for no GPUs (the kwok nodes have 8 each, one such pod per node)."""
     lws = copy.deepcopy(SAMPLE)
     lws["metadata"] = {"name": name, "namespace": namespace}
     lws["spec"]["replicas"] = replicas
     template = lws["spec"]["leaderWorkerTemplate"]
     template["size"] = size
-    template["workerTemplate"]["spec"]["containers"][0]["image"] = image
+    template["workerTemplate"]["spec"]["containers"] = [container(image, gpus)]
     return lws
+
+
+def container(image: str, gpus: bool = True) -> dict[str, Any]:
+    """The example's container with ``image``."""
+    out: dict[str, Any] = {"name": "vllm", "image": image}
+    if gpus:
+        out["resources"] = {"limits": {"nvidia.com/gpu": "8"}}
+    return out
+
+
+def set_image(cluster: LocalCluster, namespace: str, name: str, image: str,
+              gpus: bool = True) -> None:
+    """Roll the set to ``image`` (a merge patch of its worker template)."""
+    patch = {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {
+        "containers": [container(image, gpus)]}}}}}
+    cluster.kubectl("patch", "leaderworkersets.leaderworkerset.x-k8s.io", name, "-n", namespace,
+                    "--type=merge", "-p", json.dumps(patch))
 
 
 def set_pods(cluster: LocalCluster, namespace: str, name: str) -> list[dict[str, Any]]:

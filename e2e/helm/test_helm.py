@@ -4,8 +4,6 @@ rebuilt image while the sets run (see the package docstring for the setup)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from e2e.cluster.node import NODE_NAME
@@ -63,11 +61,7 @@ def test_a_rolling_update_completes(installed: Release) -> None:
     cluster, ns = installed.cluster, installed.namespace
     before = r.wait_converged(cluster, ns, EXAMPLE, 2, 4, IMAGE)
     revision = before[0]["metadata"]["labels"][r.REVISION_LABEL]
-    patch = {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
-        {"name": "vllm", "image": UPDATED,
-         "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}
-    cluster.kubectl("patch", "leaderworkersets.leaderworkerset.x-k8s.io", EXAMPLE, "-n", ns,
-                    "--type=merge", "-p", json.dumps(patch))
+    r.set_image(cluster, ns, EXAMPLE, UPDATED)
     after = r.wait_converged(cluster, ns, EXAMPLE, 2, 4, UPDATED)
     assert after[0]["metadata"]["labels"][r.REVISION_LABEL] != revision
     assert not set(r.incarnations(before)) - set(r.incarnations(after))  # same names
@@ -83,7 +77,7 @@ def test_metrics_over_https_through_the_service(installed: Release) -> None:
 
 def test_helm_upgrade_to_a_new_image_restarts_no_set_pod(installed: Release) -> None:
     cluster, ns = installed.cluster, installed.namespace
-    r.apply(cluster, r.example("second", ns, replicas=3, size=2, image=IMAGE))
+    r.apply(cluster, r.example("second", ns, replicas=3, size=2, image=IMAGE, gpus=False))
     r.wait_converged(cluster, ns, "second", 3, 2, IMAGE)
     r.wait_converged(cluster, ns, EXAMPLE, 2, 4, UPDATED)
     old_pods = {p["metadata"]["name"] for p in r.operator_pods(cluster)}
@@ -109,7 +103,7 @@ def test_helm_upgrade_to_a_new_image_restarts_no_set_pod(installed: Release) -> 
     r.wait_converged(cluster, ns, "second", 3, 2, IMAGE)
     assert r.all_set_pods(cluster) == before
     # It serves: a new set converges through the upgraded webhooks and controller.
-    r.apply(cluster, r.example("third", ns, replicas=1, size=2, image=IMAGE))
+    r.apply(cluster, r.example("third", ns, replicas=1, size=2, image=IMAGE, gpus=False))
     r.wait_converged(cluster, ns, "third", 1, 2, IMAGE)
     assert {k: v for k, v in r.all_set_pods(cluster).items()
             if "/third-" not in k and not k.endswith("/third")} == before

@@ -4,7 +4,6 @@ and install again under running sets, and a set in a namespace made after the in
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -34,17 +33,14 @@ def _slow(lws: dict[str, object], delay: str) -> dict[str, object]:
 
 def test_leader_failover_mid_rollout(installed: Release) -> None:
     cluster, ns = installed.cluster, installed.namespace
-    r.apply(cluster, _slow(r.example("rolling", ns, replicas=4, size=2, image=IMAGE), "3s"),
-            r.example("steady", ns, replicas=2, size=2, image=IMAGE))
+    rolling = r.example("rolling", ns, replicas=4, size=2, image=IMAGE, gpus=False)
+    r.apply(cluster, _slow(rolling, "3s"),
+            r.example("steady", ns, replicas=2, size=2, image=IMAGE, gpus=False))
     r.wait_converged(cluster, ns, "rolling", 4, 2, IMAGE)
     r.wait_converged(cluster, ns, "steady", 2, 2, IMAGE)
     steady = r.incarnations(r.set_pods(cluster, ns, "steady"))
     leader = r.wait("a lease holder", lambda: r.lease_holder(cluster), timeout=60)
-    patch = {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
-        {"name": "vllm", "image": UPDATED,
-         "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}}
-    cluster.kubectl("patch", "leaderworkersets.leaderworkerset.x-k8s.io", "rolling", "-n", ns,
-                    "--type=merge", "-p", json.dumps(patch))
+    r.set_image(cluster, ns, "rolling", UPDATED, gpus=False)
 
     def mid_rollout() -> dict[str, r.Incarnation] | None:
         """The Ready pods of the new image once some, not all, groups run it."""
@@ -71,7 +67,7 @@ def test_leader_failover_mid_rollout(installed: Release) -> None:
 
 def test_uninstall_then_install_keeps_the_sets(installed: Release) -> None:
     cluster, ns = installed.cluster, installed.namespace
-    r.apply(cluster, r.example("kept", ns, replicas=2, size=3, image=IMAGE))
+    r.apply(cluster, r.example("kept", ns, replicas=2, size=3, image=IMAGE, gpus=False))
     r.wait_converged(cluster, ns, "kept", 2, 3, IMAGE)
     before = r.all_set_pods(cluster)
     sets = {s["metadata"]["uid"] for s in r.get(
