@@ -64,6 +64,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
@@ -221,6 +223,18 @@ class SignalsForwarded(logging.Filter):
 
     def uninstall(self) -> None:
         logging.getLogger(KOPF_RUNNING_LOGGER).removeFilter(self)
+
+
+def kopf_identity() -> Any:
+    """The name this process gives kopf for itself (``kopf.operator(identity=...)``).
+
+    Left to itself kopf names the process after ``getpass.getuser()``, which raises
+    ``KeyError`` for a uid without a passwd entry and no ``USER``/``LOGNAME`` in the
+    environment: exactly the image's user 65532 in a pod, so the operator crashed at start. The
+    identity only names a peer in kopf's peering, which runs standalone here; the pod's name
+    (``POD_NAME``, set by the chart) or else the host name is enough. Typed ``Any``: kopf's
+    ``Identity`` is a ``NewType`` of ``str`` that it does not export."""
+    return f"lws-operator@{os.environ.get('POD_NAME') or socket.gethostname()}"
 
 
 class Watches:
@@ -562,7 +576,7 @@ class Watches:
         try:
             asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
                                       clusterwide=True, standalone=True, stop_flag=stop,
-                                      ready_flag=ready))
+                                      ready_flag=ready, identity=kopf_identity()))
         finally:
             forwarded.uninstall()
 
