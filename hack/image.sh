@@ -174,6 +174,10 @@ else
     # Archives unused for two days go (work trees on this machine share the cache).
     find "$cache" -maxdepth 1 -name 'lws-operator-*.tar' ! -name "${archive##*/}" -mtime +1 \
         -delete
+    # So do images of this repository built over two days ago, and their build stages.
+    podman images --format '{{.Repository}}:{{.Tag}}' --filter "reference=$repository" \
+        --filter until=48h | grep -vxF "$reference" | xargs -r podman rmi >/dev/null 2>&1 || :
+    podman image prune --force --filter until=48h >/dev/null 2>&1 || :
 fi
 
 size=$(podman image inspect --format '{{.Size}}' "$reference")
