@@ -24,8 +24,8 @@ Host changes and how ``down`` undoes them (one node tier per machine: the run di
 claim; ``up`` refuses while another cluster directory holds it and its processes live, and undoes
 a dead holder's changes first):
 
-* Debian packages ``containerd runc containernetworking-plugins iptables conntrack``, installed
-  with apt-get where missing: kept (they are inert while nothing runs them).
+* Debian packages ``containerd runc containernetworking-plugins iptables conntrack nftables``,
+  installed with apt-get where missing: kept (they are inert while nothing runs them).
 * ``/run/lws-operator-node``: containerd's root, state, socket and runc root, the kubelet's root
   directory and pod logs, the CNI configuration, IP allocations and network namespaces, and the
   record of the host's prior state (``host.json``): every mount under it is unmounted, then it
@@ -39,7 +39,8 @@ a dead holder's changes first):
   recorded anyway: every one is written back to the value recorded before ``up``.
 * The bridge ``lwsnode0`` and its veths: deleted.
 * iptables (v4 and v6, every table): chains ``KUBE-*`` that kube-proxy and the kubelet add, and
-  the rules of other chains that jump to them: deleted; chains that existed before stay.
+  the rules of other chains that jump to them: deleted; chains that existed before stay. Tables
+  they create (``mangle``, and the v6 ones): deleted with ``nft`` once empty.
 * cgroups: the ``kubepods`` tree the kubelet creates in each v1 hierarchy: removed.
 * Paths outside the run directory that a component creates (:data:`HOST_PATHS`, for example
   containerd's shim sockets in ``/run/containerd`` and libcni's cache in ``/var/lib/cni``):
@@ -111,6 +112,8 @@ HOST_PATHS = {
     "/var/lib/cni": "prune",
 }
 IPTABLES = ("iptables", "ip6tables")
+NFT_FAMILY = {"iptables": "ip", "ip6tables": "ip6"}
+BUILTIN_CHAINS = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
 CHAIN_PREFIX = "KUBE-"
 CGROUPS = Path("/sys/fs/cgroup")
 
@@ -207,6 +210,7 @@ def leftovers(record: HostRecord) -> list[str]:
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         found.append(f"bridge {BRIDGE}")
     for family, tables in iptables_chains().items():
+        found += [f"{family} table {t}" for t in tables if t not in record.iptables.get(family, {})]
         for table, chains in tables.items():
             before = set(record.iptables.get(family, {}).get(table, []))
             found += [f"{family} -t {table} chain {c}" for c in chains
@@ -539,7 +543,9 @@ def _delete_bridge() -> None:
 
 
 def _iptables_undo(before: dict[str, dict[str, list[str]]]) -> None:
-    """Delete the ``KUBE-*`` chains that were not there before, and every rule jumping to one."""
+    """Delete the ``KUBE-*`` chains that were not there before and every rule jumping to one,
+    then the tables that did not exist before and are empty again (iptables over nf_tables
+    creates a table on first use and never deletes it: ``nft`` does)."""
     for family in IPTABLES:
         for table, (chains, rules) in iptables_save(family).items():
             had = set(before.get(family, {}).get(table, []))
@@ -557,6 +563,13 @@ def _iptables_undo(before: dict[str, dict[str, list[str]]]) -> None:
                 subprocess.run([*run, "-F", chain], capture_output=True, check=False)
             for chain in sorted(added):
                 subprocess.run([*run, "-X", chain], capture_output=True, check=False)
+        if shutil.which("nft") is None:
+            continue
+        for table, (chains, rules) in iptables_save(family).items():
+            if table not in before.get(family, {}) and not rules \
+                    and set(chains) <= BUILTIN_CHAINS:
+                subprocess.run(["nft", "delete", "table", NFT_FAMILY[family], table],
+                               capture_output=True, check=False)
 
 
 def _rmdir_tree(root: Path) -> None:

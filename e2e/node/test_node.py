@@ -12,13 +12,14 @@ import json
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e.cluster import PLACEMENT, LocalCluster
 from e2e.cluster.containerd import PROBE_IMAGE
-from e2e.cluster.node import NODE_NAME, POD_SUBNET, HostRecord, leftovers
+from e2e.cluster.node import NODE_NAME, POD_SUBNET, HostRecord, NodeTierBusy, leftovers
 from e2e.harness.clusters import Clusters
 
 pytestmark = pytest.mark.node
@@ -109,8 +110,16 @@ def test_kubectl_logs_shows_the_container_output(probe: tuple[LocalCluster, str,
     assert "probe probe listening on :8080" in cluster.kubectl("logs", "-n", ns, "probe")
 
 
-def test_down_restores_the_host(clusters: Clusters,
-                                probe: tuple[LocalCluster, str, str]) -> None:
+def test_a_second_node_tier_is_refused_while_one_is_up(
+        probe: tuple[LocalCluster, str, str], tmp_path: Path) -> None:
+    cluster = probe[0]
+    with pytest.raises(NodeTierBusy, match=str(cluster.dir)):
+        LocalCluster(tmp_path / "second").up("node", timeout=60)
+    assert HostRecord.load() is not None
+    assert cluster.kubectl("get", "node", NODE_NAME, "-o", "name").strip() == f"node/{NODE_NAME}"
+
+
+def test_down_restores_the_host(probe: tuple[LocalCluster, str, str]) -> None:
     """Last in the module: stops the tier (and starts it again for later tests)."""
     cluster = probe[0]
     record = HostRecord.load()
