@@ -235,19 +235,31 @@ def _pid_alive(cluster: Path, name: str) -> bool:
     return comm == name[:15]
 
 
-def claim(cluster: Path) -> HostRecord:
+def claim(cluster: Path, wait: float | None = None) -> HostRecord:
     """Take the machine's node tier for ``cluster``: record the host as it is, then create the
-    run directory (the claim). A claim whose processes are gone is undone first."""
-    if RUN_DIR.exists():
+    run directory (the claim). A claim whose processes are gone is undone first. Another live
+    holder is waited for up to ``wait`` seconds (default ``LWS_NODE_WAIT``, else 0): two test
+    sessions then take turns instead of failing."""
+    if wait is None:
+        wait = float(os.environ.get("LWS_NODE_WAIT", "0"))
+    give_up = time.monotonic() + wait
+    while RUN_DIR.exists():
         held = HostRecord.load()
         if held is not None and Path(held.cluster) != cluster and any(
                 _pid_alive(Path(held.cluster), name) for name in PROCESSES):
+            if time.monotonic() < give_up:
+                time.sleep(2)
+                continue
             raise NodeTierBusy(
                 f"the node tier is up in {held.cluster} (one per machine): stop it first with "
                 f"python -m e2e.cluster --dir {held.cluster} down")
         release(held)
+        break
     record = snapshot(cluster)
-    RUN_DIR.mkdir(parents=True)
+    try:
+        RUN_DIR.mkdir(parents=True)
+    except FileExistsError:
+        raise NodeTierBusy("another `up` took the node tier at the same moment") from None
     (RUN_DIR / "host.json").write_text(json.dumps(asdict(record), indent=2) + "\n")
     return record
 

@@ -188,8 +188,10 @@ def test_kubectl_logs_shows_the_container_output(probe: tuple[LocalCluster, str,
 
 
 def test_a_second_node_tier_is_refused_while_one_is_up(
-        probe: tuple[LocalCluster, str, str], tmp_path: Path) -> None:
+        probe: tuple[LocalCluster, str, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = probe[0]
+    monkeypatch.setenv("LWS_NODE_WAIT", "0")
     with pytest.raises(NodeTierBusy, match=str(cluster.dir)):
         LocalCluster(tmp_path / "second").up("node", timeout=60)
     assert HostRecord.load() is not None
