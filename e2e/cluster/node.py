@@ -39,8 +39,9 @@ a dead holder's changes first):
   recorded anyway: every one is written back to the value recorded before ``up``.
 * The bridge ``lwsnode0`` and its veths: deleted.
 * iptables (v4 and v6, every table): chains ``KUBE-*`` that kube-proxy and the kubelet add, and
-  the rules of other chains that jump to them: deleted; chains that existed before stay. Tables
-  they create (``mangle``, and the v6 ones): deleted with ``nft`` once empty.
+  the rules of other chains that jump to them: deleted (all of them: the tier assumes no other
+  Kubernetes node on the machine); other chains stay. Tables they create (``mangle``, the v6
+  ones): deleted with ``nft`` once empty.
 * cgroups: the ``kubepods`` tree the kubelet creates in each v1 hierarchy: removed.
 * Paths outside the run directory that a component creates (:data:`HOST_PATHS`, for example
   containerd's shim sockets in ``/run/containerd`` and libcni's cache in ``/var/lib/cni``):
@@ -190,12 +191,16 @@ def _kubepods() -> list[Path]:
 
 
 def snapshot(cluster: Path) -> HostRecord:
-    """What the host looks like now, as far as the node tier changes it."""
+    """What the host looks like now, as far as the node tier changes it (``KUBE-*`` chains
+    found are a dead run's leftovers, never part of the state to restore)."""
+    chains = {family: {table: [c for c in names if not c.startswith(CHAIN_PREFIX)]
+                       for table, names in tables.items()}
+              for family, tables in iptables_chains().items()}
     return HostRecord(
         cluster=str(cluster),
         sysctls=read_sysctls(),
         absent_paths=[p for p in HOST_PATHS if not os.path.lexists(p)],
-        iptables=iptables_chains(),
+        iptables=chains,
         absent_cgroups=[str(p) for p in _kubepods() if not p.exists()],
     )
 
@@ -555,13 +560,14 @@ def _delete_bridge() -> None:
 
 
 def _iptables_undo(before: dict[str, dict[str, list[str]]]) -> None:
-    """Delete the ``KUBE-*`` chains that were not there before and every rule jumping to one,
-    then the tables that did not exist before and are empty again (iptables over nf_tables
-    creates a table on first use and never deletes it: ``nft`` does)."""
+    """Delete every ``KUBE-*`` chain and every rule jumping to one, then the tables that did not
+    exist before and are empty again (iptables over nf_tables creates a table on first use and
+    never deletes it: ``nft`` does). All ``KUBE-*`` chains, not only new ones: the tier assumes
+    no other Kubernetes node on the machine (its kube-proxy would fight ours over them), so any
+    found are a dead run's leftovers."""
     for family in IPTABLES:
         for table, (chains, rules) in iptables_save(family).items():
-            had = set(before.get(family, {}).get(table, []))
-            added = {c for c in chains if c.startswith(CHAIN_PREFIX) and c not in had}
+            added = {c for c in chains if c.startswith(CHAIN_PREFIX)}
             if not added:
                 continue
             run = [family, "-w", "-t", table]
