@@ -4,6 +4,8 @@
 hash of the build's inputs), ``latest()`` the last one built on this machine without building.
 Every podman call goes through ``podman()``, which uses the containers.conf that
 ``hack/image-host.sh`` writes into the cache (runc, explicit ulimits), never the host's own.
+The cache and podman's storage belong to the machine: ``latest()`` is the last image built
+from any work tree.
 
 An ``Image`` carries its podman reference and a docker-archive of it, which a containerd node
 imports (``ctr images import``), and the chart values that run it without a registry.

@@ -10,7 +10,8 @@
 # The image is tagged with a hash of everything the build reads (the Dockerfile, the lock files,
 # the package sources, the base), so an unchanged tree reuses the existing image at once, and is
 # also saved as a docker-archive in the cache for a containerd node to import. The result is
-# written to CACHE/latest.json (and printed): reference, archive, base.
+# written to CACHE/latest.json (and printed): reference, archive, base. The cache and podman's
+# storage are the machine's: latest.json names the last build of any work tree.
 #
 # Environment: LWS_CACHE (default ~/.cache/lws-operator), LWS_IMAGE_REPOSITORY (default
 # localhost/lws-operator), LWS_IMAGE_VARIANT (a label that makes a distinct image of the same
@@ -102,8 +103,10 @@ esac
 base_id=$(podman image inspect --format '{{.Id}}' "$base")
 
 # --- The tag: a hash of the build's inputs ----------------------------------------------------
+# README.md is copied in too, but only as the wheel's description: editing it must not cost a
+# rebuild, so it is left out.
 inputs=(Dockerfile .dockerignore requirements.lock build-requirements.lock pyproject.toml
-    README.md hack/image-venv.sh)
+    hack/image-venv.sh)
 tag=$({
     for f in "${inputs[@]}"; do printf '%s\n' "$f"; cat "$f"; done
     find lws_operator -type f ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort \
@@ -147,6 +150,7 @@ EOF
 
 if podman image exists "$reference" && [ -s "$archive" ]; then
     log "$reference is up to date"
+    touch "$archive"
 else
     volumes=()
     ca=/etc/ssl/certs/ca-certificates.crt
@@ -167,8 +171,13 @@ else
     podman save --quiet --format docker-archive -o "$archive.tmp" "$reference"
     mv "$archive.tmp" "$archive"
     log "saved $archive in $((SECONDS - t0)) s"
-    # Keep the archives of the last few builds only.
-    ls -1t "$cache"/lws-operator-*.tar 2>/dev/null | tail -n +5 | xargs -r rm -f
+    # Archives unused for two days go (work trees on this machine share the cache).
+    find "$cache" -maxdepth 1 -name 'lws-operator-*.tar' ! -name "${archive##*/}" -mtime +1 \
+        -delete
+    # So do images of this repository built over two days ago, and their build stages.
+    podman images --format '{{.Repository}}:{{.Tag}}' --filter "reference=$repository" \
+        --filter until=48h | grep -vxF "$reference" | xargs -r podman rmi >/dev/null 2>&1 || :
+    podman image prune --force --filter until=48h >/dev/null 2>&1 || :
 fi
 
 size=$(podman image inspect --format '{{.Size}}' "$reference")

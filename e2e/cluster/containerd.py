@@ -42,6 +42,7 @@ PACKAGES = {
     "containernetworking-plugins": CNI_BIN_DIR / "bridge",
     "iptables": Path("/usr/sbin/iptables"),
     "conntrack": Path("/usr/sbin/conntrack"),
+    "nftables": Path("/usr/sbin/nft"),  # to delete the iptables tables the tier created
 }
 
 

@@ -200,12 +200,12 @@ class LocalCluster:
         if tier == "node":
             real_node.prerequisites()
             node_bin = real_node.ensure_node_built()
-            start = time.monotonic()  # the tier's timeout starts after its one-off builds
+            real_node.claim(self.dir)  # NodeTierBusy while another directory holds it
+            start = time.monotonic()  # the timeout starts after the builds and the claim
         state = self._fresh_state(tier, layout, ready_delay_ms)
         deadline = start + timeout
         try:
             if node_bin is not None:
-                real_node.claim(self.dir)
                 real_node.prepare_host()
             self._start_etcd(state)
             self._start_apiserver(state, deadline)
@@ -221,9 +221,6 @@ class LocalCluster:
                 self._wait_default_service_account(deadline)
             if node_bin is not None:
                 real_node.start(self, state, deadline, node_bin, real_node.image_cache())
-        except real_node.NodeTierBusy:
-            self.down()
-            raise
         except BaseException:
             self._dump_failure()
             self.down()

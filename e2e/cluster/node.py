@@ -24,8 +24,8 @@ Host changes and how ``down`` undoes them (one node tier per machine: the run di
 claim; ``up`` refuses while another cluster directory holds it and its processes live, and undoes
 a dead holder's changes first):
 
-* Debian packages ``containerd runc containernetworking-plugins iptables conntrack``, installed
-  with apt-get where missing: kept (they are inert while nothing runs them).
+* Debian packages ``containerd runc containernetworking-plugins iptables conntrack nftables``,
+  installed with apt-get where missing: kept (they are inert while nothing runs them).
 * ``/run/lws-operator-node``: containerd's root, state, socket and runc root, the kubelet's root
   directory and pod logs, the CNI configuration, IP allocations and network namespaces, and the
   record of the host's prior state (``host.json``): every mount under it is unmounted, then it
@@ -39,7 +39,9 @@ a dead holder's changes first):
   recorded anyway: every one is written back to the value recorded before ``up``.
 * The bridge ``lwsnode0`` and its veths: deleted.
 * iptables (v4 and v6, every table): chains ``KUBE-*`` that kube-proxy and the kubelet add, and
-  the rules of other chains that jump to them: deleted; chains that existed before stay.
+  the rules of other chains that jump to them: deleted (all of them: the tier assumes no other
+  Kubernetes node on the machine); other chains stay. Tables they create (``mangle``, the v6
+  ones): deleted with ``nft`` once empty.
 * cgroups: the ``kubepods`` tree the kubelet creates in each v1 hierarchy: removed.
 * Paths outside the run directory that a component creates (:data:`HOST_PATHS`, for example
   containerd's shim sockets in ``/run/containerd`` and libcni's cache in ``/var/lib/cni``):
@@ -111,6 +113,8 @@ HOST_PATHS = {
     "/var/lib/cni": "prune",
 }
 IPTABLES = ("iptables", "ip6tables")
+NFT_FAMILY = {"iptables": "ip", "ip6tables": "ip6"}
+BUILTIN_CHAINS = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
 CHAIN_PREFIX = "KUBE-"
 CGROUPS = Path("/sys/fs/cgroup")
 
@@ -187,12 +191,16 @@ def _kubepods() -> list[Path]:
 
 
 def snapshot(cluster: Path) -> HostRecord:
-    """What the host looks like now, as far as the node tier changes it."""
+    """What the host looks like now, as far as the node tier changes it (``KUBE-*`` chains
+    found are a dead run's leftovers, never part of the state to restore)."""
+    chains = {family: {table: [c for c in names if not c.startswith(CHAIN_PREFIX)]
+                       for table, names in tables.items()}
+              for family, tables in iptables_chains().items()}
     return HostRecord(
         cluster=str(cluster),
         sysctls=read_sysctls(),
         absent_paths=[p for p in HOST_PATHS if not os.path.lexists(p)],
-        iptables=iptables_chains(),
+        iptables=chains,
         absent_cgroups=[str(p) for p in _kubepods() if not p.exists()],
     )
 
@@ -207,6 +215,7 @@ def leftovers(record: HostRecord) -> list[str]:
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         found.append(f"bridge {BRIDGE}")
     for family, tables in iptables_chains().items():
+        found += [f"{family} table {t}" for t in tables if t not in record.iptables.get(family, {})]
         for table, chains in tables.items():
             before = set(record.iptables.get(family, {}).get(table, []))
             found += [f"{family} -t {table} chain {c}" for c in chains
@@ -231,19 +240,31 @@ def _pid_alive(cluster: Path, name: str) -> bool:
     return comm == name[:15]
 
 
-def claim(cluster: Path) -> HostRecord:
+def claim(cluster: Path, wait: float | None = None) -> HostRecord:
     """Take the machine's node tier for ``cluster``: record the host as it is, then create the
-    run directory (the claim). A claim whose processes are gone is undone first."""
-    if RUN_DIR.exists():
+    run directory (the claim). A claim whose processes are gone is undone first. Another live
+    holder is waited for up to ``wait`` seconds (default ``LWS_NODE_WAIT``, else 0): two test
+    sessions then take turns instead of failing."""
+    if wait is None:
+        wait = float(os.environ.get("LWS_NODE_WAIT", "0"))
+    give_up = time.monotonic() + wait
+    while RUN_DIR.exists():
         held = HostRecord.load()
         if held is not None and Path(held.cluster) != cluster and any(
                 _pid_alive(Path(held.cluster), name) for name in PROCESSES):
+            if time.monotonic() < give_up:
+                time.sleep(2)
+                continue
             raise NodeTierBusy(
                 f"the node tier is up in {held.cluster} (one per machine): stop it first with "
                 f"python -m e2e.cluster --dir {held.cluster} down")
         release(held)
+        break
     record = snapshot(cluster)
-    RUN_DIR.mkdir(parents=True)
+    try:
+        RUN_DIR.mkdir(parents=True)
+    except FileExistsError:
+        raise NodeTierBusy("another `up` took the node tier at the same moment") from None
     (RUN_DIR / "host.json").write_text(json.dumps(asdict(record), indent=2) + "\n")
     return record
 
@@ -539,11 +560,14 @@ def _delete_bridge() -> None:
 
 
 def _iptables_undo(before: dict[str, dict[str, list[str]]]) -> None:
-    """Delete the ``KUBE-*`` chains that were not there before, and every rule jumping to one."""
+    """Delete every ``KUBE-*`` chain and every rule jumping to one, then the tables that did not
+    exist before and are empty again (iptables over nf_tables creates a table on first use and
+    never deletes it: ``nft`` does). All ``KUBE-*`` chains, not only new ones: the tier assumes
+    no other Kubernetes node on the machine (its kube-proxy would fight ours over them), so any
+    found are a dead run's leftovers."""
     for family in IPTABLES:
         for table, (chains, rules) in iptables_save(family).items():
-            had = set(before.get(family, {}).get(table, []))
-            added = {c for c in chains if c.startswith(CHAIN_PREFIX) and c not in had}
+            added = {c for c in chains if c.startswith(CHAIN_PREFIX)}
             if not added:
                 continue
             run = [family, "-w", "-t", table]
@@ -557,6 +581,13 @@ def _iptables_undo(before: dict[str, dict[str, list[str]]]) -> None:
                 subprocess.run([*run, "-F", chain], capture_output=True, check=False)
             for chain in sorted(added):
                 subprocess.run([*run, "-X", chain], capture_output=True, check=False)
+        if shutil.which("nft") is None:
+            continue
+        for table, (chains, rules) in iptables_save(family).items():
+            if table not in before.get(family, {}) and not rules \
+                    and set(chains) <= BUILTIN_CHAINS:
+                subprocess.run(["nft", "delete", "table", NFT_FAMILY[family], table],
+                               capture_output=True, check=False)
 
 
 def _rmdir_tree(root: Path) -> None:
