@@ -27,6 +27,7 @@ from lws_operator.logic import unmutated
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.plan import Plan
+from lws_operator.logic.recreation import PodWebhook
 from lws_operator.logic.restart_budget import is_retained, plan_release
 from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
 from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS
@@ -148,6 +149,11 @@ class LeaderWorkerSetReconciler:
         self.memory: dict[Key, Memory] = {}
         # Per LeaderWorkerSet: what its snapshots are built from (``Held``), dropped with it.
         self.held: dict[Key, Held] = {}
+        # What the operator knows of its pod webhook (``pod_webhook_changed``), and the sets
+        # whose unmutated pods are being recreated (``logic.recreation``'s global bound).
+        self.pod_webhook: PodWebhook | None = None
+        self.recreating: set[Key] = set()
+        self._recreating = frozenset[Key]()
         self._last_options = Options(stall_grace, scheduler_provider, self.native_scheduling)
 
     def observe(self, key: Key, tombstones: tuple[dict[str, Any], ...],
@@ -187,11 +193,25 @@ class LeaderWorkerSetReconciler:
 
     def _options(self) -> Options:
         options = self._last_options
-        if (options.stall_grace, options.provider, options.native_scheduling) != (
-                self.stall_grace, self.scheduler_provider, self.native_scheduling):
-            options = self._last_options = Options(self.stall_grace, self.scheduler_provider,
-                                                   self.native_scheduling)
+        if self._recreating != self.recreating:
+            self._recreating = frozenset(self.recreating)
+        if (options.stall_grace, options.provider, options.native_scheduling,
+                options.pod_webhook, options.recreating) != (
+                self.stall_grace, self.scheduler_provider, self.native_scheduling,
+                self.pod_webhook, self._recreating):
+            options = self._last_options = Options(
+                self.stall_grace, self.scheduler_provider, self.native_scheduling,
+                self.pod_webhook, self._recreating)
         return options
+
+    def with_unmutated_pods(self) -> list[Key]:
+        """The sets whose cached pods the pod webhook did not all admit, as of their last
+        pass, and those with a recreation in memory (``logic.recreation``): the sets a change
+        of the pod webhook concerns."""
+        keys = {key for key, held in self.held.items()
+                if len(held.pods) != len(held.owned.get("Pod", ()))}
+        keys.update(key for key, memory in self.memory.items() if memory.recreation is not None)
+        return sorted(keys)
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None."""
@@ -233,6 +253,10 @@ class LeaderWorkerSetReconciler:
         return None if ran.gone else ran.requeue_after
 
     def _remember(self, key: Key, memory: Memory) -> None:
+        if memory.recreation is not None and memory.recreation.in_flight:
+            self.recreating.add(key)
+        else:
+            self.recreating.discard(key)
         if memory == Memory():
             self.memory.pop(key, None)
         else:
@@ -268,6 +292,7 @@ class LeaderWorkerSetReconciler:
         workers together with the leaders."""
         self.cache.take_tombstones(key)  # nothing to recreate; don't keep them around
         self.memory.pop(key, None)
+        self.recreating.discard(key)
         self.held.pop(key, None)
         if not self.cache.synced:
             return NOT_SYNCED_REQUEUE
