@@ -33,6 +33,7 @@ RULE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
 HOOK = {"name": "mpod.kb.io", "rules": [RULE],
         "objectSelector": {"matchExpressions": [{"key": P + "name", "operator": "Exists"}]}}
 SERVING = PodWebhook(HOOK, since=1000.0)
+NO_MEMORY = Memory()
 LATER = 1000.0 + SETTLE  # the settle time after the webhook began serving has passed
 ELSEWHERE = PodWebhook({**HOOK, "namespaceSelector": {"matchExpressions": [
     {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-b"]}]}},
@@ -202,7 +203,7 @@ def test_pods_of_no_statefulset_of_ours_are_left_alone() -> None:
 # ---------------------------------------------------------------------------- the step
 
 
-def observed(pods: list[dict[str, Any]], memory: Memory = Memory(),
+def observed(pods: list[dict[str, Any]], memory: Memory = NO_MEMORY,
              webhook: PodWebhook | None = SERVING, clock: float = LATER,
              recreating: frozenset[tuple[str, str]] = frozenset()) -> Observed:
     body = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
