@@ -110,6 +110,7 @@ async def test_unmutated_pods_are_recreated_once_the_webhook_serves(clusters: Cl
         # Recreated: the leaders are new pods, mutated, and the set says nothing more of them.
         assert not early_before & {p["metadata"]["uid"] for p in pods}
         lws = await kube.get(API, KIND, "early", served)
+        assert lws is not None
         progressing = next(c for c in lws["status"]["conditions"] if c["type"] == "Progressing")
         assert progressing["reason"] != "PodsNotMutated"
         await controllers.runtime.events.flush()

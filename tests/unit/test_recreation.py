@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lws_operator.logic import recreation
-from lws_operator.logic.plan import Delete, Record
+from lws_operator.logic.plan import EMPTY, Delete, Record
 from lws_operator.logic.recreation import (
     MAX_ATTEMPTS,
     MAX_IN_FLIGHT,
@@ -53,9 +53,9 @@ STATEFULSETS = (LEADERS, WORKERS_0)
 
 
 def pod(name: str, owner: dict[str, Any] | None, uid: str | None = None,
-        deleting: bool = False, **labels: str) -> dict[str, Any]:
+        deleting: bool = False, labels: dict[str, str] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": uid or f"uid-{name}",
-                            "labels": {P + "name": "a", **labels}}
+                            "labels": {P + "name": "a", **(labels or {})}}
     if owner is not None:
         meta["ownerReferences"] = [{"kind": "StatefulSet", "name": owner["metadata"]["name"],
                                     "uid": owner["metadata"]["uid"], "controller": True}]
@@ -66,12 +66,12 @@ def pod(name: str, owner: dict[str, Any] | None, uid: str | None = None,
 
 def leader(index: int, uid: str | None = None, deleting: bool = False) -> dict[str, Any]:
     """A leader as the leader StatefulSet creates it, unmutated."""
-    return pod(f"a-{index}", LEADERS, uid, deleting, **{P + "worker-index": "0"})
+    return pod(f"a-{index}", LEADERS, uid, deleting, labels={P + "worker-index": "0"})
 
 
 def worker(group: int, index: int) -> dict[str, Any]:
     """A worker as its worker StatefulSet creates it, unmutated (no worker-index)."""
-    return pod(f"a-{group}-{index}", WORKERS_0, **{P + "group-index": str(group)})
+    return pod(f"a-{group}-{index}", WORKERS_0, labels={P + "group-index": str(group)})
 
 
 def run(pods: list[dict[str, Any]], webhook: PodWebhook | None = SERVING,
@@ -84,7 +84,7 @@ def run(pods: list[dict[str, Any]], webhook: PodWebhook | None = SERVING,
 def test_groups_are_named_after_leaders_and_worker_statefulsets() -> None:
     pods = [leader(1), leader(0), worker(0, 1), worker(0, 2),
             pod("stray", None), leader(2, deleting=True),
-            pod("a-9", sts("not-ours"), **{P + "worker-index": "0"})]
+            pod("a-9", sts("not-ours"), labels={P + "worker-index": "0"})]
     groups = groups_of(pods, STATEFULSETS, "a")
     assert {g: [p["metadata"]["name"] for p in ps] for g, ps in groups.items()} == {
         "a-1": ["a-1"], "a-0": ["a-0", "a-0-1", "a-0-2"]}
@@ -191,10 +191,10 @@ def test_the_webhook_going_away_ends_the_flight() -> None:
 
 def test_pods_of_no_statefulset_of_ours_are_left_alone() -> None:
     # A Hash leader (a ReplicaSet's) and a pod of someone else's StatefulSet.
-    replica_set_pod = pod("a-abcde", None, **{P + "worker-index": "0"})
+    replica_set_pod = pod("a-abcde", None, labels={P + "worker-index": "0"})
     replica_set_pod["metadata"]["ownerReferences"] = [
         {"kind": "ReplicaSet", "name": "a-x", "uid": "uid-rs", "controller": True}]
-    foreign = pod("a-7", sts("other"), **{P + "worker-index": "0"})
+    foreign = pod("a-7", sts("other"), labels={P + "worker-index": "0"})
     decision = run([replica_set_pod, foreign])
     assert decision.delete == ()
     assert decision.events == ()
@@ -238,7 +238,7 @@ def test_the_step_counts_other_sets_in_flight_only() -> None:
 
 
 def test_the_step_plans_nothing_without_unmutated_pods_or_memory() -> None:
-    assert recreate.step(observed([])) == recreate.EMPTY
+    assert recreate.step(observed([])) == EMPTY
 
 
 def test_a_warning_without_a_deletion_is_recorded() -> None:
