@@ -31,7 +31,7 @@ from lws_operator.logic.recreation import PodWebhook
 from lws_operator.logic.restart_budget import is_retained, plan_release
 from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
 from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS
-from lws_operator.logic.steps import pipeline
+from lws_operator.logic.steps import pipeline, recreate
 from lws_operator.logic.steps.pipeline import STEPS, Step
 from lws_operator.logic.steps.release import release_plan
 from lws_operator.logic.steps.termination import stop_workers
@@ -174,7 +174,12 @@ class LeaderWorkerSetReconciler:
         """Whether ``step`` may plan anything for the set ``key`` as it is cached now, as its
         snapshot would hold it (``logic.steps.pipeline.needed``: from the spec and the options
         alone, so a step skipped would have planned nothing); answered once per set object
-        and options (``pipeline.skipped``, through the set's memo)."""
+        and options (``pipeline.skipped``, through the set's memo). The recreation of
+        unmutated pods (``logic.steps.recreate``) is needed only while the set has such pods
+        or remembers a recreation: its own first test, answered from what the snapshot would
+        be built from, without building it (nearly every pass has neither)."""
+        if step is recreate.step:
+            return self._may_recreate(key)
         if step not in pipeline.NEEDED:
             return True
         lws = self.cache["LeaderWorkerSet"].get(*key)
@@ -183,6 +188,17 @@ class LeaderWorkerSetReconciler:
         options = self._options()
         return step not in self._held(key).memo.get("skipped steps", (lws, options),
                                          lambda: pipeline.skipped(lws, options))
+
+    def _may_recreate(self, key: Key) -> bool:
+        memory = self.memory.get(key)
+        if memory is not None and memory.recreation is not None:
+            return True
+        lws = self.cache["LeaderWorkerSet"].get(*key)
+        if lws is None:
+            return True  # its snapshot ends the pass
+        held = self._held(key)
+        held.refresh(self.cache, key, lws)
+        return len(held.pods) != len(held.owned["Pod"])
 
     def _held(self, key: Key) -> Held:
         """What the snapshots of the set ``key`` are built from, held from its first pass on."""
