@@ -262,3 +262,27 @@ def test_the_condition_message_says_what_is_done() -> None:
     body = next(a.body for a in without.actions if hasattr(a, "body"))
     [cond] = [c for c in body["status"]["conditions"] if c["type"] == "Progressing"]
     assert cond["message"].endswith("recreates them through it.")
+
+
+# ---------------------------------------------------------------------------- the controller
+
+
+def test_the_controller_counts_sets_in_flight_and_hands_the_view_to_passes() -> None:
+    from typing import cast
+
+    from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
+    from lws_operator.kube.cache import ClusterCache
+
+    reconciler = LeaderWorkerSetReconciler(cast(Any, None), ClusterCache(), cast(Any, None))
+    flying = run([leader(0)]).state
+    assert flying is not None
+    reconciler._remember((NS, "a"), Memory(recreation=flying))
+    reconciler.pod_webhook = SERVING
+    options = reconciler._options()
+    assert (options.pod_webhook, options.recreating) == (SERVING, {(NS, "a")})
+    assert reconciler._options() is options  # unchanged: the same options
+    assert reconciler.with_unmutated_pods() == [(NS, "a")]
+    reconciler._remember((NS, "a"), Memory(recreation=replace(flying, group=None)))
+    assert reconciler._options().recreating == frozenset()
+    reconciler._remember((NS, "a"), Memory())
+    assert reconciler.with_unmutated_pods() == []
