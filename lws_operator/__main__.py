@@ -446,6 +446,10 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
             if health is not None:
                 add_cache_readiness(health, controllers.cache)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
+            # Unmutated pods are recreated once the pod webhook serves them.
+            webhooks.add_pod_webhook_listener(controllers.pod_webhook_changed)
+            tasks.append(asyncio.create_task(webhooks.follow_pod_webhook(stop),
+                                             name="pod-webhook"))
         # The elector keeps renewing until every pass has finished, then releases.
         release = asyncio.Event()
         electing = [asyncio.create_task(elector.run(release), name="leader-election")] \

@@ -23,12 +23,16 @@ from lws_operator.admission.eviction import EvictionEndpoint
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
-from lws_operator.kube.certs import CertSettings, WebhookCertManager
+from lws_operator.api.constants import MUTATE_POD_PATH
+from lws_operator.kube.certs import MUTATING, SECRET, CertSettings, WebhookCertManager
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.named_watch import NamedObject, until_stop
-from lws_operator.logic import certs
+from lws_operator.logic import certs, webhook_scope
+from lws_operator.logic.unmutated import POD_WEBHOOK
 
 log = logging.getLogger(__name__)
+
+POD_WEBHOOK_CHECK = 1.0  # seconds between looks at the pod webhook (``follow_pod_webhook``)
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,8 @@ class WebhookRuntime:
                          if external else None)
         # Set once the listener serves a certificate from the Secret (never cleared).
         self.serving = asyncio.Event()
+        # Told when ``pod_webhook`` changes (``follow_pod_webhook``).
+        self._pod_webhook_listeners: list[Callable[[dict[str, Any] | None], None]] = []
 
     @property
     def ready(self) -> bool:
@@ -168,6 +174,53 @@ class WebhookRuntime:
         """Before a scrape: fetch the admission process's metrics (nothing in-process)."""
         if isinstance(self.server, AdmissionProcess):
             await self.server.refresh()
+
+    def pod_webhook(self) -> dict[str, Any] | None:
+        """Our pod webhook's entry of the live MutatingWebhookConfiguration while it serves:
+        the listener serves a certificate from the Secret, and the entry reaches this
+        listener (our URL in local mode, our Service otherwise) with the Secret's CA as its
+        caBundle (``logic.webhook_scope.pod_webhook_entry``). None otherwise, and always with
+        certificates managed externally, where the configurations are not watched (nothing is
+        then recreated: ``logic.recreation``)."""
+        if not self.ready or self.external is not None:
+            return None
+        watched = self.certs.watched
+        configuration = watched[MUTATING].obj
+        ca_bundle = ((watched[SECRET].obj or {}).get("data") or {}).get(certs.CA_CERT_KEY)
+        if configuration is None or not ca_bundle:
+            return None
+        o = self.options
+        hook = webhook_scope.pod_webhook_entry(
+            configuration, POD_WEBHOOK, ca_bundle=str(ca_bundle),
+            url=(o.base_url(self.server.port) + MUTATE_POD_PATH) if o.webhook_host else None,
+            service=None if o.webhook_host else (o.namespace, o.service_name))
+        return None if hook is None else dict(hook)
+
+    def add_pod_webhook_listener(self, listener: Callable[[dict[str, Any] | None], None],
+                                 ) -> None:
+        """Call ``listener`` with :meth:`pod_webhook` whenever it changes, while
+        :meth:`follow_pod_webhook` runs (the controllers recreate unmutated pods then)."""
+        self._pod_webhook_listeners.append(listener)
+
+    async def follow_pod_webhook(self, stop: asyncio.Event,
+                                 interval: float = POD_WEBHOOK_CHECK) -> None:
+        """Until ``stop``: look at :meth:`pod_webhook` every ``interval`` seconds (what the
+        certificate manager's watches and the listener hold already: no request) and tell the
+        listeners when it changed."""
+        seen: dict[str, Any] | None = None
+        while not stop.is_set():
+            hook = self.pod_webhook()
+            if hook != seen:
+                seen = hook
+                log.info("pod webhook %s %s", POD_WEBHOOK,
+                         "serves" if hook is not None else "does not serve")
+                for listener in self._pod_webhook_listeners:
+                    try:
+                        listener(hook)
+                    except Exception:
+                        log.exception("a pod webhook listener failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``: keep certificates rotated and served. Then, in registration mode,

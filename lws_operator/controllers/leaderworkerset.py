@@ -27,10 +27,11 @@ from lws_operator.logic import unmutated
 from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.plan import Plan
+from lws_operator.logic.recreation import PodWebhook
 from lws_operator.logic.restart_budget import is_retained, plan_release
 from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
 from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS
-from lws_operator.logic.steps import pipeline
+from lws_operator.logic.steps import pipeline, recreate
 from lws_operator.logic.steps.pipeline import STEPS, Step
 from lws_operator.logic.steps.release import release_plan
 from lws_operator.logic.steps.termination import stop_workers
@@ -148,6 +149,11 @@ class LeaderWorkerSetReconciler:
         self.memory: dict[Key, Memory] = {}
         # Per LeaderWorkerSet: what its snapshots are built from (``Held``), dropped with it.
         self.held: dict[Key, Held] = {}
+        # What the operator knows of its pod webhook (``pod_webhook_changed``), and the sets
+        # whose unmutated pods are being recreated (``logic.recreation``'s global bound).
+        self.pod_webhook: PodWebhook | None = None
+        self.recreating: set[Key] = set()
+        self._recreating = frozenset[Key]()
         self._last_options = Options(stall_grace, scheduler_provider, self.native_scheduling)
 
     def observe(self, key: Key, tombstones: tuple[dict[str, Any], ...],
@@ -168,7 +174,12 @@ class LeaderWorkerSetReconciler:
         """Whether ``step`` may plan anything for the set ``key`` as it is cached now, as its
         snapshot would hold it (``logic.steps.pipeline.needed``: from the spec and the options
         alone, so a step skipped would have planned nothing); answered once per set object
-        and options (``pipeline.skipped``, through the set's memo)."""
+        and options (``pipeline.skipped``, through the set's memo). The recreation of
+        unmutated pods (``logic.steps.recreate``) is needed only while the set has such pods
+        or remembers a recreation: its own first test, answered from what the snapshot would
+        be built from, without building it (nearly every pass has neither)."""
+        if step is recreate.step:
+            return self._may_recreate(key)
         if step not in pipeline.NEEDED:
             return True
         lws = self.cache["LeaderWorkerSet"].get(*key)
@@ -177,6 +188,17 @@ class LeaderWorkerSetReconciler:
         options = self._options()
         return step not in self._held(key).memo.get("skipped steps", (lws, options),
                                          lambda: pipeline.skipped(lws, options))
+
+    def _may_recreate(self, key: Key) -> bool:
+        memory = self.memory.get(key)
+        if memory is not None and memory.recreation is not None:
+            return True
+        lws = self.cache["LeaderWorkerSet"].get(*key)
+        if lws is None:
+            return True  # its snapshot ends the pass
+        held = self._held(key)
+        held.refresh(self.cache, key, lws)
+        return len(held.pods) != len(held.owned["Pod"])
 
     def _held(self, key: Key) -> Held:
         """What the snapshots of the set ``key`` are built from, held from its first pass on."""
@@ -187,11 +209,25 @@ class LeaderWorkerSetReconciler:
 
     def _options(self) -> Options:
         options = self._last_options
-        if (options.stall_grace, options.provider, options.native_scheduling) != (
-                self.stall_grace, self.scheduler_provider, self.native_scheduling):
-            options = self._last_options = Options(self.stall_grace, self.scheduler_provider,
-                                                   self.native_scheduling)
+        if self._recreating != self.recreating:
+            self._recreating = frozenset(self.recreating)
+        if (options.stall_grace, options.provider, options.native_scheduling,
+                options.pod_webhook, options.recreating) != (
+                self.stall_grace, self.scheduler_provider, self.native_scheduling,
+                self.pod_webhook, self._recreating):
+            options = self._last_options = Options(
+                self.stall_grace, self.scheduler_provider, self.native_scheduling,
+                self.pod_webhook, self._recreating)
         return options
+
+    def with_unmutated_pods(self) -> list[Key]:
+        """The sets whose cached pods the pod webhook did not all admit, as of their last
+        pass, and those with a recreation in memory (``logic.recreation``): the sets a change
+        of the pod webhook concerns."""
+        keys = {key for key, held in self.held.items()
+                if len(held.pods) != len(held.owned.get("Pod", ()))}
+        keys.update(key for key, memory in self.memory.items() if memory.recreation is not None)
+        return sorted(keys)
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None."""
@@ -233,6 +269,10 @@ class LeaderWorkerSetReconciler:
         return None if ran.gone else ran.requeue_after
 
     def _remember(self, key: Key, memory: Memory) -> None:
+        if memory.recreation is not None and memory.recreation.in_flight:
+            self.recreating.add(key)
+        else:
+            self.recreating.discard(key)
         if memory == Memory():
             self.memory.pop(key, None)
         else:
@@ -268,6 +308,7 @@ class LeaderWorkerSetReconciler:
         workers together with the leaders."""
         self.cache.take_tombstones(key)  # nothing to recreate; don't keep them around
         self.memory.pop(key, None)
+        self.recreating.discard(key)
         self.held.pop(key, None)
         if not self.cache.synced:
             return NOT_SYNCED_REQUEUE

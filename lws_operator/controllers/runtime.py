@@ -62,6 +62,7 @@ from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
 from lws_operator.logic import wakeups
 from lws_operator.logic.readiness import pod_running_and_ready
+from lws_operator.logic.recreation import PodWebhook
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,19 @@ class ControllerRuntime:
             self.queue.add_soon(owner, self.options.worker_event_window)
         else:
             self.queue.add_soon(owner, self.options.child_event_window)
+
+    def pod_webhook_changed(self, hook: Mapping[str, Any] | None) -> None:
+        """The admission runtime's view of our pod webhook changed (``admission.runtime.
+        WebhookRuntime.pod_webhook``): its configuration entry while it serves, None while it
+        does not. The sets with unmutated pods get a pass, which recreates them where the
+        webhook serves them now (``logic.recreation``, after its settle time)."""
+        self.reconciler.pod_webhook = (None if hook is None
+                                       else PodWebhook(dict(hook), self.reconciler.clock()))
+        keys = self.reconciler.with_unmutated_pods()
+        log.info("pod webhook %s: %d LeaderWorkerSets with unmutated pods queued for a pass",
+                 "serving" if hook is not None else "not serving", len(keys))
+        for key in keys:
+            self.queue.add(key)
 
     def _completes(self, owner: Key, pod: Mapping[str, Any]) -> bool:
         """Whether ``pod`` is running and Ready and completes its worker StatefulSet

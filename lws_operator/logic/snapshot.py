@@ -27,6 +27,7 @@ from lws_operator.logic.memo import Memo
 from lws_operator.logic.objects import meta_of, name_of
 from lws_operator.logic.readiness import confirmed_by_pods
 from lws_operator.logic.reconcile import owned_by
+from lws_operator.logic.recreation import PodWebhook, Recreation
 from lws_operator.logic.restart import failure_trigger
 from lws_operator.logic.restart_budget import exhausted, is_retained
 from lws_operator.logic.rollout import RolloutDecision
@@ -40,11 +41,16 @@ Obj = dict[str, Any]
 class Options:
     """The operator's options a pass reads: how long a rollout may stall before it is
     reported, the scheduler provider (``--scheduler-provider``), and whether the API server
-    serves the native Workload and PodGroup kinds (found by discovery at start)."""
+    serves the native Workload and PodGroup kinds (found by discovery at start). And what the
+    operator knows of its own pod webhook (``logic.recreation``): its configuration entry
+    while it serves (None otherwise), and the sets whose unmutated pods are being recreated
+    (the recreation's global bound)."""
 
     stall_grace: float
     provider: str | None = None
     native_scheduling: bool = True
+    pod_webhook: PodWebhook | None = None
+    recreating: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -69,12 +75,16 @@ class Memory:
     * ``status_deferral``: a status write that would change only the group counters, held
       back until it is due (``logic.status_pacing``); the status step asks for a pass then.
       One per set; losing it makes the next pass write the status or defer it anew.
+    * ``recreation``: the recreation of the set's unmutated pods (``logic.recreation``): the
+      attempts per group under the current webhook view, the group in flight. One per set,
+      bounded by its groups; losing it starts the attempts again.
     """
 
     reported: frozenset[str] = frozenset()
     expected_gone: frozenset[str] = frozenset()
     backoff_reported: frozenset[str] = frozenset()
     status_deferral: Deferral | None = None
+    recreation: Recreation | None = None
 
 
 @dataclass(frozen=True)

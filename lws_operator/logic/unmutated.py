@@ -69,9 +69,11 @@ def split(pods: Iterable[dict[str, Any]]
     return admitted, unmutated
 
 
-def not_mutated_message(namespace: str, pods: Iterable[Mapping[str, Any]]) -> str | None:
+def not_mutated_message(namespace: str, pods: Iterable[Mapping[str, Any]],
+                        note: str | None = None) -> str | None:
     """What the condition and the Event say about the live (not terminating) pods among
-    ``pods`` that the webhook never saw; None when there is none."""
+    ``pods`` that the webhook never saw, ending with ``note`` (what the operator does about
+    them: ``logic.recreation``); None when there is none."""
     live = sorted((str(meta_of(p).get("name") or ""), missing_labels(p)) for p in pods
                   if missing_labels(p) and not deleting(p))
     if not live:
@@ -84,24 +86,26 @@ def not_mutated_message(namespace: str, pods: Iterable[Mapping[str, Any]]) -> st
         f"{POD_WEBHOOK}: it does not serve namespace {namespace} (its namespaceSelector or "
         "objectSelector leaves the pods out, or it is not registered), so they cannot form a "
         "group. Make the webhook serve this namespace, then delete these pods: their "
-        "StatefulSet recreates them through it."
+        "StatefulSet recreates them through it." + (f" {note}" if note else "")
     )
 
 
 def apply_unmutated(desired: dict[str, Any], observed: Mapping[str, Any] | None,
                     namespace: str, pods: Iterable[Mapping[str, Any]], now: str,
-                    others: tuple[Event, ...] = ()) -> tuple[dict[str, Any], tuple[Event, ...]]:
+                    others: tuple[Event, ...] = (), note: str | None = None,
+                    ) -> tuple[dict[str, Any], tuple[Event, ...]]:
     """Overlay ``Progressing=False``, reason ``PodsNotMutated``, on the desired status while
     pods of the LeaderWorkerSet were created without the webhook; the Warning Event only when
     that starts. Returns the status and the pass's Events for ``Progressing``: ``others``
     (the rollout stall's) pass through, except while this overlay shows, since theirs could
     never be seen and would be decided again on every pass. Once no such pod is left, the
-    desired ``Progressing`` stands, with a transition time of now if its status changes."""
+    desired ``Progressing`` stands, with a transition time of now if its status changes.
+    ``note``: the message's last sentence (``not_mutated_message``)."""
     conditions = [dict(c) for c in desired.get("conditions") or []]
     before = next((c for c in (observed or {}).get("conditions") or []
                    if c.get("type") == CONDITION_PROGRESSING), None)
     already = before is not None and before.get("reason") == REASON_PODS_NOT_MUTATED
-    message = not_mutated_message(namespace, pods)
+    message = not_mutated_message(namespace, pods, note)
     index = next((i for i, c in enumerate(conditions)
                   if c.get("type") == CONDITION_PROGRESSING), None)
     if message is None:

@@ -37,6 +37,7 @@ from lws_operator.logic import (
     group_metrics,
     hash_groups,
     readiness,
+    recreation,
     stall,
     unmutated,
     volcano,
@@ -349,6 +350,14 @@ READERS: dict[str, Reader] = {
     "wakeups.completes_workers": lambda w, pods: [
         wakeups.completes_workers(sts, {name_of(q): q for q in pods}.get)
         for sts in (None, *_counting_up(w))],
+    # Every pod as if unmutated, with a webhook that serves them: the decision reads the
+    # owners, labels, names and UIDs of the pods of the group it deletes.
+    "recreation.decide": lambda w, pods: recreation.decide(
+        "ns", str(w.lws["metadata"]["name"]), pods, pods,
+        [w.leader_owner, *_workers_of(w)],
+        recreation.PodWebhook({"name": "mpod.kb.io", "rules": [{
+            "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+            "resources": ["pods"]}]}, 0.0), None, 0, 100.0),
     "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
         pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }
@@ -359,7 +368,7 @@ TAKE_NO_PODS = frozenset({
     "events.Event", "gang.Source", "gang.apply_condition", "gang.find_parent_workload",
     "gang.level_of", "gang.min_count_of", "gang.scheduling_condition", "gang.workload_name",
     "gang.workload_update", "hash_groups.group_ready_condition", "hash_groups.leader_deployment",
-    "memo.Memo",
+    "memo.Memo", "recreation.PodWebhook",
     "reconcile.decide_revision", "reconcile.first_difference", "reconcile.owned_by",
     "reconcile.revision_for_key", "restart.Recreation", "restart.recreating",
     "restart_budget.Release", "restart_budget.backoff_event", "restart_budget.counted_for",

@@ -62,10 +62,13 @@ def status(obs: Observed) -> Plan:
         apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
     desired, deadline_events = progress_deadline.apply_deadline(
         desired, observed, deadline, obs.decided.key, obs.now)
-    # Only the pods it reads: those the webhook never saw, and the leaders.
+    # Only the pods it reads: those the webhook never saw, and the leaders. The message ends
+    # with what the recreation of those pods is doing (``logic.recreation``).
+    recreating = obs.memory.recreation
     desired, progressing_events = unmutated.apply_unmutated(
         desired, observed, obs.lws.namespace, obs.unmutated_pods, obs.now,
-        (*stall_events, *deadline_events))
+        (*stall_events, *deadline_events),
+        note=recreating.note if recreating is not None else None)
     # Only the leaders it reads: those marked exhausted.
     desired = apply_degraded(desired, obs.exhausted_leaders, obs.lws.generation, obs.now)
     if obs.decided.scheduling is not None:

@@ -6,7 +6,8 @@ owning set): failures first (a recreation ends the pass), Parallel termination, 
 the leader owner's rollout or admission (``logic.steps.leader``: a StatefulSet for Ordinal
 groups, a Deployment for Hash groups), the scheduler provider (``logic.providers``), the leader
 owner itself, retained pods released, Hash admission, Services, worker StatefulSets, Hash
-group readiness, then restart counts and status. The controller's runner builds the snapshot
+group readiness, the recreation of pods the pod webhook never saw (``logic.recreation``),
+then restart counts and status. The controller's runner builds the snapshot
 before each step, carries out its plan (``kube.executor``) and stops where a plan says so.
 
 Some steps plan nothing for a whole class of sets, known from the set's spec and the operator's
@@ -29,6 +30,7 @@ from lws_operator.logic.steps import (
     failures,
     finish,
     hash_groups,
+    recreate,
     revision,
     services,
     termination,
@@ -73,6 +75,7 @@ STEPS: tuple[Step, ...] = (
     services.step,
     workers.step,
     hash_groups.readiness,
+    recreate.step,
     finish.counts,
     finish.status,
 )
