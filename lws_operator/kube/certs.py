@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lws_operator.kube.cert_planner import OutOfProcessPlanner
+from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.named_watch import NamedObject, NamedObjects, until_stop
 from lws_operator.logic import certs
@@ -355,11 +355,11 @@ class WebhookCertManager:
                     delay = self._delay(await self.sync())
                     backoff = 0.5
                 except Exception as exc:
-                    # An API error or an OSError (the API server unreachable, the webhook port
-                    # taken) is an outage to report in one line, retried; only anything else
-                    # is a bug worth its traceback.
-                    log.warning("webhook certificate pass failed: %s", exc,
-                                exc_info=not isinstance(exc, (ApiException, OSError)))
+                    # An API error, an OSError (the API server unreachable, the webhook port
+                    # taken) or a planner child that died is an outage to report in one line,
+                    # retried; only anything else is a bug worth its traceback.
+                    log.warning("webhook certificate pass failed: %s", exc, exc_info=not isinstance(
+                        exc, (ApiException, OSError, PlannerFailed)))
                     delay = min(backoff, self.settings.sync_interval)
                     backoff = min(backoff * 2, 30.0)
                 if delay == 0.0:
