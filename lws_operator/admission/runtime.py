@@ -254,6 +254,10 @@ class WebhookRuntime:
                 problem = await self.in_place()
             except ApiException as exc:  # reading the configurations (external mode)
                 problem = f"reading the webhook configurations: {exc.status} {exc.reason}"
+            except Exception as exc:  # a bug: retried all the same, the controllers wait
+                problem = f"the serving check failed: {exc!r}"
+                if problem != self.why_not:
+                    log.exception("the serving check failed")
             if problem is None:
                 self.why_not = ""
                 self.serves.set()
