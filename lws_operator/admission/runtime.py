@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 _SERVES_FIRST_RETRY = 0.05
 _SERVES_LONGEST_RETRY = 1.0
 _PROBE_TIMEOUT = 5.0
+# After this many seconds without serving, what is missing is logged as a warning.
+_SERVES_SLOW = 10.0
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,7 @@ class WebhookRuntime:
         delay = _SERVES_FIRST_RETRY
         loop = asyncio.get_running_loop()
         started = loop.time()
+        warned = False
         while not stop.is_set():
             try:
                 problem = await self.in_place()
@@ -265,8 +268,15 @@ class WebhookRuntime:
                          "after %.2fs", self.options.server_name(), loop.time() - started)
                 return
             if problem != self.why_not:
-                log.debug("the webhooks do not serve yet: %s", problem)
+                # A start's usual steps at debug level; a wait that lasts is worth a warning.
+                slow = loop.time() - started >= _SERVES_SLOW
+                log.log(logging.WARNING if slow else logging.DEBUG,
+                        "the webhooks do not serve yet: %s", problem)
                 self.why_not = problem
+                warned = slow
+            elif not warned and loop.time() - started >= _SERVES_SLOW:
+                log.warning("the webhooks do not serve yet: %s", problem)
+                warned = True
             await until_stop(stop, asyncio.sleep(delay))
             delay = min(delay * 2, _SERVES_LONGEST_RETRY)
 
