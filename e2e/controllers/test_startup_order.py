@@ -97,6 +97,7 @@ EXTRA_ARGS = {
 async def test_a_set_stored_while_the_operator_was_down_gets_only_mutated_pods(
         clusters: Clusters, tmp_path: Path, mode: str) -> None:
     cluster = clusters.get("full")
+    await asyncio.to_thread(cluster.install_crd)
     kube = await Kube.connect(str(cluster.kubeconfig))
     run_id = uuid.uuid4().hex[:8]
     namespace = f"t-start-{run_id}"
