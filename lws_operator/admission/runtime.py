@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 # The serving check: its first retry, its longest wait between retries, and how long one TLS
 # connection to the listener may take.
 _SERVES_FIRST_RETRY = 0.05
-_SERVES_LONGEST_RETRY = 1.0
+_SERVES_LONGEST_RETRY = 0.25
 _PROBE_TIMEOUT = 5.0
 # After this many seconds without serving, what is missing is logged as a warning.
 _SERVES_SLOW = 10.0
