@@ -144,6 +144,10 @@ run: venv ## run the operator locally against $(CLUSTER_DIR) (webhooks on 127.0.
 		--health-port $(HEALTH_PORT) --metrics-bind-address 127.0.0.1:$(METRICS_PORT) \
 		--metrics-secure=false $(RUN_ARGS)
 
+.PHONY: run-starts
+run-starts: venv ## `make run` right after `kubectl apply -f crds/`, 20 times: it must never exit
+	CLUSTER_DIR=$(CLUSTER_DIR) bash hack/run_starts.sh
+
 # The Helm chart, the image's lock files (see README "Install with Helm").
 HELM_VERSION := $(shell sed -n 's/^HELM_VERSION=//p' e2e/cluster/versions.env)
 HELM := $(or $(LWS_CACHE),$(HOME)/.cache/lws-operator)/helm/v$(HELM_VERSION)/bin/helm

@@ -4,6 +4,8 @@
 certificates and the health/metrics endpoint, all on one asyncio event loop, which the kopf-based
 controllers join (they take the same ``stop`` event as kopf's ``stop_flag``). With leader election
 (the default) every replica watches and serves webhooks, and only the Lease holder reconciles.
+The controllers reconcile only once the webhooks serve, and wait for the LeaderWorkerSet CRD to
+be served rather than exit without it; readiness (``/readyz``) names what is still awaited.
 
 SIGTERM and SIGINT set ``stop``: reconcile passes in flight finish, registrations made in local
 mode are removed, in-flight admissions finish, then the Lease is released (a standby takes over
@@ -16,8 +18,8 @@ explicitly wins (``lws_operator.options``). Every flag can also come from the en
 ``--namespace`` also from ``POD_NAMESPACE``.
 
 Exit status: 0 after a graceful stop; 2 for an invalid flag or configuration file (one message
-naming the field); 1 when the cluster lacks something the operator needs (its namespace, the CRD,
-a permission, Volcano's CRD with ``--scheduler-provider volcano``: one line naming it), when a
+naming the field); 1 when the cluster lacks something the operator needs (its namespace, a
+permission, Volcano's CRD with ``--scheduler-provider volcano``: one line naming it), when a
 port cannot be bound (one line naming the flag: ``--health-port 8081: cannot listen on
 0.0.0.0:8081: address already in use``), or when the leadership was lost.
 """
@@ -407,7 +409,9 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
         health = HealthServer(opts.health[0], opts.health[1],
                               liveness_path=opts.liveness_path,
                               readiness_path=opts.readiness_path)
-        health.add_readiness_check("webhook-certificates", lambda: webhooks.ready)
+        # Not ready until the webhooks serve as the API server calls them
+        # (``admission.runtime``); the controllers wait for the same.
+        health.add_readiness_check("webhooks-serve", lambda: webhooks.serves_now)
     elector = None
     if lease_namespace is not None:
         elector = LeaderElector(kube, opts.lease_name, lease_namespace, timings=opts.timings,
@@ -436,7 +440,8 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                 workers=args.workers,
                 stall_grace_seconds=args.rollout_stall_grace.total_seconds(),
                 scheduler_provider=opts.scheduler_provider), registry,
-                gate=elector.leading if elector is not None else None)
+                gate=elector.leading if elector is not None else None,
+                admission=webhooks.serves)
             # The group disruption budget decides evictions from the controllers' caches
             # (watched on a standby replica too).
             from lws_operator.admission.eviction import EvictionGuard
@@ -444,6 +449,9 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
             webhooks.evictions.decider = EvictionGuard(
                 controllers.cache, controllers.events, registry).handle
             if health is not None:
+                # Waited for, not a reason to exit (``kube.api_served``).
+                health.add_readiness_check("leaderworkerset-api",
+                                           lambda: controllers.api.served)
                 add_cache_readiness(health, controllers.cache)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))
             # Unmutated pods are recreated once the pod webhook serves them.

@@ -2,6 +2,20 @@
 
 ``__main__`` runs it next to the controllers on one event loop; tests and the latency benchmark run
 it in-process against a real API server with the same code path.
+
+**When the webhooks serve.** The controllers start reconciling only then (``WebhookRuntime.
+serves``): a pod created before the pod webhook is registered is never mutated. The admission
+listener runs in a child process (``admission.process``), and the parent knows that the child
+confirmed each certificate; that alone does not say the API server can call it. So "serve"
+means, checked in order: the certificate manager's watched objects say the webhooks are in place
+(``WebhookCertManager.in_place_now``: a certificate served, the configurations registered or
+injected with a CA; for certificates managed elsewhere, the configurations' caBundles as the
+operator may read them), and a TLS connection to the listener, made as the API server makes
+it (the host name it checks, each caBundle a configuration carries as the only trust), gets an
+HTTP answer. The connection goes to the listener's own address, not through the webhook
+Service: this replica is not behind the Service until it is ready, and it is ready only when
+it serves. The check repeats until it passes (a few times at start); once passed it stays
+passed, and readiness still follows the listener and its certificate.
 """
 
 from __future__ import annotations
@@ -12,6 +26,7 @@ import contextlib
 import datetime as dt
 import ipaddress
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +39,14 @@ from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.api.constants import MUTATE_POD_PATH
-from lws_operator.kube.certs import MUTATING, SECRET, CertSettings, WebhookCertManager
-from lws_operator.kube.client import KubeClient
+from lws_operator.kube.certs import (
+    CONFIG_PATHS,
+    MUTATING,
+    SECRET,
+    CertSettings,
+    WebhookCertManager,
+)
+from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.named_watch import NamedObject, until_stop
 from lws_operator.logic import certs, webhook_scope
 from lws_operator.logic.unmutated import POD_WEBHOOK
@@ -33,6 +54,13 @@ from lws_operator.logic.unmutated import POD_WEBHOOK
 log = logging.getLogger(__name__)
 
 POD_WEBHOOK_CHECK = 1.0  # seconds between looks at the pod webhook (``follow_pod_webhook``)
+# The serving check: its first retry, its longest wait between retries, and how long one TLS
+# connection to the listener may take.
+_SERVES_FIRST_RETRY = 0.05
+_SERVES_LONGEST_RETRY = 0.25
+_PROBE_TIMEOUT = 5.0
+# After this many seconds without serving, what is missing is logged as a warning.
+_SERVES_SLOW = 10.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +113,17 @@ class WebhookOptions:
             # Every replica re-reads the Secret within one interval; leave room for two.
             reload_delay=self.propagation_delay + dt.timedelta(seconds=2 * self.sync_interval),
         )
+
+    def server_name(self) -> str:
+        """The host name the API server checks the certificate against: the URL's host in
+        local mode, the Service's DNS name otherwise."""
+        return self.webhook_host or f"{self.service_name}.{self.namespace}.svc"
+
+    def probe_address(self) -> str:
+        """Where this process reaches its own listener: the bind address, loopback for a
+        wildcard."""
+        host = self.bind_address or "0.0.0.0"
+        return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
 
     def base_url(self, port: int) -> str:
         host = self.webhook_host or ""
@@ -147,11 +186,110 @@ class WebhookRuntime:
         self.serving = asyncio.Event()
         # Told when ``pod_webhook`` changes (``follow_pod_webhook``).
         self._pod_webhook_listeners: list[Callable[[dict[str, Any] | None], None]] = []
+        # Set once the webhooks serve as the API server calls them (the module docstring;
+        # never cleared); ``why_not`` says what the last check lacked.
+        self.serves = asyncio.Event()
+        self.why_not = "not checked yet"
 
     @property
     def ready(self) -> bool:
         """Listening with a certificate from the Secret."""
         return self.server.listening and (self.external or self.certs).ready
+
+    @property
+    def serves_now(self) -> bool:
+        """Readiness: the webhooks served once as the API server calls them, and the listener
+        still serves a certificate from the Secret."""
+        return self.serves.is_set() and self.ready
+
+    async def in_place(self) -> str | None:
+        """None if the webhooks serve now (the module docstring), else why not."""
+        if not self.ready:
+            return "the admission listener does not serve a certificate yet"
+        if self.external is not None:
+            bundles, problem = await self.external.in_place_now()
+        else:
+            bundles, problem = self.certs.in_place_now()
+        if problem is not None:
+            return problem
+        trusted: list[bytes | None] = [*bundles] or [None]
+        for bundle in trusted:
+            problem = await self._answers(bundle)
+            if problem is not None:
+                return problem
+        return None
+
+    async def _answers(self, bundle: bytes | None) -> str | None:
+        """Connect to the listener as the API server does, trusting only ``bundle`` (any
+        certificate when None: a configuration without a caBundle relies on the system's
+        trust, which this process need not share), and read one HTTP answer."""
+        name = self.options.server_name()
+        if bundle is None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            try:
+                ctx = ssl.create_default_context(cadata=bundle.decode())
+            except (ssl.SSLError, ValueError) as exc:
+                return f"a caBundle does not load: {exc}"
+        host, port = self.options.probe_address(), self.server.port
+        writer = None
+        try:
+            async with asyncio.timeout(_PROBE_TIMEOUT):
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=ctx, server_hostname=name)
+                writer.write(f"GET / HTTP/1.1\r\nHost: {name}\r\n"
+                             "Connection: close\r\n\r\n".encode())
+                line = await reader.readline()
+        except ssl.SSLCertVerificationError as exc:
+            return (f"the listener's certificate does not verify for {name} with the "
+                    f"configured caBundle: {exc.verify_message}")
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+            return f"the listener at {host}:{port} does not answer over TLS: {exc!r}"
+        finally:
+            if writer is not None:
+                writer.close()
+                with contextlib.suppress(OSError, TimeoutError):
+                    async with asyncio.timeout(_PROBE_TIMEOUT):
+                        await writer.wait_closed()
+        if not line.startswith(b"HTTP/1."):
+            return f"the listener at {host}:{port} answered no HTTP response"
+        return None
+
+    async def _until_serving(self, stop: asyncio.Event) -> None:
+        """Check until the webhooks serve, then set ``serves`` (once)."""
+        delay = _SERVES_FIRST_RETRY
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        warned = False
+        while not stop.is_set():
+            try:
+                problem = await self.in_place()
+            except ApiException as exc:  # reading the configurations (external mode)
+                problem = f"reading the webhook configurations: {exc.status} {exc.reason}"
+            except Exception as exc:  # a bug: retried all the same, the controllers wait
+                problem = f"the serving check failed: {exc!r}"
+                if problem != self.why_not:
+                    log.exception("the serving check failed")
+            if problem is None:
+                self.why_not = ""
+                self.serves.set()
+                log.info("the webhooks serve (%s, checked over TLS with the configured CA) "
+                         "after %.2fs", self.options.server_name(), loop.time() - started)
+                return
+            if problem != self.why_not:
+                # A start's usual steps at debug level; a wait that lasts is worth a warning.
+                slow = loop.time() - started >= _SERVES_SLOW
+                log.log(logging.WARNING if slow else logging.DEBUG,
+                        "the webhooks do not serve yet: %s", problem)
+                self.why_not = problem
+                warned = slow
+            elif not warned and loop.time() - started >= _SERVES_SLOW:
+                log.warning("the webhooks do not serve yet: %s", problem)
+                warned = True
+            await until_stop(stop, asyncio.sleep(delay))
+            delay = min(delay * 2, _SERVES_LONGEST_RETRY)
 
     def _render(self, ca_bundle: bytes) -> list[dict[str, Any]]:
         o = self.options
@@ -225,9 +363,13 @@ class WebhookRuntime:
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``: keep certificates rotated and served. Then, in registration mode,
         unregister first (so the API server stops calling), and drain the listener."""
+        checking = asyncio.create_task(self._until_serving(stop), name="webhooks-serve")
         try:
             await (self.external or self.certs).run(stop)
         finally:
+            checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checking
             try:
                 await self.certs.unregister()
             finally:
@@ -254,6 +396,34 @@ class ExternalCertificates:
     @property
     def ready(self) -> bool:
         return self.served is not None
+
+    async def in_place_now(self) -> tuple[list[bytes], str | None]:
+        """As ``WebhookCertManager.in_place_now``, for configurations someone else keeps: the
+        caBundles of the configurations this process may read (cert-manager's cainjector
+        writes them; one without a caBundle is not in place yet), else the Secret's
+        ``ca.crt``. A configuration it may not read (the chart grants nothing on them in this
+        mode) or that does not exist is not waited for."""
+        if self.served is None:
+            return [], "no webhook certificate served yet"
+        bundles: dict[bytes, None] = {}
+        for kind, name in self.settings.configurations().items():
+            try:
+                live = await self.kube.request("GET", f"{CONFIG_PATHS[kind]}/{name}")
+            except ApiException as exc:
+                if is_status(exc, 401, 403, 404):
+                    continue
+                raise
+            for hook in live.get("webhooks") or []:
+                encoded = (hook.get("clientConfig") or {}).get("caBundle")
+                if not encoded:
+                    return [], (f"{kind} {name}: webhook {hook.get('name')} has no caBundle "
+                                "yet (cert-manager's cainjector writes it)")
+                bundles[base64.b64decode(encoded)] = None
+        secret = self.secret.obj
+        ca = ((secret or {}).get("data") or {}).get(certs.CA_CERT_KEY)
+        if not bundles and ca:
+            bundles[base64.b64decode(ca)] = None
+        return list(bundles), None
 
     async def sync(self) -> None:
         secret = self.secret.obj

@@ -38,12 +38,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from lws_operator.api.constants import GROUP, PLURAL, VERSION
 from lws_operator.api.disaggregated import GROUP as DS_GROUP
 from lws_operator.api.disaggregated import PLURAL as DS_PLURAL
 from lws_operator.api.disaggregated import SCALER_PLURAL
 from lws_operator.api.view import deleting
 from lws_operator.controllers.disaggregated_runtime import DS_API, DisaggregatedSetRuntime
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
+from lws_operator.kube.api_served import ApiServed
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
 from lws_operator.kube.events import EventRecorder
@@ -109,11 +111,22 @@ class ControllerRuntime:
     """Caches, queue, reconciler and the watches that feed them."""
 
     def __init__(self, kube: KubeClient, options: ControllerOptions,
-                 registry: CollectorRegistry, *, gate: asyncio.Event | None = None) -> None:
+                 registry: CollectorRegistry, *, gate: asyncio.Event | None = None,
+                 admission: asyncio.Event | None = None) -> None:
         """``gate``: with leader election, set while this process holds the Lease; the
         workers reconcile only then (watches and caches run either way, so a standby takes
-        over with warm caches)."""
+        over with warm caches).
+
+        ``admission``: set once the operator's webhooks serve (``lws-operator run`` wires
+        ``WebhookRuntime.serves``). No pass runs before: a pass creates StatefulSets, whose
+        pods created before the pod webhook is registered would never be mutated (local mode
+        removes its registrations on exit, so a set stored meanwhile meets a start with none).
+        The watches and caches fill meanwhile, so the first passes start warm."""
         self.gate = gate
+        self.admission = admission
+        # The LeaderWorkerSet API, waited for at start (``kube.api_served``); readiness reads
+        # ``api.served``.
+        self.api = ApiServed(kube, GROUP, VERSION, PLURAL)
         self.kube = kube
         self.options = options
         self.metrics = registry
@@ -325,6 +338,28 @@ class ControllerRuntime:
         queued = self._enqueue_all()
         log.info("leading: %d LeaderWorkerSets queued for a pass", queued)
 
+    async def _admitting(self, stop: asyncio.Event, watching: asyncio.Future[Any]) -> bool:
+        """Until the webhooks serve (True), or ``stop`` (False); at once without ``admission``
+        (tests and embedders that run the webhooks themselves). The watches failing meanwhile
+        is raised, as it is once the workers run."""
+        if self.admission is None or self.admission.is_set():
+            return not stop.is_set()
+        log.info("waiting for the webhooks to serve before reconciling")
+        serving = asyncio.ensure_future(self.admission.wait())
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait((serving, stopping, watching),
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            serving.cancel()
+            stopping.cancel()
+        if watching.done():
+            watching.result()
+            raise RuntimeError("the kopf watchers stopped unexpectedly")
+        if not stop.is_set():
+            log.info("the webhooks serve: reconciling")
+        return not stop.is_set()
+
     async def _reconcile(self, key: Key) -> Result:
         try:
             requeue = await self.reconciler.reconcile(key)
@@ -339,12 +374,14 @@ class ControllerRuntime:
             await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
-        if not await self.watches.wait_for_crd(stop):
+        if not await self.api.wait(stop):
             return
         await self.discover()
         await self.watches.prime()
         self._enqueue_all()
         async with self.watches.running() as watching:
+            if not await self._admitting(stop, watching):
+                return
             workers = asyncio.create_task(run_workers(
                 self.queue, self._reconcile, concurrency=self.options.workers,
                 controller=CONTROLLER, registry=self.metrics, stop=stop, gate=self.gate))

@@ -158,6 +158,13 @@ def _make_self_signed(dns_names: list[str], ip_addresses: list[str]) -> dict[str
 
 
 def main() -> None:
+    # A terminal's Ctrl-C, or a SIGTERM sent to the operator's whole process group, reaches
+    # this child too; it answers within moments anyway, and the parent, which handles those
+    # signals, still wants the answer (killed, it reported a planner failure at every stop).
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if sys.argv[1:] == [SELF_SIGNED]:
         dns_names, ip_addresses = pickle.load(sys.stdin.buffer)
         sys.stdout.buffer.write(pickle.dumps(_make_self_signed(dns_names, ip_addresses)))

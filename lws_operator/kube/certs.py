@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lws_operator.kube.cert_planner import OutOfProcessPlanner
+from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.named_watch import NamedObject, NamedObjects, until_stop
 from lws_operator.logic import certs
@@ -51,6 +51,7 @@ _CONFIG_PATHS = {
     MUTATING: "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
     VALIDATING: "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
 }
+CONFIG_PATHS = _CONFIG_PATHS
 _MAX_CONFLICTS = 5
 
 SECRET = "Secret"
@@ -143,6 +144,43 @@ class WebhookCertManager:
     def ready(self) -> bool:
         """A certificate from the Secret is being served."""
         return self.served is not None
+
+    def in_place_now(self) -> tuple[list[bytes], str | None]:
+        """Whether the webhooks are in place as far as the watched objects say: a certificate
+        from the Secret served, and the configurations trusting a CA. In registration mode
+        both configurations must exist as registered (our URL, the Secret's CA); otherwise
+        those that exist must carry a caBundle (one we inject; whoever installs them may
+        have put another, which the caller's handshake then rejects), and those that do not
+        exist are not ours to wait for.
+
+        Returns the caBundles the API server will verify the served certificate with (the
+        Secret's ``ca.crt`` when no configuration exists) and None; or no bundle and the
+        reason the webhooks are not in place yet."""
+        if self.served is None:
+            return [], "no webhook certificate served yet"
+        data = _decode(self.watched[SECRET].obj) or {}
+        secret_bundle = data.get(certs.CA_CERT_KEY)
+        bundles: dict[bytes, None] = {}
+        for kind, name in self.settings.configurations().items():
+            live = self.watched[kind].obj
+            if self.register is not None:
+                if live is None:
+                    return [], f"{kind} {name} is not registered yet"
+                if secret_bundle is None or not _contains(
+                        live.get("webhooks"),
+                        next(o for o in self.register(secret_bundle)
+                             if o["kind"] == kind)["webhooks"]):
+                    return [], f"{kind} {name} is not registered with the current CA yet"
+            if live is None:
+                continue
+            for hook in live.get("webhooks") or []:
+                encoded = (hook.get("clientConfig") or {}).get("caBundle")
+                if not encoded:
+                    return [], f"{kind} {name}: webhook {hook.get('name')} has no caBundle yet"
+                bundles[base64.b64decode(encoded)] = None
+        if not bundles and secret_bundle:
+            bundles[secret_bundle] = None
+        return list(bundles), None
 
     # ------------------------------------------------------------------------------ paths
 
@@ -317,11 +355,11 @@ class WebhookCertManager:
                     delay = self._delay(await self.sync())
                     backoff = 0.5
                 except Exception as exc:
-                    # An API error or an OSError (the API server unreachable, the webhook port
-                    # taken) is an outage to report in one line, retried; only anything else
-                    # is a bug worth its traceback.
-                    log.warning("webhook certificate pass failed: %s", exc,
-                                exc_info=not isinstance(exc, (ApiException, OSError)))
+                    # An API error, an OSError (the API server unreachable, the webhook port
+                    # taken) or a planner child that died is an outage to report in one line,
+                    # retried; only anything else is a bug worth its traceback.
+                    log.warning("webhook certificate pass failed: %s", exc, exc_info=not isinstance(
+                        exc, (ApiException, OSError, PlannerFailed)))
                     delay = min(backoff, self.settings.sync_interval)
                     backoff = min(backoff * 2, 30.0)
                 if delay == 0.0:

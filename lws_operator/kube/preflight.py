@@ -1,9 +1,12 @@
 """Startup checks: what the operator needs from the cluster, verified once before it starts.
 
-Without them a missing CRD, namespace or permission shows up later as an endless series of
-retried 404s and 403s with tracebacks (a crash loop in a pod). Here each missing piece becomes one
-line naming it, and the process stops. Permissions are asked with SelfSubjectAccessReviews,
-which every authenticated identity may create, so the check itself needs no extra RBAC.
+Without them a missing namespace or permission shows up later as an endless series of retried
+404s and 403s with tracebacks (a crash loop in a pod). Here each missing piece becomes one line
+naming it, and the process stops. The LeaderWorkerSet CRD is not one of them: it is often
+applied a moment before the operator starts (``make run``, a Helm install) and served a moment
+after, so the controllers wait for it (``kube.api_served``), not ready meanwhile. Permissions
+are asked with SelfSubjectAccessReviews, which every authenticated identity may create, so the
+check itself needs no extra RBAC.
 
 The volcano scheduler provider (``--scheduler-provider volcano``) without Volcano's PodGroup CRD
 is such a missing piece too, and stops the start rather than degrading to "no gang scheduling".
@@ -33,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lws_operator.api import disaggregated as ds
-from lws_operator.api.constants import GROUP, PLURAL, VERSION
+from lws_operator.api.constants import GROUP, PLURAL
 from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
 
 __all__ = ["AdmissionNeeds", "Permission", "StartupError", "check", "disaggregated_permissions",
@@ -195,7 +198,8 @@ async def _served(kube: KubeClient, group: str, version: str, plural: str) -> bo
 async def check(kube: KubeClient, *, namespace: str, controllers: bool,
                 lease_namespace: str | None, admission: AdmissionNeeds | None = None,
                 extra: Iterable[Permission] = (), volcano: str | None = None) -> list[str]:
-    """Raise ``StartupError`` listing everything missing: namespaces, the CRDs, permissions.
+    """Raise ``StartupError`` listing everything missing: namespaces, Volcano's CRD when
+    asked for, permissions (the LeaderWorkerSet CRD is waited for instead: module docstring).
     ``volcano``: the setting that chose the volcano scheduler provider, as the message names
     it (``--scheduler-provider``), or None; its CRD and permissions are the controllers'.
     Returns what is missing without stopping the start: the DisaggregatedSet controller's
@@ -205,9 +209,6 @@ async def check(kube: KubeClient, *, namespace: str, controllers: bool,
         if await _namespace_missing(kube, ns):
             problems.append(f"the operator namespace {ns!r} does not exist "
                             f"(create it, or pass --namespace)")
-    if controllers and not await _served(kube, GROUP, VERSION, PLURAL):
-        problems.append(f"the CustomResourceDefinition {PLURAL}.{GROUP} (version "
-                        f"{VERSION}) is not installed: apply crds/ first")
     volcano_needed = controllers and volcano is not None
     if volcano_needed and not await _served(kube, VOLCANO_GROUP, VOLCANO_VERSION,
                                             VOLCANO_PLURAL):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from lws_operator.kube.cert_planner import PlannerFailed
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
 from lws_operator.logic import certs
 
@@ -64,6 +65,14 @@ async def test_a_taken_port_is_one_line(caplog: pytest.LogCaptureFixture) -> Non
         OSError(errno.EADDRINUSE, "error while attempting to bind on address "
                                   "('127.0.0.1', 9443): address already in use"), caplog)
     assert "address already in use" in record.getMessage()
+    assert record.exc_info is None or record.exc_info is False
+
+
+async def test_a_planner_child_that_died_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """A SIGTERM sent to the operator's process group killed the planner child: an outage
+    (retried), not a bug."""
+    record = await _one_failed_pass(PlannerFailed("certificate planner exited -15: "), caplog)
+    assert "exited -15" in record.getMessage()
     assert record.exc_info is None or record.exc_info is False
 
 
