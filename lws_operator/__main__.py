@@ -397,10 +397,11 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                 gate=elector.leading if elector is not None else None)
             # The group disruption budget decides evictions from the controllers' caches
             # (watched on a standby replica too).
-            from lws_operator.admission.eviction import EvictionGuard
+            from lws_operator.admission.eviction import ApiReservations, EvictionGuard
 
             webhooks.evictions.decider = EvictionGuard(
-                controllers.cache, controllers.events, registry).handle
+                controllers.cache, controllers.events, registry,
+                store=ApiReservations(kube)).handle
             if health is not None:
                 add_cache_readiness(health, controllers.cache)
             tasks.append(asyncio.create_task(controllers.run(stop), name="controllers"))

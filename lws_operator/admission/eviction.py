@@ -273,7 +273,8 @@ class EvictionGuard:
                     return self._unrecorded(namespace, name, exc)
                 self._written[owner] = _Written(cached_version, written)
             return self._answer(request, owner, lws, name, decision,
-                                len(decision.disrupted) + (1 if decision.reserve else 0))
+                                len(decision.disrupted)
+                                + (1 if decision.reserve and not dry_run else 0))
         message = (f"Cannot evict pod {name} now: the group disruption budget of "
                    f"LeaderWorkerSet {namespace}/{owner[1]} is being changed by other "
                    "evictions; try again.")
