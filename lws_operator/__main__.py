@@ -32,49 +32,13 @@ import datetime as dt
 import json
 import logging
 import os
-import re
 import signal
 import sys
 from typing import Any
 
-from lws_operator import __version__
+from lws_operator import __version__, flags
+from lws_operator.flags import env
 from lws_operator.options import RunOptions, add_config_flags, load_config, resolve
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """``90d``, ``8760h``, ``1h30m``, ``2.5s``, ``500ms``, or plain seconds."""
-    text = text.strip()
-    try:
-        return dt.timedelta(seconds=float(text))
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90d, 8760h, 30s)")
-    return dt.timedelta(seconds=total)
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get("LWS_" + name.upper().replace("-", "_"), default)
-
-
-def _env_int(name: str) -> int | None:
-    value = _env(name)
-    return None if value is None else int(value)
-
-
-def _env_float(name: str) -> float | None:
-    value = _env(name)
-    return None if value is None else float(value)
-
 
 # Record attributes that become fields of their own (set by kube.logcontext.ContextFilter for
 # reconcile passes, or passed as ``extra=``).
@@ -137,106 +101,100 @@ def _setup_logging(level: str, fmt: str) -> None:
         logging.getLogger("kopf").setLevel(logging.INFO)
 
 
-def _flag(text: str | bool) -> bool:
-    """``true``/``false`` (and 1/0, yes/no) for ``--flag=false`` style booleans."""
-    if isinstance(text, bool):
-        return text
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (true or false)")
-
-
 def _add_run(sub: Any) -> None:
+    """``run``'s flags; each defaults to its ``LWS_*`` variable, parsed after the command line
+    (``lws_operator.flags``), so a bad value is one line naming both."""
     run = sub.add_parser("run", help="run the operator: controllers, webhooks and metrics")
     run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
                      help="kubeconfig file (default: in-cluster credentials, else $KUBECONFIG)")
-    run.add_argument("--context", default=_env("context"), help="kubeconfig context")
-    run.add_argument("--namespace", default=_env("namespace", os.environ.get("POD_NAMESPACE")),
+    run.add_argument("--context", default=env("context"), help="kubeconfig context")
+    run.add_argument("--namespace", default=env("namespace", "POD_NAMESPACE"),
                      help="the operator's namespace, home of the certificate Secret "
                           "(default: the pod's, else lws-system)")
-    run.add_argument("--webhook-port", type=int, default=_env_int("webhook_port"),
+    run.add_argument("--webhook-port", type=flags.port, default=env("webhook_port"),
                      help="HTTPS admission port (default: webhook.port of --config, 9443)")
-    run.add_argument("--health-port", type=int, default=_env_int("health_port"),
+    run.add_argument("--health-port", type=flags.port, default=env("health_port"),
                      help="plain HTTP /healthz and /readyz (default: the port of "
                           "--health-probe-bind-address, 8081)")
-    run.add_argument("--bind-address", default=_env("bind_address"),
+    run.add_argument("--bind-address", default=env("bind_address"),
                      help="listen address of both ports (default: the webhook host in local "
                           "mode, else all interfaces)")
-    run.add_argument("--webhook-host", default=_env("webhook_host"),
+    run.add_argument("--webhook-host", default=env("webhook_host"),
                      help="local mode: register the webhooks by URL https://HOST:PORT/<path> "
                           "(e.g. 127.0.0.1) instead of through the webhook Service")
-    run.add_argument("--webhook-service", default=_env("webhook_service"),
+    run.add_argument("--webhook-service", default=env("webhook_service"),
                      help="default: internalCertManagement.webhookServiceName of --config, "
                           "lws-webhook-service")
-    run.add_argument("--webhook-secret", default=_env("webhook_secret"),
+    run.add_argument("--webhook-secret", default=env("webhook_secret"),
                      help="default: internalCertManagement.webhookSecretName of --config, "
                           "lws-webhook-server-cert")
     run.add_argument("--mutating-webhook-configuration",
-                     default=_env("mutating_webhook_configuration",
-                                  "lws-mutating-webhook-configuration"))
+                     default=env("mutating_webhook_configuration")
+                     or "lws-mutating-webhook-configuration")
     run.add_argument("--validating-webhook-configuration",
-                     default=_env("validating_webhook_configuration",
-                                  "lws-validating-webhook-configuration"))
-    run.add_argument("--cert-validity", type=parse_duration,
-                     default=parse_duration(_env("cert_validity", "8760h")),
-                     help="serving certificate lifetime; renewed at 2/3 of it")
-    run.add_argument("--ca-validity", type=parse_duration,
-                     default=parse_duration(_env("ca_validity", "87600h")),
+                     default=env("validating_webhook_configuration")
+                     or "lws-validating-webhook-configuration")
+    run.add_argument("--cert-validity", type=flags.duration,
+                     default=env("cert_validity") or dt.timedelta(hours=8760),
+                     help="serving certificate lifetime (a Go duration: 8760h); renewed at 2/3 "
+                          "of it")
+    run.add_argument("--ca-validity", type=flags.duration,
+                     default=env("ca_validity") or dt.timedelta(hours=87600),
                      help="CA lifetime; rotated with an overlap at 2/3 of it")
-    run.add_argument("--cert-sync-interval", type=parse_duration,
-                     default=parse_duration(_env("cert_sync_interval", "10s")),
+    run.add_argument("--cert-sync-interval", type=flags.duration,
+                     default=env("cert_sync_interval") or dt.timedelta(seconds=10),
                      help="longest wait before a failed certificate pass is retried (the "
                           "Secret and webhook configurations are watched, not polled)")
-    run.add_argument("--cert-propagation-delay", type=parse_duration,
-                     default=parse_duration(_env("cert_propagation_delay", "30s")),
+    run.add_argument("--cert-propagation-delay", type=flags.duration,
+                     default=env("cert_propagation_delay") or dt.timedelta(seconds=30),
                      help="time API servers get to pick up a new caBundle before it is relied on")
     run.add_argument("--cert-management", choices=["self", "external"],
-                     default=_env("cert_management", "self"),
+                     type=flags.one_of("self", "external"),
+                     default=env("cert_management") or "self",
                      help="self: issue and rotate the webhook certificates in --webhook-secret "
                           "and inject the caBundles; external: serve what another tool "
                           "(cert-manager) keeps in that Secret, and write nothing")
-    run.add_argument("--no-register-webhooks", dest="register_webhooks", action="store_false",
-                     default=_env("register_webhooks", "true") not in ("0", "false"),
+    run.add_argument("--no-register-webhooks", dest="register_webhooks", action=flags.Switch,
+                     const=False, default=env("register_webhooks"),
                      help="local mode: only inject the caBundle into configurations that "
-                          "exist, instead of registering them")
-    run.add_argument("--scheduler-provider", default=_env("scheduler_provider"),
-                     choices=["volcano"],
+                          "exist, instead of registering them (LWS_REGISTER_WEBHOOKS=false)")
+    run.add_argument("--scheduler-provider", default=env("scheduler_provider"),
+                     choices=["volcano"], type=flags.one_of("volcano"),
                      help="gang-scheduling provider for LeaderWorkerSets without spec.scheduling: "
                           "volcano (PodGroup annotation on pods, volcano PodGroups per group)")
-    run.add_argument("--workers", type=int, default=int(_env("workers", 8)),
+    run.add_argument("--workers", type=flags.count(1), default=env("workers") or 8,
                      help="LeaderWorkerSets reconciled concurrently")
-    run.add_argument("--kube-api-qps", type=float, default=_env_float("kube_api_qps"),
+    run.add_argument("--kube-api-qps", type=flags.number, default=env("kube_api_qps"),
                      help="client-side limit on API requests per second (0: unlimited; "
                           "default: clientConnection.qps of --config, 500)")
-    run.add_argument("--kube-api-burst", type=int, default=_env_int("kube_api_burst"),
+    run.add_argument("--kube-api-burst", type=flags.count(0), default=env("kube_api_burst"),
                      help="requests allowed above --kube-api-qps in a burst (default: "
                           "clientConnection.burst of --config, 500)")
-    run.add_argument("--rollout-stall-grace", type=parse_duration,
-                     default=parse_duration(_env("rollout_stall_grace", "60s")),
+    run.add_argument("--rollout-stall-grace", type=flags.duration,
+                     default=env("rollout_stall_grace") or dt.timedelta(seconds=60),
                      help="how long new-revision pods may stay unschedulable before a rollout "
                           "is reported stalled (Progressing=False, RolloutStalled)")
-    run.add_argument("--disable-controllers", action="store_true",
-                     default=_env("disable_controllers", "") in ("1", "true"),
+    run.add_argument("--disable-controllers", action=flags.Switch,
+                     default=env("disable_controllers"),
                      help="serve admission only (no reconciliation)")
     # --- metrics server (upstream's flag names in cmd/main.go); --metrics-bind-address is
     # with the configuration flags ---
-    run.add_argument("--metrics-secure", type=_flag, nargs="?", const=True,
-                     default=_flag(_env("metrics_secure", "true")),
+    run.add_argument("--metrics-secure", type=flags.boolean, nargs="?", const=True,
+                     default=env("metrics_secure") or True,
                      help="HTTPS, each scrape checked with TokenReview and SubjectAccessReview "
                           "(get on /metrics); --metrics-secure=false: plain HTTP, no checks")
-    run.add_argument("--metrics-cert-path", default=_env("metrics_cert_path"),
+    run.add_argument("--metrics-cert-path", default=env("metrics_cert_path"),
                      help="directory with the metrics serving certificate (default: a "
                           "self-signed one generated at start)")
-    run.add_argument("--metrics-cert-name", default=_env("metrics_cert_name", "tls.crt"))
-    run.add_argument("--metrics-cert-key", default=_env("metrics_cert_key", "tls.key"))
+    run.add_argument("--metrics-cert-name", default=env("metrics_cert_name") or "tls.crt")
+    run.add_argument("--metrics-cert-key", default=env("metrics_cert_key") or "tls.key")
     # --- end of metrics server flags ---
-    run.add_argument("--log-level", default=_env("log_level", "info"))
-    run.add_argument("--log-format", choices=["json", "text"], default=_env("log_format"),
+    run.add_argument("--log-level", type=flags.log_level, choices=flags.LOG_LEVELS,
+                     default=env("log_level") or "info")
+    run.add_argument("--log-format", choices=["json", "text"], type=flags.one_of("json", "text"),
+                     default=env("log_format"),
                      help="default: json in a cluster, text elsewhere")
-    add_config_flags(run, parse_duration)
+    add_config_flags(run)
 
 
 def _leadership_lost() -> None:
@@ -444,10 +402,11 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
                 admission=webhooks.serves)
             # The group disruption budget decides evictions from the controllers' caches
             # (watched on a standby replica too).
-            from lws_operator.admission.eviction import EvictionGuard
+            from lws_operator.admission.eviction import ApiReservations, EvictionGuard
 
             webhooks.evictions.decider = EvictionGuard(
-                controllers.cache, controllers.events, registry).handle
+                controllers.cache, controllers.events, registry,
+                store=ApiReservations(kube)).handle
             if health is not None:
                 # Waited for, not a reason to exit (``kube.api_served``).
                 health.add_readiness_check("leaderworkerset-api",
@@ -488,7 +447,7 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = flags.Parser(
         prog="lws-operator",
         description="A LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) operator.",
     )

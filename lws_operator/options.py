@@ -15,63 +15,49 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lws_operator import flags
 from lws_operator.api import config as cfg
+from lws_operator.flags import env
 from lws_operator.logic.leaderelection import Timings
 
-__all__ = ["RunOptions", "add_config_flags", "load_config", "parse_bool", "resolve"]
+__all__ = ["RunOptions", "add_config_flags", "load_config", "resolve"]
 
 
-def parse_bool(text: str) -> bool:
-    """Go's strconv.ParseBool spellings."""
-    value = text.strip().lower()
-    if value in ("1", "t", "true", "yes", "y", "on"):
-        return True
-    if value in ("0", "f", "false", "no", "n", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {text!r} (true or false)")
-
-
-def _env(name: str) -> str | None:
-    return os.environ.get("LWS_" + name.upper().replace("-", "_"))
-
-
-def add_config_flags(run: argparse.ArgumentParser, duration: Any) -> None:
+def add_config_flags(run: argparse.ArgumentParser) -> None:
     """The flags that override the configuration file (upstream's names), each defaulting to
-    its environment variable or else to "not set"."""
-    run.add_argument("--config", default=_env("config"), metavar="FILE",
+    its environment variable (parsed after the command line: ``lws_operator.flags``) or else
+    to "not set"."""
+    run.add_argument("--config", default=env("config"), metavar="FILE",
                      help="a config.lws.x-k8s.io/v1alpha1 Configuration file; flags set "
                           "explicitly override it")
-    run.add_argument("--leader-elect", nargs="?", const=True, type=parse_bool,
-                     default=None if _env("leader_elect") is None
-                     else parse_bool(str(_env("leader_elect"))),
+    run.add_argument("--leader-elect", nargs="?", const=True, type=flags.boolean,
+                     default=env("leader_elect"),
                      help="elect a leader with a Lease; only the leader reconciles "
                           "(default: true; --leader-elect=false turns it off)")
     for name, default in (("lease-duration", "15s"), ("renew-deadline", "10s"),
                           ("retry-period", "2s")):
-        env = _env(f"leader_elect_{name}")
-        run.add_argument(f"--leader-elect-{name}", type=duration,
-                         default=None if env is None else duration(env),
+        run.add_argument(f"--leader-elect-{name}", type=flags.duration,
+                         default=env(f"leader_elect_{name}"),
                          help=f"leader election {name.replace('-', ' ')} (default {default})")
-    run.add_argument("--leader-elect-resource-lock", default=_env("leader_elect_resource_lock"),
+    run.add_argument("--leader-elect-resource-lock", default=env("leader_elect_resource_lock"),
                      help="the lock kind; only 'leases' (the default) is supported")
-    run.add_argument("--leader-elect-resource-name", default=_env("leader_elect_resource_name"),
+    run.add_argument("--leader-elect-resource-name", default=env("leader_elect_resource_name"),
                      help=f"the Lease's name (default {cfg.DEFAULT_LEASE_NAME})")
     run.add_argument("--leader-elect-resource-namespace",
-                     default=_env("leader_elect_resource_namespace"),
+                     default=env("leader_elect_resource_namespace"),
                      help="the Lease's namespace (default: the operator namespace)")
-    run.add_argument("--metrics-bind-address", default=_env("metrics_bind_address"),
+    run.add_argument("--metrics-bind-address", default=env("metrics_bind_address"),
                      help="listen address of /metrics: HOST:PORT, :PORT for all interfaces, "
                           "0 to serve no metrics (default: metrics.bindAddress of --config, "
                           ":8443)")
-    run.add_argument("--health-probe-bind-address", default=_env("health_probe_bind_address"),
+    run.add_argument("--health-probe-bind-address", default=env("health_probe_bind_address"),
                      help="[host]:port of the health probes (default :8081)")
-    run.add_argument("--zap-log-level", default=None,
+    run.add_argument("--zap-log-level", type=flags.zap_log_level, default=None,
                      help="accepted for compatibility with the Go manager's flags: debug, info, "
                           "error, or a number (>0 means debug)")
     run.add_argument("--zap-encoder", choices=["json", "console"], default=None,
@@ -126,6 +112,11 @@ def _seconds(value: dt.timedelta) -> float:
     return value.total_seconds()
 
 
+def _named(flag: str, value: Any) -> str:
+    """The flag, and its environment variable when the value came from there."""
+    return f"{flag} ({value.variable})" if isinstance(value, flags.EnvValue) else flag
+
+
 def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) -> RunOptions:
     """Merge; ``ConfigError`` (naming the flag or field) when the merge is invalid."""
     c = loaded.config if loaded is not None else cfg.Configuration()
@@ -156,7 +147,8 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
         probe = cfg.parse_bind_address(pick(args.health_probe_bind_address,
                                              c.health.healthProbeBindAddress))
     except ValueError as exc:
-        raise cfg.ConfigError("--health-probe-bind-address", [str(exc)]) from None
+        raise cfg.ConfigError(_named("--health-probe-bind-address",
+                                     args.health_probe_bind_address), [str(exc)]) from None
     health: tuple[str, int] | None = None
     if probe is not None:
         host, port = probe
@@ -168,7 +160,8 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
     try:
         metrics = cfg.parse_bind_address(metrics_address)
     except ValueError as exc:
-        raise cfg.ConfigError("--metrics-bind-address", [str(exc)]) from None
+        raise cfg.ConfigError(_named("--metrics-bind-address", args.metrics_bind_address),
+                              [str(exc)]) from None
     serve_metrics = metrics is not None
 
     # Client.

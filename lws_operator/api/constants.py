@@ -77,6 +77,9 @@ ROLE_LABEL: Final = _P + "role"
 OPERATOR_DOMAIN: Final = "lws-operator.dev/"  # every annotation of our own is under it
 MAX_DISRUPTED_GROUPS_ANNOTATION: Final = OPERATOR_DOMAIN + "max-disrupted-groups"
 REASON_EVICTION_REFUSED: Final = "EvictionRefused"
+# The budget's reservations (written by the operator only): the groups whose eviction was just
+# allowed, shared by every replica through the set itself (``logic.eviction_reservations``).
+EVICTION_RESERVATIONS_ANNOTATION: Final = OPERATOR_DOMAIN + "eviction-reservations"
 
 # DisaggregatedSet labels that may be merged into our templates by a parent controller.
 DISAGGREGATEDSET_NAME_LABEL: Final = "disaggregatedset.x-k8s.io/name"

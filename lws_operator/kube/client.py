@@ -221,9 +221,11 @@ class KubeClient:
         if kubeconfig is None and in_cluster():
             config.load_incluster_config(client_configuration=conf, try_refresh_token=True)
         else:
-            path = kubeconfig or os.environ.get("KUBECONFIG") or None
-            await config.load_kube_config(config_file=path, context=context,
-                                          client_configuration=conf, persist_config=False)
+            from lws_operator.kube.connection import load_configuration
+
+            # CredentialsError: one line naming the kubeconfig or context
+            await load_configuration(kubeconfig or os.environ.get("KUBECONFIG") or None,
+                                     context, conf)
         resolve_proxy(conf)
         return cls(client.ApiClient(configuration=conf), limiter=limiter, metrics=metrics)
 

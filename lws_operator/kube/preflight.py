@@ -110,7 +110,8 @@ def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: st
         out += [Permission("create", "authentication.k8s.io", "tokenreviews"),
                 Permission("create", "authorization.k8s.io", "subjectaccessreviews")]
     if controllers:
-        kinds = [(GROUP, PLURAL, ("list", "watch", "patch")),
+        # get: the eviction guard reads a set again after a conflicting reservation write
+        kinds = [(GROUP, PLURAL, ("get", "list", "watch", "patch")),
                  ("apps", "statefulsets", ("list", "watch", "create", "patch", "delete")),
                  ("apps", "deployments", ("list", "watch", "patch")),  # Hash leaders
                  ("", "pods", ("list", "watch", "patch", "delete")),

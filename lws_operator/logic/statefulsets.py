@@ -52,6 +52,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lws_operator.api.constants import (
+    EVICTION_RESERVATIONS_ANNOTATION,
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     GROUP_IDENTITY_ANNOTATION,
     GROUP_IDENTITY_HASH,
@@ -85,7 +86,8 @@ _RETENTION_FIELDS = ("whenDeleted", "whenScaled")
 
 
 # The LeaderWorkerSet annotations that are the controller's state, never copied (docstring).
-_BOOKKEEPING = frozenset({GROUP_RESTART_COUNTS_ANNOTATION, GROUP_RESTART_COUNTED_ANNOTATION})
+_BOOKKEEPING = frozenset({GROUP_RESTART_COUNTS_ANNOTATION, GROUP_RESTART_COUNTED_ANNOTATION,
+                          EVICTION_RESERVATIONS_ANNOTATION})
 
 
 def copied_annotations(lws: LWS) -> dict[str, Any]:

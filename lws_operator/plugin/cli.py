@@ -19,7 +19,25 @@ from typing import Any
 
 from kubernetes.aio import client, config
 
+from lws_operator.flags import Parser
 from lws_operator.kube.client import KubeClient
+from lws_operator.kube.connection import (
+    CONNECTION_ERRORS,
+    CredentialsError,
+    load_configuration,
+    unreachable,
+)
+
+# Exit codes of every subcommand but ``why`` (which says its own in its help).
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+EPILOG = """\
+exit codes (`kubectl lws why` has its own: see its --help):
+  0  done
+  1  failed: not found, refused, the API server unreachable or the kubeconfig unusable
+  2  bad command line or input (a flag, a manifest)
+  130  interrupted (Ctrl-C)
+"""
 
 Run = Callable[["Session", argparse.Namespace], Awaitable[int]]
 
@@ -38,8 +56,7 @@ async def connect(args: argparse.Namespace) -> Session:
     the context's namespace, else ``default``."""
     conf = client.Configuration()
     path = args.kubeconfig or os.environ.get("KUBECONFIG") or None
-    await config.load_kube_config(config_file=path, context=args.context,
-                                  client_configuration=conf, persist_config=False)
+    await load_configuration(path, args.context, conf)
     namespace = args.namespace
     if namespace is None:
         listed, active = config.list_kube_config_contexts(config_file=path)
@@ -52,9 +69,10 @@ async def connect(args: argparse.Namespace) -> Session:
 
 def build_parser() -> argparse.ArgumentParser:
     """The global options and every subcommand's parser."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kubectl lws",
-        description="Show and operate LeaderWorkerSets group by group.")
+        description="Show and operate LeaderWorkerSets group by group.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_globals(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _subcommands():
@@ -86,10 +104,20 @@ def _subcommands() -> Sequence[ModuleType]:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    session = await connect(args)
+    """The subcommand's exit code; a kubeconfig that cannot be loaded or an API server that
+    cannot be reached is one line and the subcommand's code for it (``api_error_exit``)."""
+    failed: int = getattr(args, "api_error_exit", EXIT_FAILED)
+    try:
+        session = await connect(args)
+    except CredentialsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return failed
     try:
         run: Run = args.run
         return await run(session, args)
+    except CONNECTION_ERRORS as exc:
+        print(f"error: {unreachable(exc, session.kube.host)}", file=sys.stderr)
+        return failed
     finally:
         await session.kube.close()
 

@@ -72,7 +72,8 @@ exit codes:
   1  a blocking cause was found (printed first)
   2  bad command line
   3  the LeaderWorkerSet, or the group, does not exist
-  4  the API refused or failed a read the diagnosis needs (the set, its pods)
+  4  the API refused or failed a read the diagnosis needs (the set, its pods), the API
+     server could not be reached, or the kubeconfig could not be loaded
 
 examples:
   kubectl lws why my-llm                  # the whole set
@@ -93,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "it), or the name of one of its pods")
     parser.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
                         help="text for people (default), or the findings as json or yaml")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, api_error_exit=EXIT_API_ERROR)
 
 
 # ------------------------------------------------------------------------------ reading

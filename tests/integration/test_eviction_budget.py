@@ -10,6 +10,7 @@ guard's cache from the API server's own listings before each eviction.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from e2e.cluster import LocalCluster
 from e2e.harness.admission import Webhooks, options_for, start_webhooks, stop_webhooks
 from e2e.harness.builder import LeaderWorkerSet
 from e2e.kube import Kube
-from lws_operator.admission.eviction import EvictionGuard
+from lws_operator.admission.eviction import ApiReservations, EvictionGuard
 from lws_operator.api.constants import (
     GROUP_INDEX_LABEL,
     MAX_DISRUPTED_GROUPS_ANNOTATION,
@@ -33,6 +34,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.kube.cache import ClusterCache
 from lws_operator.kube.client import ApiException, status_message
+from lws_operator.logic.eviction_reservations import parse_reservations
 
 pytestmark = pytest.mark.api
 
@@ -47,7 +49,8 @@ class Budgeted:
         self.cache = ClusterCache()
         for store in self.cache.stores.values():
             store.synced = True  # the kinds this test does not list hold nothing
-        self.guard = EvictionGuard(self.cache, None, None)
+        # Reservations in the set, written through the API server as the operator writes them.
+        self.guard = EvictionGuard(self.cache, None, None, store=ApiReservations(hooks.client))
         hooks.runtime.evictions.decider = self.guard.handle
 
     async def refresh(self) -> None:
@@ -121,6 +124,9 @@ async def test_a_second_healthy_group_is_refused_with_too_many_requests(
     # A dry run is answered like the real thing and reserves nothing.
     assert await b.evict("serve-1-1", dry_run=True) == (201, "")
     assert await b.evict("serve-0-1") == (201, "")
+    stored = await b.kube.get(LWS_API, "LeaderWorkerSet", "serve", b.namespace)
+    assert stored is not None
+    assert set(parse_reservations(stored["metadata"]["annotations"])) == {"0"}
     # The cache has not seen that eviction yet: the reservation holds group 0.
     code, message = await b.evict("serve-1-1")
     assert code == 429, message
@@ -133,6 +139,27 @@ async def test_a_second_healthy_group_is_refused_with_too_many_requests(
     # More of the disrupted group costs nothing.
     assert await b.evict("serve-0") == (201, "")
     assert b.hooks.runtime.evictions.decider is not None
+
+
+async def test_two_guards_of_stale_caches_allow_one_group(budgeted: Budgeted) -> None:
+    """Two replicas' guards, each with a cache of the same moment, decide evictions of two
+    healthy groups at once: the resourceVersion precondition of the reservation's write lets
+    exactly one through; the other reads the set again and refuses."""
+    b = budgeted
+    await b.kube.create(lws("pair", 3, 1, "1"), b.namespace)
+    for group in range(3):
+        await b.group("pair", group, 1)
+    await b.refresh()
+    other = EvictionGuard(b.cache, None, None, store=ApiReservations(b.hooks.client))
+    requests = [{"operation": "CREATE", "subResource": "eviction", "namespace": b.namespace,
+                 "name": pod, "dryRun": False} for pod in ("pair-0", "pair-1")]
+    answers = await asyncio.gather(b.guard.decide(requests[0]), other.decide(requests[1]))
+    assert sorted(a["allowed"] for a in answers) == [False, True]
+    refused = next(a for a in answers if not a["allowed"])
+    assert refused["status"]["code"] == 429
+    stored = await b.kube.get(LWS_API, "LeaderWorkerSet", "pair", b.namespace)
+    assert stored is not None
+    assert len(parse_reservations(stored["metadata"]["annotations"])) == 1
 
 
 async def test_the_429_is_the_apis_too_many_requests(budgeted: Budgeted) -> None:
