@@ -25,7 +25,7 @@ watch that expires relists, and every relisting is complete, empty ones included
 
 kopf remains for what its semantics suffice for: the watches that only signal (``signal_on``,
 a CustomResourceDefinition installed later), which cache nothing, so a relisting's plain events
-are harmless there (module ``docs/architecture.md``, "Watching and caching"). It runs in a
+are harmless there (``docs/architecture.md``, "Watching and caching"). It runs in a
 thread of its own with its own event loop (kopf's documented embedding), and only when some
 signal is wanted: when it exits it cancels every task of its loop that it did not see start,
 which in a shared loop would include the webhooks' request handlers.

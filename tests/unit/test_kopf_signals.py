@@ -53,3 +53,22 @@ def test_only_that_warning_of_the_kopf_thread_is_dropped(
     assert [r.getMessage() for r in caplog.records] == [
         "Root tasks are not stopped.", KOPF_SIGNALS_IGNORED + "."]
     assert not logger.filters
+
+
+def test_kopfs_identity_is_ours_without_a_passwd_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf's own default identity asks ``getpass.getuser()``, which raises for a uid without a
+    passwd entry (a container run as an arbitrary uid); ours never asks it."""
+    import getpass
+
+    from kopf._core.engines import peering
+
+    from lws_operator.kube.watch import kopf_identity
+
+    def no_entry() -> str:
+        raise KeyError("getpwuid(): uid not found: 1000770000")
+
+    monkeypatch.setattr(getpass, "getuser", no_entry)
+    monkeypatch.delenv("POD_ID", raising=False)
+    with pytest.raises(KeyError):
+        peering.detect_own_id(manual=False)  # what kopf.operator does without an identity
+    assert kopf_identity().startswith("lws-operator@")
