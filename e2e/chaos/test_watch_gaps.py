@@ -129,8 +129,7 @@ async def test_deletions_in_a_watch_gap_are_recreated_and_nothing_else_is_touche
         await kube.create(lws(name, 2, IMAGE), ns)
     await converge_or_restart_kcm(op, Desired({KEPT: (2, IMAGE), GONE: (2, IMAGE)}), "initial")
     assert leftovers(op, GONE)  # the check below sees what a set leaves
-    revisions = [r["metadata"]["name"] for r in await kube.list(
-        "apps/v1", "ControllerRevision", ns, label_selector=f"{NAME_LABEL}={KEPT}")]
+    revisions = await lws_revisions(kube, ns)
     assert len(revisions) == 1
     deleted = {("StatefulSet", f"{KEPT}-1"), ("Service", KEPT),
                ("ControllerRevision", revisions[0])}
@@ -172,7 +171,10 @@ async def test_deletions_in_a_watch_gap_are_recreated_and_nothing_else_is_touche
         assert by_kind.get(kind, 0) >= 1, kind
 
     after = await uids(kube, ns)
-    replaced_workers = {("Pod", f"{KEPT}-1-{w}") for w in range(1, 2)}  # owned by the old one
+    # Owned by the deleted worker StatefulSet, so removed with it: its pod and its revision.
+    replaced_workers = {key for key in before
+                        if key[0] in ("Pod", "ControllerRevision")
+                        and key[1].startswith(f"{KEPT}-1-")}
     kept = {key: uid for key, uid in before.items()
             if key[1] == KEPT or key[1].startswith(f"{KEPT}-")}
     touched = {key for key, uid in kept.items()
@@ -187,9 +189,18 @@ async def current(kube: Kube, namespace: str, revision: str) -> dict[tuple[str, 
     """``uids``, with the kept set's ControllerRevision under the name ``revision`` of the
     deleted one (a recreated revision may take another name)."""
     found = await uids(kube, namespace)
-    revisions = [uid for (kind, name), uid in found.items()
-                 if kind == "ControllerRevision" and name.startswith(f"{KEPT}-")]
+    revisions = [found[("ControllerRevision", name)] for name in
+                 await lws_revisions(kube, namespace)]
     return {**found, **({("ControllerRevision", revision): revisions[0]} if revisions else {})}
+
+
+async def lws_revisions(kube: Kube, namespace: str) -> list[str]:
+    """The names of the kept set's own ControllerRevisions (its StatefulSets' carry its name
+    label too)."""
+    return [r["metadata"]["name"] for r in await kube.list(
+                "apps/v1", "ControllerRevision", namespace,
+                label_selector=f"{NAME_LABEL}={KEPT}")
+            if any(ref.get("kind") == KIND for ref in r["metadata"].get("ownerReferences") or [])]
 
 
 async def _true(value: bool) -> bool:
