@@ -12,8 +12,9 @@ then writes nothing.
   StatefulSet deleted, a LeaderWorkerSet scaled, rolled or deleted), etcd is compacted to its
   current revision and kube-apiserver comes back on its own port. The operator's watches
   resume from resourceVersions that no longer exist: 410 Gone, proven by the operator's
-  ``lws_operator_watch_relistings_total`` (kopf listing a kind again, seen by the listing's
-  objects), then a listing, which must be acted on: the change made in the gap is reconciled.
+  ``lws_operator_watch_relistings_total`` (a kind listed again), then a listing, which
+  replaces the kind's cache (what it lacks is delivered as a deletion) and must be acted on:
+  the change made in the gap is reconciled.
 
 After each fault: same operator PID, still running; the namespace converges to what the test
 asked for (every group's pods Ready with the right image, one StatefulSet per group plus the
@@ -262,7 +263,8 @@ async def test_watch_expiry_through_compaction(setup: Setup) -> None:
     for i in range(EXPIRIES):
         change = changes[i % len(changes)]
         expired_before = await setup.expired()
-        resync_before = await counter(setup.metrics_port, "lws_operator_cache_resync_dropped")
+        deleted_before = await counter(setup.metrics_port,
+                                       "lws_operator_watch_relisting_deletions")
         # The outage: kube-apiserver is stopped, so the operator (and every other client)
         # cannot reach the API, while the test changes the cluster through a second one that
         # was started beforehand (short outages: kwok's nodes must not miss their heartbeats).
@@ -308,12 +310,12 @@ async def test_watch_expiry_through_compaction(setup: Setup) -> None:
             want.present[f"y{generation}"] = (2, "engine:v1")
             await setup.converge(want, f"cycle {i}: y{generation}")
         objects = await assert_at_rest(kube, ns, QUIET, f"after cycle {i} ({change})")
-        dropped = await counter(setup.metrics_port, "lws_operator_cache_resync_dropped")
-        forgotten = {k: v - resync_before.get(k, 0.0) for k, v in dropped.items()
-                     if v != resync_before.get(k, 0.0)}
+        dropped = await counter(setup.metrics_port, "lws_operator_watch_relisting_deletions")
+        forgotten = {k: v - deleted_before.get(k, 0.0) for k, v in dropped.items()
+                     if v != deleted_before.get(k, 0.0)}
         print(f"[apiserver-faults] expiry {i + 1}/{EXPIRIES} ({change}): etcd compacted to "
               f"{revision}, {expired:.0f} watches expired (410), deletions found by the "
-              f"resync {forgotten}, converged in {took:.1f}s, {objects} objects unchanged "
+              f"relistings {forgotten}, converged in {took:.1f}s, {objects} objects unchanged "
               f"for {QUIET:.0f}s")
     print(f"[apiserver-faults] {EXPIRIES} compaction cycles survived; watch expiries (410) "
           f"seen by the operator: {expired_total:.0f}")

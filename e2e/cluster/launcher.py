@@ -29,7 +29,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -151,6 +151,8 @@ class State:
     layout: dict[str, int] = field(default_factory=dict)
     ready_delay_ms: int = 0
     versions: dict[str, str] = field(default_factory=dict)
+    # Extra kube-apiserver flags (``up``), kept for its restarts.
+    apiserver_flags: list[str] = field(default_factory=list)
 
 
 class LocalCluster:
@@ -180,15 +182,18 @@ class LocalCluster:
         layout: NodeLayout | None = None,
         ready_delay_ms: int = 0,
         timeout: float = 120.0,
+        apiserver_flags: Sequence[str] = (),
     ) -> float:
-        """Bring the cluster to ``tier`` with ``layout`` nodes; returns the seconds it took."""
+        """Bring the cluster to ``tier`` with ``layout`` nodes; returns the seconds it took.
+        ``apiserver_flags``: added to kube-apiserver's command line (a test's own cluster, say
+        ``--watch-cache-sizes=services#0`` to serve a kind's watches from etcd)."""
         if tier not in TIERS:
             raise ValueError(f"unknown tier {tier!r}, expected one of {TIERS}")
         layout = layout or NodeLayout()
         start = time.monotonic()
         state = self.state()
         if state and state.tier == tier and state.ready_delay_ms == ready_delay_ms \
-                and self._healthy(state):
+                and state.apiserver_flags == list(apiserver_flags) and self._healthy(state):
             if tier in WITH_CONTROLLERS:
                 self._ensure_nodes(layout, deadline=start + timeout)
                 state.layout = asdict(layout)
@@ -203,6 +208,8 @@ class LocalCluster:
             real_node.claim(self.dir)  # NodeTierBusy while another directory holds it
             start = time.monotonic()  # the timeout starts after the builds and the claim
         state = self._fresh_state(tier, layout, ready_delay_ms)
+        state.apiserver_flags = list(apiserver_flags)
+        self._save(state)
         deadline = start + timeout
         try:
             if node_bin is not None:
@@ -562,6 +569,7 @@ class LocalCluster:
             "--default-unreachable-toleration-seconds=30",
             f"--cert-dir={self.dir / 'apiserver-certs'}",
             "--v=1",
+            *state.apiserver_flags,
         ]
         if state.tier == "node":
             argv = [a for a in argv if not a.startswith(("--bind-address=",

@@ -7,8 +7,7 @@ Services labelled with a set's name, into a cache of its own indexed by the owni
 (``kube.cache.ds_owner_key``: the name label, confirmed by a controller ownerReference); every
 event of a child wakes its set.
 
-Its watches are a second ``kube.watch.Watches``, so a second kopf operator in a thread of its
-own: kopf watches a resource once per operator, with one label selector, and the two
+Its watches are a second ``kube.watch.Watches``, over a cache of its own: the two
 controllers select different LeaderWorkerSets (all of them; those of a set) and Services (the
 LeaderWorkerSet name label; the set's name label). Scalers are watched without a selector, so a
 foreign scaler at a scaler's name is seen (upstream's ``ScalerConflict``); they are few.

@@ -2,8 +2,8 @@
 
 The watch layer (``kube.watch``) fills the caches and reports each event's owner; here that
 owner's key goes into the work queue, and workers run the reconciler on the keys, only while
-this process leads when leader election is on. Everything about kopf, priming, resyncing and
-the watch thread lives in ``kube.watch``; this module decides only which kinds the
+this process leads when leader election is on. Everything about listing, watching, relisting
+and kopf's signal watches lives in ``kube.watch``; this module decides only which kinds the
 LeaderWorkerSet controller watches and what it enqueues. When discovery finds the
 DisaggregatedSet API served, the DisaggregatedSet controller (``controllers.
 disaggregated_runtime``) runs beside it, gated by the same leader election.
@@ -355,7 +355,7 @@ class ControllerRuntime:
             stopping.cancel()
         if watching.done():
             watching.result()
-            raise RuntimeError("the kopf watchers stopped unexpectedly")
+            raise RuntimeError("the watches stopped unexpectedly")
         if not stop.is_set():
             log.info("the webhooks serve: reconciling")
         return not stop.is_set()
@@ -368,7 +368,7 @@ class ControllerRuntime:
         return Result(requeue_after=requeue)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Prime (every LeaderWorkerSet is then enqueued once), then run kopf's watches and
+        """Prime (every LeaderWorkerSet is then enqueued once), then run the watches and
         the workers until ``stop``; the Event senders run throughout and drain last."""
         async with self.events.sending():
             await self._run(stop)
@@ -393,8 +393,8 @@ class ControllerRuntime:
             try:
                 await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 if watching.done():
-                    watching.result()  # kopf ended on its own: that is an error
-                    raise RuntimeError("the kopf watchers stopped unexpectedly")
+                    watching.result()  # the watches ended on their own: that is an error
+                    raise RuntimeError("the watches stopped unexpectedly")
                 for other in either[2:]:
                     if other.done():
                         other.result()  # the DisaggregatedSet controller failed

@@ -8,14 +8,16 @@ of its own, indexed by its owner (``ds_owner_key``): the index is a parameter of
 them; a pod keeps only the parts of its spec and status that some decision reads, as the logic
 declares them (``lean``); keys and short strings are interned (``shared``).
 
-kopf delivers the events of each object UID in order, but objects of different UIDs in separate
-streams: when a pod is deleted and recreated under the same name (a StatefulSet replacing a
-leader), the old incarnation's late MODIFIED or DELETED events can arrive after the new one's
-ADDED. A store keyed by name alone would then hold the dead incarnation, or nothing, and a pass
-would build a worker StatefulSet owned by a dead leader (which the garbage collector deletes at
-once) or recreate a healthy group. So an event for another UID than the stored one only wins
-when its resourceVersion is newer, and a DELETED event removes only the UID it names.
-resourceVersions are compared as integers, as every etcd-backed API server issues them; one
+Events of one object UID arrive in order, but the answers to the operator's own writes are
+stored beside them (``upsert`` from the executor), and a relisting's objects beside late events
+(kopf, which once watched every kind, delivered different UIDs in separate streams): when a pod
+is deleted and recreated under the same name (a StatefulSet replacing a leader), the old
+incarnation's late MODIFIED or DELETED events can arrive after the new one's ADDED. A store
+keyed by name alone would then hold the dead incarnation, or nothing, and a pass would build a
+worker StatefulSet owned by a dead leader (which the garbage collector deletes at once) or
+recreate a healthy group. So an event for another UID than the stored one only wins when its
+resourceVersion is newer, and a DELETED event removes only the UID it names. resourceVersions
+are compared as integers, as every etcd-backed API server issues them; one
 that is not an integer falls back to "the latest event wins".
 
 The same holds within one UID: a pass stores the answers of its own writes (an ungated Hash
@@ -49,6 +51,7 @@ from lws_operator.api import disaggregated as ds_api
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.logic.objects import meta_of
 from lws_operator.logic.observed import observed_spec, observed_status
+from lws_operator.logic.relisting import Held
 
 _intern = sys.intern
 Key = tuple[str, str]  # (namespace, name)
@@ -182,6 +185,11 @@ def cached_version(obj: Mapping[str, Any]) -> int | None:
     """An object's resourceVersion as an integer; None when it is not one."""
     text = str(meta_of(obj).get("resourceVersion") or "")
     return int(text) if text.isdigit() else None
+
+
+def held(obj: Mapping[str, Any]) -> Held:
+    """What a relisting compares of an object (``logic.relisting``)."""
+    return Held(cached_key(obj), cached_uid(obj), cached_version(obj))
 
 
 def _newer(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
@@ -322,16 +330,9 @@ class KindStore:
     def owners(self) -> Iterable[Key]:
         return list(self._by_owner)
 
-    def missing_from(self, listed: Iterable[tuple[Key, str]], version: int
-                     ) -> list[dict[str, Any]]:
-        """The stored objects that a complete listing at resourceVersion ``version`` (its
-        (key, uid) pairs) does not hold and that are not newer than it: deleted while no
-        watch event could say so. A newer object was created after the listing; one whose
-        resourceVersion is not an integer cannot be told apart and stays."""
-        held = set(listed)
-        return [obj for key, obj in sorted(self._objects.items())
-                if (key, cached_uid(obj)) not in held
-                and (cached_version(obj) or version + 1) <= version]
+    def objects(self) -> list[dict[str, Any]]:
+        """Every stored object, in name order (a relisting compares them with the listing)."""
+        return [obj for _, obj in sorted(self._objects.items())]
 
 
 class ClusterCache:

@@ -11,9 +11,7 @@ and the API server's ``Status`` body.
 ``raw`` is the single path every call takes, so it is where the process-wide rate limiter is
 awaited and where every request is counted (``ClientMetrics``), by HTTP method and status as
 controller-runtime counts them and by Kubernetes verb and resource (``request_info``) so one can
-tell, say, status writes of LeaderWorkerSets from pod patches. It is also where the process
-learns, for free, that the API server was away (``Reachability``): the watch layer resyncs its
-caches when it answers again (``kube.watch``).
+tell, say, status writes of LeaderWorkerSets from pod patches.
 
 The proxy environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``) is read once, when the
 client connects (``resolve_proxy``), not by aiohttp on every request: the library's session
@@ -31,7 +29,7 @@ import json
 import os
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
@@ -55,7 +53,6 @@ __all__ = [
     "WATCH_READ_BUFFER",
     "ApiException",
     "KubeClient",
-    "Reachability",
     "in_cluster",
     "is_status",
     "loads",
@@ -160,55 +157,19 @@ def resolve_proxy(conf: client.Configuration) -> None:
 
 # The code a request is counted with when no HTTP answer came.
 NO_ANSWER = "<error>"
-# Answers that say the API server itself is away or not serving yet (a gateway in front of it,
-# a server starting or shutting down), as opposed to an answer about the request.
-UNAVAILABLE = frozenset({"502", "503", "504"})
-
-
-class Reachability:
-    """Whether the API server answered this process's requests, and who to tell when it answers
-    again after it did not: no answer at all (refused, reset, timed out) or one of
-    ``UNAVAILABLE``. Shared by every client of the process (the Lease's included), so any
-    request notices an outage; it costs nothing when nothing fails."""
-
-    def __init__(self) -> None:
-        self.away = False
-        self._listeners: list[Callable[[], None]] = []
-
-    def subscribe(self, listener: Callable[[], None]) -> None:
-        """``listener`` runs (on the requesting loop) each time the server answers again."""
-        self._listeners.append(listener)
-
-    def unsubscribe(self, listener: Callable[[], None]) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
-    def saw(self, code: str) -> None:
-        """A request ended with HTTP status ``code`` (``NO_ANSWER`` if none came)."""
-        if code == NO_ANSWER or code in UNAVAILABLE:
-            self.away = True
-        elif self.away:
-            self.away = False
-            for listener in list(self._listeners):
-                listener()
-
-
 class KubeClient:
     """Raw REST calls with the credentials of a kubeconfig or of the pod's service account."""
 
     def __init__(self, api: client.ApiClient, *, limiter: TokenBucket | None = None,
-                 metrics: ClientMetrics | None = None,
-                 reachability: Reachability | None = None) -> None:
+                 metrics: ClientMetrics | None = None) -> None:
         """``limiter``: awaited before every request (shared by every client of the process
-        to make it a global budget). ``metrics``: where requests are counted.
-        ``reachability``: told how each request ended (shared like ``limiter``)."""
+        to make it a global budget). ``metrics``: where requests are counted."""
         self.api = api
         context = getattr(getattr(api, "rest_client", None), "ssl_context", None)
         if isinstance(context, ssl.SSLContext):  # aiohttp wraps each connection with it
             read_records(context)  # (kube.tls_reads)
         self.limiter = limiter
         self.metrics = metrics
-        self.reachability = reachability or Reachability()
         self.host = urlsplit(api.configuration.host or "").netloc
 
     @classmethod
@@ -283,7 +244,6 @@ class KubeClient:
             auth_settings=["BearerToken"],
         )
         code = NO_ANSWER
-        cancelled = False
         try:
             response = await self.api.call_api(*params, _request_timeout=timeout)
             code = str(response.status)
@@ -291,14 +251,9 @@ class KubeClient:
         except ApiException as exc:  # raised by the library itself, e.g. a retried 429
             code = str(exc.status)
             raise
-        except asyncio.CancelledError:  # our own doing (a deadline, shutdown): no news
-            cancelled = True
-            raise
         finally:
             if self.metrics is not None:
                 self._count(method, path, query, content_type, code)
-            if not cancelled:
-                self.reachability.saw(code)
         if not 200 <= response.status < 300:
             raise ApiException(status=response.status, reason=response.reason,
                                body=data.decode(errors="replace"))
@@ -317,8 +272,8 @@ class KubeClient:
                      ) -> AsyncIterator[AsyncIterator[bytes]]:
         """A GET whose answer is read line by line as it arrives (a watch): yields an iterator
         of the lines (``lines_of``), which ends when the server ends the answer. Counted,
-        rate-limited and observed like :meth:`raw` (one request, however long it lasts), as
-        far as this client counts, limits and observes; ``ApiException`` for a non-2xx
+        rate-limited like :meth:`raw` (one request, however long it lasts), as
+        far as this client counts and limits; ``ApiException`` for a non-2xx
         status. ``read_timeout``: the longest silence tolerated (``TimeoutError``).
         ``read_size``: the bytes its TLS connection reads from the socket at a time
         (``set_read_size``, which also keeps that connection out of the pool)."""
@@ -334,7 +289,6 @@ class KubeClient:
         finally:
             if self.metrics is not None:
                 self._count("GET", path, query, JSON, code)
-            self.reachability.saw(code)
         try:
             if not 200 <= response.status < 300:
                 data = await response.read()

@@ -73,10 +73,8 @@ class LeaderElector:
     ) -> None:
         timings = timings or Timings()
         timings.validate()
-        # Same connection and credentials as ``kube``, no rate limiter, same request metrics,
-        # same reachability (a failed renewal tells the watch layer the server was away).
-        self.kube = KubeClient(kube.api, limiter=None, metrics=kube.metrics,
-                               reachability=kube.reachability)
+        # Same connection and credentials as ``kube``, no rate limiter, same request metrics.
+        self.kube = KubeClient(kube.api, limiter=None, metrics=kube.metrics)
         self.name = name
         self.namespace = namespace
         self.identity = identity or default_identity()

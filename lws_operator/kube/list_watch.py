@@ -1,31 +1,35 @@
 """One kind, listed and then watched on the main loop, each event handed straight to the cache.
 
-kopf watches a kind in a thread of its own and runs every event through its machinery (a body
-wrapper, causes, a per-object worker task, handler invocation) before our handler sees it; then
-the event crosses to the main loop. For the kinds the operator only caches (pods above all,
-then StatefulSets, Services, ControllerRevisions) that was most of the controller's CPU in the
-benchmark: per pod event, kopf's processing and its standard-library JSON decoding cost several
-times what caching the object does. ``ListWatch`` is the informer's list-and-watch without
-that: the stream's lines are decoded with orjson and each event goes to the watch layer's
-``observe`` at once, on the loop where the caches live, so nothing crosses a thread.
+kopf, which once watched these kinds, watches in a thread of its own and runs every event
+through its machinery (a body wrapper, causes, a per-object worker task, handler invocation)
+before a handler sees it; then the event crossed to the main loop. For pods above all that was
+most of the controller's CPU in the benchmark: per pod event, kopf's processing and its
+standard-library JSON decoding cost several times what caching the object does. And after a
+watch expired, kopf's relisting reached handlers as plain events, without its end or an empty
+listing ever showing, so nothing could tell what the listing lacked. ``ListWatch`` is the
+informer's list-and-watch: the stream's lines are decoded with orjson and each event goes to
+the watch layer's ``observe`` at once, on the loop where the caches live, so nothing crosses a
+thread.
 
-It behaves as kopf's watch did towards the rest of the operator (``kube.watch``, ``kube.gaps``):
+It is the only watch of every kind a controller caches, its own kind (LeaderWorkerSets,
+DisaggregatedSets) included:
 
 * it watches from the resourceVersion of the listing the caches were primed from (``resume``),
   so no second listing of the kind follows the operator's own at start;
 * a stream the server ends (``timeoutSeconds``, or a dropped connection) is resumed from the
-  last resourceVersion seen, BOOKMARK events included, so resuming misses nothing;
+  last resourceVersion seen, BOOKMARK events included: the server then either sends every event
+  since, deletions included, or answers that the history is gone (410);
 * a watch that expired (410 Gone, as an ERROR event or as the answer; or 504, a resourceVersion
-  newer than the server has) is listed again, and the listing's objects reach ``observe`` as
-  events without a type, exactly as kopf's relisting did: ``kube.gaps`` takes them as the
-  signal to resync every kind, and an empty relisting signals nothing (the case the
-  architecture doc leaves open, by choice);
-* it takes the loop in slices (``SLICE``), as kopf's thread took the interpreter: the events
+  newer than the server has) is listed again, chunk by chunk, and the whole listing goes to
+  ``replace`` at once, with its resourceVersion: the watch layer replaces the kind's store with
+  it, as an informer does, and delivers what the listing lacks as deletions
+  (``logic.relisting``). Only a complete listing can prove a deletion, so nothing of it is
+  delivered before its last chunk; an empty listing proves every cached object gone;
+* it takes the loop in slices (``SLICE``), as kopf's thread once took the interpreter: the events
   one read brings are cached one after another until the watch has spent its slice, then
   whatever else is ready runs (a pass's next step, another kind's events) before its next ones;
-* its requests are not the controller's: like kopf's session, the stream is neither counted
-  among the operator's API requests, nor held to its client-side rate limit, nor reported to
-  its ``Reachability`` (which stays the signal of the operator's own requests).
+* its requests are not the controller's: the stream is not counted among the operator's API
+  requests, nor is it held to the operator's client-side rate limit.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -43,7 +47,6 @@ from lws_operator.kube.client import (
     WATCH_READ_BUFFER,
     ApiException,
     KubeClient,
-    Reachability,
     is_status,
     loads,
 )
@@ -63,14 +66,17 @@ BACKOFF_MAX = 30.0
 # next step, another kind's events, a Lease renewal): one read can bring hundreds of pod events
 # (``WATCH_READ_BUFFER``), which cached in one step of the loop held every pass up. About what a
 # turn of the loop's passes takes under load, so that a busy watch and the passes share the loop
-# about evenly, as kopf's watch thread and the main loop shared the interpreter.
+# about evenly, as kopf's watch thread and the main loop once shared the interpreter.
 SLICE = 0.02
 # A clock for the slice: seconds, monotonic.
 Clock = Callable[[], float]
 
-# What the caches are told of an event: the kind, its type (None for a listing's object) and
-# the object as decoded.
+# What the caches are told of an event: the kind, its type (ADDED, MODIFIED, DELETED) and the
+# object as decoded.
 Observe = Callable[[str, str | None, dict[str, Any]], None]
+# What the caches are told of a relisting: the kind, every object listed, and the listing's
+# resourceVersion (None if the server gave none).
+Replace = Callable[[str, list[dict[str, Any]], str | None], Awaitable[None]]
 
 
 class Expired(Exception):
@@ -79,26 +85,28 @@ class Expired(Exception):
 
 class ListWatch:
     """``kind``'s objects at ``path`` (a collection), optionally with a label ``selector``,
-    listed and watched until cancelled; each event goes to ``observe``."""
+    listed and watched until cancelled; each event goes to ``observe``, each relisting to
+    ``replace``."""
 
     def __init__(self, kube: KubeClient, kind: str, path: str, selector: str | None,
-                 observe: Observe, *, chunk_size: int = 500,
+                 observe: Observe, replace: Replace, *, chunk_size: int = 500,
                  server_timeout: int = SERVER_TIMEOUT, slice_seconds: float = SLICE,
                  clock: Clock = time.perf_counter) -> None:
         # The operator's ApiClient (its credentials, TLS and connection pool), without its
-        # counters, rate limit and reachability (the module docstring).
-        self.kube = KubeClient(kube.api, limiter=None, metrics=None,
-                               reachability=Reachability())
+        # counters and rate limit (the module docstring).
+        self.kube = KubeClient(kube.api, limiter=None, metrics=None)
         self.kind = kind
         self.path = path
         self.selector = selector
         self.observe = observe
+        self.replace = replace
         self.chunk_size = chunk_size
         self.server_timeout = server_timeout
         self.slice = slice_seconds
         self.clock = clock
         self.version: str | None = None  # where the watch resumes; None: list first
         self.lists = 0  # listings made (not the priming one)
+        self.expired = 0  # watches found expired (410 Gone), each followed by a listing
         self.watching = asyncio.Event()  # set while a watch request is open
 
     def resume(self, version: str | None) -> None:
@@ -125,7 +133,8 @@ class ListWatch:
                     backoff = BACKOFF_FIRST
                     continue
             except Expired:
-                log.debug("the watch of %s expired; listing again", self.kind)
+                log.info("the watch of %s expired; listing it again", self.kind)
+                self.expired += 1
                 self.version = None
                 backoff = BACKOFF_FIRST
                 continue
@@ -136,6 +145,8 @@ class ListWatch:
                     # client-go's reflector does for both.
                     self.version = None
                     if is_status(exc, 410):
+                        log.info("the watch of %s expired; listing it again", self.kind)
+                        self.expired += 1
                         continue
                 log.warning("watching %s failed: %s %s", self.kind, exc.status, exc.reason)
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
@@ -146,11 +157,12 @@ class ListWatch:
             backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _list(self) -> None:
-        """A chunked LIST whose objects reach ``observe`` as events without a type (kopf's
-        convention for a listing, which ``kube.gaps`` reads); the watch resumes from its
-        resourceVersion."""
+        """A chunked LIST, handed whole to ``replace`` (module docstring); the watch resumes
+        from its resourceVersion. A continue token that expired meanwhile answers 410, and the
+        listing starts over."""
         token: str | None = None
         version: str | None = None
+        items: list[dict[str, Any]] = []
         while True:
             query = {**self._query(), "limit": str(self.chunk_size)}
             if token:
@@ -164,12 +176,13 @@ class ListWatch:
                 # A listing's items carry no apiVersion and kind; watch events do.
                 item.setdefault("apiVersion", page.get("apiVersion"))
                 item.setdefault("kind", self.kind)
-                self.observe(self.kind, None, item)
+                items.append(item)
             token = meta.get("continue") or None
             if not token:
                 break
             await asyncio.sleep(0)  # a long listing lets the loop run between its pages
         self.lists += 1
+        await self.replace(self.kind, items, version)
         self.version = version
 
     async def _watch(self) -> None:

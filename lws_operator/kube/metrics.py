@@ -201,37 +201,23 @@ class LeaderElectionMetrics:
 
 
 class WatchMetrics:
-    """How the watches recover from gaps (``kube.gaps``):
-    ``lws_operator_watch_relistings_total{kind}`` (kopf listed a kind again after its first
-    listing, so its watch expired: 410 Gone; seen by the listing's objects, so an empty
-    relisting is not counted), ``lws_operator_cache_resync_triggers_total{reason}`` (what asked
-    for a resync: ``listed``, ``reconnected``, ``leftovers``),
-    ``lws_operator_cache_resyncs_total{kind}`` (the lists made to find the deletions a listing
-    cannot show) and ``lws_operator_cache_resync_dropped_total{kind}`` (cached objects found
-    deleted that way). Also ``lws_operator_watch_events_unchanged_total{kind}``: events of an
-    owner (a LeaderWorkerSet, a DisaggregatedSet) that changed nothing the cache keeps of it
-    but its resourceVersion (the echoes of the operator's status writes, mostly), which wake no
-    pass (``kube.watch``)."""
+    """How the watches recover from gaps (``kube.watch``, ``kube.list_watch``):
+    ``lws_operator_watch_relistings_total{kind}`` (a kind listed again because its watch
+    expired: 410 Gone) and ``lws_operator_watch_relisting_deletions_total{kind}`` (cached
+    objects a relisting lacked, delivered as deletions: their DELETED event never came). Also
+    ``lws_operator_watch_events_unchanged_total{kind}``: events of an owner (a
+    LeaderWorkerSet, a DisaggregatedSet) that changed nothing the cache keeps of it but its
+    resourceVersion (the echoes of the operator's status writes, mostly), which wake no pass."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.relistings = Counter(
             "lws_operator_watch_relistings_total",
-            "Listings of a kind after its first one (its watch expired, 410 Gone), seen by "
-            "their objects (an empty one is not seen), by kind.",
+            "Listings of a kind after its first one (its watch expired, 410 Gone), by kind.",
             ["kind"], registry=registry)
-        self.triggers = Counter(
-            "lws_operator_cache_resync_triggers_total",
-            "Resyncs of the watch caches asked for, by what asked: a listing's events "
-            "(listed), the API server answering again after it was away (reconnected), a "
-            "LeaderWorkerSet created over cached objects of a namesake (leftovers).",
-            ["reason"], registry=registry)
-        self.resyncs = Counter(
-            "lws_operator_cache_resyncs_total",
-            "Lists made after a gap in the watches, to find the objects deleted in it, by "
-            "kind.", ["kind"], registry=registry)
-        self.dropped = Counter(
-            "lws_operator_cache_resync_dropped_total",
-            "Cached objects a resync found deleted (their DELETED event never came), by kind.",
+        self.relisting_deletions = Counter(
+            "lws_operator_watch_relisting_deletions_total",
+            "Cached objects a relisting lacked (deleted while the watch was down, their "
+            "DELETED event never seen), delivered as deletions, by kind.",
             ["kind"], registry=registry)
         self.unchanged = Counter(
             "lws_operator_watch_events_unchanged_total",

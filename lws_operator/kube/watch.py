@@ -1,86 +1,66 @@
 """The watch layer: watches feed the caches and tell a controller what changed.
 
-kopf watches the controller's own kind (the owner: LeaderWorkerSets, or DisaggregatedSets) and
-is used as a watcher only (docs/architecture.md "Watching and caching"): its ``@kopf.on.event``
-handler stores the object in the cache and calls the controller's ``changed(kind, owner)``, with
-which a controller enqueues the owner (the LeaderWorkerSet controller: its work queue). No
-stateful kopf handler, daemon, timer or index is used, so kopf writes nothing to our objects (no
-finalizers, no annotations). Every other kind, the ones the operator only caches (pods,
-StatefulSets, Services, ControllerRevisions...), is watched by a ``kube.list_watch.ListWatch``
-on the main loop instead: kopf's per-event machinery and its thread hand-over cost several times
-what caching a pod does, and pod events are most of what the operator receives. Both feed the
-same ``_observe``. The server-side label selectors keep unrelated pods, StatefulSets and
-Services out of the process entirely.
-``Watches`` is parameterised by the watched kinds (``Watch``) and that callback, so a second
-controller watches its own kinds and feeds its own queue.
+Every kind a controller caches, its own kind (the owner: LeaderWorkerSets, or DisaggregatedSets)
+included, is listed and watched by a ``kube.list_watch.ListWatch`` on the main loop, with
+informer semantics: each event updates the cache and calls the controller's
+``changed(kind, type, owner, object)``, with which a controller enqueues the owner (the
+LeaderWorkerSet controller: its work queue). The server-side label selectors keep unrelated
+pods, StatefulSets and Services out of the process entirely. ``Watches`` is parameterised by
+the watched kinds (``Watch``) and that callback, so a second controller watches its own kinds
+and feeds its own queue.
 
 Before the watches start, one chunked LIST per kind fills the caches and marks them synced
-(``prime``): kopf gives no "initial listing done" signal, and a pass must not act on a
-half-filled cache. Our own watches start from that listing's resourceVersion, so only kopf's
-kind is listed a second time. The controller then enqueues what it owns once; after that only
-events wake a pass.
+(``prime``): a pass must not act on a half-filled cache. The watches start from that
+listing's resourceVersion, so no kind is listed twice. The controller then enqueues what it
+owns once; after that only events wake a pass.
 
-A watch event stream has gaps: kopf (and ``ListWatch``, alike) lists a kind again when its
-watch expires (410 Gone: after an API server restart, or when the server's history no longer
-reaches the watch's resourceVersion), and kopf's first listing comes a moment after ours. A
-listing only says what exists, never what was deleted in the gap, so the caches are resynced:
-each kind is listed once more and every cached object the listing no longer holds is dropped as
-if its DELETED event had come (``_resync``). Without that, an object deleted while the watch was
-down stayed in the cache for good, and the passes trusted it (a Service never recreated).
+A watch stream has gaps: a watch expires (410 Gone: after an API server restart, or when the
+server's history no longer reaches the watch's resourceVersion) and its kind is listed again.
+The relisting replaces the kind's store, as client-go's informer does (``_replace``): a cached
+object the listing lacks was deleted in the gap and is delivered as a DELETED event, through the
+same path as the watch's own (a pod's tombstone, the owner woken, a departed set remembered for
+its cleanup pass); a listed object cached at another state is delivered as an update. Which is
+which is ``logic.relisting``'s decision. No signal, guess or periodic LIST is involved: every
+watch that expires relists, and every relisting is complete, empty ones included.
 
-kopf's public API does not say when it lists again (an empty relisting reaches no handler at
-all), so when to resync is decided from signals the operator gets anyway, at no cost while
-nothing goes wrong: any listing's events, our own client finding the API server away and back,
-a LeaderWorkerSet created over cached leftovers of a namesake (``kube.gaps``, which says why
-each is needed and what none of them sees).
-
-kopf runs in a thread of its own (our own watches run on the main loop), with its own event
-loop (kopf's documented embedding): when it exits it cancels every task of its loop that it did
-not see start, which in a shared loop would include the webhooks' request handlers and whoever
-is waiting for it to stop. Its handlers hand each event to the main loop, where the caches and
-the queue live, in batches: an event finding no drain on its way wakes the main loop for one at
-once (the first event of a burst, say a LeaderWorkerSet just created, reaches the queue without a
-delay of ours), and the events meanwhile join it. Waking the other thread's loop
-(``call_soon_threadsafe``, a self-pipe write and a hand-over of the GIL) once per event was the
-watch thread's largest cost after kopf's own processing. While events keep coming, a drain that
-took some schedules the next one itself ``HANDOFF_DELAY`` later, on the main loop, so a busy
-watch thread wakes the main loop once per burst, not once per batch (the benchmark's rollout
-profile showed that wake-up as a sixth of kopf's thread); the first drain that finds nothing
-ends the chain.
+kopf remains for what its semantics suffice for: the watches that only signal (``signal_on``,
+a CustomResourceDefinition installed later), which cache nothing, so a relisting's plain events
+are harmless there (``docs/architecture.md``, "Watching and caching"). It runs in a
+thread of its own with its own event loop (kopf's documented embedding), and only when some
+signal is wanted: when it exits it cancels every task of its loop that it did not see start,
+which in a shared loop would include the webhooks' request handlers.
 
 An event of an owner (a LeaderWorkerSet) that brings nothing new wakes no pass: when what the
 cache keeps of it (``kube.cache.lean``: no managedFields) equals what it kept before but for
 the resourceVersion, no decision can come out differently. That is, above all, the echo of the
-status write that ends a pass, whose answer the executor stored already, and the duplicates of
-the listing kopf makes when it starts after ours. Children's echoes still wake a pass (joining
-the children's coalesced one): a pass may decide differently right after its own writes, as
-upstream's does (the partition of a rollout's first pass, which created the revision, is the
-next pass's to lower), and the watch event of the write is what brings that pass.
+status write that ends a pass, whose answer the executor stored already. Children's echoes
+still wake a pass (joining the children's coalesced one): a pass may decide differently right
+after its own writes, as upstream's does (the partition of a rollout's first pass, which created
+the revision, is the next pass's to lower), and the watch event of the write is what brings
+that pass.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from prometheus_client import CollectorRegistry
 
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
-from lws_operator.kube.cache import ClusterCache, Key, cached_key, cached_uid
+from lws_operator.kube.cache import ClusterCache, Key, cached_key, held
 from lws_operator.kube.client import ApiException, KubeClient, is_status
-from lws_operator.kube.gaps import WatchGaps
 from lws_operator.kube.list_watch import ListWatch
 from lws_operator.kube.metrics import WatchMetrics
+from lws_operator.logic import relisting
 
 log = logging.getLogger(__name__)
 
@@ -88,34 +68,29 @@ log = logging.getLogger(__name__)
 KOPF_RUNNING_LOGGER = "kopf._core.reactor.running"
 KOPF_SIGNALS_IGNORED = "OS signals are ignored: running not in the main thread"
 
-# kopf's watch timeouts (its defaults are none but the 70 s inactivity one): a watch request
-# the server ends every few minutes, a client-side cap on one request in case the server never
-# does (a half-open connection), and a bound on connecting to an API server that is down.
+# kopf's watch timeouts for the signal watches (its defaults are none but the 70 s inactivity
+# one): a watch request the server ends every few minutes, a client-side cap on one request in
+# case the server never does (a half-open connection), and a bound on connecting to an API
+# server that is down.
 # Whole seconds: kopf sends the server timeout as str(value), and the API server rejects
 # "300.0" (400 Bad Request, which stops every watch).
 WATCH_SERVER_TIMEOUT = 300
 WATCH_CLIENT_TIMEOUT = WATCH_SERVER_TIMEOUT + 60
 WATCH_CONNECT_TIMEOUT = 10
 
-# kopf runs one task per object with events, which holds that object's last event, as decoded
-# (managedFields and all), until no event came for this long (kopf's default: 5 s). Our handler
-# only queues a copy, so a worker has nothing left to do after it: at start, kopf's listing of
-# 50,000 pods otherwise kept every pod listed in the last 5 s twice (the decoded event and our
-# cached copy). Not measured on its own: the cold-start benchmark's figures include it.
+# kopf runs one task per object with events, which holds that object's last event until no
+# event came for this long (kopf's default: 5 s); a signal handler has nothing left to do after
+# handing the event over.
 KOPF_WORKER_IDLE = 0.2
 
-# Seconds between a drain that took events and the next one (module docstring): long enough
-# that a busy watch hands over several events per drain, short next to a pass and to the
-# controllers' own coalescing of child events. The first event of a burst waits for no drain.
-HANDOFF_DELAY = 0.005
-# Events taken from kopf's thread in one step of the main loop (``Watches._drain``), so a long
-# listing never holds the loop (and with it the Lease's renewals) up for long.
-DRAIN_BATCH = 500
+# Objects of a relisting delivered in one step of the main loop (``Watches._replace``), so a
+# relisting of 50,000 pods never holds the loop (and with it the Lease's renewals) up for long.
+RELIST_BATCH = 500
 
 # (kind, group, version, plural, list path, label selector)
 Watch = tuple[str, str, str, str, str, str | None]
 # What a controller is told of every event that changed what the cache holds: the kind, the
-# event's type (None for a listing's), the key of the object's owner (namespace and
+# event's type (None for a relisting's update), the key of the object's owner (namespace and
 # LeaderWorkerSet name, the cache's ``Key``) and the object as the event brought it.
 Changed = Callable[[str, str | None, Key, Mapping[str, Any]], None]
 # (group, version, plural, field selector): a kind watched only to be told of its events (one
@@ -238,10 +213,11 @@ def kopf_identity() -> Any:
 
 
 class Watches:
-    """kopf's watches of ``watched`` kinds into ``cache``, each event reported to ``changed``.
+    """The watches of ``watched`` kinds into ``cache``, each event reported to ``changed``.
 
-    ``owner_kind`` is the kind the other kinds' objects belong to (by the name label): its
-    ADDED event looks for cached leftovers of a deleted namesake (``kube.gaps``)."""
+    ``owner_kind`` is the kind the other kinds' objects belong to (by the name label): a
+    departed one is remembered for its cleanup pass, and its events that change nothing wake
+    none."""
 
     def __init__(self, kube: KubeClient, cache: ClusterCache, registry: CollectorRegistry,
                  watched: Iterable[Watch], changed: Changed, *,
@@ -255,92 +231,24 @@ class Watches:
         self.signals: list[tuple[Signal, Signalled]] = []
         self.kopf_registry = self._build_registry()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Events handed from kopf's thread to the main loop, drained in batches: waking the
-        # main loop once per event (a self-pipe write each) was the next hotspot after kopf's
-        # diffbase copies. deque appends and pops are atomic; the lock makes "append, and is a
-        # drain coming?" one step against the drain's "nothing left, none is coming".
-        self._inbox: deque[tuple[str, str | None, dict[str, Any]]] = deque()
-        self._drain_pending = False
-        self._handoff = threading.Lock()
         self._thread_stop = threading.Event()
-        self._started: asyncio.Task[None] | None = None
         self.watch_metrics = WatchMetrics.for_registry(registry)
-        # When to list every kind once more to find what a relisting no longer holds.
-        self.gaps = WatchGaps(self._resync_all, self.watch_metrics)
-        # The resourceVersion of each kind's priming listing, where its own watch starts.
+        # The resourceVersion of each kind's priming listing, where its watch starts.
         self._primed: dict[str, str | None] = {}
-        # The watches of the kinds the operator only caches (``kube.list_watch``), while
-        # they run.
+        # The watches of every cached kind (``kube.list_watch``), while they run.
         self.own: dict[str, ListWatch] = {}
-
-    def by_kopf(self, kind: str) -> bool:
-        """Whether kopf watches ``kind``: the owner kind only. Every other kind is watched by a
-        ``ListWatch`` of ours (module docstring)."""
-        return kind == self.owner_kind
 
     # ----------------------------------------------------------------------------- watching
 
-    def _hand_over(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """kopf's thread: copy the raw object and queue it for the main loop, waking that loop
-        only when no drain is coming (module docstring)."""
-        loop = self._loop
-        assert loop is not None, "events arrive only while the watches run"
-        event = (kind, event_type, dict(body))
-        with self._handoff:
-            self._inbox.append(event)
-            if self._drain_pending:
-                return
-            self._drain_pending = True
-        loop.call_soon_threadsafe(self._drain)
-
-    def _drain(self) -> None:
-        """Runs on the main loop: the events queued so far, in arrival order, at most
-        ``DRAIN_BATCH`` of them before the loop runs other work (a listing of 50,000 objects
-        arrives faster than it is taken, and one drain took it all while nothing else ran); a
-        full batch schedules the next drain at once. A drain that took events looks again
-        ``HANDOFF_DELAY`` later (the watch thread then has no loop to wake while the burst
-        lasts); one that finds none drops the flag, under the lock the watch thread appends
-        under, so an event either finds a drain coming or schedules one: none is stranded."""
-        loop = self._loop
-        assert loop is not None, "drains run only while the watches run"
-        took = bool(self._inbox)
-        full = False
-        try:
-            for _ in range(DRAIN_BATCH):
-                if not self._inbox:
-                    break
-                self._observe(*self._inbox.popleft())
-            else:
-                full = bool(self._inbox)
-        finally:  # an event that fails to be observed must not strand the ones behind it
-            if not took:
-                with self._handoff:
-                    took = bool(self._inbox)
-                    if not took:
-                        self._drain_pending = False
-            if full:
-                loop.call_soon(self._drain)
-            elif took:
-                loop.call_later(HANDOFF_DELAY, self._drain)
-
     def _observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """Runs on the main loop: update the cache, tell the controller of the owner. An event
-        without a type comes from a listing, an owner's ADDED may find leftovers of a
-        namesake: both call for a resync (``kube.gaps``)."""
+        """Runs on the main loop: update the cache, tell the controller of the owner. A type
+        of None is a relisting's update (``_replace``)."""
         store = self.cache[kind]
-        if event_type is None:
-            namespace, name = cached_key(body)
-            self.gaps.listed(kind, f"{namespace}/{name}" if namespace else name)
-            if store.holds(body):
-                # Listed again as cached: kopf's first listing after our own (``prime``), or a
-                # relisting of an object that did not change. No news for its owner, and no
-                # second copy to build: at a cold start over 50,000 pods this re-cached every
-                # object and passed every set once more.
-                if kind == self.owner_kind:
-                    self.watch_metrics.unchanged.labels(kind).inc()
-                return
-        elif kind == self.owner_kind and event_type == "ADDED":
-            self._check_leftovers(body)
+        if event_type is None and store.holds(body):
+            # Listed again as cached: no news for its owner, and no second copy to build.
+            if kind == self.owner_kind:
+                self.watch_metrics.unchanged.labels(kind).inc()
+            return
         if event_type == "DELETED":
             owner = store.delete(body, gone=True)
             if kind == "Pod" and owner is not None:
@@ -357,38 +265,35 @@ class Watches:
         if owner is not None and owner[1]:
             self.changed(kind, event_type, owner, body)
 
-    # ------------------------------------------------------------------------ resyncing
-
-    def _check_leftovers(self, owner_obj: Mapping[str, Any]) -> None:
-        """An owner is created: objects cached under its name belong to a deleted namesake,
-        which a pass must not take for the new one's (``kube.gaps``)."""
-        owner = cached_key(owner_obj)
-        if any(store.owned_by(owner) for kind, store in self.cache.stores.items()
-               if kind != self.owner_kind):
-            self.gaps.leftovers(self.owner_kind, *owner)
-
-    async def _resync_all(self) -> None:
-        """Resync every watched kind the cache holds objects of (an empty store has nothing
-        a listing could prove deleted)."""
-        for kind, *_ in self.watched:
-            if len(self.cache[kind]):
-                await self._resync(kind)
-
-    async def _resync(self, kind: str) -> None:
-        """List ``kind`` and drop every cached object the listing does not hold and that is
-        not newer than it: it was deleted while the watch was down. Objects created after the
-        listing carry a newer resourceVersion and stay; the listed ones reach the cache through
-        kopf's own listing and events."""
-        watch = next(w for w in self.watched if w[0] == kind)
-        listed, version = await self._list_all(watch)
-        if version is None:
-            return
-        self.watch_metrics.resyncs.labels(kind).inc()
-        for obj in self.cache[kind].missing_from(listed, version):
-            log.info("%s %s/%s was deleted while the watch was down; forgetting it",
-                     kind, *cached_key(obj))
-            self.watch_metrics.dropped.labels(kind).inc()
-            self._observe(kind, "DELETED", obj)
+    async def _replace(self, kind: str, items: list[dict[str, Any]],
+                       version: str | None) -> None:
+        """A relisting of ``kind`` at resourceVersion ``version`` replaces what the cache
+        holds of it (module docstring): each cached object it proves deleted is delivered as a
+        DELETED event (its last cached state standing for the final one, which nobody saw),
+        then each listed object the cache does not hold as it is, as an update. The loop runs
+        other work every ``RELIST_BATCH`` deliveries."""
+        store = self.cache[kind]
+        self.watch_metrics.relistings.labels(kind).inc()
+        cached = {held(obj): obj for obj in store.objects()}
+        listed = {held(item): item for item in items}
+        at = int(version) if version and version.isdigit() else None
+        gone = relisting.deleted(cached, listed, at)
+        if gone:
+            log.info("%s: %d cached object(s) missing from the relisting (deleted while the "
+                     "watch was down): %s", kind, len(gone),
+                     ", ".join("/".join(entry.key) for entry in gone[:10]))
+        delivered = 0
+        for entry in gone:
+            self.watch_metrics.relisting_deletions.labels(kind).inc()
+            self._observe(kind, "DELETED", cached[entry])
+            delivered += 1
+            if delivered % RELIST_BATCH == 0:
+                await asyncio.sleep(0)
+        for entry in relisting.stale(cached, listed):
+            self._observe(kind, None, listed[entry])
+            delivered += 1
+            if delivered % RELIST_BATCH == 0:
+                await asyncio.sleep(0)
 
     async def _pages(self, path: str, selector: str | None) -> AsyncIterator[dict[str, Any]]:
         """The pages of one chunked LIST (``list_chunk_size`` items each), in order."""
@@ -405,25 +310,10 @@ class Watches:
             if not token:
                 return
 
-    async def _list_all(self, watch: Watch) -> tuple[set[tuple[Key, str]], int | None]:
-        """Every (key, uid) of a watched kind, and the listing's resourceVersion (None when
-        it is not an integer: then nothing can be told apart)."""
-        _kind, _group, _version, _plural, path, selector = watch
-        listed: set[tuple[Key, str]] = set()
-        version: int | None = None
-        first = True
-        async for page in self._pages(path, selector):
-            for item in page.get("items") or []:
-                listed.add((cached_key(item), cached_uid(item)))
-            if first:
-                text = str((page.get("metadata") or {}).get("resourceVersion") or "")
-                version = int(text) if text.isdigit() else None
-                first = False
-        return listed, version
-
     # ---------------------------------------------------------------------------- kopf
 
     def _build_registry(self) -> kopf.OperatorRegistry:
+        """kopf's handlers: the signal watches only (module docstring)."""
         registry = kopf.OperatorRegistry()
         kube = self.kube
 
@@ -431,19 +321,6 @@ class Watches:
         def login(**_: Any) -> kopf.ConnectionInfo:
             return connection_info(kube)
 
-        for kind, group, version, plural, _path, selector in self.watched:
-            if not self.by_kopf(kind):
-                continue
-            labels = {selector: kopf.PRESENT} if selector else None
-
-            async def handler(type: str | None, body: kopf.Body, _kind: str = kind,
-                              **_: Any) -> None:
-                # Async, so kopf calls it inline instead of through a thread pool for every
-                # event.
-                self._hand_over(_kind, type, body)
-
-            kopf.on.event(group, version, plural, labels=labels, registry=registry,
-                          id=f"observe-{plural}.{group}")(handler)
         for (group, version, plural, _selector), told in self.signals:
 
             async def signal(type: str | None, body: kopf.Body, _told: Signalled = told,
@@ -470,36 +347,12 @@ class Watches:
         settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
         settings.scanning.disabled = True
         settings.queueing.idle_timeout = KOPF_WORKER_IDLE
-        for kind, group, version, plural, _path, selector in self.watched:
-            if selector and self.by_kopf(kind):
-                key = (group, version, plural) if group else (version, plural)
-                settings.watching.label_selectors[key] = selector
         for (group, version, plural, selector), _told in self.signals:
             settings.watching.field_selectors[group, version, plural] = selector
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         return settings
 
     # ---------------------------------------------------------------------------- priming
-
-    async def wait_for_crd(self, stop: asyncio.Event, interval: float = 5.0,
-                           resource: tuple[str, str, str] = (GROUP, VERSION, PLURAL)) -> bool:
-        """Wait until the custom ``resource`` (group, version, plural; the LeaderWorkerSet by
-        default) is served (the CRD may be installed after the operator starts, e.g. by a Helm
-        hook); False if ``stop`` came first."""
-        group, version, plural = resource
-        path = f"/apis/{group}/{version}/{plural}"
-        while not stop.is_set():
-            try:
-                await self.kube.request("GET", path, query={"limit": "1"})
-                return True
-            except ApiException as exc:
-                if not is_status(exc, 404):
-                    raise
-            log.warning("the %s API is not served yet (is the CRD installed?); retrying in %ss",
-                        f"{plural}.{group}/{version}", interval)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
-        return False
 
     async def served(self, group_version_path: str, *plurals: str) -> bool:
         """Whether discovery lists every one of ``plurals`` under ``group_version_path``."""
@@ -568,71 +421,65 @@ class Watches:
 
     # ---------------------------------------------------------------------------- running
 
-    def _watch(self, stop: threading.Event, ready: concurrent.futures.Future[None]) -> None:
+    def _watch(self, stop: threading.Event) -> None:
         """kopf's thread: its own event loop, until ``stop`` (set from the main loop, where
-        the process's signals are handled: ``SignalsForwarded``); ``ready`` is set when its
-        watchers start."""
+        the process's signals are handled: ``SignalsForwarded``)."""
         forwarded = SignalsForwarded.install()
         try:
             asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
                                       clusterwide=True, standalone=True, stop_flag=stop,
-                                      ready_flag=ready, identity=kopf_identity()))
+                                      identity=cast(Any, kopf_identity())))
         finally:
             forwarded.uninstall()
 
-    async def _when_started(self, ready: concurrent.futures.Future[None]) -> None:
-        await asyncio.wrap_future(ready)
-        self.gaps.started()
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[asyncio.Future[None]]:
-        """Run the watches while the block runs: kopf's in its thread, our own
-        (``kube.list_watch``) on this loop. Yields a future that is done only if one of them
-        ended on its own (an error: kopf stopped, or a watch of ours failed unexpectedly). On
-        exit every watch is stopped (``halt``, which the block may call earlier) and
-        awaited."""
+        """Run the watches while the block runs: every cached kind's on this loop
+        (``kube.list_watch``), kopf's signal watches, if any, in their thread. Yields a future
+        that is done only if one of them ended on its own (an error: kopf stopped, or a watch
+        failed unexpectedly). On exit every watch is stopped (``halt``, which the block may
+        call earlier) and awaited."""
         self._loop = asyncio.get_running_loop()
-        self.kube.reachability.subscribe(self.gaps.reconnected)
         self._thread_stop = threading.Event()
-        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._started = asyncio.create_task(self._when_started(ready))
         self.own = {}
         for kind, _group, _version, _plural, path, selector in self.watched:
-            if not self.by_kopf(kind):
-                own = ListWatch(self.kube, kind, path, selector, self._observe,
-                                chunk_size=self.list_chunk_size)
-                own.resume(self._primed.get(kind))
-                self.own[kind] = own
-        watching = asyncio.ensure_future(self._watch_all(ready))
+            own = ListWatch(self.kube, kind, path, selector, self._observe, self._replace,
+                            chunk_size=self.list_chunk_size)
+            own.resume(self._primed.get(kind))
+            self.own[kind] = own
+        watching = asyncio.ensure_future(self._watch_all())
         try:
             yield watching
         finally:
             self.halt()
+            watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
-            self.kube.reachability.unsubscribe(self.gaps.reconnected)
-            await self.gaps.close()
 
-    async def _watch_all(self, ready: concurrent.futures.Future[None]) -> None:
-        """kopf's thread and our own watches, until one of them ends (kopf when told to stop,
-        or any of them failing); the others are then stopped too."""
-        tasks = [asyncio.ensure_future(asyncio.to_thread(self._watch, self._thread_stop, ready)),
-                 *(asyncio.create_task(own.run(), name=f"watch {kind}")
-                   for kind, own in self.own.items())]
+    async def _watch_all(self) -> None:
+        """Our watches and kopf's thread (only with signals to watch), until one of them ends
+        (kopf when told to stop, or any of them failing) or this is cancelled; the others are
+        then stopped too, kopf's thread awaited."""
+        lists = [asyncio.create_task(own.run(), name=f"watch {kind}")
+                 for kind, own in self.own.items()]
+        tasks: list[asyncio.Future[None]] = list(lists)
+        if self.signals:
+            tasks.append(asyncio.ensure_future(asyncio.to_thread(self._watch,
+                                                                 self._thread_stop)))
         try:
+            if not tasks:
+                await asyncio.Event().wait()  # nothing to watch: until cancelled
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 task.result()
         finally:
             self._thread_stop.set()
-            for task in tasks[1:]:
+            for task in lists:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def halt(self) -> None:
-        """Tell the watches to stop (kopf's thread may take a moment: :meth:`running` awaits
-        it)."""
-        if self._started is not None:
-            self._started.cancel()
+        """Tell kopf's thread to stop (it may take a moment: :meth:`running` awaits it; our
+        own watches are cancelled there)."""
         self._thread_stop.set()
 
 

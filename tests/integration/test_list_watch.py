@@ -2,9 +2,9 @@
 watches from the listing the cache was primed from (no second listing), resumes a stream the
 server ends where it ended, and reads events longer than aiohttp's line limit. ConfigMaps stand
 in for the cached kinds: the watch is the same for any collection. Listing again after the
-watch expired (410 Gone, its objects then coming as events without a type, as kopf's relisting
-did) needs an API server restarted over a compacted etcd: ``test_watch_gaps.py`` does that,
-with every kind but the LeaderWorkerSet watched this way."""
+watch expired (410 Gone, the whole listing then handed to the cache to replace its store) needs
+a watch the server lets expire: ``test_watch_gaps.py`` does that, with every kind the operator
+caches watched this way."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class Seen(list[tuple[str | None, str, str]]):
     def __init__(self) -> None:
         super().__init__()
         self.last: dict[str, dict[str, Any]] = {}
+        self.relisted: list[list[str]] = []  # the names of each relisting, whole
 
 
 def config_map(name: str, namespace: str, data: str = "1") -> dict[str, Any]:
@@ -54,8 +55,11 @@ async def watching(cluster: LocalCluster, namespace: str, version: str | None,
         seen.append((event_type, meta["name"], meta["resourceVersion"]))
         seen.last[meta["name"]] = obj
 
+    async def replace(kind: str, items: list[dict[str, Any]], version: str | None) -> None:
+        seen.relisted.append([item["metadata"]["name"] for item in items])
+
     watch = ListWatch(kube, "ConfigMap", f"/api/v1/namespaces/{namespace}/configmaps", LABEL,
-                      observe, chunk_size=2, server_timeout=server_timeout)
+                      observe, replace, chunk_size=2, server_timeout=server_timeout)
     watch.resume(version)
     task = asyncio.create_task(watch.run())
     try:
@@ -117,6 +121,7 @@ async def test_an_event_longer_than_aiohttps_line_limit_is_read_whole(
         await wait_for(lambda: _true(len(seen) >= 2), what="both events")
         assert [(t, n) for t, n, _ in seen] == [("ADDED", "big"), ("ADDED", "small")]
         assert seen.last["big"]["data"]["value"] == big
+        assert seen.relisted == []
 
 
 async def _true(value: bool) -> bool:

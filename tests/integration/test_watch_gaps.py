@@ -1,22 +1,21 @@
-"""Deletions the operator's watches never saw, on a real kube-apiserver (``kube.gaps``).
+"""Deletions the operator's watches never saw, on a real kube-apiserver: a relisting replaces
+the cache (``kube.watch._replace``, ``logic.relisting``).
 
-kube-apiserver is stopped, objects are deleted through a second API server on the same etcd
-while the operator cannot reach any, etcd is compacted, and kube-apiserver comes back: every
-watch of the operator answers 410 Gone and kopf lists each kind again. A listing shows only
-what exists, so the cache must find what was deleted by a resync; kopf's public API does not
-say that it listed again, and an empty relisting shows nothing at all. Each case:
+The module runs its own api-tier cluster, whose kube-apiserver serves Services without a watch
+cache (``--watch-cache-sizes=services#0``): a Service watch is then served by etcd itself, and
+expires as soon as etcd is compacted past its resourceVersion, while the watches of every other
+kind resume from the API server's watch cache. Each case:
 
-* the only Service is deleted: that kind's relisting is empty, the StatefulSets' is not (its
-  events trigger the resync of every kind); the Service must be recreated;
-* the set and everything of it are deleted, so every relisting is empty (no signal at all),
-  then a set of the same name is created: its ADDED event over cached leftovers triggers the
-  resync, and the new set must get children of its own, not be taken to have the old ones;
-* the same deletion, with a request of the operator's own failing during the outage (as a
-  Lease renewal would) and one answered after it: the cache forgets the deleted set.
+* a single kind's watch expires alone, with an empty relisting: the operator is cut off from
+  the API server (a proxy between them drops every connection and refuses new ones), the only
+  Service is deleted, etcd is compacted, the operator reconnects. Only the Service watch
+  expires; its relisting is empty, which no signal would have shown; the Service must be
+  delivered as a deletion and recreated;
+* everything of a set is deleted while kube-apiserver is down (through a second API server on
+  the same etcd), etcd is compacted and kube-apiserver restarted: every watch expires and every
+  relisting is empty; nothing of the set stays in the caches or the group metrics.
 
 After each case the operator's cache holds exactly what the API server lists, kind by kind.
-The module runs its own api-tier cluster: restarting the API server and compacting etcd must
-not disturb the shared one.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +33,12 @@ import pytest
 import pytest_asyncio
 
 from e2e.cluster import LocalCluster, NodeLayout
+from e2e.cluster.launcher import free_port
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.harness.launcher import Controllers, start_controllers
 from e2e.kube import Kube, wait_for
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.kube.cache import cached_key, cached_uid
-from lws_operator.kube.client import KubeClient
-from lws_operator.kube.gaps import REASONS
 
 pytestmark = pytest.mark.api
 REPO = Path(__file__).resolve().parents[2]
@@ -54,13 +51,55 @@ CACHED = {"LeaderWorkerSet": API, "StatefulSet": "apps/v1", "Service": "v1", "Po
           "ControllerRevision": "apps/v1", "Deployment": "apps/v1"}
 
 
+class Cut:
+    """A TCP proxy in front of kube-apiserver that can cut its clients off: every connection
+    dropped, new ones refused, the API server itself untouched (its watch caches go on)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = upstream_port
+        self.port = free_port()
+        self.server: asyncio.Server | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    async def open(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+
+    async def close(self) -> None:
+        """Drop every connection and refuse new ones."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        for writer in list(self.writers):
+            writer.transport.abort()
+        self.writers.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+        except OSError:
+            writer.transport.abort()
+            return
+        self.writers.update((writer, up_writer))
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self.writers.difference_update((writer, up_writer))
+
+
 @pytest.fixture(scope="module")
 def own_cluster() -> Iterator[LocalCluster]:
     if os.environ.get("LWS_E2E_KUBECONFIG"):
         pytest.skip("API server restarts need a local cluster of their own")
     directory = REPO / ".cluster" / f"watch-gaps-{os.getpid()}"
     cluster = LocalCluster(directory)
-    cluster.up("api", NodeLayout(), timeout=180)
+    cluster.up("api", NodeLayout(), timeout=180,
+               apiserver_flags=["--watch-cache-sizes=services#0"])
     try:
         cluster.install_crd()
         yield cluster
@@ -71,12 +110,12 @@ def own_cluster() -> Iterator[LocalCluster]:
 
 class Env:
     def __init__(self, cluster: LocalCluster, kube: Kube, ns: str, controllers: Controllers,
-                 probe: KubeClient) -> None:
+                 cut: Cut) -> None:
         self.cluster = cluster
         self.kube = kube
         self.ns = ns
         self.controllers = controllers
-        self.probe = probe  # the test's own requests, apart from the operator's
+        self.cut = cut
 
     @property
     def runtime(self) -> Any:
@@ -85,17 +124,22 @@ class Env:
     def counted(self, name: str, **labels: str) -> float:
         return self.controllers.registry.get_sample_value(name, labels) or 0.0
 
-    def relistings(self) -> float:
-        return sum(self.counted("lws_operator_watch_relistings_total", kind=kind)
-                   for kind in CACHED)
+    def relistings(self) -> dict[str, float]:
+        return {kind: self.counted("lws_operator_watch_relistings_total", kind=kind)
+                for kind in CACHED}
 
-    def triggers(self) -> dict[str, float]:
-        return {reason: self.counted("lws_operator_cache_resync_triggers_total", reason=reason)
-                for reason in REASONS}
+    def deletions(self, kind: str) -> float:
+        return self.counted("lws_operator_watch_relisting_deletions_total", kind=kind)
 
-    async def outage(self, change: Any, during: Any = None) -> None:
+    async def watching(self) -> None:
+        """Until every watch of the operator is open again."""
+        async def open_() -> bool:
+            return all(w.watching.is_set() for w in self.runtime.watches.own.values())
+        await wait_for(open_, timeout=120, interval=0.2, what="every watch open again")
+
+    async def apiserver_outage(self, change: Callable[[Kube], Awaitable[None]]) -> None:
         """kube-apiserver stopped, ``change(side)`` made through a second API server, etcd
-        compacted, kube-apiserver started again; ``during()`` runs while it is down."""
+        compacted, kube-apiserver started again."""
         cluster = self.cluster
         async with contextlib.AsyncExitStack() as stack:
             side_config = await asyncio.to_thread(stack.enter_context, cluster.side_apiserver())
@@ -103,52 +147,8 @@ class Env:
             stack.push_async_callback(side.close)
             await asyncio.to_thread(cluster.stop_apiserver, kill=True)
             await change(side)
-            if during is not None:
-                await during()
             await asyncio.to_thread(cluster.compact_etcd)
         await asyncio.to_thread(cluster.start_apiserver)
-        await self.recovered()
-
-    async def watching(self) -> Counter[str]:
-        """How many watches of each resource the API server serves now (only kopf's here)."""
-        text = (await self.probe.raw("GET", "/metrics")).decode()
-        found: Counter[str] = Counter()
-        for line in text.splitlines():
-            if line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line:
-                resource = line.split('resource="', 1)[1].split('"', 1)[0]
-                found[resource] += int(float(line.rsplit(" ", 1)[1]))
-        return found
-
-    def every_watches(self) -> list[Any]:
-        """The operator's watches: the LeaderWorkerSet controller's and, when it runs, the
-        DisaggregatedSet controller's, which watches LeaderWorkerSets and Services too."""
-        ds = self.runtime.disaggregated
-        return [self.runtime.watches, *([ds.watches] if ds is not None else [])]
-
-    async def recovered(self) -> None:
-        """Until every kopf watcher watches its kind again (so it has listed it again: a watch
-        that expired is listed before it is watched anew) and no resync is pending, three
-        probes in a row: a watch may expire only after a few retries while the server starts.
-        Watches are counted per watcher: the DisaggregatedSet controller's kopf watches
-        LeaderWorkerSets and Services as well, so one watch of a kind back proved nothing
-        about the other, whose retry may come seconds later. A LeaderWorkerSet watch still
-        waiting to list again then took the set the test creates next for part of its
-        listing, not an ADDED event, and the resync came as ``listed``, not ``leftovers``."""
-        watches = self.every_watches()
-        wanted = Counter(w[3] for each in watches for w in each.watched)
-        streak = 0
-
-        async def steady() -> bool:
-            nonlocal streak
-            served = await self.watching()
-            if all(served[plural] >= n for plural, n in wanted.items()) \
-                    and not any(each.gaps.pending for each in watches):
-                streak += 1
-            else:
-                streak = 0
-            return streak >= 3
-        await wait_for(steady, timeout=180, interval=0.5,
-                       what="kopf watching every kind again, no resync pending")
 
     async def ensure_set(self) -> dict[str, Any]:
         """The set (created if a previous test left none), with its children, cached."""
@@ -203,24 +203,66 @@ class Env:
         except AssertionError as exc:
             raise AssertionError(f"{exc}: (listed, cached) {await compare()}") from None
 
+    def metric_samples_of(self, name: str) -> list[str]:
+        """Every sample of the operator's registry labelled with the set ``name`` here."""
+        return [f"{sample.name}{sample.labels}"
+                for family in self.controllers.registry.collect()
+                for sample in family.samples
+                if sample.labels.get("namespace") == self.ns
+                and sample.labels.get("name") == name]
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env(own_cluster: LocalCluster) -> AsyncIterator[Env]:
+async def env(own_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+              ) -> AsyncIterator[Env]:
     kubeconfig = str(own_cluster.kubeconfig)
+    state = own_cluster.state()
+    assert state is not None
+    cut = Cut(state.ports["apiserver"])
+    await cut.open()
+    proxied = tmp_path_factory.mktemp("watch-gaps") / "kubeconfig"
+    proxied.write_text(own_cluster.kubeconfig.read_text().replace(
+        f"127.0.0.1:{state.ports['apiserver']}", f"127.0.0.1:{cut.port}"))
     kube = await Kube.connect(kubeconfig)
     ns = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     hooks = await start_webhooks(kubeconfig, options_for(ns))
-    controllers = await start_controllers(kubeconfig, workers=2)
-    probe = await KubeClient.connect(kubeconfig)
+    controllers = await start_controllers(str(proxied), workers=2)
     try:
-        yield Env(own_cluster, kube, ns, controllers, probe)
+        yield Env(own_cluster, kube, ns, controllers, cut)
     finally:
         await asyncio.to_thread(own_cluster.ensure_apiserver)
-        await probe.close()
+        if cut.server is None:
+            await cut.open()
         await controllers.close()
+        await cut.close()
         await stop_webhooks(hooks)
         await kube.close()
+
+
+async def test_a_watch_expiring_alone_with_an_empty_relisting_delivers_the_deletion(
+        env: Env) -> None:
+    lws = await env.ensure_set()
+    service, _ = await env.children(lws["metadata"]["uid"])
+    await env.watching()
+    relisted = env.relistings()
+    deleted = env.deletions("Service")
+
+    await env.cut.close()  # the operator cannot reach the API server
+    assert await env.kube.delete("v1", "Service", NAME, env.ns) is not None
+    assert await env.kube.list("v1", "Service", env.ns) == []
+    await asyncio.to_thread(env.cluster.compact_etcd)
+    await env.cut.open()
+
+    again, _ = await env.children(lws["metadata"]["uid"])
+    assert again["metadata"]["uid"] != service["metadata"]["uid"]
+    assert env.deletions("Service") == deleted + 1
+    now = env.relistings()
+    # Every Service watch expired (the DisaggregatedSet controller's watches Services too).
+    assert now["Service"] > relisted["Service"]
+    others = {kind: now[kind] - relisted[kind] for kind in CACHED if kind != "Service"}
+    assert not any(others.values()), f"other watches expired too: {others}"
+    await env.cache_matches_cluster()
 
 
 async def delete_everything(side: Kube, ns: str) -> None:
@@ -233,58 +275,30 @@ async def delete_everything(side: Kube, ns: str) -> None:
                     await side.delete(api, kind, obj["metadata"]["name"], ns)
 
 
-async def test_a_service_deleted_while_watches_were_down_is_recreated(env: Env) -> None:
-    """The only Service goes: the Service kind's relisting is empty."""
-    lws = await env.ensure_set()
-    service, _ = await env.children(lws["metadata"]["uid"])
-    relisted = env.relistings()
-
-    async def delete_service(side: Kube) -> None:
-        assert await side.delete("v1", "Service", NAME, env.ns) is not None
-        assert await side.list("v1", "Service", env.ns) == []
-    await env.outage(delete_service)
-
-    again, _ = await env.children(lws["metadata"]["uid"])
-    assert again["metadata"]["uid"] != service["metadata"]["uid"]
-    assert env.relistings() > relisted  # some kind's relisting was not empty
-    assert env.counted("lws_operator_cache_resync_dropped_total", kind="Service") >= 1
-    await env.cache_matches_cluster()
-
-
-async def test_a_set_recreated_after_every_relisting_was_empty_gets_its_own_children(
+async def test_a_set_deleted_with_everything_while_the_server_was_down_leaves_nothing(
         env: Env) -> None:
     await env.ensure_set()
-    before = env.triggers()
+    assert env.metric_samples_of(NAME)  # its group metrics, before
 
-    await env.outage(lambda side: delete_everything(side, env.ns))
-    assert env.runtime.cache[KIND].get(env.ns, NAME) is not None  # nothing said it went
-    assert env.triggers() == before  # every relisting was empty
+    await env.apiserver_outage(lambda side: delete_everything(side, env.ns))
 
-    new = await env.lws()
-    await env.children(new["metadata"]["uid"])
-    assert env.triggers()["leftovers"] > before["leftovers"]
-    await env.cache_matches_cluster()
-
-
-async def test_the_cache_forgets_a_deleted_set_once_our_own_client_finds_the_server_back(
-        env: Env) -> None:
-    await env.ensure_set()
-    before = env.triggers()
-    client = env.controllers.client
-    lease = f"/apis/coordination.k8s.io/v1/namespaces/{env.ns}/leases"
-
-    async def refused() -> None:  # a Lease renewal while the server is away
-        with pytest.raises(Exception):  # noqa: B017, PT011 - the client's connection error
-            await client.request("GET", lease, timeout=5)
-        assert client.reachability.away
-
-    await env.outage(lambda side: delete_everything(side, env.ns), during=refused)
-    assert env.runtime.cache[KIND].get(env.ns, NAME) is not None
-    assert env.triggers() == before
-
-    await client.request("GET", lease)  # the next renewal is answered
     async def forgotten() -> bool:
         return env.runtime.cache[KIND].get(env.ns, NAME) is None
-    await wait_for(forgotten, timeout=60, what="the deleted set forgotten")
-    assert env.triggers()["reconnected"] > before["reconnected"]
+    await wait_for(forgotten, timeout=120, what="the deleted set forgotten")
     await env.cache_matches_cluster()
+    assert env.deletions(KIND) >= 1
+
+    def left() -> list[str]:
+        cache = env.runtime.cache
+        # Not yet: its departed copy (``ClusterCache.departed``), which can outlive the
+        # relistings when the children's deletions were delivered before the set's.
+        return [*env.metric_samples_of(NAME),
+                *(["tombstones"] if cache.tombstones((env.ns, NAME)) else [])]
+
+    async def nothing_left() -> bool:
+        return not left()
+    try:
+        await wait_for(nothing_left, timeout=30,
+                       what="the deleted set's metrics, tombstones and departed copy gone")
+    except AssertionError:
+        raise AssertionError(f"left of the deleted set: {left()}") from None

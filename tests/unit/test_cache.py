@@ -202,26 +202,3 @@ def test_other_kinds_keep_their_spec() -> None:
     cached = store.get("ns", "lws-0")
     assert cached is not None
     assert cached["spec"] == sts["spec"]
-
-
-def versioned(name: str, uid: str, version: str) -> dict[str, Any]:
-    out = obj(name)
-    out["metadata"].update(uid=uid, resourceVersion=version)
-    return out
-
-
-def test_missing_from_a_listing_finds_deletions_the_watch_never_reported() -> None:
-    """After a watch gap (410 Gone), a listing at resourceVersion 100 says what exists: a stored
-    object it lacks and not newer than it was deleted in the gap; one created after the listing
-    (newer), a listed one, and one whose version is not an integer stay."""
-    pods = KindStore("Pod")
-    pods.upsert(versioned("deleted", "u1", "40"))
-    pods.upsert(versioned("listed", "u2", "50"))
-    pods.upsert(versioned("created-after", "u3", "120"))
-    pods.upsert(versioned("opaque", "u4", "abc"))
-    pods.upsert(versioned("replaced", "u5", "60"))  # the listing holds another incarnation
-    listed = {(("ns", "listed"), "u2"), (("ns", "replaced"), "u6")}
-    stale = pods.missing_from(listed, 100)
-    assert [(p["metadata"]["name"], p["metadata"]["uid"]) for p in stale] == [
-        ("deleted", "u1"), ("replaced", "u5")]
-    assert pods.missing_from(listed, 30) == []  # everything stored is newer than that listing

@@ -369,6 +369,7 @@ TAKE_NO_PODS = frozenset({
     "gang.level_of", "gang.min_count_of", "gang.scheduling_condition", "gang.workload_name",
     "gang.workload_update", "hash_groups.group_ready_condition", "hash_groups.leader_deployment",
     "memo.Memo", "recreation.PodWebhook",
+    "relisting.deleted", "relisting.stale",  # (key, uid, resourceVersion) only
     "reconcile.decide_revision", "reconcile.first_difference", "reconcile.owned_by",
     "reconcile.revision_for_key", "restart.Recreation", "restart.recreating",
     "restart_budget.Release", "restart_budget.backoff_event", "restart_budget.counted_for",

@@ -4,7 +4,6 @@ entry, no ``USER`` in a pod's environment), and the operator crashed at start in
 
 from __future__ import annotations
 
-import concurrent.futures
 import getpass
 import threading
 from types import SimpleNamespace
@@ -62,7 +61,6 @@ def test_the_kopf_thread_gives_kopf_its_identity(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(running, "spawn_tasks", spawn_tasks)
     watches = SimpleNamespace(kopf_registry=kopf.OperatorRegistry(),
                               settings=kopf.OperatorSettings)
-    ready: concurrent.futures.Future[None] = concurrent.futures.Future()
     with pytest.raises(_Spawned):
-        Watches._watch(watches, threading.Event(), ready)  # type: ignore[arg-type]
+        Watches._watch(watches, threading.Event())  # type: ignore[arg-type]
     assert str(seen["identity"]).startswith("lws-operator@")

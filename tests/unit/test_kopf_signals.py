@@ -53,3 +53,4 @@ def test_only_that_warning_of_the_kopf_thread_is_dropped(
     assert [r.getMessage() for r in caplog.records] == [
         "Root tasks are not stopped.", KOPF_SIGNALS_IGNORED + "."]
     assert not logger.filters
+

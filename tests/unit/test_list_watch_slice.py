@@ -51,9 +51,12 @@ def run(count: int, cost: float, slice_seconds: float) -> str:
         order.append("e")
         now[0] += cost
 
+    async def replace(_kind: str, _items: list[dict[str, Any]], _version: str | None) -> None:
+        raise AssertionError("a watch that does not expire lists nothing")
+
     async def main() -> None:
         kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
-        watch = ListWatch(kube, "Pod", "/api/v1/pods", None, observe,
+        watch = ListWatch(kube, "Pod", "/api/v1/pods", None, observe, replace,
                           slice_seconds=slice_seconds, clock=lambda: now[0])
         watch.kube = Buffered([event(f"p{i}") for i in range(count)])  # type: ignore[assignment]
         watching = asyncio.create_task(watch._watch())
@@ -89,13 +92,17 @@ def test_every_event_of_a_sliced_burst_reaches_the_cache_in_order() -> None:
     seen: list[str] = []
     now = [0.0]
 
+    async def replace(_kind: str, _items: list[dict[str, Any]], _version: str | None) -> None:
+        raise AssertionError("a watch that does not expire lists nothing")
+
     def observe(_kind: str, _type: str | None, obj: dict[str, Any]) -> None:
         seen.append(obj["metadata"]["name"])
         now[0] += 1.0  # every event uses up a slice
 
     async def main() -> ListWatch:
         kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
-        watch = ListWatch(kube, "Pod", "/api/v1/pods", None, observe, clock=lambda: now[0])
+        watch = ListWatch(kube, "Pod", "/api/v1/pods", None, observe, replace,
+                          clock=lambda: now[0])
         watch.kube = Buffered([event(f"p{i}") for i in range(5)])  # type: ignore[assignment]
         await watch._watch()
         await kube.close()

@@ -22,7 +22,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
-from lws_operator.kube.watch import DRAIN_BATCH, news
+from lws_operator.kube.watch import RELIST_BATCH, news
 from lws_operator.kube.workqueue import WorkQueue
 from tests.unit.manual_clock import ManualClock, settle
 
@@ -101,7 +101,7 @@ async def test_the_echo_of_a_stored_status_write_wakes_no_pass() -> None:
     run.watches._observe("LeaderWorkerSet", "MODIFIED", lws())  # its watch event
     run.watches._observe("LeaderWorkerSet", "MODIFIED", {**lws("4"), "metadata": {
         **lws("4")["metadata"], "managedFields": []}})  # nothing kept changed
-    run.watches._observe("LeaderWorkerSet", None, lws("4"))  # kopf's listing after ours
+    run.watches._observe("LeaderWorkerSet", None, lws("4"))  # a relisting's update
     clock.advance(1)
     await settle()
     assert len(run.queue) == 0
@@ -112,7 +112,6 @@ async def test_the_echo_of_a_stored_status_write_wakes_no_pass() -> None:
                                      {"kind": "LeaderWorkerSet"}) == 3
     run.watches._observe("LeaderWorkerSet", "MODIFIED", lws("5", replicas=2))
     assert len(run.queue) == 1  # a change wakes a pass at once
-    await run.watches.gaps.close()
 
 
 async def test_an_older_event_than_the_stored_set_wakes_no_pass() -> None:
@@ -122,7 +121,6 @@ async def test_an_older_event_than_the_stored_set_wakes_no_pass() -> None:
     clock.advance(1)
     await settle()
     assert len(run.queue) == 0
-    await run.watches.gaps.close()
 
 
 async def test_the_echo_of_a_childs_write_still_wakes_a_pass() -> None:
@@ -135,7 +133,6 @@ async def test_the_echo_of_a_childs_write_still_wakes_a_pass() -> None:
     clock.advance(WINDOW)
     await settle()
     assert len(run.queue) == 1
-    await run.watches.gaps.close()
 
 
 async def test_a_burst_of_pod_changes_makes_one_pass_after_the_window() -> None:
@@ -151,7 +148,6 @@ async def test_a_burst_of_pod_changes_makes_one_pass_after_the_window() -> None:
     await settle()
     assert len(run.queue) == 1
     assert await run.queue.get() == ("ns", "x")
-    await run.watches.gaps.close()
 
 
 async def test_a_workers_routine_news_waits_a_second_unless_something_prompt_follows() -> None:
@@ -183,7 +179,6 @@ async def test_a_workers_routine_news_waits_a_second_unless_something_prompt_fol
     clock.advance(WINDOW)
     await settle()
     assert len(run.queue) == 1  # never later than the second
-    await run.watches.gaps.close()
 
 
 @pytest.mark.parametrize("changes", [
@@ -197,7 +192,6 @@ async def test_a_worker_that_may_call_for_action_wakes_a_pass_soon(
     run, _, _ = runtime()
     run.watches._observe("Pod", "MODIFIED", pod("6", leader=False, **changes))
     assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WINDOW)}
-    await run.watches.gaps.close()
 
 
 def owned_worker(version: str, **changes: Any) -> dict[str, Any]:
@@ -255,7 +249,6 @@ async def test_the_workers_of_a_group_torn_down_wait_a_second() -> None:
     run.watches._observe("Pod", "DELETED", body)
     assert len(run.queue) == 0
     assert run.queue.coalescing() == {("ns", "x"): pytest.approx(clock() + WORKER_WINDOW)}
-    await run.watches.gaps.close()
 
 
 def counting_statefulset(replicas: int) -> dict[str, Any]:
@@ -297,7 +290,6 @@ async def test_the_worker_that_completes_its_statefulset_wakes_a_pass_at_once() 
     run.watches._observe("Pod", "ADDED", ready_worker(2, "7"))
     assert len(run.queue) == 1
     assert run.queue.coalescing() == {}
-    await run.watches.gaps.close()
 
 
 async def test_a_worker_statefulset_waits_until_it_is_ready() -> None:
@@ -316,7 +308,6 @@ async def test_a_worker_statefulset_waits_until_it_is_ready() -> None:
     ready["status"]["availableReplicas"] = 3
     run.watches._observe("StatefulSet", "MODIFIED", ready)
     assert run.queue.coalescing() == {("ns", "x"): pytest.approx(WINDOW)}
-    await run.watches.gaps.close()
 
 
 async def test_a_set_event_and_a_deletion_wake_a_pass_at_once() -> None:
@@ -342,26 +333,27 @@ async def test_a_set_event_and_a_deletion_wake_a_pass_at_once() -> None:
     run.watches._observe("LeaderWorkerSet", "MODIFIED", changed)
     run.queue.done(("ns", "x"))
     assert len(run.queue) == 1  # again at once, after the pass that was running
-    await run.watches.gaps.close()
 
 
 
-async def test_a_long_listing_is_taken_in_batches_between_which_the_loop_runs() -> None:
-    """kopf's thread hands events over faster than the main loop takes them at a cold start:
-    one drain takes at most ``DRAIN_BATCH`` and schedules the next, so other work (a Lease
-    renewal) runs in between, and no event is left behind."""
+async def test_a_long_relisting_is_delivered_in_batches_between_which_the_loop_runs() -> None:
+    """A relisting of many pods is delivered ``RELIST_BATCH`` at a time, so other work (a Lease
+    renewal) runs in between, and no object is left behind."""
     run, _clock, _ = runtime()
-    watches = run.watches
-    watches._loop = asyncio.get_running_loop()
-    for i in range(DRAIN_BATCH + 10):
+    items = []
+    for i in range(RELIST_BATCH + 10):
         body = pod()
         body["metadata"].update(name=f"x-{i}", uid=f"p{i}")
-        watches._inbox.append(("Pod", None, body))
-    watches._drain_pending = True
-    watches._drain()
-    assert len(run.cache["Pod"]) == DRAIN_BATCH
-    assert len(watches._inbox) == 10
-    await asyncio.sleep(0)  # the loop runs; then the rest
-    assert len(run.cache["Pod"]) == DRAIN_BATCH + 10
-    assert not watches._inbox
-    await watches.gaps.close()
+        items.append(body)
+    counts: list[int] = []
+
+    async def other_work() -> None:
+        while True:
+            counts.append(len(run.cache["Pod"]))
+            await asyncio.sleep(0)
+    task = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    await run.watches._replace("Pod", items, "100")
+    task.cancel()
+    assert len(run.cache["Pod"]) == RELIST_BATCH + 10
+    assert RELIST_BATCH in counts  # the loop ran between the batches
