@@ -292,6 +292,10 @@ class KindStore:
                     del self._by_owner[owner]
                     del self._changed[owner]
 
+    def owner(self, obj: Mapping[str, Any]) -> Key | None:
+        """The key of ``obj``'s owner, by this store's index."""
+        return self._index(self.kind, obj)
+
     def holds(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` is stored as it is: the same UID at the same resourceVersion (a
         resourceVersion names one state of an object, so nothing in it can be new)."""

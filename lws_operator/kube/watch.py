@@ -20,7 +20,9 @@ The relisting replaces the kind's store, as client-go's informer does (``_replac
 object the listing lacks was deleted in the gap and is delivered as a DELETED event, through the
 same path as the watch's own (a pod's tombstone, the owner woken, a departed set remembered for
 its cleanup pass); a listed object cached at another state is delivered as an update. Which is
-which is ``logic.relisting``'s decision. No signal, guess or periodic LIST is involved: every
+which is ``logic.relisting``'s decision. Before the deletions of a set's children are
+delivered, the set itself is asked for, and delivered as deleted first if the server has it no
+more (``_confirm_owners``): kinds relist in no order. No signal, guess or periodic LIST is involved: every
 watch that expires relists, and every relisting is complete, empty ones included.
 
 kopf remains for what its semantics suffice for: the watches that only signal (``signal_on``,
@@ -52,15 +54,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, cast
 
+import aiohttp
 import kopf
 from prometheus_client import CollectorRegistry
 
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
-from lws_operator.kube.cache import ClusterCache, Key, cached_key, held
+from lws_operator.kube.cache import ClusterCache, Key, KindStore, cached_key, cached_uid, held
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.list_watch import ListWatch
 from lws_operator.kube.metrics import WatchMetrics
 from lws_operator.logic import relisting
+from lws_operator.logic.objects import meta_of
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +90,11 @@ KOPF_WORKER_IDLE = 0.2
 # Objects of a relisting delivered in one step of the main loop (``Watches._replace``), so a
 # relisting of 50,000 pods never holds the loop (and with it the Lease's renewals) up for long.
 RELIST_BATCH = 500
+
+# How many times, a second apart, the owner of children a relisting found deleted is asked for
+# (``Watches._confirm_owners``) before their deletions are delivered without it.
+CONFIRM_ATTEMPTS = 60
+CONFIRM_DELAY = 1.0
 
 # (kind, group, version, plural, list path, label selector)
 Watch = tuple[str, str, str, str, str, str | None]
@@ -282,6 +291,8 @@ class Watches:
             log.info("%s: %d cached object(s) missing from the relisting (deleted while the "
                      "watch was down): %s", kind, len(gone),
                      ", ".join("/".join(entry.key) for entry in gone[:10]))
+        if gone and kind != self.owner_kind:
+            await self._confirm_owners(store, [cached[entry] for entry in gone])
         delivered = 0
         for entry in gone:
             self.watch_metrics.relisting_deletions.labels(kind).inc()
@@ -294,6 +305,66 @@ class Watches:
             delivered += 1
             if delivered % RELIST_BATCH == 0:
                 await asyncio.sleep(0)
+
+    async def _confirm_owners(self, store: KindStore, objects: list[dict[str, Any]]) -> None:
+        """Before a relisting delivers the deletions of children (``objects`` of ``store``'s
+        kind), asks the API server for each owner the cache holds as live: one deleted in the
+        same gap is delivered as deleted first, through ``_observe``, and a newer state of one
+        as an update.
+
+        The kinds relist one by one, in no order: after an API server restart, the children's
+        relistings could come first, and the pass their deletions woke saw a set the cache
+        still held, without its children, and created them again, owned by the deleted UID.
+        Those orphans kept the set's departed copy cached (its StatefulSets were still there),
+        and, where no garbage collector removes them soon, blocked a set of the same name created
+        next: its leader StatefulSet's name was taken. An owner that cannot be read now is left
+        as cached (its own watch will tell)."""
+        owners = self.cache[self.owner_kind]
+        spec = next((watch for watch in self.watched if watch[0] == self.owner_kind), None)
+        if spec is None:
+            return
+        _kind, group, version, plural, _path, _selector = spec
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        for key in sorted({owner for obj in objects if (owner := store.owner(obj)) is not None}):
+            cached = owners.get(*key)
+            if cached is None or meta_of(cached).get("deletionTimestamp"):
+                continue  # departing already: its deletion was delivered
+            found, live = await self._read(f"{prefix}/namespaces/{key[0]}/{plural}/{key[1]}")
+            if not found:
+                log.info("%s %s/%s could not be read before its children's deletions",
+                         self.owner_kind, *key)
+                continue
+            current = owners.get(*key)
+            if current is None or cached_uid(current) != cached_uid(cached) \
+                    or meta_of(current).get("deletionTimestamp"):
+                continue  # its own watch or relisting told us meanwhile
+            if live is None or cached_uid(live) != cached_uid(current):
+                log.info("%s %s/%s was deleted while the watch was down too",
+                         self.owner_kind, *key)
+                # A deletion found by a relisting, as its own kind's would have been.
+                self.watch_metrics.relisting_deletions.labels(self.owner_kind).inc()
+                self._observe(self.owner_kind, "DELETED", current)
+            else:
+                self._observe(self.owner_kind, None, live)
+
+    async def _read(self, path: str) -> tuple[bool, dict[str, Any] | None]:
+        """(True, the object at ``path`` or None if there is none), retried while the server
+        is not ready to answer (right after an API server's restart it answers a custom
+        resource with 503 or 429 for a while, the very moment the relistings come); (False,
+        None) if it never answers."""
+        for attempt in range(CONFIRM_ATTEMPTS):
+            try:
+                return True, await self.kube.get(path)
+            except ApiException as exc:
+                if not is_status(exc, 429, 500, 503, 504):
+                    return False, None
+                failure: Exception = exc
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                failure = exc
+            if attempt < CONFIRM_ATTEMPTS - 1:
+                log.debug("reading %s: %s, retrying", path, failure)
+                await asyncio.sleep(CONFIRM_DELAY)
+        return False, None
 
     async def _pages(self, path: str, selector: str | None) -> AsyncIterator[dict[str, Any]]:
         """The pages of one chunked LIST (``list_chunk_size`` items each), in order."""

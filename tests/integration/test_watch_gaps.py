@@ -13,7 +13,8 @@ kind resume from the API server's watch cache. Each case:
   delivered as a deletion and recreated;
 * everything of a set is deleted while kube-apiserver is down (through a second API server on
   the same etcd), etcd is compacted and kube-apiserver restarted: every watch expires and every
-  relisting is empty; nothing of the set stays in the caches or the group metrics.
+  relisting is empty; nothing of the set stays in the caches or the group metrics, and a set
+  of the same name created next gets children of its own.
 
 After each case the operator's cache holds exactly what the API server lists, kind by kind.
 """
@@ -290,10 +291,9 @@ async def test_a_set_deleted_with_everything_while_the_server_was_down_leaves_no
 
     def left() -> list[str]:
         cache = env.runtime.cache
-        # Not yet: its departed copy (``ClusterCache.departed``), which can outlive the
-        # relistings when the children's deletions were delivered before the set's.
         return [*env.metric_samples_of(NAME),
-                *(["tombstones"] if cache.tombstones((env.ns, NAME)) else [])]
+                *(["tombstones"] if cache.tombstones((env.ns, NAME)) else []),
+                *(["departed copy"] if cache.departed((env.ns, NAME)) is not None else [])]
 
     async def nothing_left() -> bool:
         return not left()
@@ -302,3 +302,7 @@ async def test_a_set_deleted_with_everything_while_the_server_was_down_leaves_no
                        what="the deleted set's metrics, tombstones and departed copy gone")
     except AssertionError:
         raise AssertionError(f"left of the deleted set: {left()}") from None
+
+    new = await env.lws()  # a namesake gets children of its own
+    await env.children(new["metadata"]["uid"])
+    await env.cache_matches_cluster()

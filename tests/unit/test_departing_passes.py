@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes.aio import client
 from prometheus_client import CollectorRegistry
 
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
-from lws_operator.kube.client import KubeClient
+from lws_operator.kube import watch
+from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.logic.restart_budget import CLEANUP_FINALIZER
 from tests.unit.reconciler_world import at_rest, built_world, manifest
 
@@ -137,3 +139,87 @@ async def test_a_live_sets_children_wake_passes_as_before() -> None:
     assert runtime.queue.coalescing()  # joins the burst's pass
     runtime.watches._observe("Pod", "DELETED", pod)
     assert len(runtime.queue) == 1  # a deletion wakes one at once
+
+
+VERSION_AFTER = "999999"  # a relisting's resourceVersion, after every cached object's
+
+
+def server_answers(runtime: ControllerRuntime, monkeypatch: pytest.MonkeyPatch,
+                   live: dict[str, Any] | None) -> list[str]:
+    """The API server answers a GET of the set with ``live`` (None: gone); the paths asked."""
+    asked: list[str] = []
+
+    async def get(path: str) -> dict[str, Any] | None:
+        asked.append(path)
+        return live
+    monkeypatch.setattr(runtime.watches.kube, "get", get)
+    return asked
+
+
+async def test_childrens_relisting_first_delivers_their_sets_deletion_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a gap, the StatefulSets relist before the set: the set is asked for, found gone
+    and delivered deleted before its children, so no pass sees it live without them; its
+    departed copy goes with its last object, whichever kind relists last."""
+    runtime = runtime_over(manifest())
+    key = key_of(runtime)
+    asked = server_answers(runtime, monkeypatch, None)
+    await runtime.watches._replace("StatefulSet", [], VERSION_AFTER)
+    assert asked == [f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{key[0]}/"
+                     f"leaderworkersets/{key[1]}"]
+    assert runtime.cache["LeaderWorkerSet"].get(*key) is None
+    assert runtime.cache.departing(key)
+    assert runtime.cache.departed(key) is not None  # its pods are still cached
+    await runtime.watches._replace("Pod", [], VERSION_AFTER)
+    assert runtime.cache.departed(key) is None
+    await runtime.watches._replace("LeaderWorkerSet", [], VERSION_AFTER)
+    assert runtime.cache.departed(key) is None
+    assert asked == asked[:1]  # the pods' owner was departing already: not asked again
+
+
+async def test_a_set_the_server_still_has_stays_and_its_childrens_deletions_wake_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = runtime_over(manifest())
+    key = key_of(runtime)
+    lws = runtime.cache["LeaderWorkerSet"].get(*key)
+    assert lws is not None
+    server_answers(runtime, monkeypatch, lws)
+    await runtime.watches._replace("StatefulSet", [], VERSION_AFTER)
+    assert runtime.cache["LeaderWorkerSet"].get(*key) is lws
+    assert not runtime.cache.departing(key)
+    assert woken(runtime)  # its StatefulSets are to be created again
+
+
+async def test_a_sets_relisting_first_then_its_childrens_forgets_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = runtime_over(manifest())
+    key = key_of(runtime)
+    asked = server_answers(runtime, monkeypatch, None)
+    await runtime.watches._replace("LeaderWorkerSet", [], VERSION_AFTER)
+    assert runtime.cache.departed(key) is not None
+    await runtime.watches._replace("Pod", [], VERSION_AFTER)
+    assert runtime.cache.departed(key) is not None  # its StatefulSets are still cached
+    await runtime.watches._replace("StatefulSet", [], VERSION_AFTER)
+    assert runtime.cache.departed(key) is None
+    assert asked == []
+
+
+async def test_a_set_asked_for_while_the_server_is_not_ready_is_asked_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after an API server restart, custom resources answer 503 for a while: the set's
+    children wait for its answer."""
+    runtime = runtime_over(manifest())
+    key = key_of(runtime)
+    answers: list[ApiException | None] = [ApiException(status=503), ApiException(status=429),
+                                          None]
+
+    async def get(path: str) -> dict[str, Any] | None:
+        answer = answers.pop(0)
+        if answer is not None:
+            raise answer
+        return None
+    monkeypatch.setattr(runtime.watches.kube, "get", get)
+    monkeypatch.setattr(watch, "CONFIRM_DELAY", 0.0)
+    await runtime.watches._replace("StatefulSet", [], VERSION_AFTER)
+    assert answers == []
+    assert runtime.cache.departing(key)
