@@ -22,8 +22,9 @@ same path as the watch's own (a pod's tombstone, the owner woken, a departed set
 its cleanup pass); a listed object cached at another state is delivered as an update. Which is
 which is ``logic.relisting``'s decision. Before the deletions of a set's children are
 delivered, the set itself is asked for, and delivered as deleted first if the server has it no
-more (``_confirm_owners``): kinds relist in no order. No signal, guess or periodic LIST is involved: every
-watch that expires relists, and every relisting is complete, empty ones included.
+more (``_confirm_owners``): kinds relist in no order. No signal, guess or periodic LIST is
+involved: every watch that expires relists, and every relisting is complete, empty ones
+included.
 
 kopf remains for what its semantics suffice for: the watches that only signal (``signal_on``,
 a CustomResourceDefinition installed later), which cache nothing, so a relisting's plain events

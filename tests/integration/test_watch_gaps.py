@@ -177,8 +177,16 @@ class Env:
                         "ownerReferences") or []}:
                     return None
             return service, sts
-        found = await wait_for(owned, timeout=120, what=f"the Service and StatefulSet of "
-                               f"{NAME} (uid {owner_uid})")
+        try:
+            found = await wait_for(owned, timeout=120, what=f"the Service and StatefulSet of "
+                                   f"{NAME} (uid {owner_uid})")
+        except AssertionError as exc:
+            owners = {}
+            for api, kind in (("v1", "Service"), ("apps/v1", "StatefulSet")):
+                obj = await self.kube.get(api, kind, NAME, self.ns)
+                owners[kind] = None if obj is None else [
+                    r["uid"] for r in obj["metadata"].get("ownerReferences") or []]
+            raise AssertionError(f"{exc}; owners of what is there: {owners}") from None
         assert found is not None
         return found
 
