@@ -343,6 +343,8 @@ class ControllerRuntime:
         (tests and embedders that run the webhooks themselves). The watches failing meanwhile
         is raised, as it is once the workers run."""
         if self.admission is None or self.admission.is_set():
+            if self.admission is not None and not stop.is_set():
+                log.info("the webhooks serve: reconciling")
             return not stop.is_set()
         log.info("waiting for the webhooks to serve before reconciling")
         serving = asyncio.ensure_future(self.admission.wait())

@@ -254,6 +254,7 @@ async def test_missing_permissions(private: LocalCluster, tmp_path: Path) -> Non
         [line] = startup_errors(err)
         missing = line.split("startup error: missing permissions: ", 1)[1].split(", ")
         assert missing == [
+            "get leaderworkersets.leaderworkerset.x-k8s.io (cluster-wide)",
             "list leaderworkersets.leaderworkerset.x-k8s.io (cluster-wide)",
             "watch leaderworkersets.leaderworkerset.x-k8s.io (cluster-wide)",
             "patch leaderworkersets.leaderworkerset.x-k8s.io (cluster-wide)",
@@ -321,23 +322,22 @@ async def _operator_until(ready: Callable[[], bool], log: Path, command: list[st
 
 async def _operator_until_watching(kubeconfig: Path | str, log: Path, *flags: str
                                    ) -> asyncio.subprocess.Process:
-    """``lws-operator run`` logging to ``log``, once its kopf watches have started (kopf logs
-    its initial authentication from its own thread, after the point where it would warn about
-    signals)."""
-    return await _operator_until(lambda: KOPF_STARTED in log.read_text(errors="replace"), log,
+    """``lws-operator run`` logging to ``log``, once its watches run and its workers reconcile
+    (logged after the caches are primed, the watches started and the webhooks serve)."""
+    return await _operator_until(lambda: RECONCILING in log.read_text(errors="replace"), log,
                                  operator_command(kubeconfig, *flags))
 
 
-KOPF_STARTED = "Initial authentication has finished."
+RECONCILING = "the webhooks serve: reconciling"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_signals_stop_the_operator_and_kopf_does_not_claim_otherwise(
         private: LocalCluster, tmp_path: Path, sig: signal.Signals) -> None:
-    """kopf runs in a thread of its own, where it warns at every start that "OS signals are
-    ignored". They are not: the main thread's handlers set the stop flag kopf watches. The
-    warning is gone from the log, and SIGTERM and SIGINT each still stop the whole process
-    cleanly (exit 0, no traceback) while the watches run."""
+    """SIGTERM and SIGINT each stop the whole process cleanly (exit 0, no traceback) while the
+    watches run. kopf, when it runs (its signal watches, in a thread of its own), warns at
+    every start that "OS signals are ignored"; they are not (the main thread's handlers set the
+    stop flag it watches), and the warning is kept out of the log."""
     namespace = await _crd_and_namespace(private)
     log = tmp_path / "operator.log"
     proc = await _operator_until_watching(private.kubeconfig, log, "--namespace", namespace,
