@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -50,14 +48,13 @@ from e2e.chaos.apiserver_faults import (
     orphans,
     tolerant,
 )
-from e2e.cluster import LocalCluster, NodeLayout
+from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
-from e2e.harness.clusters import Clusters
+from e2e.harness.clusters import Clusters, private_cluster
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, wait_for
 
 pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
-REPO = Path(__file__).resolve().parents[2]
 
 RESTARTS = size(2, 20)
 EXPIRIES = size(2, 20)
@@ -143,14 +140,8 @@ def own_cluster(clusters: Clusters) -> Iterator[LocalCluster]:
     ``LWS_E2E_KUBECONFIG`` (an existing cluster) there is nothing to restart: skipped."""
     if clusters.external:
         pytest.skip("API server faults need a local cluster of their own")
-    directory = REPO / ".cluster" / f"chaos-apiserver-{os.getpid()}"
-    cluster = LocalCluster(directory)
-    cluster.up("full", NodeLayout(), timeout=180)
-    try:
+    with private_cluster("chaos-apiserver", "full") as cluster:
         yield cluster
-    finally:
-        cluster.down()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

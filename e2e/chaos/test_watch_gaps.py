@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -47,12 +44,11 @@ from e2e.chaos.apiserver_faults import (
     tolerant,
 )
 from e2e.cluster import LocalCluster, NodeLayout
-from e2e.harness.clusters import Clusters
+from e2e.harness.clusters import Clusters, private_cluster
 from e2e.harness.launcher import Operator, running_operator
 from e2e.kube import Kube, wait_for
 
 pytestmark = pytest.mark.full
-REPO = Path(__file__).resolve().parents[2]
 IMAGE = "engine:v1"
 KEPT, GONE = "w", "d"
 STALL = 60.0  # a liveness deadline before kube-controller-manager is restarted
@@ -63,15 +59,9 @@ CONVERGE = 180.0  # a liveness deadline, not a measurement
 def own_cluster(clusters: Clusters) -> Iterator[LocalCluster]:
     if clusters.external:
         pytest.skip("API server restarts need a local cluster of their own")
-    directory = REPO / ".cluster" / f"chaos-watch-gaps-{os.getpid()}"
-    cluster = LocalCluster(directory)
-    cluster.up("full", NodeLayout(gpu_nodes=4, tpu_nodes=0), timeout=240)
-    try:
-        cluster.install_crd()
+    with private_cluster("chaos-watch-gaps", "full", NodeLayout(gpu_nodes=4, tpu_nodes=0),
+                         timeout=240, crd=True) as cluster:
         yield cluster
-    finally:
-        cluster.down()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

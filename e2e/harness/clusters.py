@@ -7,10 +7,13 @@ out; tests that type a fixture or need the repository root import them from here
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import shutil
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -18,6 +21,24 @@ from e2e.cluster import LocalCluster, NodeLayout
 
 REPO = Path(__file__).resolve().parents[2]
 VOLCANO_CRDS = REPO / "e2e" / "cluster" / "volcano-crds.yaml"
+
+
+@contextlib.contextmanager
+def private_cluster(name: str, tier: str, layout: NodeLayout | None = None, *, timeout: float = 180,
+                apiserver_flags: Sequence[str] = (), crd: bool = False) -> Iterator[LocalCluster]:
+    """A cluster of a test module's own in ``.cluster/<name>-<pid>`` (for faults that must not
+    leave marks on the session's shared clusters: API server restarts, a compacted etcd, flags
+    of its own), with the committed CRD installed when ``crd``; stopped and removed after."""
+    directory = REPO / ".cluster" / f"{name}-{os.getpid()}"
+    cluster = LocalCluster(directory)
+    cluster.up(tier, layout or NodeLayout(), timeout=timeout, apiserver_flags=apiserver_flags)
+    try:
+        if crd:
+            cluster.install_crd()
+        yield cluster
+    finally:
+        cluster.down()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 class Clusters:

@@ -24,25 +24,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from e2e.cluster import LocalCluster, NodeLayout
+from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
+from e2e.harness.clusters import private_cluster
 from e2e.harness.launcher import Controllers, start_controllers
 from e2e.kube import Kube, wait_for
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.kube.cache import cached_key, cached_uid
 
 pytestmark = pytest.mark.api
-REPO = Path(__file__).resolve().parents[2]
 API = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 NAME = "gap"
@@ -97,16 +95,9 @@ class Cut:
 def own_cluster() -> Iterator[LocalCluster]:
     if os.environ.get("LWS_E2E_KUBECONFIG"):
         pytest.skip("API server restarts need a local cluster of their own")
-    directory = REPO / ".cluster" / f"watch-gaps-{os.getpid()}"
-    cluster = LocalCluster(directory)
-    cluster.up("api", NodeLayout(), timeout=180,
-               apiserver_flags=["--watch-cache-sizes=services#0"])
-    try:
-        cluster.install_crd()
+    with private_cluster("watch-gaps", "api", apiserver_flags=["--watch-cache-sizes=services#0"],
+                         crd=True) as cluster:
         yield cluster
-    finally:
-        cluster.down()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 class Env:
