@@ -6,7 +6,7 @@ takes its whole group out of service (the default restart policy recreates the g
 drain that evicts one pod of each of four groups takes four groups down even under a PDB. The
 budget here counts groups. A group is *disrupted* when it is not whole and Ready: a pod of it
 is missing, not Ready, or being deleted, or an eviction of one of its pods was allowed a moment
-ago and the watch cache does not show it yet (a reservation, :func:`live_reservations`).
+ago and the watch cache does not show it yet (a reservation, ``logic.eviction_reservations``).
 
 The rule, for an eviction of a pod of group ``g`` of a set with budget ``b``:
 
@@ -84,13 +84,6 @@ def disrupted_groups(pods: Iterable[Mapping[str, Any]], replicas: int, size: int
         return bad | {g for g in wanted if live.get(g, 0) < size}
     out = bad | {g for g in seen if live.get(g, 0) < size}
     return out | {f"missing-{n}" for n in range(max(0, replicas - len(seen)))}
-
-
-def live_reservations(reserved: Mapping[str, float], observed: set[str], now: float,
-                      ) -> dict[str, float]:
-    """The reservations still needed: not expired, and not yet visible as disrupted in the
-    cache (once visible, the cache counts the group itself, for as long as it stays down)."""
-    return {g: until for g, until in reserved.items() if until > now and g not in observed}
 
 
 def decide(*, group: str | None, budget: int, disrupted: set[str], set_name: str) -> Decision:

@@ -9,7 +9,7 @@ import pytest
 
 from lws_operator.api import disruption, validation
 from lws_operator.api.constants import GROUP_INDEX_LABEL, MAX_DISRUPTED_GROUPS_ANNOTATION
-from lws_operator.logic.disruption import decide, disrupted_groups, live_reservations
+from lws_operator.logic.disruption import decide, disrupted_groups
 
 
 def pod(group: str, ready: bool = True, deleting: bool = False) -> dict[str, Any]:
@@ -107,31 +107,3 @@ def test_decision(group: str | None, budget: int, disrupted: set[str], allowed: 
         assert f"at most {budget} group" in decision.message
     else:
         assert decision.message == ""
-
-
-@pytest.mark.parametrize(("reserved", "observed", "now", "kept"), [
-    ({"0": 10.0}, set(), 5.0, {"0"}),  # not yet in the cache: still held
-    ({"0": 10.0}, {"0"}, 5.0, set()),  # the cache shows it: the cache counts it now
-    ({"0": 10.0}, set(), 10.0, set()),  # expired
-    ({"0": 10.0, "1": 20.0}, {"0"}, 15.0, {"1"}),
-])
-def test_reservations(reserved: dict[str, float], observed: set[str], now: float,
-                      kept: set[str]) -> None:
-    assert set(live_reservations(reserved, observed, now)) == kept
-
-
-def test_two_evictions_at_once_take_one_slot() -> None:
-    """Serialized decisions with a reservation between them: the second healthy group is
-    refused although the cache does not show the first one down yet."""
-    pods = whole("0", "1", "2")
-    reserved: dict[str, float] = {}
-    answers = []
-    for group in ("0", "1"):
-        observed = disrupted_groups(pods, 3, 2)
-        reserved = live_reservations(reserved, observed, 0.0)
-        decision = decide(group=group, budget=1, disrupted=observed | set(reserved),
-                          set_name="ns/serve")
-        if decision.reserve:
-            reserved[group] = 10.0
-        answers.append(decision.allowed)
-    assert answers == [True, False]
