@@ -30,6 +30,21 @@ MAX_INTERVAL = 5.0
 REMIND_EVERY = 60.0
 
 
+async def discovery_lists(kube: KubeClient, group_version_path: str, *plurals: str) -> bool:
+    """Whether discovery lists every one of ``plurals`` under ``group_version_path``
+    (``/apis/<group>/<version>``); a 404 or 503 (the group not served, the aggregated discovery
+    not ready) is "no". The one discovery check of the operator: start-up checks, optional kinds
+    and the wait here."""
+    try:
+        found = await kube.request("GET", group_version_path)
+    except ApiException as exc:
+        if is_status(exc, 404, 503):
+            return False
+        raise
+    served = {r.get("name") for r in found.get("resources") or []}
+    return all(p in served for p in plurals)
+
+
 class ApiServed:
     """Whether ``plural.group/version`` is served; :meth:`wait` until it is."""
 
@@ -51,8 +66,8 @@ class ApiServed:
         """One look: listed in discovery and a LIST answers. 404 and 503 (the aggregated
         discovery not ready) and 429 (the storage initializing) mean not yet."""
         try:
-            found = await self.kube.request("GET", f"/apis/{self.group}/{self.version}")
-            if self.plural not in {r.get("name") for r in found.get("resources") or []}:
+            if not await discovery_lists(self.kube, f"/apis/{self.group}/{self.version}",
+                                         self.plural):
                 return False
             await self.kube.request("GET", f"/apis/{self.group}/{self.version}/{self.plural}",
                                     query={"limit": "1"})

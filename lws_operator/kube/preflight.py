@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from lws_operator.api import disaggregated as ds
 from lws_operator.api.constants import GROUP, PLURAL
+from lws_operator.kube.api_served import discovery_lists
 from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
 
 __all__ = ["AdmissionNeeds", "Permission", "StartupError", "check", "disaggregated_permissions",
@@ -187,13 +188,7 @@ async def _namespace_missing(kube: KubeClient, namespace: str) -> bool:
 
 async def _served(kube: KubeClient, group: str, version: str, plural: str) -> bool:
     """Whether discovery lists ``plural`` under ``group/version``."""
-    try:
-        found = await kube.request("GET", f"/apis/{group}/{version}")
-    except ApiException as exc:
-        if not is_status(exc, 404, 503):
-            raise
-        return False
-    return plural in {r.get("name") for r in found.get("resources") or []}
+    return await discovery_lists(kube, f"/apis/{group}/{version}", plural)
 
 
 async def check(kube: KubeClient, *, namespace: str, controllers: bool,

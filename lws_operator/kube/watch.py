@@ -60,6 +60,7 @@ import kopf
 from prometheus_client import CollectorRegistry
 
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
+from lws_operator.kube.api_served import discovery_lists
 from lws_operator.kube.cache import ClusterCache, Key, KindStore, cached_key, cached_uid, held
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.list_watch import ListWatch
@@ -428,14 +429,7 @@ class Watches:
 
     async def served(self, group_version_path: str, *plurals: str) -> bool:
         """Whether discovery lists every one of ``plurals`` under ``group_version_path``."""
-        try:
-            found = await self.kube.request("GET", group_version_path)
-        except ApiException as exc:
-            if is_status(exc, 404, 503):
-                return False
-            raise
-        served = {r.get("name") for r in found.get("resources") or []}
-        return all(p in served for p in plurals)
+        return await discovery_lists(self.kube, group_version_path, *plurals)
 
     def watch_also(self, watches: Iterable[Watch]) -> None:
         """Add optional kinds found served by discovery (before :meth:`discovered`)."""
