@@ -342,23 +342,20 @@ class ControllerRuntime:
         """Until the webhooks serve (True), or ``stop`` (False); at once without ``admission``
         (tests and embedders that run the webhooks themselves). The watches failing meanwhile
         is raised, as it is once the workers run."""
-        if self.admission is None or self.admission.is_set():
-            if self.admission is not None and not stop.is_set():
-                log.info("the webhooks serve: reconciling")
-            return not stop.is_set()
-        log.info("waiting for the webhooks to serve before reconciling")
-        serving = asyncio.ensure_future(self.admission.wait())
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait((serving, stopping, watching),
-                               return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            serving.cancel()
-            stopping.cancel()
-        if watching.done():
-            watching.result()
-            raise RuntimeError("the watches stopped unexpectedly")
-        if not stop.is_set():
+        if self.admission is not None and not self.admission.is_set():
+            log.info("waiting for the webhooks to serve before reconciling")
+            serving = asyncio.ensure_future(self.admission.wait())
+            stopping = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait((serving, stopping, watching),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                serving.cancel()
+                stopping.cancel()
+            if watching.done():
+                watching.result()
+                raise RuntimeError("the watches stopped unexpectedly")
+        if self.admission is not None and not stop.is_set():
             log.info("the webhooks serve: reconciling")
         return not stop.is_set()
 
