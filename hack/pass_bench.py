@@ -37,10 +37,10 @@ from typing import Any
 
 from lws_operator.controllers.leaderworkerset import NOTHING_DECIDED, LeaderWorkerSetReconciler
 from lws_operator.kube.cache import ClusterCache, Key
-from lws_operator.logic import unmutated
-from lws_operator.logic.plan import Plan
-from lws_operator.logic.snapshot import Decided
-from lws_operator.logic.steps.pipeline import STEPS
+from lws_operator.logic.mutation import unmutated
+from lws_operator.logic.reconcile.pipeline import STEPS
+from lws_operator.logic.reconcile.plan import Plan
+from lws_operator.logic.reconcile.snapshot import Decided
 from tests.unit.reconciler_world import CLOCK, NOW, World, at_rest, built_world, manifest, plan_pass
 
 
@@ -151,7 +151,7 @@ def _plan_pass(reconciler: LeaderWorkerSetReconciler, key: Key,
 
 
 def _reconciler(cache: ClusterCache) -> LeaderWorkerSetReconciler:
-    # A fixed clock, as ``now``: a deferred status write (``logic.status_pacing``) remembers
+    # A fixed clock, as ``now``: a deferred status write (``logic.status.pacing``) remembers
     # the clock, and two reconcilers must plan alike.
     return LeaderWorkerSetReconciler(NoRequests(), cache, NoEvents(),  # type: ignore[arg-type]
                                      now=lambda: NOW, clock=lambda: CLOCK)

@@ -23,7 +23,7 @@ from typing import Any
 from lws_operator import flags
 from lws_operator.api import config as cfg
 from lws_operator.flags import env
-from lws_operator.logic.leaderelection import Timings
+from lws_operator.logic.runtime.leaderelection import Timings
 
 __all__ = ["RunOptions", "add_config_flags", "load_config", "resolve"]
 

@@ -295,7 +295,7 @@ class Side:
         """Every LeaderWorkerSet reports all replicas ready and updated, and as many
         replicas as it asks for: the operator's last writes of the phase are behind it. The
         last is ``replicas`` falling back once a rollout's surge group is gone, a change of the
-        counters alone, which the operator writes a few seconds later (``logic.status_pacing``):
+        counters alone, which the operator writes a few seconds later (``logic.status.pacing``):
         without waiting for it, it landed in the next phase's figures (the delete phase's one
         status write of a default run)."""
         deadline = time.monotonic() + timeout

@@ -43,7 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.harness.admission import is_mutated, lws_pod
 from lws_operator.kube.client import ApiException, KubeClient, status_message
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 REPO = Path(__file__).resolve().parents[2]
 API = "leaderworkerset.x-k8s.io/v1"

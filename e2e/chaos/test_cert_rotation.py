@@ -54,7 +54,7 @@ from e2e.harness.launcher import OperatorProcess
 from e2e.kube import wait_for
 from lws_operator.admission import registration
 from lws_operator.kube.client import ApiException, KubeClient
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 pytestmark = [pytest.mark.api, pytest.mark.chaos_run]
 

@@ -107,7 +107,7 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     VALIDATE_EVICTION_PATH,
 )
-from lws_operator.logic.disruption import RESERVATION_SECONDS
+from lws_operator.logic.disruption.budget import RESERVATION_SECONDS
 
 pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
 

@@ -40,7 +40,7 @@ from lws_operator.api.constants import (
     MAX_DISRUPTED_GROUPS_ANNOTATION,
     VALIDATE_EVICTION_PATH,
 )
-from lws_operator.logic.eviction_reservations import parse_reservations
+from lws_operator.logic.disruption.reservations import parse_reservations
 
 pytestmark = pytest.mark.full
 

@@ -36,8 +36,8 @@ from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, wait_for
 from lws_operator.admission import registration
 from lws_operator.api.constants import WORKER_INDEX_LABEL
-from lws_operator.logic import certs
-from lws_operator.logic.unmutated import missing_labels
+from lws_operator.logic.mutation.unmutated import missing_labels
+from lws_operator.logic.runtime import certs
 
 pytestmark = pytest.mark.full
 

@@ -7,7 +7,7 @@ guide give: the three LWS variables first, then ``TPU_WORKER_HOSTNAMES``, ``TPU_
 ``TPU_NAME``, ``TPU_PROCESS_ADDRESSES`` and ``TPU_PROCESS_PORT`` (8476). When the leader requests
 TPUs it is TPU worker 0 and its host name comes first; workers are 1..size-1. The expected
 values are computed from that text by ``tpu_support`` (shared with test_upstream_samples.py),
-not by ``lws_operator.logic.tpu``.
+not by ``lws_operator.logic.mutation.tpu``.
 
 Before the fix the pod cache dropped the leader's containers, so the operator never marked the
 worker template ``leader-requests-tpus``: workers of the sample got ids 0..2 and host lists

@@ -27,7 +27,7 @@ from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import start_controllers
 from e2e.kube import Kube, condition, is_ready, wait_for
 from lws_operator.api.defaults import apply_defaults
-from lws_operator.logic.recreation import SETTLE
+from lws_operator.logic.mutation.recreation import SETTLE
 
 pytestmark = pytest.mark.full
 

@@ -30,7 +30,7 @@ from lws_operator.api.constants import (
     WORKER_INDEX_LABEL,
 )
 from lws_operator.kube.client import ApiException, KubeClient, status_message
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 
 def lws_pod(name: str, group: str = "bench", size: int = 2) -> dict[str, Any]:

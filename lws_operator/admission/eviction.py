@@ -1,4 +1,4 @@
-"""The group disruption budget on the Eviction API (ours; ``logic.disruption`` decides).
+"""The group disruption budget on the Eviction API (ours; ``logic.disruption.budget`` decides).
 
 The webhook ``veviction.lws-operator.dev`` sees every ``CREATE`` of ``pods/eviction``. An
 objectSelector cannot narrow it to our pods: for a subresource the API server matches the
@@ -20,7 +20,7 @@ allowed, as the failurePolicy would.
 
 Decisions hold across replicas as a PodDisruptionBudget's do. An allowed eviction of a healthy
 group's pod reserves the group in an annotation of the set, written with a merge patch that
-carries the resourceVersion the decision read (``logic.eviction_reservations`` decides and
+carries the resourceVersion the decision read (``logic.disruption.reservations`` decides and
 says what the annotation holds); the answer is given only once the write succeeded. Two
 replicas deciding from the same version cannot both write: the second gets 409 Conflict, reads
 the set again and decides again, now counting the first's reservation. After
@@ -70,9 +70,9 @@ from lws_operator.kube.client import MERGE_PATCH, ApiException, KubeClient
 from lws_operator.kube.connection import CONNECTION_ERRORS
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.group_metrics import GroupMetrics
-from lws_operator.logic.disruption import Decision, disrupted_groups
-from lws_operator.logic.events import Event
-from lws_operator.logic.eviction_reservations import parse_reservations, plan, reservation_patch
+from lws_operator.logic.disruption.budget import Decision, disrupted_groups
+from lws_operator.logic.disruption.reservations import parse_reservations, plan, reservation_patch
+from lws_operator.logic.objects.events import Event
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from lws_operator.admission.listener import listen
 from lws_operator.kube import cert_planner
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.kube.tls_reads import read_records
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 log = logging.getLogger(__name__)
 

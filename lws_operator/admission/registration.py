@@ -15,7 +15,7 @@ operator's own pods, CoreDNS and the rest of ``kube-system`` carry no such label
 webhook never stops the pods that could fix it. An install may still confine the webhooks to
 some namespaces (the chart's ``webhook.namespaceSelectorExpressions``); a LeaderWorkerSet in a
 namespace left out gets ``Progressing=False`` with reason ``PodsNotMutated`` and a Warning Event
-(``logic.unmutated``).
+(``logic.mutation.unmutated``).
 
 The eviction webhook (``veviction.lws-operator.dev``, ours) enforces the group disruption budget
 (``admission.eviction``); it is registered always, answers ``Ignore`` on failure and allows
@@ -36,7 +36,7 @@ no admission decision; the one difference a user can see is that an update of a 
 pod (a label, an annotation) no longer fails while the operator is down, as nothing about such
 an update was ever checked. The path is still served, answering as before, so a configuration
 written for the Go controller or by an earlier version of this chart keeps working until it is
-replaced (``logic.diagnosis`` still knows it).
+replaced (``lws_operator.plugin.analysis.diagnosis`` still knows it).
 
 ``python -m lws_operator.admission.registration webhooks/`` rewrites the YAML files.
 """

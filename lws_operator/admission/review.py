@@ -1,7 +1,7 @@
 """AdmissionReview in, AdmissionReview out: upstream's webhooks over the pure modules.
 
 The decisions live in ``api.defaults``, ``api.validation``, ``api.disaggregated_validation`` and
-``logic.pod_mutation``; this module
+``logic.mutation.pod``; this module
 only maps them to what the API server expects, answering the way controller-runtime answers for
 the Go controller, so clients see the same errors:
 
@@ -40,7 +40,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.json_codec import dumps as dump
 from lws_operator.api.json_codec import loads as load
-from lws_operator.logic import pod_mutation
+from lws_operator.logic.mutation import pod as pod_mutation
 
 log = logging.getLogger(__name__)
 

@@ -48,8 +48,9 @@ from lws_operator.kube.certs import (
 )
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.named_watch import NamedObject, until_stop
-from lws_operator.logic import certs, webhook_scope
-from lws_operator.logic.unmutated import POD_WEBHOOK
+from lws_operator.logic.mutation import scope as webhook_scope
+from lws_operator.logic.mutation.unmutated import POD_WEBHOOK
+from lws_operator.logic.runtime import certs
 
 log = logging.getLogger(__name__)
 
@@ -317,9 +318,9 @@ class WebhookRuntime:
         """Our pod webhook's entry of the live MutatingWebhookConfiguration while it serves:
         the listener serves a certificate from the Secret, and the entry reaches this
         listener (our URL in local mode, our Service otherwise) with the Secret's CA as its
-        caBundle (``logic.webhook_scope.pod_webhook_entry``). None otherwise, and always with
+        caBundle (``logic.mutation.scope.pod_webhook_entry``). None otherwise, and always with
         certificates managed externally, where the configurations are not watched (nothing is
-        then recreated: ``logic.recreation``)."""
+        then recreated: ``logic.mutation.recreation``)."""
         if not self.ready or self.external is not None:
             return None
         watched = self.certs.watched

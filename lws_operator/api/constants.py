@@ -73,12 +73,12 @@ ROLE_LABEL: Final = _P + "role"
 # The group disruption budget (ours, beyond upstream and the guide): an opt-in annotation on a
 # LeaderWorkerSet under the operator's own domain, so that it cannot collide with upstream's
 # ``leaderworkerset.sigs.k8s.io/`` keys. Its value is a count or a percentage of spec.replicas
-# (``logic.disruption``); the Event records each eviction it refused.
+# (``logic.disruption.budget``); the Event records each eviction it refused.
 OPERATOR_DOMAIN: Final = "lws-operator.dev/"  # every annotation of our own is under it
 MAX_DISRUPTED_GROUPS_ANNOTATION: Final = OPERATOR_DOMAIN + "max-disrupted-groups"
 REASON_EVICTION_REFUSED: Final = "EvictionRefused"
 # The budget's reservations (written by the operator only): the groups whose eviction was just
-# allowed, shared by every replica through the set itself (``logic.eviction_reservations``).
+# allowed, shared by every replica through the set itself (``logic.disruption.reservations``).
 EVICTION_RESERVATIONS_ANNOTATION: Final = OPERATOR_DOMAIN + "eviction-reservations"
 
 # DisaggregatedSet labels that may be merged into our templates by a parent controller.

@@ -7,7 +7,7 @@ voluntarily disrupted (evicted) at once: a count (``"1"``) or a percentage of ``
 controller uses for it), so any percentage above 0 of a set with groups allows at least one.
 ``"0"`` (or ``"0%"``) refuses every eviction of a healthy group, as ``maxUnavailable: 0`` does.
 The validating webhook checks the value (``api.validation``); the pure decision reads it through
-:func:`budget_of` (``logic.disruption``).
+:func:`budget_of` (``logic.disruption.budget``).
 """
 
 from __future__ import annotations

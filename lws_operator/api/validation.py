@@ -474,7 +474,7 @@ def _validate_gang_settings(spec: dict[str, Any], scheduling: Any) -> list[Field
 
 
 def _validate_progress_deadline(lws: dict[str, Any]) -> list[FieldError]:
-    """Our progress deadline and rollback opt-ins (``logic.deadline``): a whole number of
+    """Our progress deadline and rollback opt-ins (``logic.rollout.deadline``): a whole number of
     seconds from 1, ``"true"`` or ``"false"``, the rollback only with a deadline, and neither
     with Hash groups, whose rollout (admission as groups go) the deadline does not hold."""
     annotations = _get(lws, "metadata", "annotations") or {}

@@ -25,8 +25,8 @@ from lws_operator.kube.executor import Executor
 from lws_operator.kube.workers import RetryableError
 from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
 from lws_operator.logic.disaggregated.steps import steps_for
-from lws_operator.logic.objects import meta_of
-from lws_operator.logic.plan import Plan
+from lws_operator.logic.objects.meta import meta_of
+from lws_operator.logic.reconcile.plan import Plan
 
 NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = DsDecided()

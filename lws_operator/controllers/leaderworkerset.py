@@ -3,9 +3,9 @@
 The upstream controller splits this work between an LWS controller and a pod controller; here one
 pass per LeaderWorkerSet does both (docs/architecture.md: every child event wakes the owning LWS).
 The pass is
-the list of pure steps in ``logic.steps.pipeline``, run by the shared runner
+the list of pure steps in ``logic.reconcile.pipeline``, run by the shared runner
 (``controllers.passes``): before each step this module builds the snapshot it reads
-(``logic.snapshot.Observed``) from the watch caches, and the executor (``kube.executor``)
+(``logic.reconcile.snapshot.Observed``) from the watch caches, and the executor (``kube.executor``)
 carries out the plan the step returns, storing each answer in the cache and applying each
 action's error policy. Writes happen only where the cache shows a difference, so a
 pass over a LeaderWorkerSet at rest issues no request at all.
@@ -23,19 +23,20 @@ from lws_operator.kube.cache import ClusterCache, Key, KindStore
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor, Outcome
-from lws_operator.logic import unmutated
-from lws_operator.logic.memo import Memo
-from lws_operator.logic.objects import meta_of, name_of
-from lws_operator.logic.plan import Plan
-from lws_operator.logic.recreation import PodWebhook
-from lws_operator.logic.restart_budget import is_retained, plan_release
-from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
-from lws_operator.logic.stall import DEFAULT_GRACE_SECONDS
-from lws_operator.logic.steps import pipeline, recreate
-from lws_operator.logic.steps.pipeline import STEPS, Step
-from lws_operator.logic.steps.release import release_plan
-from lws_operator.logic.steps.termination import stop_workers
-from lws_operator.logic.termination import worker_sets_to_stop
+from lws_operator.logic.failures.release_step import release_plan
+from lws_operator.logic.failures.restart_budget import is_retained, plan_release
+from lws_operator.logic.failures.termination import worker_sets_to_stop
+from lws_operator.logic.failures.termination_step import stop_workers
+from lws_operator.logic.mutation import recreate_step as recreate
+from lws_operator.logic.mutation import unmutated
+from lws_operator.logic.mutation.recreation import PodWebhook
+from lws_operator.logic.objects.meta import meta_of, name_of
+from lws_operator.logic.reconcile import pipeline
+from lws_operator.logic.reconcile.memo import Memo
+from lws_operator.logic.reconcile.pipeline import STEPS, Step
+from lws_operator.logic.reconcile.plan import Plan
+from lws_operator.logic.reconcile.snapshot import Decided, Memory, Observed, Options
+from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS
 
 NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = Decided()
@@ -70,10 +71,10 @@ _OWNED_KINDS = ("Pod", "StatefulSet", "Deployment", "ControllerRevision", "PodGr
 class Held:
     """What the snapshots of one LeaderWorkerSet are built from, kept between steps and passes
     while the cache has not changed for the set (``KindStore.changed``): the body, its objects
-    as tuples, the admitted pods (``logic.unmutated.split`` of every pod, every step, was a
-    tenth of the controller's CPU) and the memo of facts derived from them (``logic.memo``).
-    Only the identity of what the cache holds is kept, so a pass sees exactly what it would
-    see without it."""
+    as tuples, the admitted pods (``logic.mutation.unmutated.split`` of every pod, every step, was a
+    tenth of the controller's CPU) and the memo of facts derived from them
+    (``logic.reconcile.memo``). Only the identity of what the cache holds is kept, so a pass sees
+    exactly what it would see without it."""
 
     def __init__(self, cache: ClusterCache, namespace: str) -> None:
         self.lws: dict[str, Any] | None = None
@@ -85,7 +86,7 @@ class Held:
         self.workloads = InNamespace(cache["Workload"], namespace)
         self.volcano_groups = InNamespace(cache["VolcanoPodGroup"], namespace)
         self.memo = Memo()
-        # The snapshot's fields read from the cache (``logic.snapshot.CACHED_FIELDS``), as
+        # The snapshot's fields read from the cache (``logic.reconcile.snapshot.CACHED_FIELDS``), as
         # of the last ``refresh``.
         self.cached: dict[str, Any] = {}
 
@@ -107,7 +108,7 @@ class Held:
                 owned = tuple(cache[kind].owned_by(key))
                 if kind == "Pod":
                     # Judged again only for pods that are not the very objects judged before
-                    # (``logic.memo.Memo.select``).
+                    # (``logic.reconcile.memo.Memo.select``).
                     self.pods = self.memo.select("admitted pods", owned, _admitted)
                 self.owned[kind] = owned
         self.stamps = stamps
@@ -121,7 +122,7 @@ class Held:
 
 
 def _admitted(pod: dict[str, Any]) -> bool:
-    """Whether the pod webhook admitted the pod (``logic.unmutated.split``)."""
+    """Whether the pod webhook admitted the pod (``logic.mutation.unmutated.split``)."""
     return not unmutated.missing_labels(pod)
 
 
@@ -144,13 +145,13 @@ class LeaderWorkerSetReconciler:
         # Whether the API server serves scheduling.k8s.io/v1beta1 Workload and PodGroup (set by
         # discovery when the runtime starts).
         self.native_scheduling = True
-        # Per LeaderWorkerSet: what a pass remembers for the next (``logic.snapshot.Memory``
-        # says what and why; bounded by the live pods).
+        # Per LeaderWorkerSet: what a pass remembers for the next
+        # (``logic.reconcile.snapshot.Memory`` says what and why; bounded by the live pods).
         self.memory: dict[Key, Memory] = {}
         # Per LeaderWorkerSet: what its snapshots are built from (``Held``), dropped with it.
         self.held: dict[Key, Held] = {}
         # What the operator knows of its pod webhook (``pod_webhook_changed``), and the sets
-        # whose unmutated pods are being recreated (``logic.recreation``'s global bound).
+        # whose unmutated pods are being recreated (``logic.mutation.recreation``'s global bound).
         self.pod_webhook: PodWebhook | None = None
         self.recreating: set[Key] = set()
         self._recreating = frozenset[Key]()
@@ -172,10 +173,10 @@ class LeaderWorkerSetReconciler:
 
     def needed(self, key: Key, step: Step) -> bool:
         """Whether ``step`` may plan anything for the set ``key`` as it is cached now, as its
-        snapshot would hold it (``logic.steps.pipeline.needed``: from the spec and the options
+        snapshot would hold it (``logic.reconcile.pipeline.needed``: from the spec and the options
         alone, so a step skipped would have planned nothing); answered once per set object
         and options (``pipeline.skipped``, through the set's memo). The recreation of
-        unmutated pods (``logic.steps.recreate``) is needed only while the set has such pods
+        unmutated pods (``logic.mutation.recreate_step``) is needed only while the set has such pods
         or remembers a recreation: its own first test, answered from what the snapshot would
         be built from, without building it (nearly every pass has neither)."""
         if step is recreate.step:
@@ -222,8 +223,8 @@ class LeaderWorkerSetReconciler:
 
     def with_unmutated_pods(self) -> list[Key]:
         """The sets whose cached pods the pod webhook did not all admit, as of their last
-        pass, and those with a recreation in memory (``logic.recreation``): the sets a change
-        of the pod webhook concerns."""
+        pass, and those with a recreation in memory (``logic.mutation.recreation``): the sets a
+        change of the pod webhook concerns."""
         keys = {key for key, held in self.held.items()
                 if len(held.pods) != len(held.owned.get("Pod", ()))}
         keys.update(key for key, memory in self.memory.items() if memory.recreation is not None)
@@ -257,7 +258,7 @@ class LeaderWorkerSetReconciler:
                 return decided  # what most steps carry: nothing to settle
             if decided.kept_tombstones is not None and not outcome.interrupted:
                 # The failures step acted on the tombstones: only those that still trigger
-                # something stay (``logic.steps.failures``).
+                # something stay (``logic.failures.failures_step``).
                 self.cache.drop_tombstones(key, {str(meta_of(t).get("uid")) for t in buried}
                                            - decided.kept_tombstones)
             return replace(decided, memory=None, kept_tombstones=None)

@@ -3,9 +3,9 @@
 A pass is an ordered list of pure steps, each ``(snapshot) -> Plan`` (docs/architecture.md "The
 plan"). Before each step the runner asks the controller for a fresh snapshot from the watch
 caches, so a step sees the answers of the writes the steps before it made (the executor stores
-them); it reads what a step asked for (``logic.plan.Read``) and asks the step again; it carries
-the plan out; and it ends the pass where a plan says so. What a later step needs of an earlier
-step's decision travels in the controller's own ``decided`` value, taken from a plan's
+them); it reads what a step asked for (``logic.reconcile.plan.Read``) and asks the step again; it
+carries the plan out; and it ends the pass where a plan says so. What a later step needs of an
+earlier step's decision travels in the controller's own ``decided`` value, taken from a plan's
 ``carry``. The LeaderWorkerSet and DisaggregatedSet controllers both run their passes here; what
 differs is the snapshot, the steps and two hooks (``adopt``, ``settle``).
 
@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from lws_operator.kube.client import ApiException
 from lws_operator.kube.executor import Executor, Outcome
-from lws_operator.logic.plan import Plan, earliest
+from lws_operator.logic.reconcile.plan import Plan, earliest
 
 S = TypeVar("S")
 D = TypeVar("D")
@@ -51,7 +51,7 @@ class Ran(Generic[D]):
     """How a pass ended: ``requeue_after`` of the last plan carried out (the LeaderWorkerSet
     controller's result), the ``soonest`` requeue any plan asked for, whether the owner was
     ``gone`` or a plan ``stopped`` the pass, what was decided last, and every failure reason
-    the plans collected (``logic.plan.Policy.collect``), in order."""
+    the plans collected (``logic.reconcile.plan.Policy.collect``), in order."""
 
     requeue_after: float | None
     soonest: float | None
@@ -149,7 +149,7 @@ class PassRunner:
 
     async def _plan(self, step: Callable[[S], Plan], obs: S, observe: Observe[D, S],
                     decided: D, collected: tuple[str, ...]) -> Plan:
-        """The step's plan, after reading what it asked for (``logic.plan.Read``).
+        """The step's plan, after reading what it asked for (``logic.reconcile.plan.Read``).
 
         The step is asked again on a fresh snapshot with everything read so far, and the
         caches may have moved on meanwhile (a leader scheduled while its group's Node was

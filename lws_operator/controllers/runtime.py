@@ -62,9 +62,9 @@ from lws_operator.kube.watch import (
 )
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
-from lws_operator.logic import wakeups
-from lws_operator.logic.readiness import pod_running_and_ready
-from lws_operator.logic.recreation import PodWebhook
+from lws_operator.logic.mutation.recreation import PodWebhook
+from lws_operator.logic.status.readiness import pod_running_and_ready
+from lws_operator.logic.workloads import wakeups
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,9 @@ SERVED_RECHECK_FOR = 60.0  # seconds: how long they go on
 # short next to the API server's own pace (a StatefulSet's status follows its pods in batches).
 CHILD_EVENT_WINDOW = 0.05
 # How long the routine news of a worker pod or worker StatefulSet may wait for a pass
-# (``logic.wakeups``): a second, short next to what it changes (status counters written up to ten
-# seconds later, stalls judged over a minute) and long next to how often a set's workers report
-# while its groups start.
+# (``logic.workloads.wakeups``): a second, short next to what it changes (status counters written up
+# to ten seconds later, stalls judged over a minute) and long next to how often a set's workers
+# report while its groups start.
 WORKER_EVENT_WINDOW = 1.0
 
 
@@ -103,7 +103,7 @@ class ControllerOptions:
     # meanwhile join it): ``ControllerRuntime._changed``.
     child_event_window: float = CHILD_EVENT_WINDOW
     # The same for an event of a worker pod or worker StatefulSet that no decision waits on
-    # (``logic.wakeups``).
+    # (``logic.workloads.wakeups``).
     worker_event_window: float = WORKER_EVENT_WINDOW
 
 
@@ -153,7 +153,7 @@ class ControllerRuntime:
         pass ``child_event_window`` after the first of them (``WorkQueue.add_soon``), so a
         burst of pod events makes one pass instead of one per event that found the set
         idle. An event of a worker pod or a worker StatefulSet that no decision waits on
-        (``logic.wakeups``: a worker created, bound or turning Ready, a worker StatefulSet
+        (``logic.workloads.wakeups``: a worker created, bound or turning Ready, a worker StatefulSet
         counting its pods up) joins a pass ``worker_event_window`` after it instead, unless a
         prompt event brings that pass forward; so does a worker pod's deletion once its worker
         StatefulSet is gone or going (``wakeups.torn_down``: the group is being torn down).
@@ -189,7 +189,7 @@ class ControllerRuntime:
         """The admission runtime's view of our pod webhook changed (``admission.runtime.
         WebhookRuntime.pod_webhook``): its configuration entry while it serves, None while it
         does not. The sets with unmutated pods get a pass, which recreates them where the
-        webhook serves them now (``logic.recreation``, after its settle time)."""
+        webhook serves them now (``logic.mutation.recreation``, after its settle time)."""
         self.reconciler.pod_webhook = (None if hook is None
                                        else PodWebhook(dict(hook), self.reconciler.clock()))
         keys = self.reconciler.with_unmutated_pods()

@@ -49,9 +49,9 @@ from typing import Any, Final
 
 from lws_operator.api import disaggregated as ds_api
 from lws_operator.api.constants import NAME_LABEL
-from lws_operator.logic.objects import meta_of
-from lws_operator.logic.observed import observed_spec, observed_status
-from lws_operator.logic.relisting import Held
+from lws_operator.logic.objects.meta import meta_of
+from lws_operator.logic.reconcile.observed import observed_spec, observed_status
+from lws_operator.logic.runtime.relisting import Held
 
 _intern = sys.intern
 Key = tuple[str, str]  # (namespace, name)
@@ -141,7 +141,7 @@ def lean(obj: Mapping[str, Any], kind: str,
     interned (``shared``).
 
     Which kinds are trimmed and what they keep is declared once, in the logic that reads them
-    (``logic.observed.CACHED_SPEC_SHAPES`` and ``CACHED_STATUS_SHAPES``, for pods
+    (``logic.reconcile.observed.CACHED_SPEC_SHAPES`` and ``CACHED_STATUS_SHAPES``, for pods
     ``POD_SPEC_SHAPE`` and ``POD_STATUS_SHAPE``): the decisions and
     this cache share the declaration, so they cannot drift apart (the cache once dropped the
     containers that tell whether a leader requests TPUs: found running upstream's TPU samples).
@@ -188,7 +188,7 @@ def cached_version(obj: Mapping[str, Any]) -> int | None:
 
 
 def held(obj: Mapping[str, Any]) -> Held:
-    """What a relisting compares of an object (``logic.relisting``)."""
+    """What a relisting compares of an object (``logic.runtime.relisting``)."""
     return Held(cached_key(obj), cached_uid(obj), cached_version(obj))
 
 

@@ -1,6 +1,6 @@
 """The webhook certificates' rotation plan, decided in a short-lived process of its own.
 
-``logic.certs.plan`` parses, checks and makes certificates with ``cryptography``, whose Rust
+``logic.runtime.certs.plan`` parses, checks and makes certificates with ``cryptography``, whose Rust
 extension and modules keep about 10 MiB resident in whichever process imports them (measured:
 the operator's modules import in 59.7 MiB without it, 70.0 MiB with it), for a decision taken at
 start and then about once a day, when a renewal falls due or the Secret changes. So the operator
@@ -11,7 +11,7 @@ the plan travel pickled over the child's stdin and stdout.
 
 A child costs about a quarter of a second of CPU, so a question asked again gets the answer it
 got: the plan for unchanged Secret data, policy and injection is the same until its
-``next_check`` (the moment the clock alone can change it, ``logic.certs``), and a plan that
+``next_check`` (the moment the clock alone can change it, ``logic.runtime.certs``), and a plan that
 changes nothing is all such a pass asks for. A plan that writes is never reused: a pass that
 fails to write it plans afresh, as before.
 
@@ -34,12 +34,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 
 @dataclass(frozen=True)
 class Question:
-    """The arguments of one ``logic.certs.plan`` call."""
+    """The arguments of one ``logic.runtime.certs.plan`` call."""
 
     data: dict[str, bytes] | None
     now: dt.datetime
@@ -78,7 +78,7 @@ def answers(data: dict[str, bytes] | None, now: dt.datetime, policy: certs.CertP
 
 
 class OutOfProcessPlanner:
-    """``logic.certs.plan``, asked of a child process (module docstring)."""
+    """``logic.runtime.certs.plan``, asked of a child process (module docstring)."""
 
     def __init__(self, command: tuple[str, ...] = (sys.executable, "-m", __name__)) -> None:
         self.command = command
@@ -134,8 +134,8 @@ def self_signed(dns_names: list[str], ip_addresses: list[str],
     """A fresh CA and a serving certificate it signed for ``dns_names`` and ``ip_addresses``,
     made by a child for the reason the rotation plan is (module docstring): the secure
     ``/metrics`` endpoint's certificate when none is mounted, the chart's default. Encoded as
-    ``logic.certs.encode`` does (``tls.crt``, ``tls.key``, ``ca.crt``). Blocking: it is asked
-    once, when the metrics endpoint starts."""
+    ``logic.runtime.certs.encode`` does (``tls.crt``, ``tls.key``, ``ca.crt``). Blocking: it is
+    asked once, when the metrics endpoint starts."""
     import subprocess  # the parent's only (module docstring)
 
     done = subprocess.run([*command, SELF_SIGNED], input=pickle.dumps((dns_names, ip_addresses)),

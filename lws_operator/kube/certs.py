@@ -4,7 +4,7 @@ Every replica runs :class:`WebhookCertManager`. It watches the Secret and both w
 configurations (``kube.named_watch``: one listing each, then nothing while nothing changes, so
 the operator at rest makes no request for its certificates). A pass runs whenever one of them
 changes, and when the clock alone changes the plan (a renewal falls due): it asks
-``logic.certs.plan`` for the next rotation step from the watched copies (in a short-lived
+``logic.runtime.certs.plan`` for the next rotation step from the watched copies (in a short-lived
 process, ``kube.cert_planner``, so that ``cryptography`` never loads into the operator), writes
 it (creating the Secret if absent; a replace preconditioned on resourceVersion otherwise, so when
 replicas race exactly one write wins and the others re-plan from it, after one GET of what won),
@@ -22,8 +22,8 @@ Two modes:
   configurations and write them whole, with URL client configs, and remove them on shutdown so
   a stopped dev operator does not block every LeaderWorkerSet pod.
 
-Injection is fenced by a generation counter (``logic.certs.fence_allows``): a replica holding an
-older Secret can never put an older bundle back.
+Injection is fenced by a generation counter (``logic.runtime.certs.fence_allows``): a replica
+holding an older Secret can never put an older bundle back.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.named_watch import NamedObject, NamedObjects, until_stop
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 log = logging.getLogger(__name__)
 

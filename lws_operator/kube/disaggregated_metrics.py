@@ -28,7 +28,7 @@ from lws_operator.logic.disaggregated.slices import (
     role_of,
     status_count,
 )
-from lws_operator.logic.objects import meta_of
+from lws_operator.logic.objects.meta import meta_of
 
 log = logging.getLogger(__name__)
 

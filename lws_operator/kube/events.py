@@ -37,7 +37,7 @@ from lws_operator.api.constants import EVENT_REPORTING_CONTROLLER
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.event_queue import EventQueue
 from lws_operator.kube.metrics import EventMetrics
-from lws_operator.logic.events import Event
+from lws_operator.logic.objects.events import Event
 
 log = logging.getLogger(__name__)
 

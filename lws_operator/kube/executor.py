@@ -1,8 +1,9 @@
-"""Carries out a ``logic.plan.Plan``: one request per action, in order, and every error policy.
+"""Carries out a ``logic.reconcile.plan.Plan``: one request per action, in order, and every
+error policy.
 
 This is the only place where a controller's write can fail: the policy each action carries
-(``logic.plan.Policy``) says what a 404, a 409 or another error means, so the reconciler itself
-has no ``except``. Every answer is stored in the watch cache at once (``ClusterCache.upsert``
+(``logic.reconcile.plan.Policy``) says what a 404, a 409 or another error means, so the reconciler
+itself has no ``except``. Every answer is stored in the watch cache at once (``ClusterCache.upsert``
 keeps a newer watch event over an older answer), so the next step of the pass, and the next
 pass, see the write even before its watch event arrives, and do not redo it. Events are
 handed to the ``EventRecorder``, which queues them and returns (best effort, written in the
@@ -30,8 +31,8 @@ from lws_operator.kube.client import (
 )
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.logcontext import bind_group
-from lws_operator.logic.events import Event
-from lws_operator.logic.plan import (
+from lws_operator.logic.objects.events import Event
+from lws_operator.logic.reconcile.plan import (
     Action,
     Apply,
     Create,

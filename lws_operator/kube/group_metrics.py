@@ -1,6 +1,6 @@
 """The ``lws_*`` group metrics: exported from the watch caches after every reconcile pass.
 
-The derivations are ``logic.group_metrics``; this module owns the metric families, the memory
+The derivations are ``logic.status.group_metrics``; this module owns the metric families, the memory
 kept between passes per LeaderWorkerSet, and the removal of every series of a LeaderWorkerSet
 that is gone (a deleted one must not keep reporting groups forever).
 
@@ -18,12 +18,12 @@ Families (labels ``namespace`` and ``name`` are the LeaderWorkerSet's):
 * ``lws_rollout_groups{namespace,name,state}`` gauge: ``desired`` (spec.replicas) and
   ``updated`` (status.updatedReplicas) groups.
 * ``lws_rollout_deadline_exceeded{namespace,name}`` gauge: 1 while Progressing is False,
-  ProgressDeadlineExceeded (``logic.deadline``).
+  ProgressDeadlineExceeded (``logic.rollout.deadline``).
 * ``lws_rollout_rollbacks_total{namespace,name}`` counter: automatic rollbacks seen, a change of
   the set's ``rolled-back-from`` annotation while this process watched it (a restart starts
   from 0, as every counter here; one taken over from a replica is counted by whoever saw it).
 * ``lws_disrupted_groups{namespace,name}`` gauge, with a group disruption budget only: the
-  groups the budget counts as disrupted (``logic.disruption``), after each pass and each
+  groups the budget counts as disrupted (``logic.disruption.budget``), after each pass and each
   eviction decision (which adds the groups of evictions just allowed).
 * ``lws_evictions_total{namespace,name,decision}`` counter, with a budget only: evictions of
   the set's pods the budget ``allowed`` or ``refused`` (``admission.eviction``); both series
@@ -47,9 +47,9 @@ from lws_operator.api import disruption
 from lws_operator.api.view import deleting, lws_view
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.metrics import _once
-from lws_operator.logic import group_metrics as derive
-from lws_operator.logic.disruption import disrupted_groups
-from lws_operator.logic.objects import meta_of
+from lws_operator.logic.disruption.budget import disrupted_groups
+from lws_operator.logic.objects.meta import meta_of
+from lws_operator.logic.status import group_metrics as derive
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class GroupMetrics:
         # StatefulSets that the last export read (``_unchanged``).
         self._read: dict[Key, tuple[object, int, int]] = {}
         # Per key: each group's last view and the objects it was derived from
-        # (``logic.group_metrics.group_views``), for its live groups only.
+        # (``logic.status.group_metrics.group_views``), for its live groups only.
         self._views: dict[Key, derive.Known] = {}
         # Per key: the LeaderWorkerSet object, the group views and the rollout view the last
         # export was derived from (``_observe`` skips an export that would repeat it).

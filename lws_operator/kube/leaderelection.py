@@ -2,15 +2,15 @@
 
 Every replica runs an ``LeaderElector``. A candidate reads the Lease every ``retryPeriod``
 (jittered) and takes it once it is free or its holder's renewals have stopped for a whole
-``leaseDuration`` (judged by ``logic.leaderelection``). The leader renews every ``retryPeriod``;
-each write carries the resourceVersion it read, so of two replicas racing for the same Lease only
-one write succeeds (409 for the other). A leader renews with the resourceVersion of its own last
-write, without reading first, as client-go's optimistic update does: one request per renewal; a
-refused write (someone else wrote the Lease) sends it back to reading and deciding. A leader that
-cannot renew for ``renewDeadline`` has lost: ``leading`` is cleared at once and ``on_lost`` runs
-(``__main__`` ends the process there, as controller-runtime does). ``release()`` hands the lease
-back on a graceful stop, so a standby takes over within one retry period instead of a lease
-duration.
+``leaseDuration`` (judged by ``logic.runtime.leaderelection``). The leader renews every
+``retryPeriod``; each write carries the resourceVersion it read, so of two replicas racing for the
+same Lease only one write succeeds (409 for the other). A leader renews with the resourceVersion of
+its own last write, without reading first, as client-go's optimistic update does: one request per
+renewal; a refused write (someone else wrote the Lease) sends it back to reading and deciding. A
+leader that cannot renew for ``renewDeadline`` has lost: ``leading`` is cleared at once and
+``on_lost`` runs (``__main__`` ends the process there, as controller-runtime does). ``release()``
+hands the lease back on a graceful stop, so a standby takes over within one retry period instead of
+a lease duration.
 
 Lease requests use a client without the process's rate limiter: a backlog of reconcile writes
 must never delay a renewal past the deadline.
@@ -33,8 +33,8 @@ from prometheus_client import CollectorRegistry
 
 from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
 from lws_operator.kube.metrics import LeaderElectionMetrics
-from lws_operator.logic import leaderelection as logic
-from lws_operator.logic.leaderelection import LeaseRecord, Observation, Timings
+from lws_operator.logic.runtime import leaderelection as logic
+from lws_operator.logic.runtime.leaderelection import LeaseRecord, Observation, Timings
 
 __all__ = ["LeaderElector", "LeadershipLost", "default_identity"]
 

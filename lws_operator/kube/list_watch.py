@@ -23,7 +23,7 @@ DisaggregatedSets) included:
   newer than the server has) is listed again, chunk by chunk, and the whole listing goes to
   ``replace`` at once, with its resourceVersion: the watch layer replaces the kind's store with
   it, as an informer does, and delivers what the listing lacks as deletions
-  (``logic.relisting``). Only a complete listing can prove a deletion, so nothing of it is
+  (``logic.runtime.relisting``). Only a complete listing can prove a deletion, so nothing of it is
   delivered before its last chunk; an empty listing proves every cached object gone;
 * it takes the loop in slices (``SLICE``), as kopf's thread once took the interpreter: the events
   one read brings are cached one after another until the watch has spent its slice, then

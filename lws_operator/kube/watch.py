@@ -20,7 +20,7 @@ The relisting replaces the kind's store, as client-go's informer does (``_replac
 object the listing lacks was deleted in the gap and is delivered as a DELETED event, through the
 same path as the watch's own (a pod's tombstone, the owner woken, a departed set remembered for
 its cleanup pass); a listed object cached at another state is delivered as an update. Which is
-which is ``logic.relisting``'s decision. Before the deletions of a set's children are
+which is ``logic.runtime.relisting``'s decision. Before the deletions of a set's children are
 delivered, the set itself is asked for, and delivered as deleted first if the server has it no
 more (``_confirm_owners``): kinds relist in no order. No signal, guess or periodic LIST is
 involved: every watch that expires relists, and every relisting is complete, empty ones
@@ -65,8 +65,8 @@ from lws_operator.kube.cache import ClusterCache, Key, KindStore, cached_key, ca
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.kube.list_watch import ListWatch
 from lws_operator.kube.metrics import WatchMetrics
-from lws_operator.logic import relisting
-from lws_operator.logic.objects import meta_of
+from lws_operator.logic.objects.meta import meta_of
+from lws_operator.logic.runtime import relisting
 
 log = logging.getLogger(__name__)
 

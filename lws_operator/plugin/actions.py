@@ -1,5 +1,6 @@
 """``kubectl lws recover`` and ``kubectl lws restart``: the two writes the plugin makes, each
-on one group, each confirmed first (``logic.group_actions`` decides what they act on)."""
+on one group, each confirmed first (``lws_operator.plugin.analysis.group_actions`` decides what
+they act on)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from lws_operator.api.constants import NAME_LABEL, RECOVER_ANNOTATION, WORKER_INDEX_LABEL
 from lws_operator.api.view import LEADER_INDEX, lws_view
-from lws_operator.logic.group_actions import (
+from lws_operator.plugin.analysis.group_actions import (
     group_leaders,
     recover_patch,
     recover_target,

@@ -1,8 +1,8 @@
 """``kubectl lws plan``: a dry run of the rollout a change would cause; nothing is written.
 
 It reads the set, its leader StatefulSet, leader pods and worker StatefulSets (GET and LIST
-only), applies the change to a copy (``logic.set_change``) and runs the controller's own
-pacing over it (``logic.rollout_preview``).
+only), applies the change to a copy (``lws_operator.plugin.analysis.set_change``) and runs the
+controller's own pacing over it (``lws_operator.plugin.analysis.rollout_preview``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from lws_operator.api.view import (
     lws_view,
     revision_of,
 )
-from lws_operator.logic.gang import gated
-from lws_operator.logic.hash_rollout_preview import (
+from lws_operator.logic.placement.gang import gated
+from lws_operator.logic.rollout.pacing import LeaderStatefulSetState, group_states
+from lws_operator.logic.status.readiness import confirmed_by_pods, pod_ready
+from lws_operator.plugin.analysis.hash_rollout_preview import (
     GATED,
     HASH_SYMBOLS,
     READY,
@@ -36,9 +38,7 @@ from lws_operator.logic.hash_rollout_preview import (
     LiveHashGroup,
     preview_hash_rollout,
 )
-from lws_operator.logic.readiness import confirmed_by_pods, pod_ready
-from lws_operator.logic.rollout import LeaderStatefulSetState, group_states
-from lws_operator.logic.rollout_preview import (
+from lws_operator.plugin.analysis.rollout_preview import (
     BATCH,
     READY_ORDERS,
     SYMBOLS,
@@ -47,7 +47,7 @@ from lws_operator.logic.rollout_preview import (
     PreviewInput,
     preview_rollout,
 )
-from lws_operator.logic.set_change import (
+from lws_operator.plugin.analysis.set_change import (
     ChangeError,
     parse_image,
     proposed,
@@ -164,7 +164,7 @@ async def live_hash_groups(session: Session, lws: Mapping[str, Any],
 async def live_groups(session: Session, lws: Mapping[str, Any],
                       sts: Mapping[str, Any]) -> tuple[LiveGroup, ...]:
     """Each ordinal of the leader StatefulSet: Ready, and on the current revision, judged as
-    the controller judges them (``logic.rollout.group_states``)."""
+    the controller judges them (``logic.rollout.pacing.group_states``)."""
     view = lws_view(lws)
     ns = view.namespace
     # Every pod of the set: the leaders, and the workers that may show a group ready before

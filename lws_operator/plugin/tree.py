@@ -1,8 +1,8 @@
 """``kubectl lws tree``: LeaderWorkerSet → groups → pods, once or live.
 
-The model is ``logic.group_tree``'s; this module reads the objects and draws it. ``--watch``
-polls about once a second and redraws when the picture changed. Polling rather than the watch
-API: the tree is one consistent picture of three kinds (the set, its pods, its leader
+The model is ``lws_operator.plugin.analysis.group_tree``'s; this module reads the objects and draws
+it. ``--watch`` polls about once a second and redraws when the picture changed. Polling rather than
+the watch API: the tree is one consistent picture of three kinds (the set, its pods, its leader
 StatefulSet or Deployment), which a watch would have to rebuild from three merged streams after
 the same initial LISTs; a person reads one redraw a second, and a LIST narrowed by a label
 selector is cheap for the API server.
@@ -20,7 +20,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from lws_operator.api.constants import API_VERSION, NAME_LABEL, PLURAL
 from lws_operator.api.view import lws_view
-from lws_operator.logic.group_tree import (
+from lws_operator.plugin.analysis.group_tree import (
     EXHAUSTED,
     NOT_READY,
     READY,

@@ -3,9 +3,10 @@
 The shell half: read everything the diagnosis may need in one round of concurrent requests (the
 set, its pods, StatefulSets or Deployment, PodGroups, Events, the admission webhook
 registrations, the namespace's labels and the Endpoints of the webhook Services), hand it to
-``logic.diagnosis`` and print the findings. A read the user may not be allowed (the
-cluster-scoped webhook configurations, another namespace's EndpointSlices, a PodGroup API the
-cluster does not serve) is skipped and said, never fatal: the diagnosis works with what it has.
+``lws_operator.plugin.analysis.diagnosis`` and print the findings. A read the user may not be
+allowed (the cluster-scoped webhook configurations, another namespace's EndpointSlices, a PodGroup
+API the cluster does not serve) is skipped and said, never fatal: the diagnosis works with what
+it has.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from kubernetes.aio.client.exceptions import ApiException
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
 from lws_operator.api.view import lws_view
 from lws_operator.kube.client import KubeClient, status_message
-from lws_operator.logic.diagnosis import Diagnosis, Scene, diagnose, webhook_services
+from lws_operator.plugin.analysis.diagnosis import Diagnosis, Scene, diagnose, webhook_services
 
 if TYPE_CHECKING:
     from lws_operator.plugin.cli import Session

@@ -40,7 +40,7 @@ from e2e.cluster.launcher import free_port
 from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, condition, is_ready, wait_for
 from lws_operator.admission.runtime import WebhookOptions
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 from tests.chart.helm import CHART, helm, http_get, objects, start, stop
 
 pytestmark = pytest.mark.full

@@ -24,7 +24,7 @@ from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, wait_for
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.client import KubeClient
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 from tests.chart.helm import http_get, start, stop
 
 pytestmark = pytest.mark.full

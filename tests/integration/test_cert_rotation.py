@@ -32,7 +32,7 @@ from e2e.harness.admission import (
 from e2e.kube import wait_for
 from lws_operator.admission.runtime import WebhookRuntime
 from lws_operator.kube.client import KubeClient
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 pytestmark = pytest.mark.api
 

@@ -31,7 +31,7 @@ from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.certs import GENERATION_ANNOTATION
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.kube.metrics import ClientMetrics
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 pytestmark = pytest.mark.api
 

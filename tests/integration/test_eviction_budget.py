@@ -34,7 +34,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.kube.cache import ClusterCache
 from lws_operator.kube.client import ApiException, status_message
-from lws_operator.logic.eviction_reservations import parse_reservations
+from lws_operator.logic.disruption.reservations import parse_reservations
 
 pytestmark = pytest.mark.api
 

@@ -1,9 +1,9 @@
 """The plan executor (``kube.executor``) against a real kube-apiserver.
 
-The executor owns every error policy of the reconciler's writes (``logic.plan.Policy``): what a
-404, a 409 or any other error means, which Events are recorded, what the watch cache holds after
-each answer. Each case runs a small ``Plan`` of the real action types against real objects in a
-fresh namespace and checks what the API server then holds, what the cache holds, the
+The executor owns every error policy of the reconciler's writes (``logic.reconcile.plan.Policy``):
+what a 404, a 409 or any other error means, which Events are recorded, what the watch cache holds
+after each answer. Each case runs a small ``Plan`` of the real action types against real objects in
+a fresh namespace and checks what the API server then holds, what the cache holds, the
 ``Outcome`` and the Events written (read back from ``events.k8s.io/v1``, once the recorder has
 written what it queued: ``record`` only queues).
 """
@@ -25,8 +25,8 @@ from lws_operator.kube.cache import ClusterCache
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor, Outcome
-from lws_operator.logic.events import Event
-from lws_operator.logic.plan import (
+from lws_operator.logic.objects.events import Event
+from lws_operator.logic.reconcile.plan import (
     CREATE_IF_ABSENT,
     Apply,
     Common,

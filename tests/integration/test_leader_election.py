@@ -23,7 +23,7 @@ from e2e.cluster.launcher import free_port
 from e2e.kube import wait_for
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.leaderelection import LeaderElector, LeadershipLost
-from lws_operator.logic.leaderelection import Timings
+from lws_operator.logic.runtime.leaderelection import Timings
 
 pytestmark = pytest.mark.api
 

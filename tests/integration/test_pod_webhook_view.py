@@ -1,6 +1,6 @@
 """What the admission runtime tells the controllers of the pod webhook (``WebhookRuntime.
 pod_webhook``, ``follow_pod_webhook``): the live configuration's entry once registered and
-answering, judged by ``logic.webhook_scope`` to serve the confined namespace and no other, and
+answering, judged by ``logic.mutation.scope`` to serve the confined namespace and no other, and
 None once the listener stops answering (nothing is recreated then)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from e2e.cluster import LocalCluster
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.kube import wait_for
 from lws_operator.api.constants import MUTATE_POD_PATH, NAME_LABEL, WORKER_INDEX_LABEL
-from lws_operator.logic.webhook_scope import pod_scope
+from lws_operator.logic.mutation.scope import pod_scope
 
 pytestmark = pytest.mark.api
 

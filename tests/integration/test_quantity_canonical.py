@@ -20,10 +20,10 @@ import pytest_asyncio
 from e2e.harness.clusters import Clusters
 from lws_operator.api.constants import FIELD_MANAGER
 from lws_operator.kube.client import APPLY_PATCH, KubeClient
-from lws_operator.logic.hash_groups import leader_deployment
-from lws_operator.logic.quantity import MILLI, NANO, same_quantity
-from lws_operator.logic.reconcile import first_difference
-from lws_operator.logic.statefulsets import leader_statefulset
+from lws_operator.logic.identity.hash_groups import leader_deployment
+from lws_operator.logic.objects.quantity import MILLI, NANO, same_quantity
+from lws_operator.logic.reconcile.decisions import first_difference
+from lws_operator.logic.workloads.statefulsets import leader_statefulset
 from tests.unit.quantity_table import IN_RESOURCE_LIST, SINGLE
 
 pytestmark = pytest.mark.api

@@ -1,5 +1,5 @@
 """Deletions the operator's watches never saw, on a real kube-apiserver: a relisting replaces
-the cache (``kube.watch._replace``, ``logic.relisting``).
+the cache (``kube.watch._replace``, ``logic.runtime.relisting``).
 
 The module runs its own api-tier cluster, whose kube-apiserver serves Services without a watch
 cache (``--watch-cache-sizes=services#0``): a Service watch is then served by etcd itself, and

@@ -21,7 +21,7 @@ from typing import Any
 
 from lws_operator.api.defaults import apply_defaults
 from lws_operator.kube.cache import KindStore
-from lws_operator.logic.pod_mutation import mutate_pod
+from lws_operator.logic.mutation.pod import mutate_pod
 
 NAMESPACE = "ns"
 NODE = "tpu-node-000"
@@ -214,7 +214,7 @@ class WatchedList(list[Any]):
     def _full_item(self, index: int, value: Any) -> Any:
         """The full list's item that ``value`` was cached from: the one at the same position,
         unless the cache kept only some items (conditions of some types,
-        ``logic.observed.Select``): then the full list's item of the same type."""
+        ``logic.reconcile.observed.Select``): then the full list's item of the same type."""
         if len(self) != len(self._full) and isinstance(value, Mapping) and "type" in value:
             kind = str(value["type"])  # a plain str: compared without being recorded
             return next((item for item in self._full

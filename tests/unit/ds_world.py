@@ -38,8 +38,8 @@ from lws_operator.controllers.disaggregatedset import DisaggregatedSetReconciler
 from lws_operator.kube.cache import ClusterCache, ds_owner_key
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor
-from lws_operator.logic.events import Event
-from lws_operator.logic.plan import Apply, Create, Delete, Patch
+from lws_operator.logic.objects.events import Event
+from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch
 
 NAMESPACE = "ns"
 DS_NAME = "my-ds"

@@ -1,5 +1,5 @@
 """Quantities as a template may write them and as the API server stores them, shared by the
-unit tests of ``logic.quantity`` and the api-tier test that checks every pair against a real
+unit tests of ``logic.objects.quantity`` and the api-tier test that checks every pair against a real
 kube-apiserver (tests/integration/test_quantity_canonical.py, where these were measured).
 
 The stored text is not always canonical: the server keeps text that is already exact and

@@ -1,7 +1,7 @@
 """A LeaderWorkerSet's world for the reconciler's table tests: its objects in the operator's
 real watch cache, built as production builds them, and one pass planned over it.
 
-``plan_pass`` runs the pipeline's pure steps (``logic.steps.pipeline``) as the controller's
+``plan_pass`` runs the pipeline's pure steps (``logic.reconcile.pipeline``) as the controller's
 runner does, with no API server: before each step it builds the snapshot from the cache, and it
 stores what a create or an apply would leave in the cache (the object planned, with a UID), as
 the executor stores the answers, so later steps see them; a status patch is stored too. Deletes
@@ -18,14 +18,15 @@ from typing import Any
 
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.kube.cache import ClusterCache
-from lws_operator.logic import hash_groups, unmutated
-from lws_operator.logic.objects import meta_of, name_of
-from lws_operator.logic.plan import Apply, Create, Delete, Patch, Plan, Record
-from lws_operator.logic.reconcile import decide_revision
-from lws_operator.logic.revision import apply_revision
-from lws_operator.logic.snapshot import Decided, Memory, Observed, Options
-from lws_operator.logic.statefulsets import leader_statefulset, worker_statefulset
-from lws_operator.logic.steps.pipeline import STEPS, Step, needed
+from lws_operator.logic.identity import hash_groups
+from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.mutation import unmutated
+from lws_operator.logic.objects.meta import meta_of, name_of
+from lws_operator.logic.reconcile.decisions import decide_revision
+from lws_operator.logic.reconcile.pipeline import STEPS, Step, needed
+from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Plan, Record
+from lws_operator.logic.reconcile.snapshot import Decided, Memory, Observed, Options
+from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 from tests.unit.as_operated import NAMESPACE, cached, created_pod, running, stored_lws
 
 NOW = "2026-01-01T00:10:00Z"

@@ -14,7 +14,7 @@ import sys
 ABSENT = ("kopf", "kubernetes", "pydantic", "aiohttp", "multidict", "yarl",
           "prometheus_client.exposition", "http.server", "wsgiref", "email", "importlib.metadata")
 # What it serves with.
-PRESENT = ("httptools", "ssl", "prometheus_client", "lws_operator.logic.pod_mutation",
+PRESENT = ("httptools", "ssl", "prometheus_client", "lws_operator.logic.mutation.pod",
            "lws_operator.api.validation")
 
 

@@ -23,7 +23,7 @@ from lws_operator.admission.health import HealthServer
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.admission.server import AdmissionServer, ServingTLS
 from lws_operator.api.constants import MUTATE_POD_PATH, VALIDATE_POD_PATH
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 POLICY = certs.CertPolicy(dns_names=("lws-webhook-service.lws-system.svc",),
                           ip_addresses=("127.0.0.1",))

@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.affinity import exclusive_affinity_applied, set_exclusive_affinities
+from lws_operator.logic.placement.affinity import (
+    exclusive_affinity_applied,
+    set_exclusive_affinities,
+)
 
 GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 SUBGROUP_KEY = "leaderworkerset.sigs.k8s.io/subgroup-key"

@@ -8,8 +8,8 @@ pods admitted in turn. The outputs a user sees are asserted exactly: the worker 
 annotations and every container's environment on every pod.
 
 The expected environments are written out from upstream's code and the guide (the leader is TPU
-worker 0 when it holds TPUs, its host name first), not computed by ``logic.tpu``. Before the
-fix, the cached leader had no containers, so the TPU cases got no ``leader-requests-tpus`` and
+worker 0 when it holds TPUs, its host name first), not computed by ``logic.mutation.tpu``. Before
+the fix, the cached leader had no containers, so the TPU cases got no ``leader-requests-tpus`` and
 workers 0..size-2 without the leader's host (found running upstream's samples).
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.hash_groups import leader_deployment
-from lws_operator.logic.reconcile import decide_revision
-from lws_operator.logic.revision import apply_revision
-from lws_operator.logic.statefulsets import leader_statefulset, worker_statefulset
+from lws_operator.logic.identity.hash_groups import leader_deployment
+from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.reconcile.decisions import decide_revision
+from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 from tests.unit.as_operated import NAMESPACE, cached, created_pod, env_of, running, stored_lws
 
 P = "leaderworkerset.sigs.k8s.io/"

@@ -163,8 +163,8 @@ def test_a_deleted_object_never_comes_back_from_a_late_write_answer() -> None:
 
 
 def test_cached_pods_keep_only_the_spec_a_pass_reads() -> None:
-    """Exactly ``logic.observed.POD_SPEC_SHAPE``: of a container, its name and its TPU limit
-    and request (whether a leader requests TPUs decides its workers' TPU environment)."""
+    """Exactly ``logic.reconcile.observed.POD_SPEC_SHAPE``: of a container, its name and its TPU
+    limit and request (whether a leader requests TPUs decides its workers' TPU environment)."""
     store = KindStore("Pod")
     pod = {**_pod("u", 1), "kind": "Pod", "spec": {
         "nodeName": "n1", "schedulingGates": [{"name": "g"}], "readinessGates": [],

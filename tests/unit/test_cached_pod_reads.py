@@ -6,7 +6,7 @@ cache's real store and wrapped in ``Watched``, which records each read of a key 
 lacks and the full pod has, at any depth. Any such read fails the test with its path, e.g.
 ``sample-0.spec.containers`` (found running upstream's TPU
 samples: the TPU check read the leader's containers, which the
-cache had dropped). The fix is to add what is read to ``logic.observed.POD_SPEC_SHAPE``.
+cache had dropped). The fix is to add what is read to ``logic.reconcile.observed.POD_SPEC_SHAPE``.
 
 The worlds cover the states that send the readers down their branches: TPU and non-TPU
 templates, Ordinal and Hash identity, subgroups with exclusive placement, native gang and
@@ -31,30 +31,14 @@ import pytest
 
 import lws_operator
 from lws_operator.api.view import lws_view
-from lws_operator.logic import (
-    deadline,
-    gang,
-    group_metrics,
-    hash_groups,
-    readiness,
-    recreation,
-    stall,
-    unmutated,
-    volcano,
-    wakeups,
-)
-from lws_operator.logic.disruption import disrupted_groups
-from lws_operator.logic.objects import host_name, labels_of, meta_of, name_of
-from lws_operator.logic.observed import POD_CONDITION_TYPES, POD_SPEC_SHAPE
-from lws_operator.logic.readiness import containers_ready, pod_ready
-from lws_operator.logic.reconcile import decide_revision
-from lws_operator.logic.restart import (
+from lws_operator.logic.disruption.budget import disrupted_groups
+from lws_operator.logic.failures.restart import (
     Recreation,
     apply_unschedulable,
     failure_trigger,
     scan_failures,
 )
-from lws_operator.logic.restart_budget import (
+from lws_operator.logic.failures.restart_budget import (
     CLEANUP_FINALIZER,
     apply_degraded,
     is_retained,
@@ -63,13 +47,23 @@ from lws_operator.logic.restart_budget import (
     unfinished_exhaustions,
     without_finalizer,
 )
-from lws_operator.logic.revision import apply_revision
-from lws_operator.logic.rollout import plan_rollout, rollout_snapshot
-from lws_operator.logic.services import replica_service
-from lws_operator.logic.stall import find_stall
-from lws_operator.logic.statefulsets import leader_statefulset, worker_statefulset
-from lws_operator.logic.status import compute_hash_status, compute_status, count_groups
-from lws_operator.logic.termination import worker_sets_to_stop
+from lws_operator.logic.failures.termination import worker_sets_to_stop
+from lws_operator.logic.identity import hash_groups
+from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.mutation import recreation, unmutated
+from lws_operator.logic.objects.meta import host_name, labels_of, meta_of, name_of
+from lws_operator.logic.placement import gang, volcano
+from lws_operator.logic.reconcile.decisions import decide_revision
+from lws_operator.logic.reconcile.observed import POD_CONDITION_TYPES, POD_SPEC_SHAPE
+from lws_operator.logic.rollout import deadline, stall
+from lws_operator.logic.rollout.pacing import plan_rollout, rollout_snapshot
+from lws_operator.logic.rollout.stall import find_stall
+from lws_operator.logic.status import group_metrics, readiness
+from lws_operator.logic.status.readiness import containers_ready, pod_ready
+from lws_operator.logic.status.set_status import compute_hash_status, compute_status, count_groups
+from lws_operator.logic.workloads import wakeups
+from lws_operator.logic.workloads.services import replica_service
+from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 from tests.unit.as_operated import Misses, cached, created_pod, running, stored_lws, watched
 
 P = "leaderworkerset.sigs.k8s.io/"
@@ -292,10 +286,10 @@ READERS: dict[str, Reader] = {
     "services.replica_service": lambda w, pods: [
         replica_service(w.lws, p) for p in _leaders(pods)],
     "volcano.pod_group": lambda w, pods: [volcano.pod_group(w.lws, p) for p in _leaders(pods)],
-    "objects.host_name": lambda w, pods: [host_name(p) for p in pods],
-    "objects.labels_of": lambda w, pods: [labels_of(p) for p in pods],
-    "objects.meta_of": lambda w, pods: [meta_of(p) for p in pods],
-    "objects.name_of": lambda w, pods: [name_of(p) for p in pods],
+    "meta.host_name": lambda w, pods: [host_name(p) for p in pods],
+    "meta.labels_of": lambda w, pods: [labels_of(p) for p in pods],
+    "meta.meta_of": lambda w, pods: [meta_of(p) for p in pods],
+    "meta.name_of": lambda w, pods: [name_of(p) for p in pods],
     "readiness.containers_ready": lambda w, pods: [containers_ready(p) for p in pods],
     "readiness.pod_ready": lambda w, pods: [pod_ready(p) for p in pods],
     "readiness.pod_running_and_ready": lambda w, pods: [
@@ -315,22 +309,22 @@ READERS: dict[str, Reader] = {
     "hash_groups.release_scaled_down": _release,
     "hash_groups.plan_admission": _hash,
     "hash_groups.readiness_updates": _hash,
-    "status.compute_status": _status,
-    "status.compute_hash_status": _status,
+    "set_status.compute_status": _status,
+    "set_status.compute_hash_status": _status,
     "restart.apply_unschedulable": _status,
     "restart_budget.apply_degraded": _status,
     "stall.find_stall": _status,
-    "status.count_groups": lambda w, pods: count_groups(
+    "set_status.count_groups": lambda w, pods: count_groups(
         str(w.lws["metadata"]["name"]), 2, 2, 0, w.key, _leaders(pods), _workers_of(w)),
     "deadline.groups_ready_since": lambda w, pods: deadline.groups_ready_since(
         str(w.lws["metadata"]["name"]), pods, w.key),
-    "rollout.rollout_snapshot": lambda w, pods: plan_rollout(rollout_snapshot(
+    "pacing.rollout_snapshot": lambda w, pods: plan_rollout(rollout_snapshot(
         w.lws, w.leader_owner, _leaders(pods), _workers_of(w), w.key, False)),
     "termination.worker_sets_to_stop": lambda w, pods: [
         worker_sets_to_stop(w.lws, pods, _workers_of(w), lws_deleting=deleting)
         for deleting in (False, True)],
     "unmutated.split": lambda w, pods: unmutated.split(pods),
-    # The per-pod predicates the snapshot selects pods with (``logic.memo.Memo.select``).
+    # The per-pod predicates the snapshot selects pods with (``logic.reconcile.memo.Memo.select``).
     "unmutated.missing_labels": lambda w, pods: [unmutated.missing_labels(p) for p in pods],
     "restart.failure_trigger": lambda w, pods: [failure_trigger(p) for p in pods],
     "restart_budget.is_retained": lambda w, pods: [is_retained(p) for p in pods],
@@ -358,7 +352,7 @@ READERS: dict[str, Reader] = {
         recreation.PodWebhook({"name": "mpod.kb.io", "rules": [{
             "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
             "resources": ["pods"]}]}, 0.0), None, 0, 100.0),
-    "disruption.disrupted_groups": lambda w, pods: disrupted_groups(
+    "budget.disrupted_groups": lambda w, pods: disrupted_groups(
         pods, lws_view(w.lws).replicas, lws_view(w.lws).size, lws_view(w.lws).hashed),
 }
 
@@ -370,16 +364,16 @@ TAKE_NO_PODS = frozenset({
     "gang.workload_update", "hash_groups.group_ready_condition", "hash_groups.leader_deployment",
     "memo.Memo", "recreation.PodWebhook",
     "relisting.deleted", "relisting.stale",  # (key, uid, resourceVersion) only
-    "reconcile.decide_revision", "reconcile.first_difference", "reconcile.owned_by",
-    "reconcile.revision_for_key", "restart.Recreation", "restart.recreating",
+    "decisions.decide_revision", "decisions.first_difference", "decisions.owned_by",
+    "decisions.revision_for_key", "restart.Recreation", "restart.recreating",
     "restart_budget.Release", "restart_budget.backoff_event", "restart_budget.counted_for",
     "restart_budget.exhaustion_events", "restart_budget.plan_restarts",
     "restart_budget.read_counted", "restart_budget.read_counts", "restart_budget.render_counts",
-    "restart_budget.settled_counts", "revision.apply_revision", "rollout.plan_rollout",
+    "restart_budget.settled_counts", "revision.apply_revision", "pacing.plan_rollout",
     "services.shared_service", "services.wants_replica_service",
     "services.wants_shared_service", "stall.apply_stall", "stall.unstall_view",
     "statefulsets.exclusive_topology_key", "statefulsets.hashed",
-    "statefulsets.leader_statefulset", "statefulsets.spec_replicas", "status_pacing.pace",
+    "statefulsets.leader_statefulset", "statefulsets.spec_replicas", "pacing.pace",
     "group_metrics.budget_remaining", "group_metrics.observe", "group_metrics.rollout_gauges",
     "group_metrics.rollout_view",
     "deadline.Deadline", "deadline.apply_deadline", "deadline.deadline_seconds",
@@ -388,23 +382,32 @@ TAKE_NO_PODS = frozenset({
     "deadline.rollback_enabled", "deadline.rollback_target", "deadline.rollback_choice",
     "deadline.revision_born",
     "deadline.rolled_back_event",
-    "deadline.rollout_started", "objects.epoch_seconds", "termination.parallel",
+    "deadline.rollout_started", "meta.epoch_seconds", "termination.parallel",
     "group_metrics.state_counts", "wakeups.statefulset_can_wait",
 })
 
 # The modules that hand cached pods to the logic: the controller's shell, and the steps and
 # scheduler providers of a pass (pure themselves, they call the policy modules with the pods of
 # the snapshot the shell built from the cache).
+_PACKAGE = Path(lws_operator.__file__).parent
 CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py",
-           "kube/watch.py", "kube/executor.py", "logic/snapshot.py",
-           *(str(p.relative_to(Path(lws_operator.__file__).parent)) for folder in
-             ("logic/steps", "logic/providers")
-             for p in sorted((Path(lws_operator.__file__).parent / folder).glob("*.py"))))
+           "kube/watch.py", "kube/executor.py", "logic/reconcile/snapshot.py",
+           "logic/reconcile/pipeline.py", "logic/reconcile/writes.py",
+           *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/*_step.py"))),
+           *(str(p.relative_to(_PACKAGE)) for p in
+             sorted(_PACKAGE.glob("logic/placement/providers/*.py"))))
 
 # The pass's own modules, scanned as callers above: a call into one of them is not a call
 # into the policy the tables classify.
-PASS_MODULES = ("lws_operator.logic.steps", "lws_operator.logic.providers",
-                "lws_operator.logic.plan", "lws_operator.logic.snapshot")
+PASS_MODULES = ("lws_operator.logic.reconcile.pipeline", "lws_operator.logic.reconcile.writes",
+                "lws_operator.logic.reconcile.finish_step",
+                "lws_operator.logic.placement.providers",
+                "lws_operator.logic.reconcile.plan", "lws_operator.logic.reconcile.snapshot")
+
+
+def _is_step(module: str) -> bool:
+    """A step module of a feature package (``logic.<feature>.<name>_step``): part of the pass."""
+    return module.rsplit(".", 1)[-1].endswith("_step")
 
 
 # Each reader once (several functions share one), named after the first function it covers.
@@ -424,7 +427,7 @@ def test_logic_reads_only_what_the_cache_keeps(world: str, reader: Reader) -> No
     reader(w, pods)
     assert not misses.paths, (
         f"the logic read {sorted(misses.paths)} of pods the cache keeps without it: add it to "
-        "logic.observed.POD_SPEC_SHAPE (or POD_STATUS_SHAPE)")
+        "logic.reconcile.observed.POD_SPEC_SHAPE (or POD_STATUS_SHAPE)")
 
 
 def test_the_cache_keeps_nothing_no_decision_reads() -> None:
@@ -439,7 +442,7 @@ def test_the_cache_keeps_nothing_no_decision_reads() -> None:
             read |= {path.split(".")[2] for path in misses.reads
                      if path.startswith("pod.spec.")}
     # The worker StatefulSet step reads the leader's nodeName itself (the node to read for
-    # exclusive placement, logic.steps.workers).
+    # exclusive placement, logic.workloads.workers_step).
     assert set(POD_SPEC_SHAPE) - read - {"nodeName"} == set()
 
 
@@ -489,7 +492,7 @@ def test_logic_looks_only_for_condition_types_the_cache_keeps(world: str) -> Non
         sought = _sought_condition_types(WORLDS[world](), reader)
         assert sought <= POD_CONDITION_TYPES, (
             f"the logic looks for pod conditions {sorted(sought - POD_CONDITION_TYPES)}, which "
-            "the cache drops: add them to logic.observed.POD_CONDITION_TYPES")
+            "the cache drops: add them to logic.reconcile.observed.POD_CONDITION_TYPES")
 
 
 def test_the_cache_keeps_no_condition_type_no_decision_reads() -> None:
@@ -532,9 +535,10 @@ def _logic_calls(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
                 "lws_operator.logic"):
             for alias in node.names:
-                if f"{node.module}.{alias.name}".startswith(PASS_MODULES):
+                full = f"{node.module}.{alias.name}"
+                if full.startswith(PASS_MODULES) or _is_step(full) or _is_step(str(node.module)):
                     continue
-                if node.module == "lws_operator.logic":
+                if (_PACKAGE.parent / (full.replace(".", "/") + ".py")).exists():
                     modules[alias.asname or alias.name] = alias.name
                 else:
                     module = str(node.module).rsplit(".", 1)[1]

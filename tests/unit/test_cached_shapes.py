@@ -1,4 +1,4 @@
-"""Guard: what the watch cache keeps of each kind is what ``logic.observed`` declares.
+"""Guard: what the watch cache keeps of each kind is what ``logic.reconcile.observed`` declares.
 
 Only the kinds in ``CACHED_SPEC_SHAPES`` and ``CACHED_STATUS_SHAPES`` are trimmed, to their
 declared shapes (the pods' are checked against every read of the logic in
@@ -17,7 +17,7 @@ import pytest
 
 import lws_operator
 from lws_operator.kube.cache import ClusterCache, lean
-from lws_operator.logic.observed import (
+from lws_operator.logic.reconcile.observed import (
     CACHED_SPEC_SHAPES,
     CACHED_STATUS_SHAPES,
     POD_SPEC_SHAPE,

@@ -18,7 +18,7 @@ import pytest
 
 from lws_operator.kube.cert_planner import PlannerFailed
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 
 class _Kube:

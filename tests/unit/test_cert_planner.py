@@ -1,6 +1,6 @@
 """``kube.cert_planner``: the certificate plan decided in a child process answers as
-``logic.certs.plan`` does in-process, a repeated question is answered without a child, and the
-operator's modules import without ``cryptography``. Each child costs about 0.3 s."""
+``logic.runtime.certs.plan`` does in-process, a repeated question is answered without a child, and
+the operator's modules import without ``cryptography``. Each child costs about 0.3 s."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed, self_signed
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 from tests.unit.test_cert_manager_errors import _Kube
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -81,7 +81,7 @@ def test_the_planners_child_imports_neither_asyncio_nor_the_package_metadata() -
             "        'subprocess') if m in sys.modules)))\n")
     pickled = subprocess.run(
         [sys.executable, "-c", "import pickle, sys, datetime as dt\n"
-         "from lws_operator.logic import certs\n"
+         "from lws_operator.logic.runtime import certs\n"
          "sys.stdout.buffer.write(pickle.dumps((None, dt.datetime.now(dt.UTC),\n"
          "    certs.CertPolicy(dns_names=('x.svc',)), False)))\n"],
         capture_output=True, check=True).stdout

@@ -1,4 +1,5 @@
-"""Webhook certificate building and the rotation plan (lws_operator.logic.certs), on a fake clock.
+"""Webhook certificate building and the rotation plan (lws_operator.logic.runtime.certs), on a
+fake clock.
 
 The rotation tests walk a CA rotation step by step and check at each step the one property that
 keeps admissions working: the served certificate chains to a CA in the bundle the API server has.
@@ -13,7 +14,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 S = dt.timedelta(seconds=1)

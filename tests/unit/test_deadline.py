@@ -1,5 +1,5 @@
-"""The progress deadline's decisions (``logic.deadline``), as tables: when it is exceeded, what
-is held, what survives a restart, and the rollback's target and write."""
+"""The progress deadline's decisions (``logic.rollout.deadline``), as tables: when it is exceeded,
+what is held, what survives a restart, and the rollback's target and write."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from lws_operator.api.constants import (
     ROLLED_BACK_FROM_ANNOTATION,
 )
 from lws_operator.api.validation import validate
-from lws_operator.logic import deadline as dl
-from lws_operator.logic.reconcile import decide_revision
-from lws_operator.logic.revision import revision_key
-from lws_operator.logic.rollout import GroupState
-from lws_operator.logic.stall import unstall_view
-from lws_operator.logic.status import GroupCounts
+from lws_operator.logic.identity.revision import revision_key
+from lws_operator.logic.reconcile.decisions import decide_revision
+from lws_operator.logic.rollout import deadline as dl
+from lws_operator.logic.rollout.pacing import GroupState
+from lws_operator.logic.rollout.stall import unstall_view
+from lws_operator.logic.status.set_status import GroupCounts
 from tests.unit.as_operated import stored_lws
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -307,8 +307,8 @@ def test_a_revision_is_rolled_back_from_once() -> None:
 
 
 def test_a_scale_creates_no_revision() -> None:
-    """Only a template change makes a revision (``logic.revision``): a scale leaves the history,
-    and so the rollback's target, as it was."""
+    """Only a template change makes a revision (``logic.identity.revision``): a scale leaves the
+    history, and so the rollback's target, as it was."""
     lws = _lws(AVAILABLE)
     history = _history(lws, ("app:1", 1))
     sts = {"metadata": {"labels": {

@@ -1,4 +1,4 @@
-"""The progress deadline in whole passes (``logic.steps.deadline``), over the reconciler's
+"""The progress deadline in whole passes (``logic.rollout.deadline_step``), over the reconciler's
 simulated world: the requeue at the deadline, the held partition, the condition and its one
 Warning, the rollback write and the pass it asks for, each against the same pass without the
 opt-in."""
@@ -16,8 +16,8 @@ from lws_operator.api.constants import (
     ROLLED_BACK_FROM_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
 )
-from lws_operator.logic.plan import Apply, Delete, Patch
-from lws_operator.logic.steps.deadline import RESUME_NOW
+from lws_operator.logic.reconcile.plan import Apply, Delete, Patch
+from lws_operator.logic.rollout.deadline_step import RESUME_NOW
 from tests.unit import reconciler_world as rw
 from tests.unit.reconciler_world import World, at_rest, built_world, manifest, plan_pass
 

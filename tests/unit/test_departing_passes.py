@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube import watch
 from lws_operator.kube.client import ApiException, KubeClient
-from lws_operator.logic.restart_budget import CLEANUP_FINALIZER
+from lws_operator.logic.failures.restart_budget import CLEANUP_FINALIZER
 from tests.unit.reconciler_world import at_rest, built_world, manifest
 
 DELETED_AT = "2026-01-01T00:11:00Z"

@@ -1,5 +1,5 @@
-"""``kubectl lws why``'s diagnosis (``logic.diagnosis``): one row per cause, one per precedence
-rule, over plain objects shaped as the API returns them."""
+"""``kubectl lws why``'s diagnosis (``lws_operator.plugin.analysis.diagnosis``): one row per cause,
+one per precedence rule, over plain objects shaped as the API returns them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.diagnosis import (
+from lws_operator.plugin.analysis.diagnosis import (
     RANK,
     Scene,
     diagnose,

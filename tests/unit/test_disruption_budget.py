@@ -1,5 +1,5 @@
 """The group disruption budget: its annotation (``api.disruption``), its validation, the groups
-it counts as disrupted and the decision on one eviction (``logic.disruption``)."""
+it counts as disrupted and the decision on one eviction (``logic.disruption.budget``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from lws_operator.api import disruption, validation
 from lws_operator.api.constants import GROUP_INDEX_LABEL, MAX_DISRUPTED_GROUPS_ANNOTATION
-from lws_operator.logic.disruption import decide, disrupted_groups
+from lws_operator.logic.disruption.budget import decide, disrupted_groups
 
 
 def pod(group: str, ready: bool = True, deleting: bool = False) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from lws_operator.api import disaggregated as ds
-from lws_operator.logic.env import disaggregatedset_env
-from lws_operator.logic.pod_mutation import mutate_pod
+from lws_operator.logic.mutation.env import disaggregatedset_env
+from lws_operator.logic.mutation.pod import mutate_pod
 from tests.unit.test_pod_mutation import LWS_ENV_NAMES, container, leader, worker
 
 DS_ENV_NAMES = ("DISAGGREGATEDSET_NAME", "DISAGGREGATEDSET_ROLE", "DISAGGREGATEDSET_SLICE",

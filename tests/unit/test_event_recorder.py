@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from lws_operator.kube.client import ApiException
 from lws_operator.kube.events import DROP_LOG_INTERVAL, EventRecorder
-from lws_operator.logic.events import Event
+from lws_operator.logic.objects.events import Event
 
 
 class Writes:

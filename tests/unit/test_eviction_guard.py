@@ -20,8 +20,8 @@ from lws_operator.api.constants import (
 )
 from lws_operator.kube.cache import ClusterCache
 from lws_operator.kube.client import ApiException
-from lws_operator.logic.disruption import RESERVATION_SECONDS
-from lws_operator.logic.eviction_reservations import parse_reservations
+from lws_operator.logic.disruption.budget import RESERVATION_SECONDS
+from lws_operator.logic.disruption.reservations import parse_reservations
 
 NS = "ns"
 

@@ -1,4 +1,4 @@
-"""``logic.eviction_reservations``: which reservations hold a group, whether an eviction fits the
+"""``logic.disruption.reservations``: which reservations hold a group, whether an eviction fits the
 budget with them, and what is written."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import EVICTION_RESERVATIONS_ANNOTATION as KEY
-from lws_operator.logic.disruption import RESERVATION_SECONDS
-from lws_operator.logic.eviction_reservations import (
+from lws_operator.logic.disruption.budget import RESERVATION_SECONDS
+from lws_operator.logic.disruption.reservations import (
     Reservation,
     format_reservations,
     live_groups,

@@ -11,9 +11,9 @@ import pytest
 from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.api.defaults import apply_defaults
 from lws_operator.api.validation import validate
-from lws_operator.logic import gang
-from lws_operator.logic.pod_mutation import mutate_pod
-from lws_operator.logic.statefulsets import leader_statefulset, worker_statefulset
+from lws_operator.logic.mutation.pod import mutate_pod
+from lws_operator.logic.placement import gang
+from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 
 P = "leaderworkerset.sigs.k8s.io/"
 UID = "5c66068f-90af-46ad-9208-b447df8e1843"

@@ -17,7 +17,7 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
-from lws_operator.logic.group_metrics import (
+from lws_operator.logic.status.group_metrics import (
     GroupView,
     Memory,
     RolloutGauges,

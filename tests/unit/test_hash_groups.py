@@ -10,20 +10,20 @@ from typing import Any
 import pytest
 
 from e2e.harness.builder import LeaderWorkerSet
-from lws_operator.logic.group_metrics import group_views, state_counts
-from lws_operator.logic.hash_groups import (
+from lws_operator.logic.failures.restart import scan_failures
+from lws_operator.logic.failures.restart_budget import CLEANUP_FINALIZER
+from lws_operator.logic.identity.hash_groups import (
     leader_deployment,
     plan_admission,
     readiness_updates,
     release_scaled_down,
     tearing_down,
 )
-from lws_operator.logic.pod_mutation import mutate_pod
-from lws_operator.logic.restart import scan_failures
-from lws_operator.logic.restart_budget import CLEANUP_FINALIZER
-from lws_operator.logic.revision import revision_key
-from lws_operator.logic.statefulsets import worker_statefulset
-from lws_operator.logic.status import compute_hash_status
+from lws_operator.logic.identity.revision import revision_key
+from lws_operator.logic.mutation.pod import mutate_pod
+from lws_operator.logic.status.group_metrics import group_views, state_counts
+from lws_operator.logic.status.set_status import compute_hash_status
+from lws_operator.logic.workloads.statefulsets import worker_statefulset
 
 P = "leaderworkerset.sigs.k8s.io/"
 GATE = {"name": P + "group-replacement"}

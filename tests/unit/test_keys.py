@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lws_operator.logic.keys import (
+from lws_operator.logic.identity.keys import (
     group_key,
     parse_int,
     split_ordinal,

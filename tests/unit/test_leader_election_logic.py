@@ -1,5 +1,5 @@
-"""Leader election decisions (lws_operator.logic.leaderelection), table-driven on a manual clock:
-when a candidate may take the Lease, what it writes, when a leader must give up."""
+"""Leader election decisions (lws_operator.logic.runtime.leaderelection), table-driven on a manual
+clock: when a candidate may take the Lease, what it writes, when a leader must give up."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from lws_operator.logic.leaderelection import (
+from lws_operator.logic.runtime.leaderelection import (
     LeaseRecord,
     Observation,
     Timings,

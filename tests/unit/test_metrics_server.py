@@ -76,7 +76,7 @@ async def test_https_with_a_self_signed_certificate_refuses_scrapes_without_a_to
 def write_pair(directory: Any, common_name: str) -> None:
     import datetime as dt
 
-    from lws_operator.logic import certs
+    from lws_operator.logic.runtime import certs
 
     now = dt.datetime.now(dt.UTC)
     ca, ca_key = certs.new_ca(now, dt.timedelta(days=1))

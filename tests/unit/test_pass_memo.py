@@ -1,5 +1,5 @@
 """What a pass keeps between its steps and passes must never hide a change: the memo of derived
-facts (``logic.memo``), the cache's per-owner change mark (``KindStore.changed``) and the
+facts (``logic.reconcile.memo``), the cache's per-owner change mark (``KindStore.changed``) and the
 controller's held snapshot inputs (``controllers.leaderworkerset.Held``)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.kube.cache import ClusterCache, KindStore
-from lws_operator.logic.memo import Memo
-from lws_operator.logic.snapshot import CACHED_FIELDS, Decided, Memory, Observed, Options
+from lws_operator.logic.reconcile.memo import Memo
+from lws_operator.logic.reconcile.snapshot import CACHED_FIELDS, Decided, Memory, Observed, Options
 from tests.unit.reconciler_world import at_rest, built_world, manifest, plan_pass
 
 OWNER = ("ns", "sample")

@@ -16,7 +16,7 @@ import pytest
 from lws_operator.controllers.passes import READ_ROUNDS, PassRunner, owner_not_found
 from lws_operator.kube.client import ApiException
 from lws_operator.kube.executor import Executor, Outcome
-from lws_operator.logic.plan import EMPTY, Plan, Read
+from lws_operator.logic.reconcile.plan import EMPTY, Plan, Read
 
 
 class _Reads(Executor):

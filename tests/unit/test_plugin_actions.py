@@ -1,6 +1,6 @@
 """``kubectl lws recover`` and ``restart``: what they act on and when they refuse
-(``logic.group_actions``), the confirmation rule and colour detection (``plugin.output``),
-and every subcommand's ``--help``."""
+(``lws_operator.plugin.analysis.group_actions``), the confirmation rule and colour detection
+(``plugin.output``), and every subcommand's ``--help``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lws_operator.api.constants import (
     RECOVER_ANNOTATION,
     WORKER_INDEX_LABEL,
 )
-from lws_operator.logic.group_actions import (
+from lws_operator.plugin.analysis.group_actions import (
     group_leaders,
     recover_patch,
     recover_target,

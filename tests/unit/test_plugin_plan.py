@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.rollout import LeaderStatefulSetState
-from lws_operator.logic.rollout_preview import (
+from lws_operator.logic.rollout.pacing import LeaderStatefulSetState
+from lws_operator.plugin.analysis.rollout_preview import (
     BATCH,
     ONE,
     SYMBOLS,
@@ -21,7 +21,7 @@ from lws_operator.logic.rollout_preview import (
     PreviewInput,
     preview_rollout,
 )
-from lws_operator.logic.set_change import (
+from lws_operator.plugin.analysis.set_change import (
     ChangeError,
     ImageChange,
     parse_image,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from lws_operator.logic.hash_rollout_preview import (
+from lws_operator.plugin.analysis.hash_rollout_preview import (
     GATED,
     HASH_SYMBOLS,
     READY,

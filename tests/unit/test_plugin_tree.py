@@ -1,5 +1,5 @@
-"""``kubectl lws tree``'s model (``logic.group_tree``) and drawing, from hand-made objects
-labelled as either controller labels them."""
+"""``kubectl lws tree``'s model (``lws_operator.plugin.analysis.group_tree``) and drawing, from
+hand-made objects labelled as either controller labels them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
-from lws_operator.logic.group_tree import (
+from lws_operator.plugin.analysis.group_tree import (
     EXHAUSTED,
     NOT_READY,
     READY,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.pod_mutation import PodRejected, mutate_pod
+from lws_operator.logic.mutation.pod import PodRejected, mutate_pod
 
 P = "leaderworkerset.sigs.k8s.io/"
 NAME = P + "name"

@@ -1,5 +1,5 @@
-"""Resource quantities compared by value (``logic.quantity``) and the desired-vs-live check that
-uses them (found running upstream's
+"""Resource quantities compared by value (``logic.objects.quantity``) and the desired-vs-live check
+that uses them (found running upstream's
 samples: bare-integer and non-canonical quantities re-applied the leader
 StatefulSet on every pass)."""
 
@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.quantity import (
+from lws_operator.logic.objects.quantity import (
     MILLI,
     NANO,
     parse_quantity,
     quantity_unit,
     same_quantity,
 )
-from lws_operator.logic.reconcile import first_difference
+from lws_operator.logic.reconcile.decisions import first_difference
 from tests.unit.quantity_table import IN_RESOURCE_LIST, SINGLE
 
 

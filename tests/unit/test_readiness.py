@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import TEMPLATE_REVISION_HASH_LABEL
-from lws_operator.logic.readiness import (
+from lws_operator.logic.status.readiness import (
     confirmed_by_pods,
     group_ready,
     group_updated,

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.reconcile import (
+from lws_operator.logic.identity.revision import revision_key
+from lws_operator.logic.reconcile.decisions import (
     contains,
     controller_revision,
     decide_revision,
     owned_by,
     revision_for_key,
 )
-from lws_operator.logic.revision import revision_key
 
 HASH = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.plan import Apply, Delete, Patch, Then
-from lws_operator.logic.snapshot import Options
-from lws_operator.logic.status_pacing import LONGEST, QUIET
+from lws_operator.logic.reconcile.plan import Apply, Delete, Patch, Then
+from lws_operator.logic.reconcile.snapshot import Options
+from lws_operator.logic.status.pacing import LONGEST, QUIET
 from tests.unit.reconciler_world import (
     GATE,
     P,

@@ -1,7 +1,8 @@
 """Which unmutated pods a pass deletes so their StatefulSet recreates them through the pod
-webhook (``logic.recreation``), and the step that plans it (``logic.steps.recreate``): never
-while the webhook does not serve them, after a settle time, one group at a time per set, a
-global bound, at most three attempts per group, Events and the condition's message."""
+webhook (``logic.mutation.recreation``), and the step that plans it
+(``logic.mutation.recreate_step``): never while the webhook does not serve them, after a settle
+time, one group at a time per set, a global bound, at most three attempts per group, Events and
+the condition's message."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic import recreation
-from lws_operator.logic.plan import EMPTY, Delete, Record
-from lws_operator.logic.recreation import (
+from lws_operator.logic.mutation import recreate_step as recreate
+from lws_operator.logic.mutation import recreation
+from lws_operator.logic.mutation.recreation import (
     MAX_ATTEMPTS,
     MAX_IN_FLIGHT,
     REASON_NOT_RECREATED,
@@ -23,8 +24,9 @@ from lws_operator.logic.recreation import (
     decide,
     groups_of,
 )
-from lws_operator.logic.snapshot import Memory, Observed, Options
-from lws_operator.logic.steps import finish, recreate
+from lws_operator.logic.reconcile import finish_step as finish
+from lws_operator.logic.reconcile.plan import EMPTY, Delete, Record
+from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options
 
 P = "leaderworkerset.sigs.k8s.io/"
 NS = "team-a"

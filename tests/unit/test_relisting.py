@@ -1,7 +1,7 @@
-"""A relisting replaces a watch cache's store (``logic.relisting``, ``kube.watch._replace``):
-what the listing lacks is delivered as a deletion, through the watch's DELETED path (a pod's
-tombstone, the owner woken, a departed set remembered), and what changed as an update; an
-object cached after the listing was taken (the answer to our own write) stays."""
+"""A relisting replaces a watch cache's store (``logic.runtime.relisting``,
+``kube.watch._replace``): what the listing lacks is delivered as a deletion, through the watch's
+DELETED path (a pod's tombstone, the owner woken, a departed set remembered), and what changed as an
+update; an object cached after the listing was taken (the answer to our own write) stays."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from lws_operator.api.constants import NAME_LABEL
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
-from lws_operator.logic.relisting import Held, deleted, stale
+from lws_operator.logic.runtime.relisting import Held, deleted, stale
 
 
 def h(name: str, uid: str = "", version: int | None = 5) -> Held:

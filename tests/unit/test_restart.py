@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.restart import (
+from lws_operator.logic.failures.restart import (
     apply_unschedulable,
     pending_state,
     plan_recreations,

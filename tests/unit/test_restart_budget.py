@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.restart import Recreation
-from lws_operator.logic.restart_budget import (
+from lws_operator.logic.failures.restart import Recreation
+from lws_operator.logic.failures.restart_budget import (
     CLEANUP_FINALIZER,
     RestartLimits,
     apply_degraded,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.revision import (
+from lws_operator.logic.identity.revision import (
     apply_revision,
     canonical_json,
     fnv1_32,

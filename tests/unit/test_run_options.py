@@ -11,7 +11,7 @@ import pytest
 
 from lws_operator.__main__ import _add_run, main
 from lws_operator.api.config import ConfigError
-from lws_operator.logic.leaderelection import Timings
+from lws_operator.logic.runtime.leaderelection import Timings
 from lws_operator.options import RunOptions, load_config, resolve
 
 HEAD = "apiVersion: config.lws.x-k8s.io/v1alpha1\nkind: Configuration\n"

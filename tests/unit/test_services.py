@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from e2e.harness.builder import LeaderWorkerSet
-from lws_operator.logic.services import (
+from lws_operator.logic.workloads.services import (
     controller_reference,
     replica_service,
     shared_service,

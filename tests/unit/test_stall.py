@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.stall import (
+from lws_operator.logic.rollout.stall import (
     REASON_ROLLOUT_STALLED,
     Stall,
     apply_stall,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from e2e.harness.builder import LeaderWorkerSet
-from lws_operator.logic.revision import apply_revision, revision_patch
-from lws_operator.logic.statefulsets import (
+from lws_operator.logic.identity.revision import apply_revision, revision_patch
+from lws_operator.logic.workloads.statefulsets import (
     exclusive_topology_key,
     leader_max_unavailable,
     leader_statefulset,

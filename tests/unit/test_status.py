@@ -18,8 +18,8 @@ from lws_operator.api.constants import (
     TEMPLATE_REVISION_HASH_LABEL,
     WORKER_INDEX_LABEL,
 )
-from lws_operator.logic.events import Event
-from lws_operator.logic.status import (
+from lws_operator.logic.objects.events import Event
+from lws_operator.logic.status.set_status import (
     GroupCounts,
     StatusError,
     compute_status,

@@ -1,15 +1,15 @@
 """A deferred status write through the controller's real pass (``LeaderWorkerSetReconciler``,
 runner and executor): the pass that defers makes no request and asks to be looked at again
 when the write is due; the pass then writes the counters of that moment; a set deleted
-meanwhile leaves nothing pending and its due pass writes nothing (logic.status_pacing)."""
+meanwhile leaves nothing pending and its due pass writes nothing (logic.status.pacing)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
-from lws_operator.logic.snapshot import Memory
-from lws_operator.logic.status_pacing import LONGEST
+from lws_operator.logic.reconcile.snapshot import Memory
+from lws_operator.logic.status.pacing import LONGEST
 from tests.unit.reconciler_world import CLOCK, NOW, World, at_rest, built_world, manifest
 
 

@@ -1,4 +1,4 @@
-"""When the status is written (``logic.status_pacing``): a condition, the observed generation, the
+"""When the status is written (``logic.status.pacing``): a condition, the observed generation, the
 HPA selector or a pass's Event at once; the group counters alone ``LONGEST`` seconds after the
 first deferred change while the set is not Available (the Available write carries them), or once
 they have been still for ``QUIET`` seconds when it is."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.status_pacing import (
+from lws_operator.logic.status.pacing import (
     LONGEST,
     QUIET,
     SLACK,

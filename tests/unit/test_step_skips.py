@@ -1,4 +1,4 @@
-"""The steps the runner skips by a set's configuration (``logic.steps.pipeline.NEEDED``) would
+"""The steps the runner skips by a set's configuration (``logic.reconcile.pipeline.NEEDED``) would
 have planned nothing: every step of passes over sets of each configuration is run, skipped or
 not, and a step the table calls unneeded must return an empty plan. Each skippable step also
 plans something where it is needed, so a skip that covered too much would fail here."""
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.plan import EMPTY, Plan
-from lws_operator.logic.snapshot import Observed, Options
-from lws_operator.logic.steps.pipeline import NEEDED, Step, needed, skipped
+from lws_operator.logic.reconcile.pipeline import NEEDED, Step, needed, skipped
+from lws_operator.logic.reconcile.plan import EMPTY, Plan
+from lws_operator.logic.reconcile.snapshot import Observed, Options
 from tests.unit.reconciler_world import (
     GATE,
     World,

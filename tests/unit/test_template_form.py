@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.quantity import parse_quantity
-from lws_operator.logic.revision import canonical_json, revision_patch, template_difference
-from lws_operator.logic.template_form import ABSENT, normal_form
+from lws_operator.logic.identity.revision import canonical_json, revision_patch, template_difference
+from lws_operator.logic.identity.template_form import ABSENT, normal_form
+from lws_operator.logic.objects.quantity import parse_quantity
 
 CONTAINER = {"name": "m", "image": "nginx:1"}
 _GO_HEAD = ('{"spec":{"leaderWorkerTemplate":{"$patch":"replace",'

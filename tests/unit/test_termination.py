@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.termination import worker_sets_to_stop
+from lws_operator.logic.failures.termination import worker_sets_to_stop
 
 P = "leaderworkerset.sigs.k8s.io/"
 

@@ -8,7 +8,7 @@ import ssl
 
 from lws_operator.admission.server import ServingTLS
 from lws_operator.api.config import load
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 HEAD = "apiVersion: config.lws.x-k8s.io/v1alpha1\nkind: Configuration\n"
 

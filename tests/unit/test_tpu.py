@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.tpu import (
+from lws_operator.logic.mutation.tpu import (
     add_tpu_env,
     container_requests_tpus,
     pod_requests_tpus,

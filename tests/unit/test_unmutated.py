@@ -8,16 +8,21 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.events import Event
-from lws_operator.logic.stall import REASON_ROLLOUT_STALLED, apply_stall, find_stall, unstall_view
-from lws_operator.logic.status import StatusError, compute_status
-from lws_operator.logic.unmutated import (
+from lws_operator.logic.mutation.unmutated import (
     REASON_PODS_NOT_MUTATED,
     apply_unmutated,
     missing_labels,
     not_mutated_message,
     split,
 )
+from lws_operator.logic.objects.events import Event
+from lws_operator.logic.rollout.stall import (
+    REASON_ROLLOUT_STALLED,
+    apply_stall,
+    find_stall,
+    unstall_view,
+)
+from lws_operator.logic.status.set_status import StatusError, compute_status
 
 P = "leaderworkerset.sigs.k8s.io/"
 NAME, GROUP, KEY, WORKER = P + "name", P + "group-index", P + "group-key", P + "worker-index"

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.volcano import format_quantity, parse_quantity, pod_group, pod_requests
+from lws_operator.logic.placement.volcano import (
+    format_quantity,
+    parse_quantity,
+    pod_group,
+    pod_requests,
+)
 
 P = "leaderworkerset.sigs.k8s.io/"
 

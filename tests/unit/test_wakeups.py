@@ -1,4 +1,4 @@
-"""Which pod news may wait a second for its pass (``logic.wakeups``)."""
+"""Which pod news may wait a second for its pass (``logic.workloads.wakeups``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import NAME_LABEL, WORKER_INDEX_LABEL
-from lws_operator.logic.restart_budget import CLEANUP_FINALIZER
-from lws_operator.logic.wakeups import (
+from lws_operator.logic.failures.restart_budget import CLEANUP_FINALIZER
+from lws_operator.logic.workloads.wakeups import (
     can_wait,
     completes_workers,
     controller_name,
@@ -36,7 +36,7 @@ READY = {"conditions": [{"type": "Ready", "status": "True"}],
     (pod(spec={"nodeName": ""}, status={"phase": "Pending"}), True),
     (pod(status={"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}), True),
-    (pod(index=None), True),  # never mutated: judged over a minute (logic.unmutated)
+    (pod(index=None), True),  # never mutated: judged over a minute (logic.mutation.unmutated)
     (pod("0"), False),
     (pod("0", status=READY), False),
     (pod(meta={"deletionTimestamp": "2026-12-02T00:00:00Z"}), False),

@@ -2,7 +2,7 @@
 ``_changed``): an event that changes nothing the cache keeps of an object but its
 resourceVersion wakes none; a set's own events and deletions wake one at once; the other
 events of its children join one pass a short window later, or a second later for a worker pod's
-routine news (``logic.wakeups``). Nothing here reaches an API server;
+routine news (``logic.workloads.wakeups``). Nothing here reaches an API server;
 the queue runs on a manual clock."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from lws_operator.kube.client import (
     limit_tls_read_buffer,
     set_read_size,
 )
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 LINES = 3
 

@@ -1,4 +1,4 @@
-"""Whether our pod webhook's configuration entry serves a pod (``logic.webhook_scope``): rules,
+"""Whether our pod webhook's configuration entry serves a pod (``logic.mutation.scope``): rules,
 namespaceSelector and objectSelector as the API server matches them, and "no" wherever the
 operator cannot be sure."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lws_operator.admission import registration
-from lws_operator.logic.webhook_scope import (
+from lws_operator.logic.mutation.scope import (
     pod_scope,
     pod_webhook_entry,
     rule_covers_pod_create,
@@ -114,7 +114,7 @@ def test_rule_covers_pod_create(rule: dict[str, Any], expected: bool) -> None:
         (hook(rules=[]), "team-a", POD, False, "no rule for pod creation"),
         (hook(matchConditions=[{"name": "x", "expression": "true"}]), "team-a", POD, False,
          "matchConditions"),
-        # The failure policy does not change the answer (``logic.webhook_scope``).
+        # The failure policy does not change the answer (``logic.mutation.scope``).
         (hook(failurePolicy="Ignore"), "team-a", POD, True, ""),
     ],
 )

@@ -15,7 +15,7 @@ import pytest_asyncio
 from lws_operator.admission import registration
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.certs import MUTATING, SECRET, VALIDATING
-from lws_operator.logic import certs
+from lws_operator.logic.runtime import certs
 
 
 class _Kube:

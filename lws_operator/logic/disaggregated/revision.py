@@ -28,8 +28,8 @@ order across the whole PodSpec tree, ``omitempty`` rules, zero values of non-poi
 written out. Reproducing it byte for byte would mean carrying the field order and the omission
 rule of every Kubernetes core type, for every Kubernetes release, and would still break on a
 field our types do not know. So the bytes hashed here are Python's canonical JSON (sorted keys,
-compact separators, UTF-8), the same as the LeaderWorkerSet revision's (``logic.revision``), and
-the values differ from the Go controller's.
+compact separators, UTF-8), the same as the LeaderWorkerSet revision's
+(``logic.identity.revision``), and the values differ from the Go controller's.
 
 The difference only matters when a DisaggregatedSet made by the Go controller is taken over: its
 children carry the Go revision, our hash is on none of them, and a naive controller would start a
@@ -37,7 +37,8 @@ full rollout for an unchanged spec. :func:`adopted_revision` prevents that by co
 owned child carries our revision and one revision's owned children hold, role for role, the same
 templates (and group identity) as the spec, that revision is the target, with its names kept.
 The comparison undoes what the builder adds (the system labels, the placement terms) and compares
-normal forms (``logic.template_form``), so the two JSON renderings of the same templates agree.
+normal forms (``logic.identity.template_form``), so the two JSON renderings of the same
+templates agree.
 
 Upstream quirk kept or fixed: reordering ``spec.roles`` changes the hash. With adoption by
 content a pure reorder finds the running revision matching role for role, so it no longer rolls
@@ -65,8 +66,8 @@ from lws_operator.api.view import metadata
 from lws_operator.logic.disaggregated.names import APP_LABEL
 from lws_operator.logic.disaggregated.placement import without_placement
 from lws_operator.logic.disaggregated.slices import owned, revision_label, role_of
-from lws_operator.logic.revision import canonical_json
-from lws_operator.logic.template_form import first_difference, normal_form
+from lws_operator.logic.identity.revision import canonical_json
+from lws_operator.logic.identity.template_form import first_difference, normal_form
 
 # Fields outside ``leaderWorkerTemplate`` that are immutable on a LeaderWorkerSet, with the value
 # that means the same as absent (None: any value means something).

@@ -71,9 +71,9 @@ from lws_operator.logic.disaggregated.rollout_inputs import rollout_inputs
 from lws_operator.logic.disaggregated.scale_up import NewLws, revision_stable, scale_up_new
 from lws_operator.logic.disaggregated.services import plan_services
 from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
-from lws_operator.logic.events import Event
-from lws_operator.logic.objects import meta_of, name_of
-from lws_operator.logic.plan import (
+from lws_operator.logic.objects.events import Event
+from lws_operator.logic.objects.meta import meta_of, name_of
+from lws_operator.logic.reconcile.plan import (
     EMPTY,
     Action,
     Common,

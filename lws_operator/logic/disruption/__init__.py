@@ -1,0 +1,1 @@
+"""The group disruption budget: may a pod be evicted now, and the reservations replicas share."""

@@ -1,0 +1,1 @@
+"""Failures and restarts: restart policies, the restart budget and backoff, pod termination."""

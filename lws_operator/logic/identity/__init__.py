@@ -1,0 +1,1 @@
+"""Group identity and revisions: group keys, template revisions, Hash-mode group identity."""

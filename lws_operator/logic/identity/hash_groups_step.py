@@ -1,0 +1,50 @@
+"""Steps of Hash group identity only (``logic.identity.hash_groups``); empty plans for Ordinal sets.
+
+* ``admit``: the restart counts that move to admitted leaders, then (without native gang
+  scheduling, whose provider lifts gates once the PodGroups exist) the gates of the leaders
+  admitted by the ``prepare`` of ``logic.rollout.leader_step``.
+* ``readiness``: each gated leader's ``group-ready`` condition follows its worker StatefulSet
+  (strategic merge on the status subresource: the other conditions are the kubelet's).
+"""
+
+from __future__ import annotations
+
+from lws_operator.logic.identity.hash_groups import group_ready_condition, readiness_updates
+from lws_operator.logic.objects.meta import meta_of, name_of
+from lws_operator.logic.placement import gang
+from lws_operator.logic.reconcile.plan import (
+    EMPTY,
+    GONE_OR_CHANGED_SKIP,
+    Action,
+    Common,
+    Patch,
+    Plan,
+    core,
+)
+from lws_operator.logic.reconcile.snapshot import Observed
+from lws_operator.logic.reconcile.writes import counts_patch, ungate
+
+
+def admit(obs: Observed) -> Plan:
+    admission = obs.decided.admission
+    if not obs.lws.hashed or admission is None:
+        return EMPTY
+    actions: list[Action] = []
+    if admission.counts is not None:
+        actions.append(counts_patch(obs, admission.counts))
+    if gang.level_of(obs.body) is None:
+        actions += [ungate(dict(leader)) for leader in admission.ungate]
+    return Plan(tuple(actions))
+
+
+def readiness(obs: Observed) -> Plan:
+    if not obs.lws.hashed:
+        return EMPTY
+    return Plan(tuple(
+        Patch(core(str(meta_of(change.leader).get("namespace")), "pods", "Pod"),
+              name_of(change.leader),
+              {"metadata": {"resourceVersion": meta_of(change.leader).get("resourceVersion")},
+               "status": {"conditions": [group_ready_condition(change.ready, obs.moment)]}},
+              strategic=True, subresource="status", common=Common(policy=GONE_OR_CHANGED_SKIP))
+        for change in readiness_updates(obs.leaders, obs.statefulsets,
+                                        obs.confirmed_workers)))

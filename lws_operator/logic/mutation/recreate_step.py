@@ -1,0 +1,55 @@
+"""Step: recreate the set's unmutated pods once the pod webhook serves them
+(``logic.mutation.recreation`` decides which group, if any): delete them with UID preconditions, so
+their StatefulSet creates them again through the webhook. The decision's state goes into the
+set's ``Memory`` (the status step's condition message reads its note)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lws_operator.logic.mutation import recreation
+from lws_operator.logic.objects.meta import meta_of, name_of
+from lws_operator.logic.reconcile.plan import (
+    EMPTY,
+    GONE_OR_CHANGED_SKIP,
+    Action,
+    Common,
+    Delete,
+    Plan,
+    Record,
+    core,
+    earliest,
+)
+from lws_operator.logic.reconcile.snapshot import Observed
+
+
+def step(obs: Observed) -> Plan:
+    held = obs.memory.recreation
+    unmutated = obs.unmutated_pods
+    if not unmutated and held is None:
+        return EMPTY  # nearly every pass: every pod admitted, nothing remembered
+    key = (obs.lws.namespace, obs.lws.name)
+    others = len(obs.options.recreating - {key})
+    decision = recreation.decide(obs.lws.namespace, obs.lws.name, unmutated, obs.all_pods,
+                                 obs.statefulsets, obs.options.pod_webhook, held, others,
+                                 obs.clock)
+    target = core(obs.lws.namespace, "pods", "Pod")
+    actions: list[Action] = []
+    for i, pod in enumerate(decision.delete):
+        actions.append(Delete(
+            target, name_of(pod), str(meta_of(pod).get("uid")),
+            common=Common(
+                events=decision.events if i == 0 else (), policy=GONE_OR_CHANGED_SKIP,
+                log=(f"deleting pod {name_of(pod)} (created without the pod webhook) so that "
+                     "its StatefulSet recreates it through the webhook"),
+                group=decision.group)))
+    if not decision.delete:
+        actions.extend(Record(e) for e in decision.events)
+    if decision.state == held and decision.requeue_after is None and not actions:
+        return EMPTY
+    # The requeue travels to the status step, whose requeue is the pass's.
+    decided = replace(obs.decided, requeue=earliest(obs.decided.requeue,
+                                                    decision.requeue_after))
+    if decision.state != held:
+        decided = replace(decided, memory=replace(obs.memory, recreation=decision.state))
+    return Plan(tuple(actions), carry=decided)

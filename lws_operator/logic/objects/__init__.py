@@ -1,0 +1,1 @@
+"""Kubernetes objects as the API sends them: metadata readers, quantities, Events as data."""

@@ -1,0 +1,1 @@
+"""Placement and gangs: exclusive topology, native gang scheduling, volcano, scheduler providers."""

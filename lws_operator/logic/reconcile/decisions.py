@@ -1,0 +1,200 @@
+"""Decisions of one LeaderWorkerSet pass that are not about rollout pacing or status.
+
+* Which revision is current, and whether this pass must create one (upstream's Reconcile
+(leaderworkerset_controller.go)).
+* Whether a desired object is already in place, so a pass that changes nothing writes nothing:
+  the desired object must be contained in the live one (the server adds defaults and status, so
+  equality would never hold), and resource quantities must have the same value, not the same
+  text (the server stores them in canonical form).
+* The ControllerRevision object itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lws_operator.api.constants import (
+    EVENT_ACTION_CREATE,
+    EVENT_TYPE_NORMAL,
+    KIND,
+    NAME_LABEL,
+    REASON_CREATING_REVISION,
+    TEMPLATE_REVISION_HASH_LABEL,
+)
+from lws_operator.api.view import LeaderWorkerSetLike as LWS
+from lws_operator.api.view import lws_view, revision_of
+from lws_operator.logic.identity.revision import (
+    canonical_json,
+    revision_key,
+    revision_name,
+    revision_patch,
+    template_difference,
+)
+from lws_operator.logic.objects.events import Event
+from lws_operator.logic.objects.quantity import quantity_unit, same_quantity
+from lws_operator.logic.reconcile.memo import Memo
+from lws_operator.logic.rollout.adoption import rolled_out
+from lws_operator.logic.workloads.services import lws_reference
+
+
+def contains(desired: Any, live: Any) -> bool:
+    """True if every field of ``desired`` has the same value in ``live``.
+
+    Maps may have extra keys in ``live`` (server defaults); lists must have the same length and
+    contain each other element-wise (their order is meaningful in Kubernetes objects).
+    """
+    return first_difference(desired, live) is None
+
+
+def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
+    """The path of the first field of ``desired`` that ``live`` lacks or holds differently
+    (``.`` for the whole object), or None when ``live`` contains ``desired``.
+
+    Resource quantities are compared by value (``logic.objects.quantity``): the server stores them
+    in canonical form (``4`` as ``"4"``, ``"1024Mi"`` as ``"1Gi"``), the desired object holds the
+    template's values as written."""
+    return _difference(desired, live, path, ())
+
+
+def _difference(desired: Any, live: Any, path: str, keys: tuple[str, ...]) -> str | None:
+    if isinstance(desired, Mapping):
+        if not isinstance(live, Mapping):
+            return path or "."
+        for key, value in desired.items():
+            if value is None:
+                continue
+            if key not in live:
+                if _omitted_when_empty(value):
+                    continue
+                return f"{path}.{key}"
+            found = _difference(value, live[key], f"{path}.{key}", (*keys, str(key)))
+            if found is not None:
+                return found
+        return None
+    if isinstance(desired, list):
+        if not isinstance(live, list) or len(desired) != len(live):
+            return path or "."
+        for i, (d, x) in enumerate(zip(desired, live, strict=True)):
+            found = _difference(d, x, f"{path}[{i}]", keys)
+            if found is not None:
+                return found
+        return None
+    unit = quantity_unit(keys)
+    if unit is not None:
+        return None if same_quantity(desired, live, unit) else path or "."
+    return None if desired == live else path or "."
+
+
+def _omitted_when_empty(value: Any) -> bool:
+    """Whether the API server may drop ``value`` from what it stores: an empty string, list or
+    map, or false, in an ``omitempty`` field (a container's ``args: []``, an env var's
+    ``value: ""``). Comparing it with the missing key as a difference made every pass re-apply
+    the leader StatefulSet or Deployment of a set whose template held one (found by the
+    bad-input fuzzing)."""
+    return value is False or (isinstance(value, (str, list, Mapping)) and len(value) == 0)
+
+
+def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
+    """The revision labelled with ``key`` (the highest ``revision`` number if several)."""
+    matching = [r for r in revisions if revision_of(r) == key]
+    return max(matching, key=lambda r: int(r.get("revision") or 0), default=None)
+
+
+def controller_revision(lws: LWS, key: str,
+                        revisions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A ControllerRevision holding ``lws``'s current templates, labelled ``key``, numbered one
+    above the highest existing revision."""
+    meta = lws_view(lws).meta
+    number = 1 + max((int(r.get("revision") or 0) for r in revisions), default=0)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": revision_name(str(meta.get("name")), key, number),
+            "namespace": meta.get("namespace"),
+            "labels": {NAME_LABEL: meta.get("name"), TEMPLATE_REVISION_HASH_LABEL: key},
+            "ownerReferences": [lws_reference(lws)],
+        },
+        "data": revision_patch(lws),
+        "revision": number,
+    }
+
+
+@dataclass(frozen=True)
+class RevisionDecision:
+    """The current revision key, the revision to create first (if any), and whether this pass
+    is a template update (the rollout's ``lws_updated``)."""
+
+    current_key: str
+    create: dict[str, Any] | None
+    updated: bool
+    events: tuple[Event, ...] = ()
+
+
+def _template_difference(lws: LWS, stored: Mapping[str, Any]) -> str | None:
+    """Where the stored revision and ``lws``'s templates differ; None when it describes them:
+    identical bytes, or the same templates however each was written (another controller's
+    JSON, ``logic.identity.template_form``)."""
+    patch = stored.get("data") or {}
+    if canonical_json(patch) == canonical_json(revision_patch(lws)):
+        return None
+    return template_difference(lws, dict(patch))
+
+
+def _revision_event(note: str) -> Event:
+    return Event(REASON_CREATING_REVISION, EVENT_TYPE_NORMAL, EVENT_ACTION_CREATE, note)
+
+
+def decide_revision(lws: LWS, leader_sts: Mapping[str, Any] | None,
+                    revisions: list[Mapping[str, Any]],
+                    workers: Iterable[Mapping[str, Any]] = (),
+                    memo: Memo | None = None) -> RevisionDecision:
+    """Upstream's Reconcile (leaderworkerset_controller.go): ensure a revision exists for the
+    leader StatefulSet's key, then detect
+    a template update against it. ``leader_sts`` is the leader StatefulSet (or Deployment),
+    ``workers`` the worker StatefulSets, which tell whether the key is rolled out completely.
+    ``memo`` keeps the hashing of the templates for the same ``lws`` object
+    (``logic.reconcile.memo``)."""
+    memo = memo or Memo()
+    view = lws_view(lws)
+    computed = memo.get("revision_key", (lws,), lambda: revision_key(view))
+    sts_key = revision_of(leader_sts)
+    if leader_sts is None or not sts_key:
+        if revision_for_key(revisions, computed) is not None:
+            return RevisionDecision(computed, None, False)
+        note = f"Creating revision with key {computed} for a newly created {KIND}"
+        return RevisionDecision(computed, controller_revision(view, computed, revisions), False,
+                                (_revision_event(note),))
+    stored = revision_for_key(revisions, sts_key)
+    if stored is None:
+        # A leader StatefulSet whose revision is gone (or made by another hash algorithm):
+        # record the current templates under its key, as upstream does.
+        note = f"Creating missing revision with key {sts_key} for existing {KIND}"
+        return RevisionDecision(sts_key, controller_revision(view, sts_key, revisions), False,
+                                (_revision_event(note),))
+    difference = memo.get("template_difference", (lws, stored),
+                          lambda: _template_difference(view, stored))
+    if difference is None:
+        return RevisionDecision(sts_key, None, False)
+    if rolled_out(view, sts_key, leader_sts, workers):
+        # The previous controller rolled this very spec out (logic.rollout.adoption): the stored
+        # revision is another rendering of the live templates. Record them under its key (the
+        # highest revision of a key is the one used), so later passes compare exactly.
+        note = (f"Creating revision with key {sts_key} for the rolled-out templates of existing "
+                f"{KIND} (stored differently at {difference})")
+        return RevisionDecision(sts_key, controller_revision(view, sts_key, revisions), False,
+                                (_revision_event(note),))
+    if revision_for_key(revisions, computed) is not None:
+        return RevisionDecision(computed, None, True)  # e.g. back to an earlier template
+    note = f"Creating revision with key {computed} for updated LWS"
+    return RevisionDecision(computed, controller_revision(view, computed, revisions), True,
+                            (_revision_event(note),))
+
+
+def owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    """Whether ``owner`` (by UID) is ``obj``'s controller."""
+    uid = (owner.get("metadata") or {}).get("uid")
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("controller") and r.get("uid") == uid for r in refs)

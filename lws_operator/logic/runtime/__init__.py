@@ -1,0 +1,2 @@
+"""The operator's own machinery, decided purely: webhook certificates, leader election,
+relisting."""

@@ -1,0 +1,134 @@
+"""When a LeaderWorkerSet's status is written: at once, or a little later with the counters of
+that moment (one write per set per meaningful change, not one per watch event).
+
+A pass computes the whole desired status (``logic.status.set_status`` and the conditions over it)
+and the status step used to write it whenever it differed from the stored one. During a create or a
+rollout the group counters (``replicas``, ``readyReplicas``, ``updatedReplicas``) move with every
+leader pod created, every group that starts, turns Ready or is replaced, so a set of five groups
+was written about ten times on create and twenty on rollout, far more than upstream's
+controller, which sees only its StatefulSets' status and so reconciles less often. Nothing waits
+on each of those steps:
+
+* every condition (Available, Progressing, UpdateInProgress, RolloutStalled, ...), the
+  ``observedGeneration`` and the ``hpaPodSelector`` are what ``kubectl wait``, GitOps health
+  checks and the scale subresource's readers act on: a difference in any of them is written at
+  once, together with the counters of that moment. So is a pass's Event (a condition's
+  change, in practice): it tells of the status of now, and rides on the write;
+* a difference in the counters alone is deferred, and written with the counters of the moment
+  the write is made, never later than ``LONGEST`` seconds after the first deferred change
+  (HPA reads the scale subresource every 15 s by default and takes the current replicas from
+  its spec; ``kubectl get`` shows readyReplicas and updatedReplicas). How much sooner depends
+  on whether a condition write is still to come:
+
+  - while the set is not Available, one is: Available when the last group turns Ready (or
+    Progressing's fall on a stall or a passed deadline), and it carries the counters of then.
+    The counters of a create or a rollout move every second or two and only go still when
+    that write is made, so a quiet spell means nothing here (under load, passes and readiness
+    come in bursts with pauses of several seconds between them): they wait ``LONGEST``;
+  - once the set is Available, a counters change (a surge group reclaimed after the rollout,
+    a scale-down) is the last of its kind for a while: it is written once the counters have
+    been still for ``QUIET`` seconds.
+
+* ``readyReplicas`` leaving zero is written at once only when a controller acts on it: a
+  DisaggregatedSet creates a role's Services once every role has a Ready group. Anything else
+  that serves reads the pods' readiness, not this counter, which waits like the others.
+
+The deferral is the controller's memory (``logic.reconcile.snapshot.Memory``), and losing it is
+harmless: a new leader, or a restarted operator, computes the same desired status and either writes
+it or starts a new deferral, so the stored status is never more than ``LONGEST`` seconds (plus a
+pass) behind the counters. The status step asks to be looked at again when the deferral is due
+(``Plan.requeue_after``), so the last change of a set that has gone quiet is written too. The
+clock is an input, never read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lws_operator.api.constants import CONDITION_AVAILABLE
+
+# The status fields whose change alone may wait.
+COUNTERS: Final = ("replicas", "readyReplicas", "updatedReplicas")
+QUIET: Final = 3.0  # seconds an Available set's counters must be still before a deferred write
+LONGEST: Final = 10.0  # seconds after the first deferred change a write happens regardless
+# A pass this close to the due time writes: the work queue's timer and the pass's clock are
+# different clocks, and a pass a hair early must not schedule one more only to write then.
+SLACK: Final = 0.05
+
+
+@dataclass(frozen=True)
+class Deferral:
+    """A counters-only change not written yet: when the first one was seen (``since``), when
+    the counters last moved (``moved``) and what they were then (``counters``)."""
+
+    since: float
+    moved: float
+    counters: tuple[Any, ...]
+
+    def due(self, settled: bool) -> float:
+        """When to write: ``QUIET`` after the last move too once the set is ``settled``
+        (Available; module docstring)."""
+        longest = self.since + LONGEST
+        return min(self.moved + QUIET, longest) if settled else longest
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """Whether to write the desired status now, the deferral to remember instead (None:
+    nothing pending), and in how many seconds to look again for it."""
+
+    write: bool
+    deferral: Deferral | None = None
+    recheck_after: float | None = None
+
+
+NOTHING_TO_WRITE: Final = Pacing(False)
+WRITE_NOW: Final = Pacing(True)
+
+
+def counters_of(status: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(status.get(k) for k in COUNTERS)
+
+
+def only_counters_differ(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    """Whether ``desired`` and ``observed`` differ, and only in ``COUNTERS``."""
+    if counters_of(desired) == counters_of(observed):
+        return False
+    keys = (desired.keys() | observed.keys()).difference(COUNTERS)
+    return all(desired.get(k) == observed.get(k) for k in keys)
+
+
+def available(status: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == CONDITION_AVAILABLE and c.get("status") == "True"
+               for c in status.get("conditions") or () if isinstance(c, Mapping))
+
+
+def _serving_started(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
+    """Whether ``readyReplicas`` leaves zero (module docstring); absent counts as zero."""
+    return bool(desired.get("readyReplicas")) and not observed.get("readyReplicas")
+
+
+def pace(desired: Mapping[str, Any], observed: Mapping[str, Any], clock: float,
+         deferral: Deferral | None, *, events: bool = False,
+         serving_read: bool = False) -> Pacing:
+    """The decision for one pass (module docstring): ``desired`` is the status the pass
+    computed, ``observed`` the stored one, ``deferral`` what the previous passes deferred;
+    ``events``: the pass has Events to record with the write; ``serving_read``: a controller
+    acts on the first Ready group (the set belongs to a DisaggregatedSet)."""
+    if desired == observed:
+        return NOTHING_TO_WRITE
+    if events or not only_counters_differ(desired, observed):
+        return WRITE_NOW
+    if serving_read and _serving_started(desired, observed):
+        return WRITE_NOW
+    counters = counters_of(desired)
+    if deferral is None or deferral.since > clock:  # nothing pending, or the clock went back
+        deferral = Deferral(clock, clock, counters)
+    elif deferral.counters != counters:
+        deferral = Deferral(deferral.since, clock, counters)
+    wait = deferral.due(available(desired)) - clock
+    if wait <= SLACK:
+        return WRITE_NOW
+    return Pacing(False, deferral, wait)

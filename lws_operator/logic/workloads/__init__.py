@@ -1,0 +1,1 @@
+"""The objects a set's groups run in: leader and worker StatefulSets, headless Services."""
