@@ -148,7 +148,7 @@ run: venv ## run the operator locally against $(CLUSTER_DIR) (webhooks on 127.0.
 run-starts: venv ## `make run` right after `kubectl apply -f crds/`, 20 times: it must never exit
 	CLUSTER_DIR=$(CLUSTER_DIR) bash hack/run_starts.sh
 
-# The Helm chart, the image's lock files (see README "Install with Helm").
+# The Helm chart, the image's lock files (see docs/helm.md).
 HELM_VERSION := $(shell sed -n 's/^HELM_VERSION=//p' e2e/cluster/versions.env)
 HELM := $(or $(LWS_CACHE),$(HOME)/.cache/lws-operator)/helm/v$(HELM_VERSION)/bin/helm
 CHART := charts/lws-operator

@@ -8,7 +8,7 @@ directory under ``.cluster/`` and stops at the end (set ``LWS_KEEP_CLUSTER=1`` t
 next run, which then starts in well under a second). Unmarked tests get no cluster.
 
 ``LWS_E2E_KUBECONFIG=/path/to/kubeconfig`` runs every cluster test against an existing cluster
-instead (for example kind with kwok, see the README); nothing is started or stopped then.
+instead (for example kind with kwok, see docs/control-plane.md); nothing is started or stopped then.
 
 Fixtures live here; whatever a test imports (the cluster registry, the builder, the launcher,
 the waits) comes from the harness package ``e2e.harness``, never from this module.

@@ -1,7 +1,7 @@
 """JSON read and written with orjson, falling back to the standard library where orjson refuses.
 
 Every watch event, API answer and admission review is decoded, and every admission answer
-encoded: orjson takes about a third to a half of the standard library's time on a pod. What it
+encoded: orjson takes a fraction of the standard library's time on a pod. What it
 refuses goes through the standard library, so values and answers are the same as before: NaN
 literals and escaped lone surrogates are read, an unreadable body gets the standard library's
 message, and strings orjson cannot write (lone surrogates) are escaped. One difference cannot

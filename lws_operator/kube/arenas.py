@@ -4,9 +4,9 @@ processes it starts.
 glibc gives each thread that allocates an arena of its own, up to eight per core, and memory
 freed in one arena is reused only by the threads allocating there. The operator's threads (its
 event loop, kopf's per controller, the default executor's) each grew one, so its resident
-memory was the sum of their high-water marks. Measured with the cold-start benchmark at 5,000
-pods when the image set ``MALLOC_ARENA_MAX=2``: 148 MiB at rest and 157 MiB peak with it, 163
-and 163 without. The image sets the variable; ``lws-operator run`` sets the same limit itself
+memory was the sum of their high-water marks; two arenas lower it at rest and at the peak
+(docs/performance.md, "Memory").
+The image sets the variable; ``lws-operator run`` sets the same limit itself
 when nothing did, so an operator started any other way (a wheel installed by hand, a chart with
 another image, the benchmarks) runs the same, and so do its children (the admission process and
 the certificate planner inherit the variable).
@@ -16,9 +16,8 @@ unmapped on its own, but freeing one raises the threshold, up to 32 MiB, so the 
 buffers (a LIST's body, its decoded pages, the read buffers of a burst of answers) come from the
 heap instead, and the heap keeps what they leave behind. ``trim_freed_memory`` fixes both
 thresholds at 128 KiB (setting either stops the raising, ``mallopt(3)``): large buffers are
-unmapped when freed and a heap top above 128 KiB free is given back. Measured with 5,000 pods
-listed and cached three times over (chunks of 500, decoded with orjson): 59.1 MiB resident at the
-end and 60.2 at the peak by default, 50.2 and 58.1 with it, in no more CPU time.
+unmapped when freed and a heap top above 128 KiB free is given back: less resident memory
+after large listings, in no more CPU time (docs/performance.md, "Memory").
 """
 
 from __future__ import annotations

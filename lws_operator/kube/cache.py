@@ -105,8 +105,8 @@ def shared(obj: Mapping[str, Any]) -> dict[str, Any]:
 
     Each watch event is decoded on its own, so every cached object held its own copies of the
     same keys ("lastTransitionTime", "ownerReferences") and values ("True", the set's name, a
-    timestamp): more than half of a cached pod's memory (measured: a Running pod of the cold
-    start benchmark, 11.2 kB cached as decoded, 4.8 kB interned). Dicts and lists are new, so
+    timestamp): more than half of a cached pod's memory (docs/performance.md, "The watch
+    cache"). Dicts and lists are new, so
     the cached object shares no container with ``obj``; immutable leaves are shared."""
     out = {}
     for key, value in obj.items():
@@ -129,8 +129,8 @@ def shared(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 # The JSON leaves besides strings: no Mapping, and asking ``isinstance(value, Mapping)`` of each
 # went through the ABC's ``__instancecheck__``, a Python call per number, boolean and null (a
-# third of ``shared``'s time on a pod, measured; the ABC check was 4 % of the delete phase's
-# profile, where every pod is cached again for its deletionTimestamp).
+# large share of ``shared``'s time on a pod, and visible in the delete phase's profile, where
+# every pod is cached again for its deletionTimestamp; docs/performance.md).
 _LEAVES: Final = frozenset({int, float, bool, type(None)})
 
 

@@ -1,15 +1,15 @@
 """The webhook certificates' rotation plan, decided in a short-lived process of its own.
 
 ``logic.runtime.certs.plan`` parses, checks and makes certificates with ``cryptography``, whose Rust
-extension and modules keep about 10 MiB resident in whichever process imports them (measured:
-the operator's modules import in 59.7 MiB without it, 70.0 MiB with it), for a decision taken at
+extension and modules stay resident in whichever process imports them (the figure is in
+docs/performance.md), for a decision taken at
 start and then about once a day, when a renewal falls due or the Secret changes. So the operator
 process never imports it: ``OutOfProcessPlanner`` runs ``python -m
 lws_operator.kube.cert_planner`` (the same interpreter and package, as the admission child) with
 the plan's arguments, and reads the plan back. Both ends are this package, so the arguments and
 the plan travel pickled over the child's stdin and stdout.
 
-A child costs about a quarter of a second of CPU, so a question asked again gets the answer it
+A child costs CPU at every start, so a question asked again gets the answer it
 got: the plan for unchanged Secret data, policy and injection is the same until its
 ``next_check`` (the moment the clock alone can change it, ``logic.runtime.certs``), and a plan that
 changes nothing is all such a pass asks for. A plan that writes is never reused: a pass that
@@ -18,8 +18,8 @@ fails to write it plans afresh, as before.
 A plan that writes is followed by the question of the pass after it: the Secret holding what
 was written, with the caBundles injected or not yet. The child answers those too, with the same
 clock (``FOLLOW_UPS``), so the next pass finds its answer known instead of starting a second
-child at the moment the admission process has just started (a child is about 30 MiB resident
-while it lives, and the operator's memory is measured as the sum over its processes). The
+child at the moment the admission process has just started (a child holds memory of its own
+while it lives, and the operator's memory is counted as the sum over its processes). The
 answers are the ones a child asked then would give, by the rule above; an input that differs
 (another key in the Secret, a write that failed) asks a child as before.
 

@@ -8,7 +8,7 @@ never fails the pass that decided it.
 Recording never waits for the write either. ``record`` builds the Event (its ``eventTime`` is
 when the pass decided it), puts it in a bounded queue (``kube.event_queue``) and returns; a few
 senders, running while the controller does (``sending``), write the queue's Events through the
-same client, so the process-wide rate limiter still paces them. An Event write took 16-105 ms
+same client, so the process-wide rate limiter still paces them. An Event write was slow
 under load, and a pass recorded one between its ControllerRevision and leader StatefulSet
 writes and one per StatefulSet it created. Upstream's recorder (client-go's event broadcaster)
 is asynchronous the same way: a bounded queue drained in the background, Events dropped when it

@@ -279,7 +279,7 @@ async def counting_up(kube: Kube, ns: str, name: str, pods: list[str]) -> None:
 
 async def test_a_group_is_ready_once_its_pods_show_it(env: tuple[Kube, str]) -> None:
     """A group whose worker pods are all Running and Ready on their StatefulSet's settled
-    revision is Ready although the StatefulSet's status has not counted them (README,
+    revision is Ready although the StatefulSet's status has not counted them (docs/migrating.md,
     Different on purpose): the set turns Available, and a rollout moves on past it, while
     that status still says no replica is available."""
     kube, ns = env

@@ -23,7 +23,7 @@ the event loop that also serves admissions for tens of milliseconds.
 
 ``cryptography`` is imported by the functions that use it, not by this module: the operator
 process imports this module for its constants, policy and plan types, and runs ``plan`` in a
-short-lived process of its own (``kube.cert_planner``), so the library (10 MiB resident, for a
+short-lived process of its own (``kube.cert_planner``), so the library (resident memory for a
 decision taken at start and then about once a day) never loads into it.
 """
 

@@ -1,9 +1,9 @@
 """How soon the news of one of a LeaderWorkerSet's worker pods or worker StatefulSets needs a
 pass: at once, or with the pass that the next second brings anyway.
 
-Every event of a set's pods used to wake a pass ``child_event_window`` (50 ms) later. Measured
-with the benchmark (800 pods, create and rollout), that made about 5,000 passes out of 6,600
-child events, since a set's pods start one by one under load: the window coalesced little, and
+Every event of a set's pods used to wake a pass ``child_event_window`` (50 ms) later. In the
+benchmark that made nearly a pass per child event (docs/performance.md, "Wakeups"),
+since a set's pods start one by one under load: the window coalesced little, and
 each pass costs the same whatever it brings. Most of those events are a worker pod being
 created, bound to a node or turning Ready, and no decision waits on them:
 
@@ -30,8 +30,8 @@ The news of a group being torn down can wait as well (``torn_down``): once a wor
 StatefulSet is gone or being deleted (its leader was deleted, by a rollout, a recreation, a
 scale-down or a user, and the garbage collector followed), its pods' deletions are the end of
 what has been decided already. A rollout replaces every group so, and those events (a pod marked
-deleting, then deleted, for every worker) started about a quarter of a benchmark run's passes
-(2,576 passes before, 1,904 after, back to back on one machine). The worker StatefulSet's own
+deleting, then deleted, for every worker) started a large share of a benchmark run's passes
+(docs/performance.md, "Wakeups"). The worker StatefulSet's own
 deletion, which the group's replacement waits for (they share a name), stays prompt; so does a
 worker whose StatefulSet is there and live (a user deleted that one pod: its group may be
 recreated), and a pod our cleanup finalizer retains.
