@@ -2,7 +2,7 @@
 
 Every key here is an interface fact shared with the upstream Go controller (upstream's
 leaderworkerset_types.go, accelerators/tpu.go, pod_utils.go and
-the guide's tables): pods, Services and StatefulSets created by either implementation carry the
+the LWS docs' tables): pods, Services and StatefulSets created by either implementation carry the
 same keys, so users' selectors, dashboards and scripts keep working. Nothing else in the code base
 spells these strings out.
 """
@@ -43,17 +43,17 @@ LEADER_REQUESTS_TPUS_ANNOTATION: Final = _P + "leader-requests-tpus"
 RECREATE_GROUP_AFTER_START_ANNOTATION: Final = _P + "experimental-recreate-group-after-start"
 GROUP_RESTART_COUNTS_ANNOTATION: Final = _P + "group-restart-counts"
 GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION: Final = _P + "group-restart-budget-exhausted"
-# Ours (the guide names no key): beside the counts, the leader UID each count was last spent on,
+# Ours (the LWS docs names no key): beside the counts, the leader UID each count was last spent on,
 # so a pass that died between counting and deleting that leader is not counted twice.
 GROUP_RESTART_COUNTED_ANNOTATION: Final = _P + "group-restart-counted-leaders"
 RECOVER_ANNOTATION: Final = _P + "recover"
-# Ours (the guide names no key): on the pod templates of a Hash-mode LeaderWorkerSet, so the pod
+# Ours (the LWS docs names no key): on the pod templates of a Hash-mode LeaderWorkerSet, so the pod
 # webhook, which sees no LeaderWorkerSet, knows to draw a random group key for a leader and to
 # derive a worker's subgroup key from its leader's host name.
 GROUP_IDENTITY_ANNOTATION: Final = _P + "group-identity"
 GROUP_IDENTITY_HASH: Final = "Hash"
 
-# Pod scheduling and readiness gates (guide: Hash identity and native gang scheduling).
+# Pod scheduling and readiness gates (LWS docs: "Group Identity", "Gang Scheduling").
 GROUP_REPLACEMENT_GATE: Final = _P + "group-replacement"
 GROUP_READY_CONDITION: Final = _P + "group-ready"
 
@@ -70,7 +70,7 @@ GROUP_INCARNATION_ANNOTATION: Final = _P + "group-incarnation"
 SCHEDULING_LEVEL_LABEL: Final = _P + "scheduling-level"
 ROLE_LABEL: Final = _P + "role"
 
-# The group disruption budget (ours, beyond upstream and the guide): an opt-in annotation on a
+# The group disruption budget (ours, beyond upstream and its docs): an opt-in annotation on a
 # LeaderWorkerSet under the operator's own domain, so that it cannot collide with upstream's
 # ``leaderworkerset.sigs.k8s.io/`` keys. Its value is a count or a percentage of spec.replicas
 # (``logic.disruption.budget``); the Event records each eviction it refused.
@@ -99,14 +99,14 @@ ENV_TPU_PROCESS_ADDRESSES: Final = "TPU_PROCESS_ADDRESSES"
 ENV_TPU_PROCESS_PORT: Final = "TPU_PROCESS_PORT"
 TPU_DEFAULT_PORT: Final = 8476
 
-# Condition types and reasons (upstream's conditions (leaderworkerset_types.go) and the guide).
+# Condition types and reasons (upstream's conditions (leaderworkerset_types.go) and its docs).
 CONDITION_AVAILABLE: Final = "Available"
 CONDITION_PROGRESSING: Final = "Progressing"
 CONDITION_UPDATE_IN_PROGRESS: Final = "UpdateInProgress"
 CONDITION_DEGRADED: Final = "Degraded"
 CONDITION_WORKLOAD_SCHEDULING_CREATED: Final = "WorkloadSchedulingCreated"
 
-# Limits (upstream's webhook validation (leaderworkerset_webhook.go) and the guide's Hash-mode
+# Limits (upstream's webhook validation (leaderworkerset_webhook.go) and the LWS docs' Hash-mode
 # naming).
 MAX_REPLICAS: Final = 1_000_000
 MAX_INT32: Final = 2_147_483_647
@@ -118,7 +118,7 @@ CONTROLLER_REVISION_HASH_LABEL: Final = "controller-revision-hash"
 # The longest StatefulSet name whose pods the StatefulSet controller can create: it labels each
 # pod ``controller-revision-hash: <name>-<hash of up to 10 characters>``, a value of at most 63.
 STATEFULSET_NAME_LIMIT: Final = 52
-# A Hash-mode group is named by this many leading characters of its key (guide).
+# A Hash-mode group is named by this many leading characters of its key (LWS docs "Group Identity").
 HASH_KEY_PREFIX: Final = 8
 
 # Admission webhook paths (upstream's webhook markers in leaderworkerset_webhook.go and
@@ -169,7 +169,7 @@ REASON_FAILED_UPDATE: Final = "FailedUpdate"
 EVENT_REPORTING_CONTROLLER: Final = "leaderworkerset"
 REASON_RECREATE_GROUP: Final = "RecreateGroup"
 
-# Progress deadline and automatic rollback (ours, beyond upstream and the guide): opt-in
+# Progress deadline and automatic rollback (ours, beyond upstream and its docs): opt-in
 # annotations on a LeaderWorkerSet under the operator's own domain, so that no key can collide
 # with upstream's ``leaderworkerset.sigs.k8s.io/`` ones. ``rolled-back-from`` is written by the
 # operator with a rollback: the revision it rolled back from, so that revision is never rolled

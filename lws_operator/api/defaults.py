@@ -6,14 +6,14 @@ API server before admission, then this function. It repeats the structural ones 
 object is complete even if the CRD was installed without them (an older or hand-edited CRD);
 on a normal install they are no-ops.
 
-Upstream's webhook rules, in SPEC order: an empty ``restartPolicy`` becomes
+Upstream's ``Default`` (leaderworkerset_webhook.go) in order: an empty ``restartPolicy`` becomes
 ``RecreateGroupOnPodRestart`` and the deprecated ``Default`` becomes ``None``; the rollout
 strategy gets type ``RollingUpdate`` and, if it has none, the configuration
 ``{maxUnavailable: 1, maxSurge: 0, partition: 0}``; ``networkConfig.subdomainPolicy`` becomes
 ``Shared``. Because defaulting runs before validation, an update that nulls ``subdomainPolicy``
 is re-defaulted rather than rejected, as upstream's integration tests expect.
 
-The guide adds: ``groupIdentity: Ordinal``, ``podTerminationPolicy: Sequential``,
+The LWS docs add: ``groupIdentity: Ordinal``, ``podTerminationPolicy: Sequential``,
 ``groupReplacementPolicy: PostTermination``; ``restartBackoff`` base 10 s and cap 300 s, only
 when the block is present; and ``scheduling: {}`` materialised as the replica level with a gang
 policy, so that the stored object says which level is active (the level is immutable and must be

@@ -31,7 +31,7 @@ SLICE_LABEL: Final = f"{GROUP}/slice"
 REVISION_LABEL: Final = f"{GROUP}/revision"
 INITIAL_REPLICAS_ANNOTATION: Final = f"{GROUP}/initial-replicas"
 
-# The guide's environment variables on every container of a DisaggregatedSet's pods.
+# The documented environment variables on every container of a DisaggregatedSet's pods.
 ENV_NAME: Final = "DISAGGREGATEDSET_NAME"
 ENV_ROLE: Final = "DISAGGREGATEDSET_ROLE"
 ENV_SLICE: Final = "DISAGGREGATEDSET_SLICE"
@@ -104,7 +104,7 @@ class RoleView:
 
     @property
     def group_identity(self) -> str | None:
-        """The role's LeaderWorkerSet ``groupIdentity`` when set (the guide lets a role change
+        """The role's LeaderWorkerSet ``groupIdentity`` when set (the LWS docs let a role change
         it, which rolls the role)."""
         value = self.spec.get("groupIdentity")
         return str(value) if value else None

@@ -14,7 +14,7 @@ apimachinery renders a ``field.Error`` (numbers bare, strings quoted, null as ``
 Deliberate differences, each better than upstream on purpose:
 
 * Subgroup errors are reported at ``spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize``
-  (lowercase, the field as the guide and the CRD spell it) instead of upstream's
+  (lowercase, the field as the LWS docs and the CRD spell it) instead of upstream's
   ``SubGroupPolicy``.
 * Upstream's webhook panics on a null ``subGroupSize`` (an empty ``subGroupPolicy``) and on
   ``subGroupSize: 0`` (a division by zero), so the client gets no field error at all; both are
@@ -24,7 +24,7 @@ Deliberate differences, each better than upstream on purpose:
   ``must not be 0 when `maxSurge` is 0``, as it then takes the value for 0).
 * ``persistentVolumeClaimRetentionPolicy`` values are checked against the StatefulSet API's
   (``Retain``, ``Delete``): upstream accepts any string and then fails every StatefulSet write.
-* The guide's rules that the upstream snapshot lacks (group identity, replacement policy, restart
+* The documented rules that upstream's webhook lacks (group identity, replacement policy, restart
   budget and backoff, termination policy, native gang scheduling, Hash name limits) are enforced
   with messages of our own, in the same format, naming the field.
 
@@ -447,8 +447,8 @@ def _derived_min_counts(spec: dict[str, Any], level: str | None) -> dict[str, in
 def _validate_gang_settings(spec: dict[str, Any], scheduling: Any) -> list[FieldError]:
     """Per active template: one policy (basic or gang), a positive minCount, at most 4 shared
     resource claims (the PodGroup API's limit). A user's ``gang.minCount`` is accepted (and may
-    change, as the guide allows) but not used: LWS derives the minimum from replicas and size
-    (``logic/gang.py``), which is what the guide promises; ``derived`` only selects the paths."""
+    change, as the LWS docs allow) but not used: LWS derives the minimum from replicas and size
+    (``placement.gang``), which the LWS docs promise; ``derived`` only selects the paths."""
     if not isinstance(scheduling, dict):
         return []
     errors = []
@@ -558,7 +558,7 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError
     updated, while changing the value it has always meant is still refused.
 
     Schema defaults would not do it. The CRD defaults only upstream's own fields (the API server
-    applies them on read too, so a stored object never lacks them); the guide-only ones have no
+    applies them on read too, so a stored object never lacks them); the ones only documented have no
     schema default, on purpose (``hack/gen_crd.py``: one inside ``leaderWorkerTemplate`` would
     change the revision hash of every existing object on read). And while upstream's CRD, or an
     older one of ours, is still installed, nothing defaults them at all."""
@@ -646,7 +646,7 @@ def warnings(lws: dict[str, Any]) -> list[str]:
     leader StatefulSet is ``<name>`` and a group's worker StatefulSet ``<name>-<index>``. Upstream
     accepts such a set and it never runs; rejecting it would refuse manifests upstream takes, so
     the user is told instead, with the longest name that runs at this scale. Hash mode rejects
-    long names outright (the guide's 43/54 limit)."""
+    long names outright (the documented 43/54 limit)."""
     spec = lws.get("spec") or {}
     if spec.get("groupIdentity") == "Hash":
         return []

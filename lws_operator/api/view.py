@@ -40,7 +40,7 @@ from lws_operator.api.defaults import (
 from lws_operator.api.validation import scheduling_level
 
 LEADER_INDEX = "0"
-# The restart policies under which a failed pod recreates its group (guide "Failure Handling").
+# The restart policies under which a failed pod recreates its group (LWS docs, "Failure Handling").
 RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
 RECREATE_GROUP_AFTER_START = "RecreateGroupAfterStart"
 RECREATING_POLICIES = (RECREATE_GROUP_ON_POD_RESTART, RECREATE_GROUP_AFTER_START)
@@ -134,7 +134,7 @@ class SubGroupPolicy:
 
 @dataclass(frozen=True)
 class RestartBackoff:
-    """``leaderWorkerTemplate.restartBackoff`` with the guide's defaults (10 s base, 300 s cap)."""
+    """``leaderWorkerTemplate.restartBackoff`` with the LWS docs' defaults: 10 s base, 300 s cap."""
 
     base_seconds: int
     cap_seconds: int
@@ -302,7 +302,7 @@ class LeaderWorkerSetView(ObjectView):
 
     @property
     def max_group_restarts(self) -> int | None:
-        """``maxGroupRestarts``; None: no budget (guide "Limit Automatic Group Recreation")."""
+        """``maxGroupRestarts``; None: no budget (LWS docs, "Limit Automatic Group Recreation")."""
         return count_of(self.template.get("maxGroupRestarts"))
 
     @property
@@ -354,7 +354,7 @@ class LeaderWorkerSetView(ObjectView):
 
     @property
     def group_replacement_policy(self) -> str:
-        """``PostTermination`` (default) or ``Immediate`` (guide "Group Replacement")."""
+        """``PostTermination`` (default) or ``Immediate`` (LWS docs, "Group Replacement")."""
         return str(self.spec.get("groupReplacementPolicy") or "PostTermination")
 
     @property

@@ -187,7 +187,7 @@ class SignalsForwarded(logging.Filter):
     setting to say that someone else handles them. Here someone does: ``__main__`` handles
     SIGTERM and SIGINT on the main thread's loop by setting ``stop``, and the controller's
     ``run`` turns ``stop`` into kopf's ``stop_flag`` (:meth:`Watches.halt`), the termination
-    kopf's embedding guide asks an embedder running it in a thread to provide. So the premise of
+    kopf's docs ("Embedding") ask an embedder running it in a thread to provide. So the premise of
     the warning is false, and running kopf on the main thread instead is no option: at exit it
     cancels every task of its loop it did not see start (the module docstring). Only that one
     record of that one thread is dropped; every other kopf record passes."""

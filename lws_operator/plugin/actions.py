@@ -26,7 +26,7 @@ from lws_operator.plugin.tree import lws_path, pods_path
 
 RECOVER_DESCRIPTION = f"""\
 Recover a group that exhausted its restart budget (maxGroupRestarts): annotate its retained
-leader pod with {RECOVER_ANNOTATION}=true, as the guide's "Recover an Exhausted Group" says.
+leader pod with {RECOVER_ANNOTATION}=true, as the LWS docs' "Recover an Exhausted Group" says.
 The controller then clears the group's restart count, releases its retained pods and lets the
 group start again with a fresh budget. Fix the cause of the failures first.
 

@@ -63,7 +63,7 @@ DESCRIPTION = """\
 Show what a change to a LeaderWorkerSet would do, without writing anything: whether it
 replaces groups at all (a change of the leader/worker templates or size does; replicas, the
 rollout strategy and metadata do not), and for Ordinal group identity the rolling update step
-by step, as in the guide's trace table: stage, the leader StatefulSet's partition and replicas
+by step, as in the LWS docs' trace table: stage, the leader StatefulSet's partition and replicas
 (surge groups included), each group's state, and how many groups are available.
 
 The steps come from the controller's own pacing code, run pass after pass from the live state
@@ -78,13 +78,13 @@ The first row is the live state (✅ = on the current revision).
 
 The same pacing as the upstream controller's, so the table holds for its sets too.
 
-Hash group identity (the guide's "Hash Mode"): the leader Deployment paces the rollout, so the
+Hash group identity (the LWS docs' "Hash Mode"): the leader Deployment paces the rollout, so the
 table simulates its rolling update (the new ReplicaSet grows within maxSurge, the old one
 shrinks within maxUnavailable, counting only groups Ready as a whole) together with the
 controller's own group-replacement admission (PostTermination: a replacement stays gated
 until a group tearing down is gone; Immediate: ungated at once; at most replicas groups of a
 revision ungated). One row per stage: the old-revision and new-revision groups and their
-states, and how many groups are available. Timing is a model, as in the guide's trace: a
+states, and how many groups are available. Timing is a model, as in the LWS docs' trace: a
 group tearing down is gone one stage later, an ungated group Ready two stages after it was
 ungated; --ready-order does not apply. Live groups keep their group keys (first 8
 characters); G-1, G-2, ... stand for the random keys of groups the rollout creates.
@@ -203,7 +203,7 @@ def hash_preview_data(preview: HashPreview) -> dict[str, Any]:
 
 
 def hash_table(preview: HashPreview, replicas: int, paint: Paint) -> list[str]:
-    """The guide's Hash trace table: one row per stage, old and new revisions' groups."""
+    """The LWS docs' Hash trace table: one row per stage, old and new revisions' groups."""
     def cells(groups: Any) -> str:
         return ", ".join(f"{c.name} {HASH_SYMBOLS[c.state]}" for c in groups) or "none"
     olds = [cells(r.old) for r in preview.rows]
@@ -228,7 +228,7 @@ def _available(available: int, replicas: int, paint: Paint) -> str:
 
 
 def table(preview: Preview, replicas: int, paint: Paint) -> list[str]:
-    """The guide's trace table: one row per stage, one column per group."""
+    """The LWS docs' trace table: one row per stage, one column per group."""
     width = max(len(r.groups) for r in preview.rows)
     heads = [f"R-{i}{'*' if i >= replicas else ''}" for i in range(width)]
     cols = [max(len(h), 3) for h in heads]

@@ -46,7 +46,7 @@ from lws_operator.logic.disaggregated.names import (
 from lws_operator.logic.disaggregated.placement import placement_affinity
 
 DS = Mapping[str, Any] | DisaggregatedSetView
-# The LeaderWorkerSet's ``groupReplacementPolicy`` when absent (the guide's Group Replacement).
+# The LeaderWorkerSet's ``groupReplacementPolicy`` when absent (LWS docs, "Group Replacement").
 _DEFAULT_REPLACEMENT = "PostTermination"
 
 
@@ -190,10 +190,10 @@ def live_spec_patch(role: RoleView | Mapping[str, Any],
                     lws: Mapping[str, Any]) -> dict[str, Any] | None:
     """The merge patch that brings an existing child's live settings to the role's, or None.
 
-    The guide: ``groupReplacementPolicy`` "is a live setting, not part of the LeaderWorkerSet
+    The LWS docs: ``groupReplacementPolicy`` "is a live setting, not part of the LeaderWorkerSet
     revision, so switching it takes effect on the next reconcile without rolling any group".
     Upstream's controller never updates a child's spec but for its replicas, so a role's switch
-    would never reach its running children; patching this one field in place honours the guide.
+    would never reach its running children; patching this one field in place honours the LWS docs.
     Values are compared as the LeaderWorkerSet reads them (absent is ``PostTermination``). The
     other fields outside the revision (startup policy, network configuration, role metadata)
     keep upstream's behaviour and reach a child only when it is created."""

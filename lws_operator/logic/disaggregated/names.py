@@ -61,7 +61,7 @@ def app_label(ds: str, slice_index: int, role: str) -> str:
 
 def system_labels(ds: str, slice_index: int, rev: str, role: str) -> dict[str, str]:
     """The five labels the controller puts on a child LeaderWorkerSet and its pod templates:
-    they win over a user's label of the same key (the guide's Labels table lists the four
+    they win over a user's label of the same key (the LWS docs' Labels table lists the four
     ``disaggregatedset.x-k8s.io`` ones, on LeaderWorkerSet, Service and Pod)."""
     return {
         APP_LABEL: app_label(ds, slice_index, role),

@@ -22,7 +22,7 @@ paces exactly like the Go controller's (the 22 exact sequences of its tests are 
 6. proportional drain: the old side's next batch (each role drains in proportion to its
    baseline), never below the availability floor ``target - unavailable - new``;
 7. force drain: when neither fits, drain what surge demands and scale up in the same step (the
-   only step that changes both sides; the guide's "drain + scale combined");
+   only step that changes both sides; the LWS docs' "drain + scale combined");
 8. otherwise no step.
 
 Orphan prevention keeps a revision from ever serving with one role at 0 and another alive:

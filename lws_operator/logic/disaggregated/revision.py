@@ -11,10 +11,10 @@ role together; replicas, the rollout strategy, the startup policy, the network c
 role metadata, scaling, slices and the placement policy are left out, and changing them never
 restarts a pod (the controller never updates a child's spec but for ``spec.replicas``).
 
-The guide adds: "within a DisaggregatedSet a role can change [group identity] modes, which rolls
+The LWS docs add: "within a DisaggregatedSet a role can change [group identity] modes, which rolls
 the affected LeaderWorkerSets as a normal template update". ``groupIdentity`` is immutable on a
 LeaderWorkerSet, so the only way to apply a change is a new child, hence a new revision. The same
-holds for the other immutable LeaderWorkerSet fields the guide adds outside the template,
+holds for the other immutable LeaderWorkerSet fields the LWS docs add outside the template,
 ``podTerminationPolicy`` and ``scheduling``. Each is added to its role's entry only when it says
 something other than the LeaderWorkerSet default (``Ordinal``, ``Sequential``, no gang
 scheduling): a role that leaves them alone, or spells out the default, hashes exactly as before,

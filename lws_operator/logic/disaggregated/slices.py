@@ -7,7 +7,7 @@ its slice index. Objects made by releases before slices existed carry no slice l
 cannot be a label selector, so objects are listed by the set's name label and bucketed here.
 
 The replica reads follow upstream's: a LeaderWorkerSet whose ``spec.replicas`` is absent runs one
-group (the LeaderWorkerSet default), and the ``initial-replicas`` annotation (the guide's "replica
+group (the LeaderWorkerSet default), and the ``initial-replicas`` annotation (the LWS docs' "replica
 baseline used by the controller when the DisaggregatedSet revision becomes old") is trusted only
 when it is a non-negative decimal that fits an int32; anything else falls back to the
 LeaderWorkerSet's ``spec.replicas``. Upstream's parser also accepts a sign; a negative baseline

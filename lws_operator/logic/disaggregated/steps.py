@@ -339,7 +339,7 @@ def _simple(obs: DsObserved, k: int, live: Sequence[Child]) -> Plan:
 
 
 def _live_settings(obs: DsObserved, k: int, role: RoleView, lws: Child) -> list[Action]:
-    """The guide's live settings (``groupReplacementPolicy``) patched onto a running child of
+    """The documented live settings (``groupReplacementPolicy``) patched onto a running child of
     the target revision (``children.live_spec_patch`` says why)."""
     patch = live_spec_patch(role, lws)
     if patch is None:

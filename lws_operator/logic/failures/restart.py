@@ -1,4 +1,4 @@
-"""Group restart policies (upstream's handleRestartPolicy (pod_controller.go), guide "Failure
+"""Group restart policies (upstream's handleRestartPolicy (pod_controller.go), LWS docs "Failure
 Handling"): which groups to recreate.
 
 A group is the unit of failure: when one of its pods restarts a container or is deleted, the
@@ -9,7 +9,7 @@ StatefulSet then recreates the leader, and with it a fresh worker StatefulSet).
   Running or Pending pod) or pod deletion triggers it.
 * ``RecreateGroupAfterStart`` (or the legacy experimental annotation): the same, except while
   the group is still starting: fewer pods than ``size`` exist, or one of them is Pending. The
-  guide distinguishes three Pending states (:func:`pending_state`), none of which recreates the
+  docs distinguish three Pending states (:func:`pending_state`), none of which recreates the
   group; a skip because a pod is unschedulable is reported (the ``GroupUnschedulable`` Event),
   since waiting is then a capacity problem the user may need to act on.
 * ``None`` (and the deprecated ``Default``): never.
@@ -74,7 +74,7 @@ PendingState = Literal["gated", "starting", "unschedulable"]
 
 
 def pending_state(pod: Mapping[str, Any]) -> PendingState | None:
-    """The guide's Pending sub-state of a pod, or None when it is not Pending.
+    """The documented Pending sub-state of a pod, or None when it is not Pending.
 
     ``gated``: PodScheduled=False with reason SchedulingGated (the scheduler has not tried yet);
     ``unschedulable``: PodScheduled=False with any other reason (it tried and failed);
@@ -254,7 +254,7 @@ def after_start(lws: LWS) -> bool:
 def apply_unschedulable(status: dict[str, Any], lws: LWS,
                         pods: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Under RecreateGroupAfterStart, a True ``Progressing`` condition says ``GroupUnschedulable``
-    and how many replicas cannot be scheduled while any can't (the guide); it goes back to the
+    and how many replicas cannot be scheduled while any can't (as documented); it goes back to the
     standard reason and message once none is. Its status and transition time are left alone."""
     view = lws_view(lws)
     if not view.recreate_after_start:

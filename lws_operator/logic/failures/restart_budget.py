@@ -1,4 +1,5 @@
-"""Restart budget and backoff (guide "Limit Automatic Group Recreation", "Group Restart Backoff"):
+"""Restart budget and backoff (LWS docs, "Limit Automatic Group Recreation",
+"Group Restart Backoff"):
 whether a group that failed is recreated now, later, or stopped for good.
 
 Both features read one counter per group and template revision, kept in the LeaderWorkerSet's
@@ -97,7 +98,7 @@ def read_counts(lws: LWS) -> dict[str, int]:
 
 
 def render_counts(counts: Mapping[str, int] | Mapping[str, str]) -> str:
-    """The annotation value: compact, keys sorted, as the guide shows it (``{"abc123/0":3}``)."""
+    """The annotation value: compact, keys sorted, as the LWS docs show it (``{"abc123/0":3}``)."""
     return json.dumps(dict(sorted(counts.items())), separators=(",", ":"))
 
 

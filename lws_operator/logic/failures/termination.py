@@ -1,4 +1,4 @@
-"""Pod termination policy (guide "Pod Termination Policy"): which worker StatefulSets
+"""Pod termination policy (LWS docs, "Pod Termination Policy"): which worker StatefulSets
 to delete now so that a group's workers stop together with its leader.
 
 A worker StatefulSet is owned by its leader pod, so by default (``Sequential``) the garbage

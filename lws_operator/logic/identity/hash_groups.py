@@ -1,4 +1,4 @@
-"""Hash group identity (guide "Group Identity", "Group Replacement", Hash-mode rollout):
+"""Hash group identity (LWS docs: "Group Identity", "Group Replacement", "Hash Mode"):
 the leader Deployment, replacement pacing, the group-ready readiness gate, and the restart
 budget across replacements.
 
@@ -22,7 +22,7 @@ things make that group-aware:
   template and ``replicas`` change together, the Deployment controller first scales the old
   ReplicaSet (a scaling event is applied to the existing ReplicaSets before the rollout starts),
   which creates leaders of the old revision; gating must keep them from ever scheduling or
-  building workers, and as unscheduled pods the rollout removes them first (the guide,
+  building workers, and as unscheduled pods the rollout removes them first (LWS docs,
   "Combined Template Update and Scale-Up"). Without this they were admitted whenever fewer
   than ``replicas`` groups of their revision ran, under either policy. They are not counted
   among the ``G`` gated leaders of PostTermination's ``G - T``, since they replace nothing.
@@ -31,7 +31,7 @@ Decisions:
 
 * A group is identified by its ``group-key`` label (leaders and workers carry it), not by pod
   names: a tearing-down group may have lost its leader object already while its workers still
-  hold their nodes, and that must keep counting (the guide: the count keys off pods).
+  hold their nodes, and that must keep counting (the LWS docs: the count keys off pods).
 * Restart counts (``"<revision>/<group>"``) of groups with no live leader are *pending
   transfer*: admitting a gated leader of that revision moves one of them (oldest group name
   first, for determinism) onto the new group, so a recreated group keeps its budget. Counts

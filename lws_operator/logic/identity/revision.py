@@ -19,7 +19,7 @@ stands (``logic.rollout.adoption``).
 
 ``maxGroupRestarts`` and ``restartBackoff`` are left out of the snapshot although they sit in
 ``leaderWorkerTemplate``: they tell the controller how to react to failures and change nothing
-in a pod, so retuning them must not roll every group; and the guide says editing
+in a pod, so retuning them must not roll every group; and the LWS docs say editing
 ``maxGroupRestarts`` does not recover an exhausted group, which a rollout replacing it would.
 The controller reads both from the live object.
 """

@@ -7,7 +7,7 @@ regular *and* init containers, always ahead of the user's own variables: a varia
 an earlier one with `$(LWS_LEADER_ADDRESS)`, and that only resolves if it comes first. A user value
 under one of these names is replaced, never kept.
 
-Pods of a DisaggregatedSet's LeaderWorkerSets also get the guide's four ``DISAGGREGATEDSET_*``
+Pods of a DisaggregatedSet's LeaderWorkerSets also get the four documented ``DISAGGREGATEDSET_*``
 variables (:func:`add_disaggregatedset_env`), which upstream's controller never injects.
 """
 
@@ -90,7 +90,7 @@ def add_lws_env(pod: dict[str, Any]) -> None:
 
 
 def disaggregatedset_env(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    """The guide's DisaggregatedSet variables for a pod carrying the DisaggregatedSet name label
+    """The documented DisaggregatedSet variables for a pod carrying the DisaggregatedSet name label
     (none otherwise), valued from the pod's own labels: name, role, slice and revision. The
     labels come from the pod template the DisaggregatedSet controller wrote, so each pod tells
     its own revision even while two revisions serve side by side. A pod of a LeaderWorkerSet

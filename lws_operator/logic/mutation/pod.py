@@ -5,7 +5,7 @@ StatefulSets create the pods of a group from templates that cannot know a pod's 
 per-pod facts are filled in at admission: the group index and group key of a leader, the worker
 index of a worker, subgroup labels, exclusive-placement affinity, the per-replica subdomain, the
 volcano PodGroup annotation, the TPU and LWS environment variables, and, on the pods of a
-DisaggregatedSet, the guide's ``DISAGGREGATEDSET_*`` variables. This module is that
+DisaggregatedSet, the documented ``DISAGGREGATEDSET_*`` variables. This module is that
 decision as a pure function of the pod; the webhook server turns its result into a JSON patch.
 
 Pods created by the upstream Go webhook and by this one must be indistinguishable, so its quirks
@@ -223,7 +223,7 @@ def _mutate_leader(
 
 def _identify_hash_leader(pod: dict[str, Any], size: int, labels: dict[str, Any],
                           annotations: dict[str, Any], random_key: Callable[[], str]) -> None:
-    """Guide, Group Identity (Hash): a leader created by the Deployment has no name yet, so it
+    """LWS docs, "Group Identity" (Hash): a leader created by the Deployment has no name yet, so it
     gets a random group key; the first 8 characters are its group index and name its host
     (``<lws>-<prefix>``), which is the name of its worker StatefulSet and its DNS record under
     the headless Service. Every Hash leader is admitted behind the ``group-replacement``

@@ -1,4 +1,4 @@
-"""Native gang scheduling: the Workload and PodGroups of a LeaderWorkerSet (guide: Gang Scheduling).
+"""Native gang scheduling: the Workload and PodGroups of a set (LWS docs, "Gang Scheduling").
 
 kube-scheduler admits the pods of a PodGroup together (``gang.minCount``); a pod joins one
 through ``spec.schedulingGroup.podGroupName``, which is immutable, so the name must be known when
@@ -35,7 +35,7 @@ parent controller owns the Workload (``scheduling.k8s.io/group-template-name`` o
 LeaderWorkerSet), LWS creates no Workload: its PodGroups instantiate the parent's named template
 and take that template's policy (its ``minCount``) as it is when they are created.
 
-Choices where the guide is silent: at the role level, a role without settings gets a ``basic``
+Choices where the LWS docs is silent: at the role level, a role without settings gets a ``basic``
 (pod-by-pod) PodGroup; a ``worker`` template of a size-1 set keeps ``minCount: 1`` (templates
 cannot be added later and the minimum is 1) and no worker PodGroup is created while size is 1;
 the whole-LWS PodGroup does not exist while ``replicas`` is 0.
@@ -87,7 +87,7 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GANG_FIELDS = ("schedulingConstraints", "disruptionMode", "resourceClaims")
 LWS_TEMPLATE, REPLICA_TEMPLATE, LEADER, WORKER = "lws", "replica", "leader", "worker"
 
-# WorkloadSchedulingCreated reasons (False ones as upstream's troubleshooting guide lists them).
+# WorkloadSchedulingCreated reasons (False ones as upstream's troubleshooting page lists them).
 REASON_CREATED = "WorkloadSchedulingCreated"
 REASON_API_NOT_AVAILABLE = "APINotAvailable"
 REASON_WORKLOAD_CREATE_FAILED = "WorkloadCreateFailed"
@@ -268,7 +268,7 @@ def whole_set_min_count(lws: LWS, leaders: Iterable[Mapping[str, Any]]) -> int:
     """Σ over replica indices ``0 .. replicas-1`` of the size their existing leader was created
     with (a replica the rollout has not replaced yet counts its previous size), else the
     current size. Surge replicas are not counted: once the gang's minimum runs, they place one
-    pod at a time, as the guide describes."""
+    pod at a time, as the LWS docs describe."""
     view = lws_view(lws)
     replicas, size = view.replicas, view.size
     sizes: dict[str, int] = {}

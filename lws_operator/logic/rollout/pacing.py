@@ -14,7 +14,7 @@ Vocabulary: `R` = spec.replicas, `stsR` = the leader StatefulSet's spec.replicas
 
 Quirks kept on purpose (a drop-in replacement must pace and report identically):
 * Only contiguous readiness from the highest ordinal down advances the partition ("tail ready");
-  a ready group below an unready one does not help (the guide's #717 deadlock discussion).
+  a ready group below an unready one does not help (upstream issue #717's deadlock discussion).
 * Within a rollout the partition only moves down (`min(p, curP)`), except that a new revision
   resets it to `min(R, stsR)` and the user's partition is a floor applied last.
 * Surge replicas are reclaimed with `R + max(0, unready - maxUnavailable)` once the unready groups

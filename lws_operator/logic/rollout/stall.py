@@ -1,12 +1,13 @@
 """Rollout stall detection: a rollout that cannot progress says so (beyond upstream).
 
-The guide's resource deadlock (#717): halving per-group resources while scaling up on a full
+The resource deadlock of upstream issue #717 and the LWS docs' "Combined Template
+Update and Scale-Up": halving per-group resources while scaling up on a full
 cluster leaves the new groups Pending because the old groups hold the capacity, while the
 controller waits for a new group to be ready before it replaces an old one. Upstream reports
 nothing; the LeaderWorkerSet just stays ``Progressing``. Here, when a rollout is in progress and
 pods of the current revision have been unschedulable for longer than a grace period, the
 ``Progressing`` condition turns ``False`` with reason ``RolloutStalled`` and a Warning Event names
-the cause and the guide's two remedies. A normal slow rollout has no unschedulable pod, so it
+the cause and the LWS docs' two remedies. A normal slow rollout has no unschedulable pod, so it
 raises no alarm; a pod briefly unschedulable (a gang forming, capacity about to free up) is
 covered by the grace period.
 

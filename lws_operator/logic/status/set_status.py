@@ -315,7 +315,7 @@ def compute_hash_status(
     now: str,
     confirmed: Collection[str] = (),
 ) -> StatusDecision:
-    """The desired status of a Hash-mode LeaderWorkerSet (guide, Group Identity).
+    """The desired status of a Hash-mode LeaderWorkerSet (LWS docs, "Group Identity").
 
     There are no ordinals, so no surge or partition split: every live (not terminating) leader is
     a group in ``status.replicas``, gated ones included ("a waiting replacement counts as a

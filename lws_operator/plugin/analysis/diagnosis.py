@@ -11,7 +11,7 @@ scheduled but not Ready). One finding per group: the first cause, with the evide
 where there is one, the command that fixes it.
 
 Several causes are this operator's own features, absent from the upstream Go controller
-(the guide's restart budget and backoff, the ``group-replacement`` scheduling gate and the
+(the documented restart budget and backoff, the ``group-replacement`` scheduling gate and the
 ``group-ready`` readiness gate, native gang scheduling, ``RolloutStalled``, ``PodsNotMutated``,
 the progress deadline's ``ProgressDeadlineExceeded``);
 their findings say so (``ours``), so a user of upstream's controller knows the advice does not

@@ -1,6 +1,6 @@
 """What ``kubectl lws recover`` and ``kubectl lws restart`` act on, and when they must refuse.
 
-* **recover** (guide "Recover an Exhausted Group"): a group stopped after exhausting its
+* **recover** (LWS docs, "Recover an Exhausted Group"): a group stopped after exhausting its
   restart budget comes back when its retained leader pod is annotated
   ``leaderworkerset.sigs.k8s.io/recover=true``; the controller then clears the group's count and
   releases its pods. Only a leader marked ``group-restart-budget-exhausted`` can be recovered

@@ -1,4 +1,4 @@
-"""A dry run of a Hash-mode rollout: the guide's Hash step table ("Rolling Update Process",
+"""A dry run of a Hash-mode rollout: the LWS docs' Hash step table ("Rolling Update Process",
 "Hash Mode"), from the leader Deployment's rolling update and our own admission decisions.
 
 In Hash mode the leader Deployment paces the rollout (``logic.identity.hash_groups``): its
@@ -17,9 +17,9 @@ all; unhealthy old pods are cleaned up first, then old pods are scaled down whil
 ``replicas - maxUnavailable`` groups stay available. A ReplicaSet removes gated (unscheduled)
 leaders first, then not-Ready ones, then Ready ones, newest first; a gated leader has nothing
 to tear down and is gone at once. Its brief scale of the old ReplicaSet on a combined replicas
-and template change is not shown: the guide notes those leaders never schedule.
+and template change is not shown: the LWS docs note those leaders never schedule.
 
-Timing is a model, as in the guide's trace: a group tearing down is gone one stage later; an
+Timing is a model, as in the LWS docs' trace: a group tearing down is gone one stage later; an
 ungated group (leader scheduled, then its workers created) is Ready two stages after it was
 ungated. A live group not Ready now and not replaced stays so (what is broken now is not
 assumed to heal). One row per stage in which something happens.

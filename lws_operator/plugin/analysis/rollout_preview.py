@@ -1,4 +1,4 @@
-"""A dry run of an Ordinal-mode rollout: the guide's step table ("Rolling Update Process"),
+"""A dry run of an Ordinal-mode rollout: the LWS docs' step table ("Rolling Update Process"),
 computed by running the controller's own pacing (``logic.rollout.pacing.plan_rollout``) pass after
 pass over a simulated leader StatefulSet.
 
@@ -16,9 +16,9 @@ alternates two things until nothing moves:
   now is not assumed to heal). Which groups turn Ready first is a choice the real cluster
   makes; the default (``batch``) lets every group whose update began in the same pass turn
   Ready together, oldest batch first; ``one`` turns one group Ready at a time (oldest batch
-  first, lowest ordinal first); a test passes the guide's own order (``schedule``).
+  first, lowest ordinal first); a test passes the LWS docs' own order (``schedule``).
 
-Rows follow the guide's trace: one row per controller pass that changes the leader StatefulSet
+Rows follow the LWS docs' trace: one row per controller pass that changes the leader StatefulSet
 and one per readiness change; a pass that follows a readiness change and only lowers the
 partition (releasing more groups) shares that change's row, one that changes ``replicas``
 (surge created or reclaimed) gets its own.
