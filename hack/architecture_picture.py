@@ -12,19 +12,21 @@ until ``make architecture-picture`` has been run and the new picture committed.
 What the picture shows and why:
 
 * a band per layer, the top layer first; modules that no layer names (``options``, ``flags``)
-  stand in a column of their own at the right, on the level of the highest layer that they import
-  nothing above;
+  stand in a column of their own at the right, just below the highest box that imports them;
 * in a band, one box per package: a layer's subpackages (``logic/rollout``) each have their own,
   the modules directly in a layer's folder share one; a box says how many modules and lines it
-  holds, and its width grows with its lines;
+  holds;
+* an arrow is the imports from one package into another, wider for more module imports;
 * a box that more than half of the other boxes import (``api``, ``logic/objects``) is the ground
   the house stands on: its arrows would be most of the picture and say nothing, so they are not
   drawn and the box says how many packages import it;
-* inside a band the boxes stand in rows, found by ordering the band's packages so that as few
-  imports as possible run against the order (an exact search: the bands are small), then placing
-  each package one row above the lowest it imports. An import that still runs back up is a loop
-  between packages and is drawn in orange, so the loops stay visible until they are gone;
-* an arrow's width grows with the number of module imports from one package to the other.
+* a band of more packages than fit in a row (``logic``) is a matrix: a row per package, read
+  against a column per package, with the number of module imports in the cell. Its packages
+  import each other too often for arrows to stay readable, and the cells show every pair. The
+  packages are ordered so that as few imports as possible run back up (an exact search: the
+  bands are small); those that still do are loops between packages, and their cells are orange
+  so that they stay visible until they are gone. The arrows from the other bands land on the
+  column heads.
 
 The file is plain SVG text written here, byte for byte the same for the same code: inputs are
 sorted, the layout is fixed arithmetic rounded to tenths, and nothing records a time or a path.
@@ -338,9 +340,19 @@ def layout(bands: list[Band], arrows: list[Arrow]) -> float:
     main = [band for band in bands if not band.side]
     side = next(band for band in bands if band.side)
 
+    matrices = [box for band in main if len(band.boxes) > MAX_PER_ROW for box in band.boxes]
+    single = _label_width(matrices) - 6 if matrices else main_width * 0.34
     y = MARGIN + 44.0  # the title
     for band in main:
         order = order_with_fewest_back_imports([box.name for box in band.boxes], weight)
+        # a package tied to none of its band stands last: it has no place in the order
+        tied = {name for pair in weight for name in pair if pair[0] != pair[1]
+                and all(any(box.name == n for box in band.boxes) for n in pair)}
+        order = [name for name in order if name in tied] + \
+            [name for name in order if name not in tied]
+        if len(order) <= MAX_PER_ROW:  # a row: the layers as the contract lists them
+            order.sort(key=lambda name: next(i for i, layer in enumerate(band.layers)
+                                             if name == layer or name.startswith(layer + ".")))
         by_name = {box.name: box for box in band.boxes}
         ordered = [by_name[name] for name in order]
         for rank, box in enumerate(ordered):
@@ -351,13 +363,16 @@ def layout(bands: list[Band], arrows: list[Arrow]) -> float:
         if band.matrix:
             inner = _place_matrix(ordered, inner, main_width)
         else:
-            _spread(ordered, main_width - 2 * BAND_PAD, MARGIN + BAND_PAD)
+            _spread(ordered, main_width - 2 * BAND_PAD, MARGIN + BAND_PAD, single)
             for box in ordered:
                 box.y = inner
             inner += BOX_HEIGHT
         band.h = inner + BAND_PAD - y
-        y += band.h + BAND_GAP
-    bottom = y - BAND_GAP
+        below = main[main.index(band) + 1:][:1]
+        fed = any(a.target.band >= 0 and a.target.band == bands.index(below[0])
+                  and not a.target.ground for a in arrows) if below else True
+        y += band.h + (BAND_GAP if fed else BAND_GAP / 2)  # no arrow comes down: less room
+    bottom = main[-1].y + main[-1].h
 
     side_x = WIDTH - MARGIN - SIDE_WIDTH
     side.y, side.h = main[0].y, bottom - main[0].y
@@ -365,8 +380,13 @@ def layout(bands: list[Band], arrows: list[Arrow]) -> float:
     for box in sorted(side.boxes, key=lambda b: (b.row, b.rank, b.name)):
         box.x, box.w = side_x + BAND_PAD, SIDE_WIDTH - 2 * BAND_PAD
         box.y = max(main[box.row].y + BAND_TITLE, free)
-        free = box.y + BOX_HEIGHT + BOX_GAP
+        free = box.y + BOX_HEIGHT + BOX_GAP + (14.0 if box.ground else 0.0)
     return bottom + 58.0  # the legend
+
+
+def _label_width(boxes: list[Box]) -> float:
+    return max(_text_width(box.label, 12.5, bold=True) + _text_width(_figures(box), 11)
+               for box in boxes) + 30
 
 
 def _place_matrix(ordered: list[Box], top: float, width: float) -> float:
@@ -376,8 +396,7 @@ def _place_matrix(ordered: list[Box], top: float, width: float) -> float:
     against a column per package, says the same without a crossing. The column heads stand on
     top, where the arrows from the bands above land.
     """
-    label = max(_text_width(box.label, 12.5, bold=True) + _text_width(_figures(box), 11)
-                for box in ordered) + 30
+    label = _label_width(ordered)
     cell = min(48.0, (width - 2 * BAND_PAD - label) / len(ordered))
     head = max(_text_width(box.label, 12, bold=True) for box in ordered) + 14
     left = MARGIN + BAND_PAD
@@ -386,7 +405,7 @@ def _place_matrix(ordered: list[Box], top: float, width: float) -> float:
         box.row = i
         box.x, box.y, box.w, box.h = left, top + head + i * MATRIX_ROW, label - 6, MATRIX_ROW - 2
         box.head = (grid + i * cell + 1, top, cell - 2, head - 2)
-    return top + head + len(ordered) * MATRIX_ROW + 37.0  # the caption under the grid
+    return top + head + len(ordered) * MATRIX_ROW
 
 
 def _least(box: Box) -> float:
@@ -397,22 +416,22 @@ def _fits(boxes: list[Box], width: float) -> bool:
     return sum(_least(box) for box in boxes) + BOX_GAP * (len(boxes) - 1) <= width
 
 
-def _spread(boxes: list[Box], width: float, left: float) -> None:
+def _spread(boxes: list[Box], width: float, left: float, single: float) -> None:
     """Give a row's boxes widths that grow with their lines, never narrower than their words."""
     if not boxes:
         return
     least = [_least(box) for box in boxes]
     room = width - BOX_GAP * (len(boxes) - 1)
     fixed = sum(least)
-    if len(boxes) == 1:
-        widths = [max(least[0], min(room, room * 0.5))]
+    if len(boxes) == 1:  # at the left, over the rows of a matrix band: arrows pass at its right
+        widths = [max(least[0], single)]
     else:
         spare = max(room - fixed, 0.0)
         shares = [math.sqrt(box.lines) for box in boxes]
         total = sum(shares) or 1.0
         widths = [m + spare * s / total for m, s in zip(least, shares, strict=True)]
     used = sum(widths) + BOX_GAP * (len(boxes) - 1)
-    x = left + max(width - used, 0.0) / 2
+    x = left + (max(width - used, 0.0) / 2 if len(boxes) > 1 else 0.0)
     for box, w in zip(boxes, widths, strict=True):
         box.x, box.w = x, w
         x += w + BOX_GAP
@@ -454,6 +473,8 @@ def _sides(arrow: Arrow) -> tuple[str, str]:
         return ("bottom", "left") if ty > sy + sh else ("right", "left")
     if arrow.source.band < 0 and arrow.target.band >= 0:  # out of it
         return ("left", "top") if ty > sy + sh else ("left", "right")
+    if arrow.source.head is not None:  # a matrix's row: out at the left, away from the cells
+        return ("left", "top") if ty >= sy + sh else ("left", "bottom")
     if ty >= sy + sh:
         return "bottom", "top"
     if abs(ty - sy) < 1:
@@ -496,8 +517,8 @@ def _path(start: tuple[float, float, str], end: tuple[float, float, str]) -> str
     x2, y2, in_side = end
     reach = max(24.0, min(90.0, math.hypot(x2 - x1, y2 - y1) * 0.4))
     (ox, oy), (ix, iy) = DIRECTIONS[out_side], DIRECTIONS[in_side]
-    c1 = (x1 + ox * reach, y1 + oy * reach)
-    c2 = (x2 + ix * reach, y2 + iy * reach)
+    c1 = (max(x1 + ox * reach, 2.0), y1 + oy * reach)  # never off the sheet's left edge
+    c2 = (max(x2 + ix * reach, 2.0), y2 + iy * reach)
     return (f"M{_f(x1)},{_f(y1)} C{_f(c1[0])},{_f(c1[1])} {_f(c2[0])},{_f(c2[1])} "
             f"{_f(x2)},{_f(y2)}")
 
@@ -620,15 +641,30 @@ def _cells(band: Band, arrows: list[Arrow], add: Callable[[str], None]) -> None:
             text = "#ffffff" if strength > 0.55 else "#222"
             add(f'<text x="{_f(x + w / 2)}" y="{_f(y + h / 2 + 4)}" font-size="11.5" '
                 f'font-weight="bold" fill="{text}" text-anchor="middle">{n}</text>')
-    last = boxes[-1]
+    # the key, in the corner that the column heads leave free over the rows
     ground = [f"{box.label} (imported by {_plural(box.importers, 'package')})"
               for box in boxes if box.ground]
-    notes = [("Read a row: that package imports the column's, so many module imports. "
-              "Importers come first; an orange cell imports a package above it: a loop."),
-             "Arrows into " + ", ".join(ground) + " are not drawn." if ground else ""]
-    for k, note in enumerate(n for n in notes if n):
-        add(f'<text x="{_f(boxes[0].x)}" y="{_f(last.y + last.h + 16 + 15 * k)}" '
-            f'font-size="11" fill="{ink}">{escape(note)}</text>')
+    key = ("A row's package imports the column's, so many module imports. The packages are "
+           "ordered so that as few imports as can be run back up; an orange cell does: a loop.")
+    if ground:
+        key += " Arrows into " + ", ".join(ground) + " are not drawn."
+    first = boxes[0]
+    assert first.head is not None
+    lines = _wrap(key, first.w, 11)
+    top = max(first.head[1] + first.head[3] - 15 * len(lines) + 6, band.y + BAND_TITLE + 14)
+    for k, line in enumerate(lines):
+        add(f'<text x="{_f(first.x)}" y="{_f(top + 15 * k)}" font-size="11" fill="{ink}">'
+            f"{escape(line)}</text>")
+
+
+def _wrap(text: str, width: float, size: float) -> list[str]:
+    lines: list[str] = []
+    for word in text.split():
+        if lines and _text_width(f"{lines[-1]} {word}", size) <= width:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines
 
 
 def _words(band: Band, add: Callable[[str], None]) -> None:
@@ -651,10 +687,14 @@ def _words(band: Band, add: Callable[[str], None]) -> None:
             add(f'<text x="{_f(box.cx)}" y="{_f(box.y + 32)}" font-size="11" fill="#444" '
                 f'stroke="{box_fill}" {HALO} '
                 f'text-anchor="middle">{escape(_figures(box))}</text>')
-        if box.ground and box.head is None:
-            add(f'<text x="{_f(box.x + box.w - 4)}" y="{_f(box.y - 4)}" '
-                f'font-size="10.5" fill="{ink}" text-anchor="end">imported by '
-                f"{_plural(box.importers, 'package')}: arrows not drawn</text>")
+        if box.ground and box.head is None and band.side:  # no room at its right: under it
+            add(f'<text x="{_f(box.cx)}" y="{_f(box.y + box.h + 14)}" font-size="10.5" '
+                f'fill="{ink}" text-anchor="middle">imported by '
+                f"{_plural(box.importers, 'package')}</text>")
+        elif box.ground and box.head is None:
+            add(f'<text x="{_f(box.x + box.w + 10)}" y="{_f(box.y + box.h / 2 + 4)}" '
+                f'font-size="11" fill="{ink}">imported by '
+                f"{_plural(box.importers, 'package')}: its arrows are not drawn</text>")
 
 
 def _legend(height: float, add: Callable[[str], None]) -> None:
