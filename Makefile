@@ -59,6 +59,10 @@ crd-check: build-cluster ## fail if crds/ differs from what the generator produc
 test: build-cluster lint image ## everything CI runs: lint, unit, integration and end-to-end tests
 	$(BIN)/pytest -m "not chaos_run" $(PYTEST_ARGS)
 
+.PHONY: architecture-picture
+architecture-picture: venv ## redraw docs/architecture.svg (layers, packages, imports) from the code
+	$(BIN)/python hack/architecture_picture.py
+
 # The operator image from the Dockerfile with podman (installed by hack/image-host.sh when missing);
 # a locally made Debian base where no registry answers. Tagged by a hash of its inputs: an unchanged
 # tree is a no-op. The reference and a docker-archive for containerd are in the cache's latest.json.
