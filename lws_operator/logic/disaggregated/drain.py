@@ -33,7 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
+
+from lws_operator.logic.disaggregated.scale_up import RoleScaling
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
@@ -71,20 +73,10 @@ class OldRevision:
 
 
 @dataclass(frozen=True)
-class ScaleDown:
-    """One scale-down to apply: LeaderWorkerSet ``name`` of ``role`` from ``current`` to ``to``
-    replicas (the event reads "Scaling down <role> LWS <name> from <current> to <to>
-    replicas")."""
+class ScaleDown(RoleScaling):
+    """One scale-down to apply."""
 
-    role: str
-    name: str
-    current: int
-    to: int
-
-    @property
-    def message(self) -> str:
-        return (f"Scaling down {self.role} LWS {self.name} from {self.current} to {self.to} "
-                "replicas")
+    direction: ClassVar[str] = "down"
 
 
 def parse_timestamp(value: Any) -> datetime:
