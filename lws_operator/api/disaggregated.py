@@ -141,10 +141,6 @@ class PlacementPolicy:
 class DisaggregatedSetView(ObjectView):
     """A DisaggregatedSet as the logic reads it. Build with :meth:`of`."""
 
-    @classmethod
-    def of(cls, ds: Mapping[str, Any] | DisaggregatedSetView) -> DisaggregatedSetView:
-        return ds if isinstance(ds, DisaggregatedSetView) else cls(ds)
-
     @property
     def roles(self) -> tuple[RoleView, ...]:
         """``spec.roles`` in spec order (the order is part of the revision and of status)."""

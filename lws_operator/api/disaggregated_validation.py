@@ -36,7 +36,7 @@ from .disaggregated import (
     DisaggregatedSetView,
     RoleView,
 )
-from .validation import FieldError, aggregate_message, scaled_value, validate_int_or_percent
+from .field_errors import FieldError, aggregate_message, scaled_value, validate_int_or_percent
 
 __all__ = ["FieldError", "Result", "aggregate_message", "validate"]
 

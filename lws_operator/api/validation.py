@@ -40,15 +40,11 @@ ones.
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from . import disruption
 from .constants import (
-    EXCLUSIVE_TOPOLOGY_ANNOTATION,
     HASH_MODE_NAME_LIMIT,
     HASH_MODE_NAME_LIMIT_SIZE_ONE,
     MAX_DISRUPTED_GROUPS_ANNOTATION,
@@ -60,26 +56,45 @@ from .constants import (
     SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
 )
 from .defaults import apply_defaults
+from .field_errors import (
+    IMMUTABLE,
+    LWT,
+    PERCENT_MESSAGE,
+    RUC,
+    SPEC,
+    SUBGROUP_SIZE,
+    ErrorType,
+    FieldError,
+    aggregate_message,
+    field_at,
+    immutable,
+    int_or_none,
+    scaled_value,
+    validate_int_or_percent,
+)
+from .scheduling_validation import (
+    effective_priority_class,
+    scheduling_level,
+    validate_scheduling,
+    validate_scheduling_update,
+)
 
-ErrorType = Literal["Invalid", "Required", "Forbidden", "NotSupported"]
+# Every name this module had before the error type and the gang scheduling rules moved out, so
+# its importers keep importing them from here.
+__all__ = [
+    "DNS1035_MESSAGE", "IMMUTABLE", "LWT", "PERCENT_MESSAGE", "RUC", "SPEC", "SUBGROUP_SIZE",
+    "ErrorType", "FieldError", "aggregate_message", "effective_priority_class", "scaled_value",
+    "scheduling_level", "validate", "validate_create", "validate_int_or_percent",
+    "validate_update", "warnings",
+]
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_PERCENT = re.compile(r"^[0-9]+%$")
 DNS1035_MESSAGE = (
     "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
     "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
     "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
 )
-PERCENT_MESSAGE = (
-    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or "
-    "'93%', regex used for validation is '[0-9]+%')"
-)
-IMMUTABLE = "field is immutable"
 
-SPEC = "spec"
-LWT = "spec.leaderWorkerTemplate"
-RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
-SUBGROUP_SIZE = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
 _ENUMS: dict[str, tuple[str, ...]] = {
     "spec.groupIdentity": ("Ordinal", "Hash"),
     "spec.groupReplacementPolicy": ("PostTermination", "Immediate"),
@@ -100,116 +115,12 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     "spec.leaderWorkerTemplate.persistentVolumeClaimRetentionPolicy.whenScaled": (
         "Retain", "Delete"),
 }
-_GANG_FIELDS = ("schedulingPolicy", "schedulingConstraints", "disruptionMode", "resourceClaims")
 
 
-@dataclass(frozen=True)
-class FieldError:
-    """One field error, rendered like apimachinery's ``field.Error``."""
-
-    path: str
-    message: str
-    value: Any = None
-    type: ErrorType = "Invalid"
-
-    def __str__(self) -> str:
-        if self.type == "Invalid":
-            return f"{self.path}: Invalid value: {_render(self.value)}: {self.message}"
-        if self.type == "Required":
-            return f"{self.path}: Required value" + (f": {self.message}" if self.message else "")
-        if self.type == "NotSupported":
-            return f"{self.path}: Unsupported value: {_render(self.value)}: {self.message}"
-        return f"{self.path}: Forbidden: {self.message}"
-
-
-def _render(value: Any) -> str:
-    """A value the way apimachinery's ``field.Error`` prints it: numbers and booleans bare,
-    strings quoted, anything else (a pointer included) as its JSON, so a nil one is ``null``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def aggregate_message(errors: list[FieldError]) -> str:
-    """``field.ErrorList.ToAggregate().Error()``: the message upstream's webhook denies with.
-
-    Errors with the same text are kept once; one error is its own text, several are joined
-    with ``", "`` inside brackets."""
-    rendered = list(dict.fromkeys(str(e) for e in errors))
-    return "".join(rendered) if len(rendered) <= 1 else "[" + ", ".join(rendered) + "]"
-
-
-# ------------------------------------------------------------------------------ small readers
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def scaled_value(value: Any, total: int, round_up: bool) -> int | None:
-    """An int-or-percent scaled against ``total`` (None when it is neither), like apimachinery's
-    ``GetScaledValueFromIntOrPercent``: percentages round up or down as asked."""
-    if _int(value) is not None:
-        return int(value)
-    if isinstance(value, str) and _PERCENT.match(value):
-        exact = int(value[:-1]) * total / 100
-        return math.ceil(exact) if round_up else math.floor(exact)
-    return None
-
-
-def _templates(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    lwt = spec.get("leaderWorkerTemplate") or {}
-    out = []
-    for key in ("leaderTemplate", "workerTemplate"):
-        if isinstance(lwt.get(key), dict):
-            out.append((f"{LWT}.{key}", lwt[key]))
-    return out
-
-
-def effective_priority_class(spec: dict[str, Any]) -> str | None:
-    """The priority class of the group's leader: the leader template's, else the worker's."""
-    lwt = spec.get("leaderWorkerTemplate") or {}
-    template = lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}
-    value = _get(template, "spec", "priorityClassName")
-    return value if isinstance(value, str) and value else None
-
-
-def scheduling_level(scheduling: Any) -> str | None:
-    """``lws``, ``replica`` or ``role``; ``mixed`` when settings of two levels are combined."""
-    if not isinstance(scheduling, dict):
-        return None
-    replica = scheduling.get("replica")
-    whole = any(scheduling.get(f) is not None for f in _GANG_FIELDS)
-    roles = isinstance(replica, dict) and any(replica.get(r) is not None
-                                              for r in ("leader", "worker"))
-    replica_set = isinstance(replica, dict) and any(replica.get(f) is not None
-                                                    for f in _GANG_FIELDS)
-    if whole:
-        return "mixed" if replica is not None else "lws"
-    if roles:
-        return "mixed" if replica_set else "role"
-    return "replica"
-
-
-# ------------------------------------------------------------------------------------- rules
 
 
 def _validate_metadata(lws: dict[str, Any]) -> list[FieldError]:
-    name = _get(lws, "metadata", "name") or ""
+    name = field_at(lws, "metadata", "name") or ""
     if not name:  # generateName: the API server validates the generated name itself
         return []
     errors = []
@@ -224,7 +135,7 @@ def _validate_enums(spec: dict[str, Any]) -> list[FieldError]:
     """The CRD checks these too; repeated so a hand-installed CRD cannot let a typo through."""
     errors = []
     for path, allowed in _ENUMS.items():
-        value = _get({"spec": spec}, *path.split("."))
+        value = field_at({"spec": spec}, *path.split("."))
         if value is not None and value not in allowed:
             quoted = ", ".join(f'"{a}"' for a in allowed)
             errors.append(FieldError(path, f"supported values: {quoted}", value, "NotSupported"))
@@ -233,8 +144,8 @@ def _validate_enums(spec: dict[str, Any]) -> list[FieldError]:
 
 def _validate_counts(spec: dict[str, Any]) -> list[FieldError]:
     errors = []
-    replicas = _int(spec.get("replicas"))
-    size = _int(_get(spec, "leaderWorkerTemplate", "size"))
+    replicas = int_or_none(spec.get("replicas"))
+    size = int_or_none(field_at(spec, "leaderWorkerTemplate", "size"))
     if replicas is not None and replicas < 0:
         errors.append(FieldError("spec.replicas", "replicas must be equal or greater than 0",
                                  replicas))
@@ -250,43 +161,25 @@ def _validate_counts(spec: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def validate_int_or_percent(path: str, value: Any) -> list[FieldError]:
-    """apimachinery's IntOrPercent checks (a non-negative int, or a percent string of at most
-    100%); None is not checked. The DisaggregatedSet webhook applies them to its roles too."""
-    if value is None:
-        return []
-    if _int(value) is not None:
-        if value < 0:
-            return [FieldError(path, "must be greater than or equal to 0", value)]
-        return []
-    if not isinstance(value, str):
-        return [FieldError(path, "invalid value", value)]
-    if not _PERCENT.match(value):
-        return [FieldError(path, PERCENT_MESSAGE, value)]
-    if int(value[:-1]) > 100:
-        return [FieldError(path, "must not be greater than 100%", value)]
-    return []
-
-
 def _validate_rollout(spec: dict[str, Any]) -> list[FieldError]:
     """Upstream's rules on the rollout budgets (leaderworkerset_webhook.go), in its order: the
     format of each budget, the partition, then
     the scaled budgets. A budget whose format is already reported is not scaled: upstream goes on
     to report ``invalid value`` for it, and may count it as 0 (see the module docstring)."""
-    config = _get(spec, "rolloutStrategy", "rollingUpdateConfiguration")
+    config = field_at(spec, "rolloutStrategy", "rollingUpdateConfiguration")
     if not isinstance(config, dict):
         return []
     unavailable, surge = config.get("maxUnavailable"), config.get("maxSurge")
     unavailable_errors = validate_int_or_percent(f"{RUC}.maxUnavailable", unavailable)
     surge_errors = validate_int_or_percent(f"{RUC}.maxSurge", surge)
     errors = unavailable_errors + surge_errors
-    partition = _int(config.get("partition"))
+    partition = int_or_none(config.get("partition"))
     if partition is not None and partition < 0:
         errors.append(FieldError(f"{RUC}.partition", "must be greater than or equal to 0",
                                  partition))
     if unavailable_errors or surge_errors:
         return errors
-    replicas = _int(spec.get("replicas"))
+    replicas = int_or_none(spec.get("replicas"))
     replicas = 1 if replicas is None else replicas
     scaled_unavailable = scaled_value(1 if unavailable is None else unavailable, replicas, False)
     scaled_surge = scaled_value(0 if surge is None else surge, replicas, True)
@@ -302,9 +195,9 @@ def _validate_rollout(spec: dict[str, Any]) -> list[FieldError]:
 
 def _validate_subgroups(lws: dict[str, Any]) -> list[FieldError]:
     spec = lws.get("spec") or {}
-    policy = _get(spec, "leaderWorkerTemplate", "subGroupPolicy")
+    policy = field_at(spec, "leaderWorkerTemplate", "subGroupPolicy")
     if not isinstance(policy, dict):
-        annotations = _get(lws, "metadata", "annotations") or {}
+        annotations = field_at(lws, "metadata", "annotations") or {}
         if SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION in annotations:
             return [FieldError(
                 f"metadata.annotations.{SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}",
@@ -312,10 +205,10 @@ def _validate_subgroups(lws: dict[str, Any]) -> list[FieldError]:
                 annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION])]
         return []
     raw = policy.get("subGroupSize")
-    sgs = _int(raw)
+    sgs = int_or_none(raw)
     if sgs is None or sgs < 1:
         return [FieldError(SUBGROUP_SIZE, "subGroupSize must be equal or greater than 1", raw)]
-    size = _int(_get(spec, "leaderWorkerTemplate", "size"))
+    size = int_or_none(field_at(spec, "leaderWorkerTemplate", "size"))
     if size is None or size < 1:
         return []  # reported by the size rule
     errors = []
@@ -340,17 +233,18 @@ def _validate_group_identity(lws: dict[str, Any]) -> list[FieldError]:
                                  "Immediate"))
     if not hashed:
         return errors
-    if _get(spec, "leaderWorkerTemplate", "volumeClaimTemplates"):
+    if field_at(spec, "leaderWorkerTemplate", "volumeClaimTemplates"):
         errors.append(FieldError(f"{LWT}.volumeClaimTemplates",
                                  "volumeClaimTemplates are not supported with groupIdentity Hash",
                                  type="Forbidden"))
-    partition = _int(_get(spec, "rolloutStrategy", "rollingUpdateConfiguration", "partition"))
+    partition = int_or_none(field_at(spec, "rolloutStrategy", "rollingUpdateConfiguration",
+                                     "partition"))
     if partition:
         errors.append(FieldError(f"{RUC}.partition",
                                  "partition is not supported with groupIdentity Hash",
                                  partition, "Forbidden"))
-    name = _get(lws, "metadata", "name") or ""
-    size = _int(_get(spec, "leaderWorkerTemplate", "size"))
+    name = field_at(lws, "metadata", "name") or ""
+    size = int_or_none(field_at(spec, "leaderWorkerTemplate", "size"))
     limit = HASH_MODE_NAME_LIMIT_SIZE_ONE if size == 1 else HASH_MODE_NAME_LIMIT
     if len(name) > limit:
         errors.append(FieldError(
@@ -365,7 +259,7 @@ def _validate_restarts(spec: dict[str, Any]) -> list[FieldError]:
     errors = []
     budget = lwt.get("maxGroupRestarts")
     if budget is not None:
-        if _int(budget) is None or budget < 0:
+        if int_or_none(budget) is None or budget < 0:
             errors.append(FieldError(f"{LWT}.maxGroupRestarts",
                                      "must be greater than or equal to 0", budget))
         if lwt.get("restartPolicy") in ("None", "Default"):
@@ -376,10 +270,10 @@ def _validate_restarts(spec: dict[str, Any]) -> list[FieldError]:
     if isinstance(backoff, dict):
         for key in ("baseSeconds", "capSeconds"):
             value = backoff.get(key)
-            if value is not None and (_int(value) is None or value < 0):
+            if value is not None and (int_or_none(value) is None or value < 0):
                 errors.append(FieldError(f"{LWT}.restartBackoff.{key}",
                                          "must be greater than or equal to 0", value))
-        base, cap = _int(backoff.get("baseSeconds")), _int(backoff.get("capSeconds"))
+        base, cap = int_or_none(backoff.get("baseSeconds")), int_or_none(backoff.get("capSeconds"))
         if base is not None and cap is not None and 0 <= cap < base:
             errors.append(FieldError(f"{LWT}.restartBackoff.capSeconds",
                                      f"must be greater than or equal to baseSeconds ({base})",
@@ -391,93 +285,11 @@ def _validate_restarts(spec: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def _validate_scheduling(lws: dict[str, Any]) -> list[FieldError]:
-    spec = lws.get("spec") or {}
-    scheduling = spec.get("scheduling")
-    if scheduling is None:
-        return []
-    errors = []
-    if scheduling_level(scheduling) == "mixed":
-        errors.append(FieldError(
-            "spec.scheduling",
-            "exactly one scheduling level may be set: whole-LWS (schedulingPolicy, "
-            "schedulingConstraints, disruptionMode, resourceClaims), replica "
-            "(replica) or role (replica.leader, replica.worker)", type="Forbidden"))
-    if spec.get("startupPolicy") == "LeaderReady":
-        errors.append(FieldError("spec.startupPolicy",
-                                 "LeaderReady is not supported with gang scheduling "
-                                 "(spec.scheduling): the gang could never form", "LeaderReady"))
-    annotations = _get(lws, "metadata", "annotations") or {}
-    if EXCLUSIVE_TOPOLOGY_ANNOTATION in annotations:
-        errors.append(FieldError(f"metadata.annotations.{EXCLUSIVE_TOPOLOGY_ANNOTATION}",
-                                 "exclusive-topology cannot be combined with gang scheduling "
-                                 "(spec.scheduling)", type="Forbidden"))
-    for path, template in _templates(spec):
-        if _get(template, "spec", "schedulingGroup") is not None:
-            errors.append(FieldError(f"{path}.spec.schedulingGroup",
-                                     "must not be set: LWS derives the PodGroup of each pod "
-                                     "when gang scheduling (spec.scheduling) is enabled",
-                                     type="Forbidden"))
-    errors += _validate_gang_settings(spec, scheduling)
-    lwt = spec.get("leaderWorkerTemplate") or {}
-    if isinstance(lwt.get("leaderTemplate"), dict):
-        leader = _get(lwt, "leaderTemplate", "spec", "priorityClassName") or None
-        worker = _get(lwt, "workerTemplate", "spec", "priorityClassName") or None
-        if leader != worker:
-            errors.append(FieldError(f"{LWT}.leaderTemplate.spec.priorityClassName",
-                                     "leader and worker templates must use the same "
-                                     "priorityClassName with gang scheduling", leader))
-    return errors
-
-
-def _derived_min_counts(spec: dict[str, Any], level: str | None) -> dict[str, int]:
-    """``gang.minCount`` as LWS derives it, per settings path (what a user value must equal)."""
-    size = _int(_get(spec, "leaderWorkerTemplate", "size")) or 1
-    replicas = _int(spec.get("replicas"))
-    replicas = 1 if replicas is None else replicas
-    if level == "lws":
-        return {"spec.scheduling": replicas * size}
-    if level == "replica":
-        return {"spec.scheduling.replica": size}
-    if level == "role":
-        return {"spec.scheduling.replica.leader": 1, "spec.scheduling.replica.worker": size - 1}
-    return {}
-
-
-def _validate_gang_settings(spec: dict[str, Any], scheduling: Any) -> list[FieldError]:
-    """Per active template: one policy (basic or gang), a positive minCount, at most 4 shared
-    resource claims (the PodGroup API's limit). A user's ``gang.minCount`` is accepted (and may
-    change, as the LWS docs allow) but not used: LWS derives the minimum from replicas and size
-    (``placement.gang``), which the LWS docs promise; ``derived`` only selects the paths."""
-    if not isinstance(scheduling, dict):
-        return []
-    errors = []
-    for path, _derived in _derived_min_counts(spec, scheduling_level(scheduling)).items():
-        settings = _get({"spec": {"scheduling": scheduling}}, *path.split("."))
-        if not isinstance(settings, dict):
-            continue
-        policy = settings.get("schedulingPolicy")
-        if isinstance(policy, dict):
-            if policy.get("basic") is not None and policy.get("gang") is not None:
-                errors.append(FieldError(f"{path}.schedulingPolicy",
-                                         "exactly one of basic and gang may be set",
-                                         type="Forbidden"))
-            min_count = _get(policy, "gang", "minCount")
-            if min_count is not None and (_int(min_count) is None or min_count < 1):
-                errors.append(FieldError(f"{path}.schedulingPolicy.gang.minCount",
-                                         "must be greater than or equal to 1", min_count))
-        claims = settings.get("resourceClaims")
-        if isinstance(claims, list) and len(claims) > 4:
-            errors.append(FieldError(f"{path}.resourceClaims", "must have at most 4 items",
-                                     len(claims), "Invalid"))
-    return errors
-
-
 def _validate_progress_deadline(lws: dict[str, Any]) -> list[FieldError]:
     """Our progress deadline and rollback opt-ins (``logic.rollout.deadline``): a whole number of
     seconds from 1, ``"true"`` or ``"false"``, the rollback only with a deadline, and neither
     with Hash groups, whose rollout (admission as groups go) the deadline does not hold."""
-    annotations = _get(lws, "metadata", "annotations") or {}
+    annotations = field_at(lws, "metadata", "annotations") or {}
     deadline = annotations.get(PROGRESS_DEADLINE_ANNOTATION)
     rollback = annotations.get(ROLLBACK_ON_DEADLINE_ANNOTATION)
     errors = []
@@ -507,7 +319,7 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     errors += _validate_subgroups(lws)
     errors += _validate_group_identity(lws)
     errors += _validate_restarts(spec)
-    errors += _validate_scheduling(lws)
+    errors += validate_scheduling(lws)
     errors += _validate_progress_deadline(lws)
     errors += _validate_disruption_budget(lws)
     return errors
@@ -515,7 +327,7 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
 
 def _validate_disruption_budget(lws: dict[str, Any]) -> list[FieldError]:
     """The group disruption budget's annotation (ours, ``api.disruption``), when present."""
-    annotations = _get(lws, "metadata", "annotations") or {}
+    annotations = field_at(lws, "metadata", "annotations") or {}
     if not isinstance(annotations, dict) or MAX_DISRUPTED_GROUPS_ANNOTATION not in annotations:
         return []
     value = annotations[MAX_DISRUPTED_GROUPS_ANNOTATION]
@@ -525,27 +337,6 @@ def _validate_disruption_budget(lws: dict[str, Any]) -> list[FieldError]:
         return [FieldError(f"metadata.annotations.{MAX_DISRUPTED_GROUPS_ANNOTATION}", str(exc),
                            value)]
     return []
-
-
-def _omitempty(value: Any) -> Any:
-    """``value`` without the entries that mean "not set": null, ``""`` and ``[]``, at any depth.
-
-    Go drops such zero values when it writes an object (``omitempty``), and apimachinery's
-    semantic equality takes an empty list for a missing one, so a stored object may hold either
-    form of the same thing. Empty objects are kept: ``gang: {}`` selects a policy."""
-    if isinstance(value, dict):
-        kept = {k: _omitempty(v) for k, v in value.items()}
-        return {k: v for k, v in kept.items() if v not in (None, "", [])}
-    if isinstance(value, list):
-        return [_omitempty(v) for v in value]
-    return value
-
-
-def _immutable(path: str, old: Any, new: Any) -> list[FieldError]:
-    """``ValidateImmutableField``: the new value, reported as ``field is immutable``."""
-    if _omitempty({"v": old}) == _omitempty({"v": new}):
-        return []
-    return [FieldError(path, IMMUTABLE, new)]
 
 
 def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
@@ -566,11 +357,11 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError
     new, old = apply_defaults(new), apply_defaults(old)
     spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
     errors = []
-    policy = _get(spec, "leaderWorkerTemplate", "subGroupPolicy")
-    old_policy = _get(old_spec, "leaderWorkerTemplate", "subGroupPolicy")
+    policy = field_at(spec, "leaderWorkerTemplate", "subGroupPolicy")
+    old_policy = field_at(old_spec, "leaderWorkerTemplate", "subGroupPolicy")
     if isinstance(policy, dict) and isinstance(old_policy, dict):
-        errors += _immutable(SUBGROUP_SIZE, old_policy.get("subGroupSize"),
-                             policy.get("subGroupSize"))
+        errors += immutable(SUBGROUP_SIZE, old_policy.get("subGroupSize"),
+                            policy.get("subGroupSize"))
     elif isinstance(policy, dict):
         errors.append(FieldError(SUBGROUP_SIZE,
                                  "cannot enable subGroupSize after the lws is already created",
@@ -585,55 +376,10 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError
     if isinstance(network, dict) and network.get("subdomainPolicy") is None:
         errors.append(FieldError("spec.networkConfig.subdomainPolicy",
                                  "cannot set subdomainPolicy as null",
-                                 _get(old_spec, "networkConfig", "subdomainPolicy")))
+                                 field_at(old_spec, "networkConfig", "subdomainPolicy")))
     for key in ("groupIdentity", "podTerminationPolicy"):
-        errors += _immutable(f"spec.{key}", old_spec.get(key), spec.get(key))
-    errors += _validate_scheduling_update(spec, old_spec)
-    return errors
-
-
-def _validate_scheduling_update(spec: dict[str, Any], old_spec: dict[str, Any]) -> list[FieldError]:
-    new_s, old_s = spec.get("scheduling"), old_spec.get("scheduling")
-    if (new_s is None) != (old_s is None):
-        verb = "added" if old_s is None else "removed"
-        return [FieldError("spec.scheduling",
-                           f"gang scheduling cannot be {verb} after creation", type="Forbidden")]
-    if new_s is None:
-        return []
-    errors = []
-    new_level, old_level = scheduling_level(new_s), scheduling_level(old_s)
-    if new_level != old_level:
-        errors.append(FieldError("spec.scheduling",
-                                 f"the scheduling level cannot change after creation "
-                                 f"(was {old_level}, now {new_level})", type="Forbidden"))
-    else:
-        errors += _immutable_gang_settings("spec.scheduling", new_s, old_s)
-        for sub in ("replica", "replica.leader", "replica.worker"):
-            keys = sub.split(".")
-            errors += _immutable_gang_settings(f"spec.scheduling.{sub}", _get(new_s, *keys),
-                                               _get(old_s, *keys))
-    errors += _immutable("spec.leaderWorkerTemplate.leaderTemplate.spec.priorityClassName",
-                         effective_priority_class(old_spec), effective_priority_class(spec))
-    return errors
-
-
-def _without_min_count(policy: Any) -> Any:
-    """A scheduling policy minus ``gang.minCount``, the one field allowed to change."""
-    if not isinstance(policy, dict) or not isinstance(policy.get("gang"), dict):
-        return policy
-    gang = {k: v for k, v in policy["gang"].items() if k != "minCount"}
-    return {**policy, "gang": gang}
-
-
-def _immutable_gang_settings(path: str, new: Any, old: Any) -> list[FieldError]:
-    if not isinstance(new, dict) or not isinstance(old, dict):
-        return []
-    errors = []
-    for key in _GANG_FIELDS:
-        old_value, new_value = old.get(key), new.get(key)
-        if key == "schedulingPolicy":
-            old_value, new_value = _without_min_count(old_value), _without_min_count(new_value)
-        errors += _immutable(f"{path}.{key}", old_value, new_value)
+        errors += immutable(f"spec.{key}", old_spec.get(key), spec.get(key))
+    errors += validate_scheduling_update(spec, old_spec)
     return errors
 
 
@@ -650,8 +396,9 @@ def warnings(lws: dict[str, Any]) -> list[str]:
     spec = lws.get("spec") or {}
     if spec.get("groupIdentity") == "Hash":
         return []
-    name = str(_get(lws, "metadata", "name") or "")
-    replicas, size = _int(spec.get("replicas")), _int(_get(spec, "leaderWorkerTemplate", "size"))
+    name = str(field_at(lws, "metadata", "name") or "")
+    replicas = int_or_none(spec.get("replicas"))
+    size = int_or_none(field_at(spec, "leaderWorkerTemplate", "size"))
     suffix = f"-{replicas - 1}" if replicas and size is not None and size > 1 else ""
     longest = name + suffix
     if len(longest) <= STATEFULSET_NAME_LIMIT:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeAlias
+from typing import Any, Self, TypeAlias
 
 from lws_operator.api.constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -141,54 +141,19 @@ class RestartBackoff:
 
 
 @dataclass(frozen=True)
-class StatefulSetView:
-    """A leader or worker StatefulSet as the logic reads it, with the API's defaults: an absent
-    ``spec.replicas`` is 1, an absent partition 0 (we always write it; upstream would crash on
-    one without it), an absent ``status.replicas`` 0 (the field is omitted when zero)."""
-
-    raw: Mapping[str, Any]
-
-    @classmethod
-    def of(cls, sts: Mapping[str, Any] | StatefulSetView) -> StatefulSetView:
-        return sts if isinstance(sts, StatefulSetView) else cls(sts)
-
-    @property
-    def spec(self) -> Mapping[str, Any]:
-        return _map(self.raw.get("spec"))
-
-    @property
-    def status(self) -> Mapping[str, Any]:
-        return _map(self.raw.get("status"))
-
-    @property
-    def replicas(self) -> int:
-        value = self.spec.get("replicas")
-        return 1 if value is None else int(value)
-
-    @property
-    def partition(self) -> int:
-        rolling = _map(_map(self.spec.get("updateStrategy")).get("rollingUpdate"))
-        value = rolling.get("partition")
-        return 0 if value is None else int(value)
-
-    @property
-    def replicas_annotation(self) -> str | None:
-        """The ``replicas`` annotation the leader StatefulSet carries (upstream's
-        rollingUpdateParameters (leaderworkerset_controller.go)), when it is a string."""
-        value = annotations_of(self.raw).get(REPLICAS_ANNOTATION)
-        return value if isinstance(value, str) else None
-
-    @property
-    def status_replicas(self) -> int:
-        return int(self.status.get("replicas") or 0)
-
-
-@dataclass(frozen=True)
 class ObjectView:
     """What every view of an API object answers the same way: its identity, metadata, spec and
     status, read from ``raw`` (the stored object itself)."""
 
     raw: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any] | Self) -> Self:
+        """The view of ``obj`` (itself when it is one already)."""
+        if isinstance(obj, cls):
+            return obj
+        assert not isinstance(obj, ObjectView), "a view of another kind of object"
+        return cls(obj)
 
     # ------------------------------------------------------------------------- identity
     @property
@@ -239,13 +204,37 @@ class ObjectView:
 
 
 @dataclass(frozen=True)
+class StatefulSetView(ObjectView):
+    """A leader or worker StatefulSet as the logic reads it, with the API's defaults: an absent
+    ``spec.replicas`` is 1, an absent partition 0 (we always write it; upstream would crash on
+    one without it), an absent ``status.replicas`` 0 (the field is omitted when zero)."""
+
+    @property
+    def replicas(self) -> int:
+        value = self.spec.get("replicas")
+        return 1 if value is None else int(value)
+
+    @property
+    def partition(self) -> int:
+        rolling = _map(_map(self.spec.get("updateStrategy")).get("rollingUpdate"))
+        value = rolling.get("partition")
+        return 0 if value is None else int(value)
+
+    @property
+    def replicas_annotation(self) -> str | None:
+        """The ``replicas`` annotation the leader StatefulSet carries (upstream's
+        rollingUpdateParameters (leaderworkerset_controller.go)), when it is a string."""
+        value = annotations_of(self.raw).get(REPLICAS_ANNOTATION)
+        return value if isinstance(value, str) else None
+
+    @property
+    def status_replicas(self) -> int:
+        return int(self.status.get("replicas") or 0)
+
+
+@dataclass(frozen=True)
 class LeaderWorkerSetView(ObjectView):
     """A LeaderWorkerSet as the logic reads it. Build with :meth:`of`."""
-
-    @classmethod
-    def of(cls, lws: Mapping[str, Any] | LeaderWorkerSetView) -> LeaderWorkerSetView:
-        """The view of ``lws`` (itself when it is one already)."""
-        return lws if isinstance(lws, LeaderWorkerSetView) else cls(lws)
 
     @property
     def template(self) -> Mapping[str, Any]:

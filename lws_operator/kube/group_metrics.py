@@ -40,11 +40,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lws_operator.api import disruption
-from lws_operator.api.view import deleting, lws_view
+from lws_operator.api.view import LeaderWorkerSetView, deleting, lws_view
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.metrics import _once
 from lws_operator.logic.disruption.budget import disrupted_groups
@@ -168,11 +169,8 @@ class GroupMetrics:
         rollout_view = derive.rollout_view(lws, leader_sts)
         budget = disruption.budget_of(lws.annotations, lws.replicas)
         previous = self._memory.get(key)
-        derived = self._derived.get(key)
-        if previous is not None and budget is None and derived is not None \
-                and derived[0] is obj and derived[1] == (views, rollout_view):
-            # A change that moved no group's view (a worker's status), of the same set: the
-            # derivations would repeat the last export's values and see no transition.
+        if previous is not None and budget is None and self._repeats(key, obj, views,
+                                                                     rollout_view):
             self._read[key] = read
             return
         self._derived[key] = (obj, (views, rollout_view))
@@ -181,6 +179,24 @@ class GroupMetrics:
             for reason in derive.RECREATION_REASONS:
                 self.recreations.labels(namespace, name, reason)
         self._memory[key] = memory
+        self._export_groups(key, lws, views, seen)
+        self._export_rollout(key, lws)
+        self._export_restart_budgets(key, lws, views)
+        self._export_disruption_budget(key, lws, pods, budget)
+        self._read[key] = read
+
+    def _repeats(self, key: Key, obj: object, views: list[derive.GroupView],
+                 rollout_view: derive.RolloutView) -> bool:
+        """Whether a change moved no group's view (a worker's status) of the same set object: the
+        derivations would repeat the last export's values and see no transition."""
+        derived = self._derived.get(key)
+        return derived is not None and derived[0] is obj and derived[1] == (views, rollout_view)
+
+    def _export_groups(self, key: Key, lws: LeaderWorkerSetView, views: list[derive.GroupView],
+                       seen: derive.Observations) -> None:
+        """The groups by state, and what the pass saw happen to them (recreations, a group
+        becoming Ready, a rollout step or a whole rollout ending)."""
+        namespace, name = key
         for state, count in derive.state_counts(lws, views).items():
             self.groups.labels(namespace, name, state).set(count)
         for reason in seen.recreations:
@@ -191,6 +207,11 @@ class GroupMetrics:
             self.step_seconds.labels(namespace, name).observe(seconds)
         for seconds in seen.rollout_seconds:
             self.rollout_seconds.labels(namespace, name).observe(seconds)
+
+    def _export_rollout(self, key: Key, lws: LeaderWorkerSetView) -> None:
+        """The rollout's gauges from the set's conditions, and a rollback counted when the
+        ``rolled-back-from`` annotation changes while this process watches."""
+        namespace, name = key
         rollout = derive.rollout_gauges(lws)
         self.in_progress.labels(namespace, name).set(int(rollout.in_progress))
         self.stalled.labels(namespace, name).set(int(rollout.stalled))
@@ -202,12 +223,22 @@ class GroupMetrics:
         self._rolled_back[key] = rollout.rolled_back_from
         self.rollout_groups.labels(namespace, name, "desired").set(rollout.desired)
         self.rollout_groups.labels(namespace, name, "updated").set(rollout.updated)
+
+    def _export_restart_budgets(self, key: Key, lws: LeaderWorkerSetView,
+                                views: list[derive.GroupView]) -> None:
+        """Each group's remaining restarts; a group no longer reported loses its series."""
+        namespace, name = key
         remaining = derive.budget_remaining(lws, views)
         for group in self._budget_groups.get(key, set()) - set(remaining):
             self.budget.remove(namespace, name, group)
         for group, value in remaining.items():
             self.budget.labels(namespace, name, group).set(value)
         self._budget_groups[key] = set(remaining)
+
+    def _export_disruption_budget(self, key: Key, lws: LeaderWorkerSetView,
+                                  pods: list[dict[str, Any]], budget: int | None) -> None:
+        """The groups the disruption budget counts as disrupted, with a budget only."""
+        namespace, name = key
         if budget is None:
             # Only a series that was set is removed: ``remove`` reads the environment through
             # the Mapping ABC on every call (prometheus_client's multiprocess check), a cost
@@ -216,13 +247,12 @@ class GroupMetrics:
                 self._disrupted_keys.discard(key)
                 with contextlib.suppress(KeyError):
                     self.disrupted.remove(namespace, name)
-        else:
-            self._disrupted_keys.add(key)
-            self.disrupted.labels(namespace, name).set(
-                len(disrupted_groups(pods, lws.replicas, lws.size, lws.hashed)))
-            for decision in EVICTION_DECISIONS:  # from the start, so rates see the first one
-                self.evictions.labels(namespace, name, decision)
-        self._read[key] = read
+            return
+        self._disrupted_keys.add(key)
+        self.disrupted.labels(namespace, name).set(
+            len(disrupted_groups(pods, lws.replicas, lws.size, lws.hashed)))
+        for decision in EVICTION_DECISIONS:  # from the start, so rates see the first one
+            self.evictions.labels(namespace, name, decision)
 
     def _unchanged(self, key: Key, read: tuple[object, int, int]) -> bool:
         """Whether the objects the last export of ``key`` read are still the cache's (the same

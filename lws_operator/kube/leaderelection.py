@@ -183,37 +183,50 @@ class LeaderElector:
     async def run(self, stop: asyncio.Event) -> None:
         """Campaign, then lead, until ``stop`` (which does not release: call ``release``).
         Raises ``LeadershipLost`` (after ``on_lost``) if renewals fail past the deadline."""
-        t = self.timings
         log.info("lease %s/%s: %s is a candidate", self.namespace, self.name, self.identity)
-        while not stop.is_set():
-            if await self._attempt(t.renew_deadline):
-                break
-            holder = self.observation.record.holder if self.observation.record else ""
-            log.debug("lease %s/%s is held by %s", self.namespace, self.name, holder or "nobody")
-            delay = t.retry_period * (1 + random.random() * logic.JITTER_FACTOR)
-            expiry = logic.expires_in(self.observation, self.clock())
-            if expiry is not None and expiry < delay:
-                delay = expiry + 0.05  # look again right when the holder's lease runs out
-            if await self._wait(delay, stop):
-                return
-        if stop.is_set():
+        if not await self._campaign(stop):
             return
         self._last_renewed = self.clock()
         self._set_leading(True)
         log.info("lease %s/%s acquired by %s: leading", self.namespace, self.name, self.identity)
-        while True:
-            if await self._wait(t.retry_period, stop):
+        while not await self._wait(self.timings.retry_period, stop):
+            if await self._renew(stop):
                 return
-            while True:
-                remaining = t.renew_deadline - (self.clock() - self._last_renewed)
-                if remaining > 0 and await self._attempt(max(0.5, remaining)):
-                    self._last_renewed = self.clock()
-                    break
-                if logic.renew_deadline_passed(self._last_renewed, t, self.clock()):
-                    await self._lose()
-                    raise LeadershipLost(f"lease {self.namespace}/{self.name} lost")
-                if await self._wait(t.retry_period, stop):
-                    return
+
+    async def _campaign(self, stop: asyncio.Event) -> bool:
+        """Try for the lease until it is ours (True) or ``stop`` (False)."""
+        while not stop.is_set():
+            if await self._attempt(self.timings.renew_deadline):
+                return not stop.is_set()
+            if await self._wait(self._campaign_delay(), stop):
+                return False
+        return False
+
+    def _campaign_delay(self) -> float:
+        """The retry period with client-go's jitter, or less: a candidate looks again right when
+        the holder's lease runs out."""
+        holder = self.observation.record.holder if self.observation.record else ""
+        log.debug("lease %s/%s is held by %s", self.namespace, self.name, holder or "nobody")
+        delay = self.timings.retry_period * (1 + random.random() * logic.JITTER_FACTOR)
+        expiry = logic.expires_in(self.observation, self.clock())
+        if expiry is not None and expiry < delay:
+            delay = expiry + 0.05
+        return delay
+
+    async def _renew(self, stop: asyncio.Event) -> bool:
+        """One renewal, tried again each retry period until it succeeds (False) or ``stop``
+        (True). Raises ``LeadershipLost`` (after ``on_lost``) once the renew deadline passed."""
+        t = self.timings
+        while True:
+            remaining = t.renew_deadline - (self.clock() - self._last_renewed)
+            if remaining > 0 and await self._attempt(max(0.5, remaining)):
+                self._last_renewed = self.clock()
+                return False
+            if logic.renew_deadline_passed(self._last_renewed, t, self.clock()):
+                await self._lose()
+                raise LeadershipLost(f"lease {self.namespace}/{self.name} lost")
+            if await self._wait(t.retry_period, stop):
+                return True
 
     async def _lose(self) -> None:
         self._set_leading(False)

@@ -83,6 +83,20 @@ class Expired(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
 
 
+def event_of(event: dict[str, Any]) -> tuple[str | None, dict[str, Any], str | None]:
+    """A watch event's type, object and resourceVersion (None when it carries none). An ERROR
+    event is raised: ``Expired`` for 410 Gone (list again), an ``ApiException`` for any other,
+    so every watch of ours ends on the same errors."""
+    kind, obj = event.get("type"), event.get("object") or {}
+    if kind == "ERROR":
+        if obj.get("code") == 410:
+            raise Expired(obj.get("message"))
+        raise ApiException(status=obj.get("code") or 500, reason=obj.get("reason"),
+                           body=json.dumps(obj))
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return kind, obj, str(version) if version else None
+
+
 class ListWatch:
     """``kind``'s objects at ``path`` (a collection), optionally with a label ``selector``,
     listed and watched until cancelled; each event goes to ``observe``, each relisting to
@@ -206,15 +220,9 @@ class ListWatch:
                     spent = 0.0
 
     def _event(self, event: dict[str, Any]) -> None:
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise Expired(obj.get("message"))
-            raise ApiException(status=obj.get("code") or 500, reason=obj.get("reason"),
-                               body=json.dumps(obj))
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        kind, obj, version = event_of(event)
         if version:
-            self.version = str(version)
+            self.version = version
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self.observe(self.kind, kind, obj)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import aiohttp
 
 from lws_operator.kube.client import ApiException, KubeClient, is_status, loads
+from lws_operator.kube.list_watch import Expired, event_of
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,6 @@ _MAX_BACKOFF = 30.0
 def _version(obj: Mapping[str, Any] | None) -> int | None:
     text = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
     return int(text) if text.isdigit() else None
-
-
-class Gone(Exception):
-    """The watch's resourceVersion is too old (410): list again."""
 
 
 class NamedObject:
@@ -122,26 +118,19 @@ class NamedObject:
         async with self.kube.stream(self.collection, query=query,
                                     read_timeout=READ_TIMEOUT) as lines:
             async for line in lines:
-                if not line.strip():
-                    continue
-                event = loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise Gone(obj.get("message"))
-                    raise ApiException(status=obj.get("code") or 500, reason=obj.get("reason"),
-                                       body=json.dumps(obj))
-                version = (obj.get("metadata") or {}).get("resourceVersion")
-                if version:
-                    self._version = str(version)
-                if kind == "BOOKMARK":
-                    continue
-                if (obj.get("metadata") or {}).get("name") != self.name:
-                    continue
-                if kind == "DELETED":
-                    self.store(obj, deleted=True)
-                elif kind in ("ADDED", "MODIFIED"):
-                    self.store(obj)
+                if line.strip():
+                    self._event(loads(line))
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind, obj, version = event_of(event)
+        if version:
+            self._version = version
+        if kind == "BOOKMARK" or (obj.get("metadata") or {}).get("name") != self.name:
+            return
+        if kind == "DELETED":
+            self.store(obj, deleted=True)
+        elif kind in ("ADDED", "MODIFIED"):
+            self.store(obj)
 
     async def run(self) -> None:
         """List, then watch, forever (cancel to stop). Failures are logged and retried with
@@ -158,7 +147,7 @@ class NamedObject:
                 if asyncio.get_running_loop().time() - started > _MAX_BACKOFF:
                     backoff = 0.5
                     continue
-            except Gone:
+            except Expired:
                 log.debug("watch of %s expired; listing again", self.path)
                 self._version = None
                 continue

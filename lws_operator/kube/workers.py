@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import aiohttp
 from prometheus_client import CollectorRegistry
@@ -80,6 +80,96 @@ async def _first_set(*events: asyncio.Event) -> None:
             waiter.cancel()
 
 
+class _Workers(Generic[K]):
+    """One controller's workers: its queue, its reconcile and its metric series, shared by all
+    of them."""
+
+    def __init__(self, queue: WorkQueue[K], reconcile: Reconcile[K], controller: str,
+                 registry: CollectorRegistry, concurrency: int, stop: asyncio.Event,
+                 gate: asyncio.Event | None, expected: tuple[type[BaseException], ...],
+                 clock: Clock) -> None:
+        self.queue, self.reconcile, self.controller = queue, reconcile, controller
+        self.stop, self.gate, self.expected, self.clock = stop, gate, expected, clock
+        metrics = ReconcileMetrics.for_registry(registry)
+        metrics.init(controller)
+        metrics.max_concurrent.labels(controller).set(concurrency)
+        self.active = metrics.active_workers.labels(controller)
+        self.active.set(0)
+        self.total = {result: metrics.total.labels(controller, result)
+                      for result in metrics.RESULTS}
+        self.errors = metrics.errors.labels(controller)
+        self.panics = metrics.panics.labels(controller)
+        self.duration = metrics.time.labels(controller)
+
+    async def worker(self) -> None:
+        while not self.stop.is_set():
+            if self.gate is not None and not self.gate.is_set():
+                await _first_set(self.gate, self.stop)
+                continue
+            try:
+                key = await self.queue.get()
+            except QueueShutDown:
+                return
+            if self.gate is not None and not self.gate.is_set():
+                # The gate closed (leadership lost) while this worker waited for a key: leave
+                # the key for whoever holds the gate next instead of writing as a standby.
+                self.queue.add(key)
+                self.queue.done(key)
+                continue
+            with reconciling(key):  # the pass's log lines carry its key (kube.logcontext)
+                await self._counted_pass(key)
+            # Let the loop run between passes: ``queue.get`` returns without suspending while
+            # keys wait, and a pass with nothing to write never suspends either, so a worker
+            # would otherwise run a whole backlog as one step of the event loop: at a cold start
+            # over 1,000 sets, every set's first pass back to back, while no Lease renewal, watch
+            # event or metrics scrape could run.
+            await asyncio.sleep(0)
+
+    async def _counted_pass(self, key: K) -> None:
+        started = self.clock()
+        self.active.inc()
+        try:
+            result = await self.reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except self.expected as exc:
+            self._failed(key)
+            log.warning("%s: reconcile of %s failed, retrying: %s", self.controller, key,
+                        describe_error(exc))
+        except Exception:
+            self._failed(key)
+            self.panics.inc()
+            log.exception("%s: reconcile of %s raised an unexpected exception", self.controller,
+                          key)
+        else:
+            self._succeeded(key, result)
+        finally:
+            self.duration.observe(max(0.0, self.clock() - started))
+            self.active.dec()
+            self.queue.done(key)
+
+    def _failed(self, key: K) -> None:
+        """A pass raised: the key is retried after its backoff."""
+        self.queue.add_rate_limited(key)
+        self.errors.inc()
+        self.total["error"].inc()
+
+    def _succeeded(self, key: K, result: Result | None) -> None:
+        """A pass returned: the key runs again after the delay it asked for, after its backoff
+        (``requeue``), or not until something changes (its backoff reset)."""
+        if result is not None and result.requeue_after is not None \
+                and result.requeue_after >= 0:
+            self.queue.forget(key)
+            self.queue.add_after(key, result.requeue_after)
+            self.total["requeue_after"].inc()
+        elif result is not None and result.requeue:
+            self.queue.add_rate_limited(key)
+            self.total["requeue"].inc()
+        else:
+            self.queue.forget(key)
+            self.total["success"].inc()
+
+
 async def run_workers(
     queue: WorkQueue[K],
     reconcile: Reconcile[K],
@@ -96,80 +186,9 @@ async def run_workers(
     in progress finish, and return. Cancelling this coroutine cancels the workers."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    metrics = ReconcileMetrics.for_registry(registry)
-    metrics.init(controller)
-    metrics.max_concurrent.labels(controller).set(concurrency)
-    active = metrics.active_workers.labels(controller)
-    active.set(0)
-    total = {result: metrics.total.labels(controller, result) for result in metrics.RESULTS}
-    errors = metrics.errors.labels(controller)
-    panics = metrics.panics.labels(controller)
-    duration = metrics.time.labels(controller)
-
-    async def one_pass(key: K) -> None:
-        with reconciling(key):  # the pass's log lines carry its key (kube.logcontext)
-            await counted_pass(key)
-
-    async def counted_pass(key: K) -> None:
-        started = clock()
-        active.inc()
-        try:
-            result = await reconcile(key)
-        except asyncio.CancelledError:
-            raise
-        except expected as exc:
-            queue.add_rate_limited(key)
-            errors.inc()
-            total["error"].inc()
-            log.warning("%s: reconcile of %s failed, retrying: %s", controller, key,
-                        describe_error(exc))
-        except Exception:
-            queue.add_rate_limited(key)
-            errors.inc()
-            panics.inc()
-            total["error"].inc()
-            log.exception("%s: reconcile of %s raised an unexpected exception", controller, key)
-        else:
-            if result is not None and result.requeue_after is not None \
-                    and result.requeue_after >= 0:
-                queue.forget(key)
-                queue.add_after(key, result.requeue_after)
-                total["requeue_after"].inc()
-            elif result is not None and result.requeue:
-                queue.add_rate_limited(key)
-                total["requeue"].inc()
-            else:
-                queue.forget(key)
-                total["success"].inc()
-        finally:
-            duration.observe(max(0.0, clock() - started))
-            active.dec()
-            queue.done(key)
-
-    async def worker() -> None:
-        while not stop.is_set():
-            if gate is not None and not gate.is_set():
-                await _first_set(gate, stop)
-                continue
-            try:
-                key = await queue.get()
-            except QueueShutDown:
-                return
-            if gate is not None and not gate.is_set():
-                # The gate closed (leadership lost) while this worker waited for a key: leave
-                # the key for whoever holds the gate next instead of writing as a standby.
-                queue.add(key)
-                queue.done(key)
-                continue
-            await one_pass(key)
-            # Let the loop run between passes: ``queue.get`` returns without suspending while
-            # keys wait, and a pass with nothing to write never suspends either, so a worker
-            # would otherwise run a whole backlog as one step of the event loop: at a cold start
-            # over 1,000 sets, every set's first pass back to back, while no Lease renewal, watch
-            # event or metrics scrape could run.
-            await asyncio.sleep(0)
-
-    tasks = [asyncio.create_task(worker(), name=f"{controller}-worker-{i}")
+    workers = _Workers(queue, reconcile, controller, registry, concurrency, stop, gate,
+                       expected, clock)
+    tasks = [asyncio.create_task(workers.worker(), name=f"{controller}-worker-{i}")
              for i in range(concurrency)]
     try:
         await stop.wait()

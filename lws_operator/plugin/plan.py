@@ -18,6 +18,7 @@ from kubernetes.aio.client.exceptions import ApiException
 from lws_operator.api.constants import GROUP_KEY_LABEL, NAME_LABEL, WORKER_INDEX_LABEL
 from lws_operator.api.view import (
     LEADER_INDEX,
+    LeaderWorkerSetView,
     StatefulSetView,
     deleting,
     lws_view,
@@ -247,6 +248,70 @@ def table(preview: Preview, replicas: int, paint: Paint) -> list[str]:
     return lines
 
 
+async def _simulate(session: Session, args: argparse.Namespace, live: dict[str, Any],
+                    view: LeaderWorkerSetView, changed: str | None, refused: str | None,
+                    data: dict[str, Any],
+                    ) -> tuple[Preview | HashPreview | None, str | None]:
+    """The simulated rollout (None where there is none) and the note to show with it; what it
+    adds to the ``-o`` data goes into ``data``. Nothing is simulated for a change admission
+    would refuse."""
+    if refused:
+        return None, f"admission would refuse this change: {refused}"
+    if view.hashed:
+        return await _simulate_hash(session, args, live, view, changed, data)
+    return await _simulate_ordinal(session, args, live, view, changed, data)
+
+
+async def _simulate_hash(session: Session, args: argparse.Namespace, live: dict[str, Any],
+                         view: LeaderWorkerSetView, changed: str | None, data: dict[str, Any],
+                         ) -> tuple[HashPreview | None, str | None]:
+    """Hash groups: the leader Deployment paces the rollout, simulated from the live groups."""
+    data["groupReplacementPolicy"] = view.group_replacement_policy
+    deployment = await session.kube.get(
+        f"/apis/apps/v1/namespaces/{session.namespace}/deployments/{args.name}")
+    if deployment is None:
+        return None, "the set has no leader Deployment yet: nothing to simulate from"
+    try:
+        preview = preview_hash_rollout(HashPreviewInput(
+            name=args.name, replicas=view.replicas,
+            max_unavailable=view.rolling_update.max_unavailable,
+            max_surge=view.rolling_update.max_surge,
+            policy=view.group_replacement_policy,
+            template_changed=changed is not None,
+            groups=await live_hash_groups(session, live, deployment)))
+    except HashPreviewError as exc:
+        return None, str(exc)
+    data.update(hash_preview_data(preview))
+    return preview, ("Hash group identity: the leader Deployment paces the rollout "
+                     f"(maxSurge {preview.max_surge}, maxUnavailable "
+                     f"{preview.max_unavailable}, groupReplacementPolicy "
+                     f"{view.group_replacement_policy}); G-n stand for the random "
+                     "keys of groups the rollout creates")
+
+
+async def _simulate_ordinal(session: Session, args: argparse.Namespace,
+                            live: dict[str, Any], view: LeaderWorkerSetView,
+                            changed: str | None, data: dict[str, Any],
+                            ) -> tuple[Preview | None, str | None]:
+    """Ordinal groups: the controller's own pacing, pass after pass, from the leader
+    StatefulSet and the live groups."""
+    sts = await session.kube.get(
+        f"/apis/apps/v1/namespaces/{session.namespace}/statefulsets/{args.name}")
+    if sts is None:
+        return None, "the set has no leader StatefulSet yet: nothing to simulate from"
+    sts_view = StatefulSetView.of(sts)
+    config = view.rolling_update
+    preview = preview_rollout(PreviewInput(
+        name=args.name, replicas=view.replicas, partition=config.partition,
+        max_unavailable=config.max_unavailable, max_surge=config.max_surge,
+        size=view.size, template_changed=changed is not None,
+        leader_sts=LeaderStatefulSetState(sts_view.replicas, sts_view.partition,
+                                          sts_view.replicas_annotation),
+        groups=await live_groups(session, live, sts)), order=args.ready_order)
+    data.update(preview_data(preview))
+    return preview, None
+
+
 async def run(session: Session, args: argparse.Namespace) -> int:
     out = sys.stdout
     try:
@@ -285,50 +350,7 @@ async def run(session: Session, args: argparse.Namespace) -> int:
             "maxSurge": view.rolling_update.max_surge,
             "partition": view.rolling_update.partition, "readyOrder": args.ready_order,
             "steps": None}
-        preview: Preview | HashPreview | None = None
-        note = None
-        if refused:
-            note = f"admission would refuse this change: {refused}"
-        elif view.hashed:
-            data["groupReplacementPolicy"] = view.group_replacement_policy
-            deployment = await session.kube.get(
-                f"/apis/apps/v1/namespaces/{ns}/deployments/{args.name}")
-            if deployment is None:
-                note = "the set has no leader Deployment yet: nothing to simulate from"
-            else:
-                try:
-                    preview = preview_hash_rollout(HashPreviewInput(
-                        name=args.name, replicas=view.replicas,
-                        max_unavailable=view.rolling_update.max_unavailable,
-                        max_surge=view.rolling_update.max_surge,
-                        policy=view.group_replacement_policy,
-                        template_changed=changed is not None,
-                        groups=await live_hash_groups(session, live, deployment)))
-                except HashPreviewError as exc:
-                    note = str(exc)
-                else:
-                    note = ("Hash group identity: the leader Deployment paces the rollout "
-                            f"(maxSurge {preview.max_surge}, maxUnavailable "
-                            f"{preview.max_unavailable}, groupReplacementPolicy "
-                            f"{view.group_replacement_policy}); G-n stand for the random "
-                            "keys of groups the rollout creates")
-                    data.update(hash_preview_data(preview))
-        else:
-            sts = await session.kube.get(
-                f"/apis/apps/v1/namespaces/{ns}/statefulsets/{args.name}")
-            if sts is None:
-                note = "the set has no leader StatefulSet yet: nothing to simulate from"
-            else:
-                sts_view = StatefulSetView.of(sts)
-                config = view.rolling_update
-                preview = preview_rollout(PreviewInput(
-                    name=args.name, replicas=view.replicas, partition=config.partition,
-                    max_unavailable=config.max_unavailable, max_surge=config.max_surge,
-                    size=view.size, template_changed=changed is not None,
-                    leader_sts=LeaderStatefulSetState(sts_view.replicas, sts_view.partition,
-                                                      sts_view.replicas_annotation),
-                    groups=await live_groups(session, live, sts)), order=args.ready_order)
-                data.update(preview_data(preview))
+        preview, note = await _simulate(session, args, live, view, changed, refused, data)
         data["note"] = note
     except ApiException as exc:
         print(f"Error: {exc.status} {exc.reason}", file=sys.stderr)
@@ -338,6 +360,12 @@ async def run(session: Session, args: argparse.Namespace) -> int:
         return 0
     out.write("\n".join(summary(data, preview, Paint(colour_enabled(out)))) + "\n")
     return 0
+
+
+def _completes(preview: Preview | HashPreview, data: Mapping[str, Any]) -> str:
+    """The last line of a simulation that completes, either kind."""
+    return (f"Complete after {len(preview.rows) - 1} steps; at least {preview.min_available} "
+            f"of {data['replicas']['to']} groups available throughout.")
 
 
 def summary(data: Mapping[str, Any], preview: Preview | HashPreview | None,
@@ -369,9 +397,7 @@ def summary(data: Mapping[str, Any], preview: Preview | HashPreview | None,
         lines += hash_table(preview, int(data["replicas"]["to"]), paint)
         lines.append("")
         if preview.complete:
-            lines.append(f"Complete after {len(preview.rows) - 1} steps; at least "
-                         f"{preview.min_available} of {data['replicas']['to']} groups "
-                         "available throughout.")
+            lines.append(_completes(preview, data))
         else:
             lines.append(paint("Does not complete on its own: a group not Ready now holds "
                                "it (see `kubectl lws why`).", "yellow"))
@@ -382,9 +408,7 @@ def summary(data: Mapping[str, Any], preview: Preview | HashPreview | None,
         if preview.error:
             lines.append(paint(f"The simulation stopped: {preview.error}", "red"))
         elif preview.complete:
-            lines.append(f"Complete after {len(preview.rows) - 1} steps; at least "
-                         f"{preview.min_available} of {data['replicas']['to']} groups "
-                         "available throughout.")
+            lines.append(_completes(preview, data))
         else:
             lines.append(paint("Does not complete on its own: groups below the partition, "
                                "or not Ready now, hold it (see `kubectl lws why`).", "yellow"))

@@ -226,6 +226,13 @@ async def run(session: Session, args: argparse.Namespace) -> int:
     out.flush()
     if not args.watch:
         return 0
+    return await _watch(session, args, out, text)
+
+
+async def _watch(session: Session, args: argparse.Namespace, out: TextIO, text: str) -> int:
+    """Read and draw again every second, writing only a tree that changed, until the set is
+    deleted (1) or the user interrupts; a failed read (the API server away for a moment) is
+    said and retried."""
     terminal = out.isatty() and not args.output
     while True:
         await asyncio.sleep(1.0)
@@ -241,11 +248,19 @@ async def run(session: Session, args: argparse.Namespace) -> int:
         if drawn == text:
             continue
         text = drawn
-        if terminal:
-            out.write("\x1b[H\x1b[2J")  # home and clear: a redraw in place
-        elif args.output == "yaml":
-            out.write("---\n")
-        elif not args.output:
-            out.write("\n")
+        separator = _separator(args, terminal)
+        if separator:
+            out.write(separator)
         out.write(text)
         out.flush()
+
+
+def _separator(args: argparse.Namespace, terminal: bool) -> str:
+    """What goes before a redrawn tree: on a terminal, home and clear (a redraw in place);
+    otherwise a YAML document start, or a blank line between text trees (none between JSON
+    documents)."""
+    if terminal:
+        return "\x1b[H\x1b[2J"
+    if args.output == "yaml":
+        return "---\n"
+    return "" if args.output else "\n"

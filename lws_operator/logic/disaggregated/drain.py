@@ -33,7 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
+
+from lws_operator.logic.disaggregated.scale_up import RoleScaling
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
@@ -71,20 +73,10 @@ class OldRevision:
 
 
 @dataclass(frozen=True)
-class ScaleDown:
-    """One scale-down to apply: LeaderWorkerSet ``name`` of ``role`` from ``current`` to ``to``
-    replicas (the event reads "Scaling down <role> LWS <name> from <current> to <to>
-    replicas")."""
+class ScaleDown(RoleScaling):
+    """One scale-down to apply."""
 
-    role: str
-    name: str
-    current: int
-    to: int
-
-    @property
-    def message(self) -> str:
-        return (f"Scaling down {self.role} LWS {self.name} from {self.current} to {self.to} "
-                "replicas")
+    direction: ClassVar[str] = "down"
 
 
 def parse_timestamp(value: Any) -> datetime:
@@ -139,40 +131,55 @@ def newest_first(revisions: Iterable[OldRevision]) -> list[OldRevision]:
     return sorted(revisions, key=lambda r: (r.newest_created, r.revision), reverse=True)
 
 
+def _budget_by_role(budget: Sequence[int] | Mapping[str, int],
+                    roles: Sequence[str]) -> dict[str, int]:
+    """``budget`` keyed by role, whether given keyed or aligned with ``roles``."""
+    if isinstance(budget, Mapping):
+        return {role: int(budget.get(role, 0)) for role in roles}
+    if len(budget) != len(roles):
+        raise ValueError("one budget per role")
+    return dict(zip(roles, (int(b) for b in budget), strict=True))
+
+
+def _drain_revision(revision: OldRevision, roles: Sequence[str],
+                    left: dict[str, int]) -> list[ScaleDown]:
+    """The scale-downs of one old revision, spending ``left`` (updated in place). Coordinated
+    drain: when any role of the revision would reach 0, every role of it goes to 0, and only
+    the roles that reached 0 by themselves spend their budget."""
+    present = revision.by_role()
+    drains: dict[str, int] = {}
+    proposed: dict[str, int] = {}
+    triggered: set[str] = set()
+    for role in roles:
+        lws = present.get(role)
+        if lws is None:
+            continue
+        drains[role] = min(left[role], lws.replicas)
+        proposed[role] = lws.replicas - drains[role]
+        if proposed[role] == 0:
+            triggered.add(role)
+    if triggered:
+        proposed = {role: 0 for role in proposed}
+    out: list[ScaleDown] = []
+    for role in roles:
+        lws = present.get(role)
+        if lws is None or lws.replicas <= proposed[role]:
+            continue
+        out.append(ScaleDown(role, lws.name, lws.replicas, proposed[role]))
+        if role in triggered or not triggered:
+            left[role] -= drains[role]
+    return out
+
+
 def scale_down_old(revisions: Iterable[OldRevision], roles: Sequence[str],
                    budget: Sequence[int] | Mapping[str, int]) -> list[ScaleDown]:
     """The scale-downs that spend ``budget`` (per role of the role universe ``roles``, either
     aligned with it or keyed by role name; ``current old - planned old``) over the old
     revisions, newest first, with coordinated drain. Returned in application order."""
-    if isinstance(budget, Mapping):
-        left = {role: int(budget.get(role, 0)) for role in roles}
-    else:
-        if len(budget) != len(roles):
-            raise ValueError("one budget per role")
-        left = dict(zip(roles, (int(b) for b in budget), strict=True))
+    left = _budget_by_role(budget, roles)
     out: list[ScaleDown] = []
     for revision in newest_first(revisions):
         if not any(b > 0 for b in left.values()):
             break
-        present = revision.by_role()
-        drains: dict[str, int] = {}
-        proposed: dict[str, int] = {}
-        triggered: set[str] = set()
-        for role in roles:
-            lws = present.get(role)
-            if lws is None:
-                continue
-            drains[role] = min(left[role], lws.replicas)
-            proposed[role] = lws.replicas - drains[role]
-            if proposed[role] == 0:
-                triggered.add(role)
-        if triggered:
-            proposed = {role: 0 for role in proposed}
-        for role in roles:
-            lws = present.get(role)
-            if lws is None or lws.replicas <= proposed[role]:
-                continue
-            out.append(ScaleDown(role, lws.name, lws.replicas, proposed[role]))
-            if role in triggered or not triggered:
-                left[role] -= drains[role]
+        out += _drain_revision(revision, roles, left)
     return out

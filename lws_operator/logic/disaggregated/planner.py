@@ -191,6 +191,16 @@ def next_step(initial_old: Sequence[int], current_old: Sequence[int],
     if any(v < c for v, c in zip(proportional, current_old, strict=True)):
         return Step(tuple(proportional), new_now)
 
+    return _forced_step(initial_old, current_old, planned_new, target_new, budgets)
+
+
+def _forced_step(initial_old: Sequence[int], current_old: Sequence[int],
+                 planned_new: Vector, target_new: Sequence[int],
+                 budgets: Sequence[RoleBudget]) -> Step | None:
+    """When neither growing new nor the proportional drain of old moves the rollout: old
+    shrunk to what the surge leaves room for beside the planned new, never below a
+    non-growing role's availability floor, with the new planned; None when old cannot shrink
+    either."""
     forced = []
     for i, c, p, t, b in zip(initial_old, current_old, planned_new, target_new, budgets,
                              strict=True):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -35,19 +36,30 @@ class NewLws:
 
 
 @dataclass(frozen=True)
-class ScaleUp:
-    """One scale-up to apply: LeaderWorkerSet ``name`` of ``role`` from ``current`` to ``to``."""
+class RoleScaling:
+    """One change to apply: LeaderWorkerSet ``name`` of ``role`` from ``current`` to ``to``
+    replicas, up or down (the subclass says which)."""
 
     role: str
     name: str
     current: int
     to: int
 
+    direction: ClassVar[str]
+
     @property
     def message(self) -> str:
-        """The ``ScalingUp`` event's note."""
-        return (f"Scaling up {self.role} LWS {self.name} from {self.current} to {self.to} "
-                "replicas")
+        """The event's note, as upstream words it: "Scaling <up|down> <role> LWS <name> from
+        <current> to <to> replicas"."""
+        return (f"Scaling {self.direction} {self.role} LWS {self.name} from {self.current} to "
+                f"{self.to} replicas")
+
+
+@dataclass(frozen=True)
+class ScaleUp(RoleScaling):
+    """One scale-up to apply (the ``ScalingUp`` event)."""
+
+    direction: ClassVar[str] = "up"
 
 
 def revision_stable(new: Mapping[str, NewLws], spec_roles: Sequence[str]) -> bool:

@@ -170,6 +170,25 @@ def _belongs_to(worker: Mapping[str, Any], leader: Mapping[str, Any],
                 and sts_owner.get("uid") == leader_meta.get("uid"))
 
 
+def _live_leader(pod: Mapping[str, Any], name: str, by_name: Mapping[str, Mapping[str, Any]],
+                 by_host: Mapping[str, Mapping[str, Any]],
+                 sts_by_name: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The leader whose group the failure of ``pod`` (named ``name``) recreates, or None when
+    it recreates none: the leader is gone or going already (its group is being recreated), or
+    the failed worker is of another revision or incarnation than the leader now."""
+    if is_leader(pod):
+        leader = by_name.get(name)
+        if leader is None or meta_of(leader).get("uid") != meta_of(pod).get("uid"):
+            return None
+    else:
+        parsed = split_ordinal(name)
+        leader = by_host.get(parsed[0]) if parsed else None
+        if leader is None or revision_of(leader) != revision_of(pod) \
+                or not _belongs_to(pod, leader, sts_by_name):
+            return None
+    return None if deleting(leader) else leader
+
+
 def plan_recreations(lws: LWS, pods: Iterable[Mapping[str, Any]],
                      statefulsets: Iterable[Mapping[str, Any]],
                      deleted: Iterable[Mapping[str, Any]] = ()) -> list[Recreation]:
@@ -218,22 +237,10 @@ def scan_failures(lws: LWS, pods: Iterable[Mapping[str, Any]],
                     str(meta_of(blocked).get("name"))))
             if starting:
                 continue
-        if is_leader(pod):
-            leader: Mapping[str, Any] | None = by_name.get(name)
-            if leader is None or meta_of(leader).get("uid") != meta_of(pod).get("uid"):
-                continue  # this leader is gone already: its group is being recreated
-        else:
-            parsed = split_ordinal(name)
-            leader = by_host.get(parsed[0]) if parsed else None
-            if leader is None:
-                continue
-            if revision_of(leader) != revision_of(pod):
-                continue
-            if not _belongs_to(pod, leader, sts_by_name):
-                continue
-        leader_meta = meta_of(leader)
-        if deleting(leader):
+        leader = _live_leader(pod, name, by_name, by_host, sts_by_name)
+        if leader is None:
             continue
+        leader_meta = meta_of(leader)
         leader_name = str(leader_meta.get("name"))
         out.setdefault(leader_name, Recreation(
             leader_name, str(leader_meta.get("uid")), name,

@@ -129,6 +129,23 @@ def _names(pods: Iterable[Obj]) -> str:
     return ", ".join(sorted(name_of(p) for p in pods))
 
 
+def _give_up(namespace: str, groups: Mapping[str, list[Obj]],
+             state: Recreation) -> tuple[Recreation, list[Event]]:
+    """``state`` with the groups that came back unmutated ``MAX_ATTEMPTS`` times given up, and
+    the one warning Event that says so (none when no group is newly given up)."""
+    attempts = dict(state.attempts)
+    exhausted = sorted((g for g in groups if attempts.get(g, 0) >= MAX_ATTEMPTS
+                        and g not in state.given_up), key=_order)
+    if not exhausted:
+        return state, []
+    return replace(state, given_up=state.given_up | frozenset(exhausted)), [Event(
+        REASON_NOT_RECREATED, EVENT_TYPE_WARNING, EVENT_ACTION_DELETE,
+        f"The pods of group{'s' if len(exhausted) > 1 else ''} {', '.join(exhausted)} "
+        f"came back without the pod webhook {POD_WEBHOOK} after {MAX_ATTEMPTS} "
+        "recreations: the operator leaves them; check that the webhook serves namespace "
+        f"{namespace}, then delete them")]
+
+
 def decide(namespace: str, lws_name: str, unmutated: Sequence[Obj], all_pods: Sequence[Obj],
            statefulsets: Sequence[Obj], webhook: PodWebhook | None,
            state: Recreation | None, others_in_flight: int, clock: float) -> Decision:
@@ -154,18 +171,7 @@ def decide(namespace: str, lws_name: str, unmutated: Sequence[Obj], all_pods: Se
             return Decision(state, requeue_after=max(due - clock, 1.0))
         state = replace(state, group=None, deleted=frozenset())
     attempts = dict(state.attempts)
-    events: list[Event] = []
-    exhausted = sorted((g for g in groups
-                        if attempts.get(g, 0) >= MAX_ATTEMPTS and g not in state.given_up),
-                       key=_order)
-    if exhausted:
-        state = replace(state, given_up=state.given_up | frozenset(exhausted))
-        events.append(Event(
-            REASON_NOT_RECREATED, EVENT_TYPE_WARNING, EVENT_ACTION_DELETE,
-            f"The pods of group{'s' if len(exhausted) > 1 else ''} {', '.join(exhausted)} "
-            f"came back without the pod webhook {POD_WEBHOOK} after {MAX_ATTEMPTS} "
-            "recreations: the operator leaves them; check that the webhook serves namespace "
-            f"{namespace}, then delete them"))
+    state, events = _give_up(namespace, groups, state)
     given_up = sorted((g for g in groups if g in state.given_up), key=_order)
     candidates = sorted((g for g in groups
                          if served[g] and attempts.get(g, 0) < MAX_ATTEMPTS), key=_order)

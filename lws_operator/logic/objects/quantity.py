@@ -56,38 +56,45 @@ _MAX_BINARY: Final = Fraction(2**63 - 1)
 _MAX_EXPONENT: Final = 1000
 
 
+def _quantity_text(value: Any) -> str | None:
+    """The text the server parses for ``value``: a string as it is, a JSON number as JSON
+    writes it; None for anything else (a boolean, a non-finite float, an object)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        # What json.dumps writes, and so what the server parses.
+        return repr(value) if math.isfinite(value) else None
+    return value if isinstance(value, str) else None
+
+
+def _factor(exponent: str | None, suffix: str) -> Fraction | None:
+    """What the number is multiplied by: ``10**exponent``, or the suffix's factor; None for an
+    exponent left unparsed."""
+    if exponent is None:
+        return _SUFFIXES[suffix]
+    if len(exponent) > 6:  # int() of thousands of digits raises
+        return None
+    value = int(exponent)
+    return None if abs(value) > _MAX_EXPONENT else Fraction(10) ** value
+
+
 def parse_quantity(value: Any, unit: Fraction = NANO) -> Fraction | None:
     """The exact value the API server stores for ``value`` (a quantity string, or a JSON
     number) in a field whose smallest unit is ``unit`` (``MILLI`` in resource lists), or None
     when it is not a quantity the server would accept."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        text = str(value)
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        text = repr(value)  # what json.dumps writes, and so what the server parses
-    elif isinstance(value, str):
-        text = value
-    else:
-        return None
-    match = _QUANTITY.fullmatch(text)
+    text = _quantity_text(value)
+    match = _QUANTITY.fullmatch(text) if text is not None else None
     if match is None:
         return None
     whole, fraction = match["whole"], match["fraction"] or ""
     if not whole and not fraction:
         return None
     suffix = match["suffix"] or ""
-    if match["exponent"] is not None:
-        if len(match["exponent"]) > 6:  # int() of thousands of digits raises
-            return None
-        exponent = int(match["exponent"])
-        if abs(exponent) > _MAX_EXPONENT:
-            return None
-        factor = Fraction(10) ** exponent
-    else:
-        factor = _SUFFIXES[suffix]
+    factor = _factor(match["exponent"], suffix)
+    if factor is None:
+        return None
     amount = Fraction(int((whole or "0") + fraction), 10 ** len(fraction)) * factor
     amount = math.ceil(amount / NANO) * NANO  # away from zero: the sign comes last
     if suffix.endswith("i"):

@@ -381,6 +381,15 @@ def _pod_group(lws: LeaderWorkerSetView, source: Source, name: str, template_nam
     }
 
 
+def _group_roles(level: str, size: int) -> list[tuple[str | None, str, int]]:
+    """The PodGroups of one group of ``size`` pods, as (role, template name, minCount): one for
+    the whole group at the replica level; at the role level the leader's, and the workers'
+    when the group has any."""
+    if level == "replica":
+        return [(None, REPLICA_TEMPLATE, size)]
+    return [(LEADER, LEADER, 1), *([(WORKER, WORKER, size - 1)] if size > 1 else [])]
+
+
 def desired_pod_groups(lws: LWS, source: Source,
                        leaders: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every runtime PodGroup that should exist now (created if absent; only a whole-LWS
@@ -418,14 +427,7 @@ def desired_pod_groups(lws: LWS, source: Source,
         base = {GROUP_INDEX_LABEL: index, TEMPLATE_REVISION_HASH_LABEL: revision,
                 SCHEDULING_LEVEL_LABEL: level}
         owner = _reference(leader, "v1", "Pod", block=False)
-        roles: list[tuple[str | None, str, int]]
-        if level == "replica":
-            roles = [(None, REPLICA_TEMPLATE, size)]
-        else:
-            roles = [(LEADER, LEADER, 1)]
-            if size > 1:
-                roles.append((WORKER, WORKER, size - 1))
-        for role, name, min_count in roles:
+        for role, name, min_count in _group_roles(level, size):
             template_name, body = template(name, role, min_count)
             group_name = group_pod_group_name(stem, incarnation, index, revision, role)
             out.append(_pod_group(view, source, group_name, template_name, body,
@@ -440,12 +442,11 @@ def names_for_leader(lws: LWS, workload: str, leader: Mapping[str, Any]) -> list
     incarnation = annotations.get(GROUP_INCARNATION_ANNOTATION)
     index = group_index(leader) or ""
     revision = revision_of(leader)
-    if level == "replica":
-        return [group_pod_group_name(workload, incarnation, index, revision)]
-    if level == "role":
+    if level in ("replica", "role"):
         raw = str(annotations.get(SIZE_ANNOTATION) or "1")
-        roles = [LEADER] + ([WORKER] if raw.isdigit() and int(raw) > 1 else [])
-        return [group_pod_group_name(workload, incarnation, index, revision, r) for r in roles]
+        size = int(raw) if raw.isdigit() else 1
+        return [group_pod_group_name(workload, incarnation, index, revision, role)
+                for role, _, _ in _group_roles(level, size)]
     return [whole_set_pod_group_name(workload)] if level == "lws" else []
 
 

@@ -329,6 +329,42 @@ def _next_check(state: CertState, now: dt.datetime, policy: CertPolicy) -> dt.da
     return max(now, min(times))
 
 
+def _reissue_reason(state: CertState, on_current_ca: bool, now: dt.datetime,
+                    policy: CertPolicy, bundle_injected: bool) -> str:
+    """Why the serving certificate is issued again now ('' when it is not): by the new CA
+    (step 3), or renewed, expired or short of a name, by the current one (step 1)."""
+    cert = state.cert
+    cert_usable = now < cert.not_valid_after_utc and covers(
+        cert, policy.dns_names, policy.ip_addresses)
+    if not on_current_ca:
+        # Step 3: move to the new CA once the API servers trust it (or at once if the current
+        # certificate is useless anyway).
+        ready = bundle_injected and now >= issued_at(state.ca) + policy.propagation_delay
+        return "serving certificate re-issued by the new CA" if ready or not cert_usable else ""
+    if not cert_usable:
+        return "serving certificate expired or lacks a required name"
+    if now >= renew_at(cert, policy.rotate_at):
+        return "serving certificate renewed"
+    return ""
+
+
+def _retire_cas(state: CertState, on_current_ca: bool, now: dt.datetime,
+                policy: CertPolicy) -> Plan | None:
+    """Step 4: the bundle without the previous CAs once every replica had time to load a
+    certificate of the current one (before that, without those that expired); None when there
+    is nothing to remove."""
+    if len(state.cas) <= 1:
+        return None
+    settled = on_current_ca and now >= issued_at(state.cert) + policy.reload_delay
+    live = tuple(c for c in state.cas[1:] if c.not_valid_after_utc > now)
+    kept = (state.ca,) if settled else (state.ca, *live)
+    if kept == state.cas:
+        return None
+    nxt = CertState(cas=kept, ca_key=state.ca_key, cert=state.cert, key=state.key)
+    return Plan(encode(nxt), "previous CA removed from the bundle",
+                next_check=_next_check(nxt, now, policy), ca_changed=True)
+
+
 def plan(
     data: Mapping[str, bytes] | None,
     *,
@@ -359,35 +395,17 @@ def plan(
         return Plan(encode(nxt), "CA rotation started: new CA added to the bundle",
                     next_check=_next_check(nxt, now, policy), ca_changed=True)
 
-    cert_usable = now < cert.not_valid_after_utc and covers(
-        cert, policy.dns_names, policy.ip_addresses)
     on_current_ca = signed_by(cert, ca)
-    reason = ""
-    if not on_current_ca:
-        # Step 3: move to the new CA once the API servers trust it (or at once if the current
-        # certificate is useless anyway).
-        ready = bundle_injected and now >= issued_at(ca) + policy.propagation_delay
-        if ready or not cert_usable:
-            reason = "serving certificate re-issued by the new CA"
-    elif not cert_usable:
-        reason = "serving certificate expired or lacks a required name"
-    elif now >= renew_at(cert, policy.rotate_at):
-        reason = "serving certificate renewed"
+    reason = _reissue_reason(state, on_current_ca, now, policy, bundle_injected)
     if reason:
         new_cert, new_key = new_serving_cert(ca, state.ca_key, now, policy.cert_validity,
                                              policy.dns_names, policy.ip_addresses)
         nxt = CertState(cas=state.cas, ca_key=state.ca_key, cert=new_cert, key=new_key)
         return Plan(encode(nxt), reason, next_check=_next_check(nxt, now, policy))
 
-    # Step 4: retire CAs that nobody serves from any more (or that expired).
-    if len(state.cas) > 1:
-        settled = on_current_ca and now >= issued_at(cert) + policy.reload_delay
-        live = tuple(c for c in state.cas[1:] if c.not_valid_after_utc > now)
-        kept = (ca,) if settled else (ca, *live)
-        if kept != state.cas:
-            nxt = CertState(cas=kept, ca_key=state.ca_key, cert=cert, key=state.key)
-            return Plan(encode(nxt), "previous CA removed from the bundle",
-                        next_check=_next_check(nxt, now, policy), ca_changed=True)
+    retired = _retire_cas(state, on_current_ca, now, policy)
+    if retired is not None:
+        return retired
 
     return Plan(None, "up to date", next_check=_next_check(state, now, policy))
 

@@ -265,35 +265,48 @@ def _recreation_reason(old: GroupView, new: GroupView) -> str:
     return "pod-deleted"
 
 
-def observe(memory: Memory | None, lws: LWS, views: list[GroupView],
-            rollout: RolloutView, now: float) -> tuple[Memory, Observations]:
-    """The transitions between ``memory`` (None: the first snapshot, which only seeds) and now."""
-    first = memory is None
-    previous = memory or Memory()
+def _hash_recreation(view: GroupView, newest: GroupView | None) -> str | None:
+    """Hash mode: a replacement comes under a new key, so a recreation shows as a live group
+    starting to terminate: after a failure, or on another revision than the newest leader's (a
+    rollout). Scale-down is neither (None)."""
+    if view.failure_seen:
+        return "pod-failure"
+    if newest is not None and view.revision != newest.revision:
+        return "rollout"
+    return None
+
+
+def _follow(old: GroupView | None, view: GroupView, first: bool, hash_mode: bool,
+            newest: GroupView | None) -> tuple[GroupView, str | None]:
+    """``view`` with the failure its leader's previous snapshot saw carried over, and the
+    recreation the change from ``old`` shows (None: none)."""
+    if old is not None and old.leader_uid == view.leader_uid:
+        view = replace(view, failure_seen=view.failure_seen or old.failure_seen)
+        if (hash_mode and not first and view.state == "terminating"
+                and old.state not in ("terminating", "exhausted")):
+            return view, _hash_recreation(view, newest)
+        return view, None
+    if old is not None and not first:
+        return view, _recreation_reason(old, view)
+    return view, None
+
+
+def _observe_groups(previous: Memory, first: bool, lws: LWS, views: list[GroupView],
+                    now: float) -> tuple[dict[str, GroupView], set[str], list[float], list[str]]:
+    """The groups to remember, the leaders whose time to Ready is done, and the times to Ready
+    and recreations seen since ``previous``."""
     spec = lws_view(lws)
-    replicas = spec.replicas
     ready_seconds: list[float] = []
     recreations: list[str] = []
     groups: dict[str, GroupView] = {}
     ready_done = set()
-    hash_mode = spec.hashed
     newest = max((v for v in views if v.state != "terminating" and v.created is not None),
                  key=lambda v: v.created or 0.0, default=None)
     for view in views:
-        old = previous.groups.get(view.group)
-        if old is not None and old.leader_uid == view.leader_uid:
-            view = replace(view, failure_seen=view.failure_seen or old.failure_seen)
-            if (hash_mode and not first and view.state == "terminating"
-                    and old.state not in ("terminating", "exhausted")):
-                # Hash mode: a replacement comes under a new key, so a recreation shows as a
-                # live group starting to terminate: after a failure, or on another revision
-                # than the newest leader's (a rollout). Scale-down is neither.
-                if view.failure_seen:
-                    recreations.append("pod-failure")
-                elif newest is not None and view.revision != newest.revision:
-                    recreations.append("rollout")
-        elif old is not None and not first:
-            recreations.append(_recreation_reason(old, view))
+        view, recreation = _follow(previous.groups.get(view.group), view, first, spec.hashed,
+                                   newest)
+        if recreation is not None:
+            recreations.append(recreation)
         groups[view.group] = view
         done = view.leader_uid in previous.ready_done
         if view.state == "ready" and not done:
@@ -305,27 +318,46 @@ def observe(memory: Memory | None, lws: LWS, views: list[GroupView],
     # A group without a leader pod right now (between incarnations) keeps its last view, so the
     # next incarnation is compared with it; groups scaled away are forgotten.
     for group, old in previous.groups.items():
-        if group not in groups and group.isdigit() and int(group) < replicas:
+        if group not in groups and group.isdigit() and int(group) < spec.replicas:
             groups[group] = old
             if old.leader_uid in previous.ready_done:
                 ready_done.add(old.leader_uid)
+    return groups, ready_done, ready_seconds, recreations
 
+
+def _observe_rollout(previous: Memory, first: bool, rollout: RolloutView, now: float,
+                     ) -> tuple[float | None, float | None, list[float], list[float]]:
+    """When the current rollout step and the rollout began (None: not under way, or began
+    before we watched), and the steps and rollouts that ended since ``previous``."""
     step_seconds: list[float] = []
     rollout_seconds: list[float] = []
     step_started, rollout_started = previous.step_started, previous.rollout_started
     if first:
-        step_started = rollout_started = None
-    elif rollout != previous.rollout:
-        if previous.rollout.in_progress and step_started is not None:
-            step_seconds.append(max(now - step_started, 0.0))
-        if previous.rollout.in_progress and not rollout.in_progress \
-                and rollout_started is not None:
-            rollout_seconds.append(max(now - rollout_started, 0.0))
-        step_started = now if rollout.in_progress else None
-        if rollout.in_progress and not previous.rollout.in_progress:
-            rollout_started = now
-        elif not rollout.in_progress:
-            rollout_started = None
+        return None, None, step_seconds, rollout_seconds
+    if rollout == previous.rollout:
+        return step_started, rollout_started, step_seconds, rollout_seconds
+    if previous.rollout.in_progress and step_started is not None:
+        step_seconds.append(max(now - step_started, 0.0))
+    if previous.rollout.in_progress and not rollout.in_progress \
+            and rollout_started is not None:
+        rollout_seconds.append(max(now - rollout_started, 0.0))
+    step_started = now if rollout.in_progress else None
+    if rollout.in_progress and not previous.rollout.in_progress:
+        rollout_started = now
+    elif not rollout.in_progress:
+        rollout_started = None
+    return step_started, rollout_started, step_seconds, rollout_seconds
+
+
+def observe(memory: Memory | None, lws: LWS, views: list[GroupView],
+            rollout: RolloutView, now: float) -> tuple[Memory, Observations]:
+    """The transitions between ``memory`` (None: the first snapshot, which only seeds) and now."""
+    first = memory is None
+    previous = memory or Memory()
+    groups, ready_done, ready_seconds, recreations = _observe_groups(previous, first, lws,
+                                                                     views, now)
+    step_started, rollout_started, step_seconds, rollout_seconds = _observe_rollout(
+        previous, first, rollout, now)
     return (Memory(groups, frozenset(ready_done), rollout, step_started, rollout_started),
             Observations(tuple(ready_seconds), tuple(recreations), tuple(step_seconds),
                          tuple(rollout_seconds)))

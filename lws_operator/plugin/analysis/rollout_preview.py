@@ -158,27 +158,9 @@ class _Simulation:
                                           str(inp.replicas))
         parts: list[str] = []
         if decision.replicas > old_r:
-            added = list(range(old_r, decision.replicas))
-            for i in added:
-                self.groups.append(_Group(new=i >= decision.partition, ready=False,
-                                          since=self.passes))
-            surge = [i for i in added if i >= inp.replicas]
-            plain = [i for i in added if i < inp.replicas]
-            if plain:
-                parts.append(f"{_names(plain)} created")
-            if surge:
-                parts.append(f"{len(surge)} surge {_verb(surge, 'replica', 'replicas')} "
-                             f"created ({_names(surge)})")
+            parts += self._scaled_up(old_r, decision.replicas, decision.partition)
         elif decision.replicas < old_r:
-            removed = list(range(decision.replicas, old_r))
-            del self.groups[decision.replicas:]
-            surge = [i for i in removed if i >= inp.replicas]
-            if surge and len(surge) == len(removed):
-                parts.append(f"scaled down to {decision.replicas} replicas; surge "
-                             f"{_verb(surge, 'replica', 'replicas')} reclaimed")
-            else:
-                parts.append(f"scaled down to {decision.replicas} replicas "
-                             f"({_names(removed)} removed)")
+            parts += self._scaled_down(old_r, decision.replicas)
         if decision.partition != old_p:
             verb = "decreases" if decision.partition < old_p else "rises"
             parts.append(f"partition {verb} to {decision.partition}")
@@ -192,6 +174,33 @@ class _Simulation:
         if not parts:
             return None
         return "; ".join(parts), decision.replicas != old_r
+
+    def _scaled_up(self, old_r: int, replicas: int, partition: int) -> list[str]:
+        """Groups ``old_r`` to ``replicas`` created (new past the partition); what it says, the
+        surge groups (past ``spec.replicas``) apart."""
+        added = list(range(old_r, replicas))
+        for i in added:
+            self.groups.append(_Group(new=i >= partition, ready=False, since=self.passes))
+        surge = [i for i in added if i >= self.inp.replicas]
+        plain = [i for i in added if i < self.inp.replicas]
+        parts = []
+        if plain:
+            parts.append(f"{_names(plain)} created")
+        if surge:
+            parts.append(f"{len(surge)} surge {_verb(surge, 'replica', 'replicas')} "
+                         f"created ({_names(surge)})")
+        return parts
+
+    def _scaled_down(self, old_r: int, replicas: int) -> list[str]:
+        """Groups from ``replicas`` on removed; what it says (a surge reclaimed, when only
+        surge groups went)."""
+        removed = list(range(replicas, old_r))
+        del self.groups[replicas:]
+        surge = [i for i in removed if i >= self.inp.replicas]
+        if surge and len(surge) == len(removed):
+            return [f"scaled down to {replicas} replicas; surge "
+                    f"{_verb(surge, 'replica', 'replicas')} reclaimed"]
+        return [f"scaled down to {replicas} replicas ({_names(removed)} removed)"]
 
     def settle(self, after_readiness: bool) -> None:
         """Passes until nothing changes (bounded: the pacing converges in a few passes)."""
