@@ -23,7 +23,7 @@ from kubernetes.aio.dynamic.exceptions import DynamicApiError
 from e2e.cluster import LocalCluster
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.kube import MERGE_PATCH, Kube
-from tests.unit.lws_bodies import ruc, set_fields, upstream_defaults
+from tests.harness.lws_bodies import ruc, set_fields, upstream_defaults
 
 pytestmark = pytest.mark.api
 

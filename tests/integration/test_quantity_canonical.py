@@ -24,7 +24,7 @@ from lws_operator.logic.identity.hash_groups import leader_deployment
 from lws_operator.logic.objects.quantity import MILLI, NANO, same_quantity
 from lws_operator.logic.reconcile.decisions import first_difference
 from lws_operator.logic.workloads.statefulsets import leader_statefulset
-from tests.unit.quantity_table import IN_RESOURCE_LIST, SINGLE
+from tests.harness.quantities import IN_RESOURCE_LIST, SINGLE
 
 pytestmark = pytest.mark.api
 
