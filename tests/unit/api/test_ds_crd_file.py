@@ -18,16 +18,16 @@ import yaml
 
 from e2e.cluster.launcher import CRD_FILE, CRD_FILES, DS_CRD_FILE, DS_SCALER_CRD_FILE
 from lws_operator.api import disaggregated as ds
-from tests.unit.api.test_crd_file import (
+from tests.harness.crd_schema import (
     ALLOWED_KEYS,
     EXPECTED_DEFAULTS,
     LIST_MAP_KEY_DEFAULTS,
     SCALAR_TYPES,
+    Schema,
     walk,
 )
 
 REPO = Path(__file__).resolve().parents[3]
-Schema = dict[str, Any]
 ROLE = "spec.roles[]"
 
 

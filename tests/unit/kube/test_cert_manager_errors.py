@@ -7,39 +7,16 @@ retry log a full traceback for what is an ordinary ``address already in use``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import errno
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from lws_operator.kube.cert_planner import PlannerFailed
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
 from lws_operator.logic.runtime import certs
-
-
-class _Kube:
-    """Nothing exists yet (listings are empty, watches quiet); creates echo their body."""
-
-    async def get(self, path: str) -> None:
-        return None
-
-    async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        if method == "GET":
-            return {"items": [], "metadata": {"resourceVersion": "1"}}
-        body: dict[str, Any] = kwargs["body"]
-        return body
-
-    @contextlib.asynccontextmanager
-    async def stream(self, path: str, **kwargs: Any) -> AsyncIterator[AsyncIterator[bytes]]:
-        async def quiet() -> AsyncIterator[bytes]:
-            await asyncio.Event().wait()
-            yield b""
-
-        yield quiet()
+from tests.harness.quiet_kube import QuietKube
 
 
 async def _one_failed_pass(error: Exception, caplog: pytest.LogCaptureFixture,
@@ -53,7 +30,7 @@ async def _one_failed_pass(error: Exception, caplog: pytest.LogCaptureFixture,
     settings = CertSettings(namespace="lws-system", policy=certs.CertPolicy(
         dns_names=("lws-webhook-service.lws-system.svc",),
         propagation_delay=dt.timedelta(seconds=1)))
-    manager = WebhookCertManager(_Kube(), settings, serve)  # type: ignore[arg-type]
+    manager = WebhookCertManager(QuietKube(), settings, serve)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="lws_operator.kube.certs"):
         await asyncio.wait_for(manager.run(stop), 10)
     [record] = [r for r in caplog.records if "certificate pass failed" in r.getMessage()]

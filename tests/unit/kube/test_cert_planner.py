@@ -14,7 +14,7 @@ import pytest
 from lws_operator.kube.cert_planner import OutOfProcessPlanner, PlannerFailed, self_signed
 from lws_operator.kube.certs import CertSettings, WebhookCertManager
 from lws_operator.logic.runtime import certs
-from tests.unit.kube.test_cert_manager_errors import _Kube
+from tests.harness.quiet_kube import QuietKube
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 POLICY = certs.CertPolicy(dns_names=("lws-webhook-service.lws-system.svc",))
@@ -119,7 +119,7 @@ async def test_the_certificate_manager_plans_in_a_child() -> None:
 
     planner = OutOfProcessPlanner()
     settings = CertSettings(namespace="lws-system", policy=POLICY)
-    manager = WebhookCertManager(_Kube(), settings, serve,  # type: ignore[arg-type]
+    manager = WebhookCertManager(QuietKube(), settings, serve,  # type: ignore[arg-type]
                                  planner=planner)
     first = await manager.sync()
     assert first.reason == "created"

@@ -11,7 +11,7 @@ import pytest
 from lws_operator.api import disaggregated as ds
 from lws_operator.logic.mutation.env import disaggregatedset_env
 from lws_operator.logic.mutation.pod import mutate_pod
-from tests.unit.logic.mutation.test_pod_mutation import LWS_ENV_NAMES, container, leader, worker
+from tests.harness.pod_bodies import LWS_ENV_NAMES, container, leader, worker
 
 DS_ENV_NAMES = ("DISAGGREGATEDSET_NAME", "DISAGGREGATEDSET_ROLE", "DISAGGREGATEDSET_SLICE",
                 "DISAGGREGATEDSET_REVISION")
