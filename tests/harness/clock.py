@@ -1,4 +1,5 @@
-"""Deterministic time for asyncio tests: a manual clock whose ``sleep`` wakes on ``advance``."""
+"""Deterministic time: a manual clock the test sets (``now``) or advances, whose ``sleep`` wakes on
+``advance`` in asyncio tests; the one test clock of the unit tests."""
 
 from __future__ import annotations
 

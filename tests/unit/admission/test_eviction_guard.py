@@ -22,16 +22,9 @@ from lws_operator.kube.cache import ClusterCache
 from lws_operator.kube.client import ApiException
 from lws_operator.logic.disruption.budget import RESERVATION_SECONDS
 from lws_operator.logic.disruption.reservations import parse_reservations
+from tests.harness.clock import ManualClock
 
 NS = "ns"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def lws(name: str, replicas: int, size: int, budget: str | None) -> dict[str, Any]:
@@ -80,7 +73,8 @@ def allowed(answer: dict[str, Any]) -> bool:
 
 
 async def test_reservations_hold_a_group_until_the_cache_shows_it_then_expire() -> None:
-    cache, clock, registry = world(lws("s", 3, 2, "1")), Clock(), CollectorRegistry()
+    cache, clock, registry = (world(lws("s", 3, 2, "1")), ManualClock(1000.0),
+                              CollectorRegistry())
     guard = EvictionGuard(cache, None, registry, clock)
     assert allowed(await guard.decide(eviction("s-0-1", dry_run=True)))  # reserves nothing
     assert allowed(await guard.decide(eviction("s-1-1")))
@@ -151,7 +145,7 @@ class VersionedSet:
         return copy.deepcopy(self.obj)
 
 
-def replicas(n: int, store: VersionedSet, clock: Clock) -> list[EvictionGuard]:
+def replicas(n: int, store: VersionedSet, clock: ManualClock) -> list[EvictionGuard]:
     """``n`` operator replicas: each its own cache of the same cluster, one shared set."""
     return [EvictionGuard(world(copy.deepcopy(store.obj)), None, None, clock, store=store)
             for _ in range(n)]
@@ -159,7 +153,7 @@ def replicas(n: int, store: VersionedSet, clock: Clock) -> list[EvictionGuard]:
 
 @pytest.mark.parametrize("budget", [1, 2])
 async def test_replicas_deciding_together_allow_at_most_the_budget(budget: int) -> None:
-    store, clock = VersionedSet(lws("s", 4, 2, str(budget))), Clock()
+    store, clock = VersionedSet(lws("s", 4, 2, str(budget))), ManualClock(1000.0)
     guards = replicas(2, store, clock)
     # Four healthy groups, one eviction each, alternately to the two replicas, all at once.
     answers = await asyncio.gather(*(guards[g % 2].decide(eviction(f"s-{g}-1"))
@@ -173,7 +167,7 @@ async def test_replicas_deciding_together_allow_at_most_the_budget(budget: int) 
 
 async def test_without_a_shared_store_replicas_each_allow_their_own() -> None:
     """What the precondition prevents: per-process reservations let each replica allow one."""
-    clock = Clock()
+    clock = ManualClock(1000.0)
     guards = [EvictionGuard(world(lws("s", 4, 2, "1")), None, None, clock) for _ in range(2)]
     answers = await asyncio.gather(guards[0].decide(eviction("s-0-1")),
                                    guards[1].decide(eviction("s-1-1")))
@@ -182,7 +176,7 @@ async def test_without_a_shared_store_replicas_each_allow_their_own() -> None:
 
 async def test_a_write_that_keeps_conflicting_is_refused_with_429() -> None:
     store = VersionedSet(lws("s", 3, 2, "1"), always_conflict=True)
-    [guard] = replicas(1, store, Clock())
+    [guard] = replicas(1, store, ManualClock(1000.0))
     answer = await guard.decide(eviction("s-0-1"))
     assert (answer["allowed"], answer["status"]["code"]) == (False, 429)
     assert store.conflicts == MAX_ATTEMPTS
@@ -191,17 +185,17 @@ async def test_a_write_that_keeps_conflicting_is_refused_with_429() -> None:
 async def test_a_write_that_fails_otherwise_allows_the_eviction() -> None:
     """As the webhook's failure policy would: a guard that cannot record never blocks."""
     store = VersionedSet(lws("s", 3, 2, "1"), fail=ConnectionRefusedError())
-    [guard] = replicas(1, store, Clock())
+    [guard] = replicas(1, store, ManualClock(1000.0))
     assert allowed(await guard.decide(eviction("s-0-1")))
     gone = VersionedSet(lws("s", 3, 2, "1"), fail=ApiException(status=404, reason="NotFound"))
-    [guard] = replicas(1, gone, Clock())
+    [guard] = replicas(1, gone, ManualClock(1000.0))
     assert allowed(await guard.decide(eviction("s-0-1")))
 
 
 async def test_a_replica_reads_the_reservation_another_wrote() -> None:
     """Replica B's cache of the set lags: its write conflicts, it reads the set again and
     refuses, counting A's reservation although its pod cache shows every group Ready."""
-    store, clock = VersionedSet(lws("s", 3, 2, "1")), Clock()
+    store, clock = VersionedSet(lws("s", 3, 2, "1")), ManualClock(1000.0)
     a, b = replicas(2, store, clock)
     assert allowed(await a.decide(eviction("s-0-1")))
     refused = await b.decide(eviction("s-1-1"))

@@ -16,10 +16,7 @@ from lws_operator.admission import registration
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.certs import MUTATING, SECRET, VALIDATING
 from lws_operator.logic.runtime import certs
-
-
-class _Kube:
-    """Nothing is asked of it: the watched objects are stored by the test."""
+from tests.harness.quiet_kube import QuietKube
 
 
 def _data(options: WebhookOptions) -> dict[str, bytes]:
@@ -49,7 +46,7 @@ async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[WebhookRuntim
     register = getattr(request, "param", True)
     options = WebhookOptions(namespace="lws-system", bind_address="127.0.0.1", port=0,
                              webhook_host="127.0.0.1", register_webhooks=register)
-    out = WebhookRuntime(_Kube(), options)  # type: ignore[arg-type]
+    out = WebhookRuntime(QuietKube(), options)  # type: ignore[arg-type]
     out.reserve_port()
     yield out
     await out.server.stop()

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from lws_operator.kube.client import ApiException
 from lws_operator.kube.events import DROP_LOG_INTERVAL, EventRecorder
 from lws_operator.logic.objects.events import Event
+from tests.harness.clock import ManualClock
 
 
 class Writes:
@@ -47,14 +48,6 @@ class Writes:
     def hold(self, note: str) -> asyncio.Event:
         gate = self.held[note] = asyncio.Event()
         return gate
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def obj(name: str) -> dict[str, Any]:
@@ -151,7 +144,7 @@ async def test_a_full_queue_drops_counts_and_warns_at_most_every_interval(
         caplog: pytest.LogCaptureFixture) -> None:
     writes = Writes()
     registry = CollectorRegistry()
-    clock = Clock()
+    clock = ManualClock(100.0)
     events = recorder(writes, registry=registry, bound=2, clock=clock)
     assert dropped(registry, "leaderworkerset") == 0.0  # exported before any drop
     with caplog.at_level(logging.WARNING, logger="lws_operator.kube.events"):
