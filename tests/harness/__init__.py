@@ -13,4 +13,6 @@ repository root (``from tests.harness.clock import ManualClock``); the cluster t
 - ``quantities``: quantities as written and as the API server stores them.
 - ``crd_schema``: what a CRD's structural schema may say, and a walk over its nodes.
 - ``quiet_kube``: an API server where nothing exists yet.
+- ``api_answers``: the Status object of a refused request, and a validating webhook's refusal
+  as the API server relays it.
 """

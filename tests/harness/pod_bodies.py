@@ -76,3 +76,9 @@ def worker(
 def _keys(annotations: dict[str, str]) -> dict[str, str]:
     """`subgroup_size="2"` → `{"leaderworkerset.sigs.k8s.io/subgroup-size": "2"}`."""
     return {P + k.replace("_", "-"): v for k, v in annotations.items()}
+
+
+def hosts(*names: str, sub: str = "default") -> str:
+    """The hostnames of pods ``names`` under subdomain ``sub``, comma-separated, as upstream's
+    pod webhook lists a group's hosts."""
+    return ",".join(f"{n}.{sub}" for n in names)

@@ -19,6 +19,7 @@ from tests.harness.pod_bodies import (
     WORKER_INDEX,
     P,
     container,
+    hosts,
     leader,
     pod,
     worker,
@@ -64,10 +65,6 @@ def with_tpus(p: dict[str, Any], *, leader_requests: bool = False) -> dict[str, 
 
 def env_of(p: dict[str, Any], index: int = 0, kind: str = "containers") -> dict[str, str]:
     return {e["name"]: e.get("value") for e in p["spec"][kind][index].get("env", [])}
-
-
-def hosts(*names: str, sub: str = "default") -> str:
-    return ",".join(f"{n}.{sub}" for n in names)
 
 
 def affinity_pair(key: str, topology: str, label: str) -> tuple[dict[str, Any], dict[str, Any]]:

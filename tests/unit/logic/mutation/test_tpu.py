@@ -16,6 +16,7 @@ from lws_operator.logic.mutation.tpu import (
     quantity_is_zero,
     tpu_containers,
 )
+from tests.harness.pod_bodies import hosts
 
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 SUBGROUP_INDEX = "leaderworkerset.sigs.k8s.io/subgroup-index"
@@ -77,10 +78,6 @@ def make_pod(
         },
         "spec": spec,
     }
-
-
-def hosts(*names: str, sub: str = "default") -> str:
-    return ",".join(f"{n}.{sub}" for n in names)
 
 
 def addresses(*pairs: tuple[str, int], sub: str = "default") -> str:
