@@ -166,7 +166,7 @@ chart-lint: helm ## helm lint the chart; fail if its CRDs differ from crds/
 	diff -r crds $(CHART)/crds
 
 chart-golden: helm venv ## rewrite tests/chart/golden/ from the chart (review the diff)
-	$(BIN)/python -m tests.chart.helm
+	$(BIN)/python -m e2e.harness.chart
 
 lock: ## regenerate requirements.lock and build-requirements.lock (pip-tools in a throwaway venv)
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && $(PYTHON) -m venv $$tmp && \

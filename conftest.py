@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -25,8 +26,11 @@ import pytest_asyncio
 from e2e.cluster import LocalCluster
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.harness.clusters import Clusters
+from e2e.harness.disaggregated import running_ds_operator
 from e2e.harness.launcher import Operator, running_operator
+from e2e.harness.replicas import Env, running_env
 from e2e.kube import Kube
+from lws_operator.kube.client import KubeClient
 
 
 @pytest.fixture(scope="session")
@@ -94,6 +98,16 @@ async def kube(cluster: LocalCluster, _clients: dict[str, Kube]) -> Kube:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
+async def client(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
+    """The operator's own client (``KubeClient``) of the test's cluster, one per test: for tests
+    of what the operator itself sends and reads (its encoding, leases), where ``kube`` is the
+    test's client."""
+    out = await KubeClient.connect(str(cluster.kubeconfig))
+    yield out
+    await out.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
 async def namespace(kube: Kube) -> AsyncIterator[str]:
     """A fresh namespace, deleted (in the background) after the test."""
     name = f"t-{uuid.uuid4().hex[:10]}"
@@ -110,3 +124,22 @@ async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
     cluster.install_crd()
     async with running_operator(cluster) as op:
         yield op
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def ds_operator(clusters: Clusters) -> AsyncIterator[Operator]:
+    """``operator`` with both DisaggregatedSet CRDs installed; the DisaggregatedSets left in its
+    namespace are deleted before it stops (one per module)."""
+    async with running_ds_operator(clusters.get("full")) as op:
+        yield op
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def env(request: pytest.FixtureRequest, clusters: Clusters, tmp_path: Path,
+              ) -> AsyncIterator[Env]:
+    """Operator replicas run as processes on the full tier, into a namespace of their own, with
+    our webhooks confined to a fresh one (``e2e.harness.replicas.running_env``); a module marked
+    ``replicas(suffix=..., drain_timeout=...)`` passes those arguments on."""
+    marker = request.node.get_closest_marker("replicas")
+    async with running_env(clusters, tmp_path, **(marker.kwargs if marker else {})) as out:
+        yield out

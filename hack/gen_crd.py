@@ -21,7 +21,7 @@ Where each part comes from:
   those models are deliberately lenient readers (plain ``str`` instead of enums, ``dict`` pod
   templates) while the CRD needs enums, formats, bounds, defaults and descriptions on nearly every
   field. Enum values are taken from the models' ``Literal`` aliases so there is one list of them;
-  ``tests/unit/test_crd_file.py`` fails when a model field has no schema property or vice versa.
+  ``tests/unit/api/test_crd_file.py`` fails when a model field has no schema property or vice versa.
 
 Decisions:
 

@@ -3,7 +3,7 @@
 The controller's CPU is mostly its passes (issue "Performance": about half of the busy samples
 of a benchmark run), and a pass is pure work over the watch caches, so it can be measured on its
 own. This builds sets as production builds them, in the operator's real cache
-(``tests/unit/reconciler_world.py``: 5 groups of 8 pods by default), in three states: at rest,
+(``tests/harness/lws_world.py``: 5 groups of 8 pods by default), in three states: at rest,
 mid-create (groups not ready yet, one without its worker StatefulSet) and mid-rollout (a new
 template, its revision and leader StatefulSet applied, no group replaced yet). Each pass follows
 one watch event, as in a running operator: a pod of the set is stored again with a new
@@ -41,7 +41,7 @@ from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.reconcile.pipeline import STEPS
 from lws_operator.logic.reconcile.plan import Plan
 from lws_operator.logic.reconcile.snapshot import Decided
-from tests.unit.reconciler_world import CLOCK, NOW, World, at_rest, built_world, manifest, plan_pass
+from tests.harness.lws_world import CLOCK, NOW, World, at_rest, built_world, manifest, plan_pass
 
 
 class NoRequests:

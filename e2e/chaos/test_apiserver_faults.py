@@ -37,7 +37,9 @@ import pytest
 import pytest_asyncio
 
 from e2e.chaos import size
-from e2e.chaos.apiserver_faults import (
+from e2e.cluster import LocalCluster
+from e2e.cluster.launcher import free_port
+from e2e.harness.apiserver_faults import (
     API,
     KIND,
     Desired,
@@ -48,8 +50,6 @@ from e2e.chaos.apiserver_faults import (
     orphans,
     tolerant,
 )
-from e2e.cluster import LocalCluster
-from e2e.cluster.launcher import free_port
 from e2e.harness.clusters import Clusters, private_cluster
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import Kube, wait_for

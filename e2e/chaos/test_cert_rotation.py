@@ -32,7 +32,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from e2e.chaos import FULL, size
-from e2e.chaos.admission_load import (
+from e2e.cluster import LocalCluster
+from e2e.cluster.launcher import free_port
+from e2e.harness.admission import served_certificate, wait_until_admitting
+from e2e.harness.admission_load import (
     MUTATING,
     VALIDATING,
     AdmissionLoad,
@@ -47,9 +50,6 @@ from e2e.chaos.admission_load import (
     served_reviews,
     watch_certificates,
 )
-from e2e.cluster import LocalCluster
-from e2e.cluster.launcher import free_port
-from e2e.harness.admission import served_certificate, wait_until_admitting
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import wait_for
 from lws_operator.admission import registration

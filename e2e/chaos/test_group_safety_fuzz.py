@@ -82,22 +82,19 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from e2e.chaos import size
 from e2e.cluster.nodes import HOSTNAME_LABEL, NodeLayout, node_manifests
 from e2e.harness.builder import API, KIND, LeaderWorkerSet
-from e2e.harness.clusters import Clusters
 from e2e.harness.converge import READY_DELAY, wait_converged
 from e2e.harness.launcher import OperatorProcess
 from e2e.harness.pod_view import PodView
-from e2e.harness.replicas import Env, running_env
+from e2e.harness.replicas import Env
 from e2e.kube import MERGE_PATCH, condition, is_ready, polling, wait_for
 from lws_operator.admission.review import allowed
 from lws_operator.api.constants import (
@@ -109,7 +106,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.disruption.budget import RESERVATION_SECONDS
 
-pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
+pytestmark = [pytest.mark.full, pytest.mark.chaos_run, pytest.mark.replicas(suffix="fz")]
 
 STEPS = size(12, 200)
 SIZE = 2
@@ -126,12 +123,6 @@ ROLLED_BACK = re.compile(r"^Rolled back from revision (?P<bad>\S+) to revision (
 DECISION = re.compile(r"eviction of pod (?P<ns>[^/]+)/(?P<pod>\S+) \(group (?P<group>\S+) of "
                       r"(?P<set>\S+)\): (?P<verdict>allowed|refused); budget (?P<budget>\d+), "
                       r"disrupted (?P<disrupted>.*)$")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def env(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_env(clusters, tmp_path, suffix="fz") as out:
-        yield out
 
 
 def template(image: str, ready: bool, pool: str) -> dict[str, Any]:

@@ -24,18 +24,15 @@ import json
 import signal
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from e2e.chaos import FULL, size
 from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
-from e2e.harness.clusters import Clusters
 from e2e.harness.converge import READY_DELAY, REVISION, converged_now, lws_pods, wait_converged
 from e2e.harness.launcher import OperatorProcess
-from e2e.harness.replicas import Env, running_env
+from e2e.harness.replicas import Env
 from e2e.kube import Kube, is_ready, polling, wait_for
 
 pytestmark = [pytest.mark.full, pytest.mark.chaos_run]
@@ -44,12 +41,6 @@ ITERATIONS = size(1, 6)
 REPLICAS, SIZE = 4, 2
 TIMINGS = ("--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s",
            "--leader-elect-retry-period", "1s")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def env(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_env(clusters, tmp_path) as out:
-        yield out
 
 
 def twin(name: str) -> dict[str, Any]:

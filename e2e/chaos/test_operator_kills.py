@@ -28,17 +28,13 @@ import asyncio
 import functools
 import random
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from e2e.chaos import size
 from e2e.cluster.faults import restart_container
 from e2e.harness.builder import API, KIND, LeaderWorkerSet
-from e2e.harness.clusters import Clusters
 from e2e.harness.converge import (
     READY_DELAY,
     Converged,
@@ -49,7 +45,7 @@ from e2e.harness.converge import (
     wait_converged,
 )
 from e2e.harness.launcher import OperatorProcess
-from e2e.harness.replicas import Env, running_env
+from e2e.harness.replicas import Env
 from e2e.kube import wait_for
 
 pytestmark = pytest.mark.full
@@ -58,12 +54,6 @@ ITERATIONS = size(8, 50)
 KINDS = ("create", "rollout", "scale", "recreate")
 SIZE = 2
 BUDGET = 10_000  # counting on, never exhausted
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def env(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_env(clusters, tmp_path) as out:
-        yield out
 
 
 def lws(name: str, replicas: int, size: int, **template: Any) -> dict[str, Any]:

@@ -31,7 +31,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from e2e.chaos.apiserver_faults import (
+from e2e.cluster import LocalCluster, NodeLayout
+from e2e.harness.apiserver_faults import (
     API,
     KIND,
     NAME_LABEL,
@@ -43,7 +44,6 @@ from e2e.chaos.apiserver_faults import (
     orphans,
     tolerant,
 )
-from e2e.cluster import LocalCluster, NodeLayout
 from e2e.harness.clusters import Clusters, private_cluster
 from e2e.harness.launcher import Operator, running_operator
 from e2e.kube import Kube, wait_for

@@ -47,8 +47,8 @@ import pytest
 import pytest_asyncio
 
 from e2e.chaos import size
-from e2e.chaos.admission_load import delete_registrations, lws_body, registered_url
 from e2e.harness.admission import is_mutated, lws_pod
+from e2e.harness.admission_load import delete_registrations, lws_body, registered_url
 from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, condition, is_ready, wait_for

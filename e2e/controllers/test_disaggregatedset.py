@@ -28,12 +28,10 @@ import yaml
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.harness.builder import DS_API, DS_KIND, DisaggregatedSet, Role
-from e2e.harness.clusters import Clusters
 from e2e.harness.disaggregated import (
     PAUSE,
     RolloutMonitor,
     check_everything,
-    running_ds_operator,
     wait_converged,
     wait_gone,
 )
@@ -44,12 +42,6 @@ pytestmark = pytest.mark.full
 
 SAMPLES = Path(__file__).parent / "upstream_samples"
 DS_SAMPLES = ("disaggregatedset_v1_disaggregatedset.yaml", "disaggregatedset_v1_3role.yaml")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
-    async with running_ds_operator(clusters.get("full")) as op:
-        yield op
 
 
 # ------------------------------------------------------------------ the check itself
@@ -92,30 +84,30 @@ def test_the_continuous_check_tells_one_pass_from_a_split_revision() -> None:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def default_admission(operator: Operator) -> AsyncIterator[str]:
+async def default_admission(ds_operator: Operator) -> AsyncIterator[str]:
     """Our webhooks serving the ``default`` namespace, which upstream's samples name."""
-    hooks = await start_webhooks(operator.kubeconfig, options_for("default"))
+    hooks = await start_webhooks(ds_operator.kubeconfig, options_for("default"))
     try:
         yield "default"
     finally:
-        for ds in await operator.kube.list(DS_API, DS_KIND, "default"):
-            await operator.kube.delete(DS_API, DS_KIND, ds["metadata"]["name"], "default")
-            await wait_gone(operator.kube, "default", ds["metadata"]["name"])
+        for ds in await ds_operator.kube.list(DS_API, DS_KIND, "default"):
+            await ds_operator.kube.delete(DS_API, DS_KIND, ds["metadata"]["name"], "default")
+            await wait_gone(ds_operator.kube, "default", ds["metadata"]["name"])
         await stop_webhooks(hooks)
 
 
 @pytest.mark.parametrize("sample", DS_SAMPLES)
-async def test_the_upstream_sample_converges_exactly(operator: Operator, default_admission: str,
+async def test_the_upstream_sample_converges_exactly(ds_operator: Operator, default_admission: str,
                                                      sample: str) -> None:
     """``kubectl apply -f`` of upstream's sample as it is; every object it makes, exactly."""
     path = SAMPLES / sample
     doc = yaml.safe_load(path.read_text())
     name, ns = doc["metadata"]["name"], default_admission
     assert doc["metadata"]["namespace"] == ns
-    kubectl = operator.cluster.kubectl
+    kubectl = ds_operator.cluster.kubectl
     try:
         await asyncio.to_thread(kubectl, "apply", "-f", str(path))
-        got = await wait_converged(operator.kube, ns, name)
+        got = await wait_converged(ds_operator.kube, ns, name)
         roles = doc["spec"]["roles"]
         slices = doc["spec"].get("slices", 1)
         assert len(got.lws) == slices * len(roles)
@@ -123,12 +115,12 @@ async def test_the_upstream_sample_converges_exactly(operator: Operator, default
             r["spec"]["replicas"] * r["spec"]["leaderWorkerTemplate"]["size"] for r in roles)
         assert len(got.revision) == 8
         assert set(got.revision) <= set("0123456789abcdef")
-        await check_everything(operator.kube, ns, got)
+        await check_everything(ds_operator.kube, ns, got)
         available = next(c for c in got.ds["status"]["conditions"] if c["type"] == "Available")
         assert (available["status"], available["reason"]) == ("True", "AllRolesReady")
     finally:
-        await operator.kube.delete(DS_API, DS_KIND, name, ns)
-        await wait_gone(operator.kube, ns, name)
+        await ds_operator.kube.delete(DS_API, DS_KIND, name, ns)
+        await wait_gone(ds_operator.kube, ns, name)
 
 
 # ------------------------------------------------------------------ rollout, then GC
@@ -144,8 +136,8 @@ def two_roles(name: str, image: str, replicas: int = 2) -> dict[str, object]:
 
 
 async def test_a_two_role_rollout_is_coordinated_then_deletion_collects_everything(
-        operator: Operator) -> None:
-    op, ns = operator, operator.namespace
+        ds_operator: Operator) -> None:
+    op, ns = ds_operator, ds_operator.namespace
     await op.kube.create(two_roles("coord", PAUSE), ns)
     before = await wait_converged(op.kube, ns, "coord")
     await check_everything(op.kube, ns, before)

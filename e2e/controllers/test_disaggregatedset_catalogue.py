@@ -13,16 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.harness.builder import DS_API, DS_KIND, SCALER_KIND, DisaggregatedSet, Role
-from e2e.harness.clusters import Clusters
 from e2e.harness.disaggregated import (
     NAME_LABEL,
     PAUSE,
@@ -35,7 +32,6 @@ from e2e.harness.disaggregated import (
     children,
     ds_pods,
     ds_services,
-    running_ds_operator,
     wait_converged,
     wait_gone,
 )
@@ -47,12 +43,6 @@ pytestmark = [pytest.mark.full, pytest.mark.skipif(
     reason="the DisaggregatedSet catalogue runs under `make e2e-ds` (LWS_E2E_DS=full)")]
 
 ROLLED = "registry.k8s.io/pause:3.10"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def operator(clusters: Clusters) -> AsyncIterator[Operator]:
-    async with running_ds_operator(clusters.get("full")) as op:
-        yield op
 
 
 def role(name: str, replicas: int, image: str = PAUSE, size: int = 1,
@@ -116,22 +106,22 @@ def totals(state: dict[tuple[str, str, str], int], revision: str) -> int:
 # ------------------------------------------------------------------ webhook, create, scale
 
 
-async def test_the_webhook_rejects_a_partition(operator: Operator) -> None:
+async def test_the_webhook_rejects_a_partition(ds_operator: Operator) -> None:
     """Upstream's "should reject DisaggregatedSet with partition set"."""
     body = ds("part", role("prefill", 1), role("decode", 1))
     body["spec"]["roles"][0]["spec"]["rolloutStrategy"] = {
         "rollingUpdateConfiguration": {"partition": 1}}
     with pytest.raises(DynamicApiError) as error:
-        await operator.kube.create(body, operator.namespace)
+        await ds_operator.kube.create(body, ds_operator.namespace)
     assert "partition" in str(error.value.body)
-    assert await operator.kube.get(DS_API, DS_KIND, "part", operator.namespace) is None
+    assert await ds_operator.kube.get(DS_API, DS_KIND, "part", ds_operator.namespace) is None
 
 
-async def test_create_then_scale_up_and_down_in_place(operator: Operator) -> None:
+async def test_create_then_scale_up_and_down_in_place(ds_operator: Operator) -> None:
     """Upstream's "should create LWS resources for prefill and decode roles" and "should scale
     replicas up and down": 1/1 (2 pods) -> 3/3 (6) -> 1/1 (2), the same LeaderWorkerSets
     scaled in place, no new revision."""
-    op = operator
+    op = ds_operator
     first = await created(op, ds("scale", role("prefill", 1), role("decode", 1)))
     assert len(first.pods) == 2
     async with RolloutMonitor(op.kube, op.namespace, "scale") as monitor:
@@ -150,10 +140,10 @@ async def test_create_then_scale_up_and_down_in_place(operator: Operator) -> Non
 # ------------------------------------------------------------------ rollouts
 
 
-async def test_percent_budgets(operator: Operator) -> None:
+async def test_percent_budgets(ds_operator: Operator) -> None:
     """Upstream's "should handle percentage-based maxSurge and maxUnavailable": 4/4 with 50%
     surge (2) and 25% unavailable (1) completes with 8 pods, never above 4 + 2 per role."""
-    op = operator
+    op = ds_operator
 
     def body(image: str) -> dict[str, Any]:
         return ds("percent", role("prefill", 4, image).surge("50%", "25%"),
@@ -165,11 +155,11 @@ async def test_percent_budgets(operator: Operator) -> None:
     await deleted(op, "percent")
 
 
-async def test_a_three_role_rollout(operator: Operator) -> None:
+async def test_a_three_role_rollout(ds_operator: Operator) -> None:
     """Upstream's "should complete rolling update with 3 roles scaling together" (2/2/2); the
     status says Progressing (and Available False, with Progressing's reason) while it runs, and
     the rollout's events name the revision and each scaling."""
-    op, ns = operator, operator.namespace
+    op, ns = ds_operator, ds_operator.namespace
 
     def body(image: str) -> dict[str, Any]:
         return ds("three", role("prefill", 2, image), role("decode", 2, image),
@@ -207,10 +197,10 @@ def progressive(monitor: RolloutMonitor, old: str, new: str) -> bool:
     return any(totals(s, old) > 0 and totals(s, new) > 0 for s in monitor.steps())
 
 
-async def test_adding_a_role_rolls_every_role(operator: Operator) -> None:
+async def test_adding_a_role_rolls_every_role(ds_operator: Operator) -> None:
     """Upstream's "should add new role and roll all roles to new revision" and "... with
     progressive rollout": alpha 2, beta 3, then gamma 5 added: 10 pods on the new revision."""
-    op = operator
+    op = ds_operator
     before = await created(op, ds("add", role("alpha", 2), role("beta", 3)))
     monitor, after = await rolled(op, before, ds("add", role("alpha", 2), role("beta", 3),
                                                  role("gamma", 5)),
@@ -220,11 +210,11 @@ async def test_adding_a_role_rolls_every_role(operator: Operator) -> None:
     await deleted(op, "add")
 
 
-async def test_removing_a_role_drains_it_with_its_revision(operator: Operator) -> None:
+async def test_removing_a_role_drains_it_with_its_revision(ds_operator: Operator) -> None:
     """Upstream's "should remove role with progressive rollout for remaining roles": 4/6/2,
     encode removed: it keeps at least one group until its revision's final drain (orphan
     prevention), and 10 pods remain."""
-    op = operator
+    op = ds_operator
     before = await created(op, ds("remove", role("prefill", 4), role("decode", 6),
                                   role("encode", 2)))
     monitor, after = await rolled(op, before, ds("remove", role("prefill", 4),
@@ -239,10 +229,10 @@ async def test_removing_a_role_drains_it_with_its_revision(operator: Operator) -
     await deleted(op, "remove")
 
 
-async def test_renaming_a_role(operator: Operator) -> None:
+async def test_renaming_a_role(ds_operator: Operator) -> None:
     """Upstream's "should drain old role progressively and roll all roles to new revision":
     zeta renamed gamma (alpha 2, beta 3, 5): zeta drained, gamma 5, 10 pods."""
-    op = operator
+    op = ds_operator
     before = await created(op, ds("rename", role("alpha", 2), role("beta", 3), role("zeta", 5)))
     monitor, after = await rolled(op, before, ds("rename", role("alpha", 2), role("beta", 3),
                                                  role("gamma", 5)),
@@ -255,11 +245,11 @@ async def test_renaming_a_role(operator: Operator) -> None:
 
 
 async def test_a_change_mid_rollout_drains_the_newest_old_revision_first(
-        operator: Operator) -> None:
+        ds_operator: Operator) -> None:
     """Upstream's "should drain B (broken intermediate) before A (stable original)": 6/6 rolled
     to B, changed to C while B is partly up; B reaches 0 while A still serves, never the
     reverse; 12 pods on C."""
-    op, ns = operator, operator.namespace
+    op, ns = ds_operator, ds_operator.namespace
 
     def body(image: str) -> dict[str, Any]:
         return ds("abc", role("prefill", 6, image, delay="1s"),
@@ -304,10 +294,10 @@ async def test_a_change_mid_rollout_drains_the_newest_old_revision_first(
 # ------------------------------------------------------------------ slices, placement, metadata
 
 
-async def test_slices_are_copies_and_lowering_them_deletes(operator: Operator) -> None:
+async def test_slices_are_copies_and_lowering_them_deletes(ds_operator: Operator) -> None:
     """Two slices are two full copies (slice labels 0/1, replicas per slice); lowering to one
     deletes slice 1's LeaderWorkerSets and Services and leaves slice 0 untouched."""
-    op, ns = operator, operator.namespace
+    op, ns = ds_operator, ds_operator.namespace
     two = await created(op, ds("sliced", role("prefill", 2), role("decode", 1), slices=2))
     assert sorted(o["metadata"]["labels"][SLICE_LABEL] for o in two.lws.values()) == [
         "0", "0", "1", "1"]
@@ -323,12 +313,12 @@ async def test_slices_are_copies_and_lowering_them_deletes(operator: Operator) -
     await deleted(op, "sliced")
 
 
-async def test_placement_pins_each_slice_to_one_domain(operator: Operator) -> None:
+async def test_placement_pins_each_slice_to_one_domain(ds_operator: Operator) -> None:
     """Upstream's "should inject placement affinity into the managed LWS pod templates"
     (ExclusiveTopology on kubernetes.io/hostname; the exact terms are checked on every
     template and pod), and the scheduler honours them: each slice on one node, the slices
     apart."""
-    op = operator
+    op = ds_operator
     body = (DisaggregatedSet("placed").role(role("prefill", 1, size=2))
             .role(role("decode", 1, size=2)).slices(2)
             .placement("ExclusiveTopology", "kubernetes.io/hostname").build())
@@ -343,12 +333,12 @@ async def test_placement_pins_each_slice_to_one_domain(operator: Operator) -> No
     await deleted(op, "placed")
 
 
-async def test_role_metadata_and_template_metadata_propagate(operator: Operator) -> None:
+async def test_role_metadata_and_template_metadata_propagate(ds_operator: Operator) -> None:
     """Upstream's "should propagate custom labels and annotations to LWS" and "... LWS CR
     metadata labels for Kueue integration": role metadata (a Kueue queue, an
     ``exclusive-topology`` *label*, a user ``app`` the system one overrides) onto the child,
     template labels and annotations onto every pod (checked exactly)."""
-    op = operator
+    op = ds_operator
     prefill = (role("prefill", 1).labels({
         "kueue.x-k8s.io/queue-name": "gpu-queue", "app": "mine",
         "leaderworkerset.sigs.k8s.io/exclusive-topology": "rack"})
@@ -365,13 +355,13 @@ async def test_role_metadata_and_template_metadata_propagate(operator: Operator)
 # ------------------------------------------------------------------ autoscaling
 
 
-async def test_an_hpa_drives_an_external_role_through_its_scaler(operator: Operator) -> None:
+async def test_an_hpa_drives_an_external_role_through_its_scaler(ds_operator: Operator) -> None:
     """Upstream's hpa_test.go: the scaler is created (owned, seeded 1) and its ``/scale``
     answers before anything writes it; ``kubectl scale`` on it reaches the role's
     LeaderWorkerSet; an HPA whose minReplicas is above the current count scales it through
     ``/scale`` (no metrics server needed: kube-controller-manager raises to minReplicas);
     deleting the set removes the scaler."""
-    op, ns = operator, operator.namespace
+    op, ns = ds_operator, ds_operator.namespace
     kubectl = op.cluster.kubectl
     body = (DisaggregatedSet("hpa")
             .role(Role("prefill").external().size(1).image(PAUSE, name="model"))
@@ -418,10 +408,10 @@ async def test_an_hpa_drives_an_external_role_through_its_scaler(operator: Opera
     await deleted(op, "hpa")
 
 
-async def test_garbage_collection_after_delete(operator: Operator) -> None:
+async def test_garbage_collection_after_delete(ds_operator: Operator) -> None:
     """Upstream's "should garbage collect all child resources when deleted": LeaderWorkerSets,
     pods and Services all go."""
-    op, ns = operator, operator.namespace
+    op, ns = ds_operator, ds_operator.namespace
     got = await created(op, ds("gc", role("prefill", 1), role("decode", 1)))
     assert len(await children(op.kube, ns, "gc")) == 2
     assert len(await ds_pods(op.kube, ns, "gc")) == 2
@@ -430,11 +420,11 @@ async def test_garbage_collection_after_delete(operator: Operator) -> None:
     await deleted(op, "gc")
 
 
-async def test_a_group_identity_change_rolls_the_set(operator: Operator) -> None:
+async def test_a_group_identity_change_rolls_the_set(ds_operator: Operator) -> None:
     """The guide (Group Identity): within a DisaggregatedSet a role may change
     ``groupIdentity`` (immutable on a LeaderWorkerSet), which rolls it as a template update:
     a new revision whose decode LeaderWorkerSet is Hash, reached by a coordinated rollout."""
-    op = operator
+    op = ds_operator
     before = await created(op, ds("identity", role("prefill", 2), role("decode", 2)))
     hashed = role("decode", 2).spec(groupIdentity="Hash")
     async with RolloutMonitor(op.kube, op.namespace, "identity") as monitor:
@@ -450,11 +440,11 @@ async def test_a_group_identity_change_rolls_the_set(operator: Operator) -> None
     await deleted(op, "identity")
 
 
-async def test_a_role_scaler_follows_its_role(operator: Operator) -> None:
+async def test_a_role_scaler_follows_its_role(ds_operator: Operator) -> None:
     """The scaler's lifecycle (upstream's scaler_manager.go): deleted by hand, it is recreated,
     seeded with the role's running count; the role turned Static, it is deleted (event
     ScalerDeleted), with no rollout either time."""
-    op, ns = operator, operator.namespace
+    op, ns = ds_operator, ds_operator.namespace
 
     def body(external: bool) -> dict[str, Any]:
         prefill = Role("prefill").size(1).image(PAUSE, name="model")
@@ -519,12 +509,12 @@ def collapsed(trace: list[str]) -> list[str]:
     # Upstream's "surge-0-unavail-2-batches-by-unavailable".
     ((4, 4), (4, 4), (0, 2), ["4,4|0,0", "2,2|0,0", "2,2|2,2", "0,0|2,2", "0,0|4,4"]),
 ], ids=["scale-down-role0-scale-up-role1", "surge-0-unavail-2"])
-async def test_rollout_step_tracking(operator: Operator, source: tuple[int, int],
+async def test_rollout_step_tracking(ds_operator: Operator, source: tuple[int, int],
                                      target: tuple[int, int], budget: tuple[int, int],
                                      planned: list[str]) -> None:
     """Upstream's "Rolling Update Step Tracking": the observed steps are the guide's trace
     (3.9d there), every role within max(source, target) + surge."""
-    op = operator
+    op = ds_operator
     surge, unavailable = budget
 
     def body(image: str, replicas: tuple[int, int]) -> dict[str, Any]:

@@ -22,18 +22,14 @@ import ssl
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
 from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
-from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import OperatorProcess
-from e2e.harness.replicas import Env, running_env
+from e2e.harness.replicas import Env
 from e2e.kube import is_ready, wait_for
 from lws_operator.api.constants import (
     EVICTION_RESERVATIONS_ANNOTATION,
@@ -42,15 +38,9 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.disruption.reservations import parse_reservations
 
-pytestmark = pytest.mark.full
+pytestmark = [pytest.mark.full, pytest.mark.replicas(suffix="evr", drain_timeout=60)]
 
 REPLICAS, SIZE, BUDGET, ROUNDS = 4, 2, 1, 3
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_env(clusters, tmp_path, suffix="evr", drain_timeout=60) as out:
-        yield out
 
 
 def _tls() -> ssl.SSLContext:
@@ -114,8 +104,8 @@ def ms(values: list[float]) -> str:
             f"max {max(values) * 1000:.1f} ms")
 
 
-async def test_concurrent_evictions_on_two_replicas_stay_within_the_budget(setup: Env) -> None:
-    s = setup
+async def test_concurrent_evictions_on_two_replicas_stay_within_the_budget(env: Env) -> None:
+    s = env
     a = s.operator("a", "--leader-elect")
     b = s.operator("b", "--leader-elect")
     await asyncio.gather(a.start(), b.start())

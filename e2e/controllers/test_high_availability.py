@@ -14,21 +14,17 @@ nothing here reaches other namespaces of the shared cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from e2e.harness.builder import API, LeaderWorkerSet, P
-from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import LEASE, OperatorProcess
 from e2e.harness.metrics import WRITE_VERBS
-from e2e.harness.replicas import Env, running_env
+from e2e.harness.replicas import Env
 from e2e.kube import is_ready, wait_for
 
-pytestmark = pytest.mark.full
+pytestmark = [pytest.mark.full, pytest.mark.replicas(suffix="ha", drain_timeout=60)]
 
 # Writes of the admission side and of the election itself, which every replica makes.
 NOT_CONTROLLER = {"leases", "secrets", "mutatingwebhookconfigurations",
@@ -40,12 +36,6 @@ async def controller_writes(op: OperatorProcess) -> float:
     return sum(value for labels, value in await op.samples("lws_operator_api_requests")
                if labels.get("verb") in WRITE_VERBS
                and labels.get("resource", "").split("/")[0] not in NOT_CONTROLLER)
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def setup(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_env(clusters, tmp_path, suffix="ha", drain_timeout=60) as out:
-        yield out
 
 
 async def started(s: Env, name: str) -> OperatorProcess:
@@ -83,8 +73,8 @@ async def takeover(standby: OperatorProcess, since: float, what: str) -> float:
     return took
 
 
-async def test_failover_and_graceful_handover(setup: Env) -> None:
-    s = setup
+async def test_failover_and_graceful_handover(env: Env) -> None:
+    s = env
     a = await started(s, "a")
     await wait_for(a.leading, timeout=30, what="a leading")
     b = await started(s, "b")

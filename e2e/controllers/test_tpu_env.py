@@ -6,7 +6,7 @@ accelerators/tpu.go, AddLWSVariables (pod_utils.go) and the
 guide give: the three LWS variables first, then ``TPU_WORKER_HOSTNAMES``, ``TPU_WORKER_ID``,
 ``TPU_NAME``, ``TPU_PROCESS_ADDRESSES`` and ``TPU_PROCESS_PORT`` (8476). When the leader requests
 TPUs it is TPU worker 0 and its host name comes first; workers are 1..size-1. The expected
-values are computed from that text by ``tpu_support`` (shared with test_upstream_samples.py),
+values are computed from that text by ``e2e.harness.tpu`` (shared with test_upstream_samples.py),
 not by ``lws_operator.logic.mutation.tpu``.
 
 Before the fix the pod cache dropped the leader's containers, so the operator never marked the
@@ -36,8 +36,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from e2e.controllers.tpu_support import EnvVar, extra_tpu_nodes, lws_env, settled, slice_env
 from e2e.harness.launcher import Operator
+from e2e.harness.tpu import EnvVar, extra_tpu_nodes, lws_env, settled, slice_env
 from e2e.kube import MERGE_PATCH, wait_for
 
 pytestmark = pytest.mark.full

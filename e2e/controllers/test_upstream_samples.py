@@ -32,15 +32,15 @@ import pytest_asyncio
 import yaml
 
 from e2e.cluster.nodes import NODEPOOL_LABEL
-from e2e.controllers.tpu_support import (
+from e2e.harness.clusters import REPO
+from e2e.harness.launcher import Operator, start_controllers
+from e2e.harness.tpu import (
     extra_tpu_nodes,
     lws_env,
     requests_tpus,
     settled,
     tpu_env,
 )
-from e2e.harness.clusters import REPO
-from e2e.harness.launcher import Operator, start_controllers
 from e2e.kube import wait_for
 
 pytestmark = pytest.mark.full
@@ -62,7 +62,7 @@ NOT_LEADERWORKERSETS = {
     "disaggregatedset_v1_disaggregatedset.yaml": "a DisaggregatedSet: applied by "
                                                  "test_disaggregatedset.py",
     "lws_v1alpha1_configuration.yaml": "the operator's configuration file, not an object to "
-                                       "apply (tests/unit/test_config.py loads it)",
+                                       "apply (tests/unit/api/test_config.py loads it)",
 }
 EXTRA_TPU_NODES = [f"tpu-node-{i:03d}" for i in range(4, 12)]
 

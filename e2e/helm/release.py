@@ -20,8 +20,8 @@ import yaml
 
 from e2e.cluster import PLACEMENT, LocalCluster
 from e2e.demo import SAMPLE
+from e2e.harness.chart import CHART, helm
 from e2e.image import Image
-from tests.chart.helm import CHART, helm
 
 T = TypeVar("T")
 

@@ -39,10 +39,10 @@ from e2e import dashboard, prometheus
 from e2e.cluster.faults import restart_container
 from e2e.cluster.launcher import free_port
 from e2e.harness.builder import API, LeaderWorkerSet
+from e2e.harness.chart import objects, render
 from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, wait_for
-from tests.chart.helm import objects, render
 
 pytestmark = pytest.mark.full
 

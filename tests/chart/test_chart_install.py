@@ -37,11 +37,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster import LocalCluster
 from e2e.cluster.launcher import free_port
+from e2e.harness.chart import CHART, helm, http_get, objects, start, stop
 from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, condition, is_ready, wait_for
 from lws_operator.admission.runtime import WebhookOptions
 from lws_operator.logic.runtime import certs
-from tests.chart.helm import CHART, helm, http_get, objects, start, stop
 
 pytestmark = pytest.mark.full
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from e2e.harness.chart import CHART, helm, objects, render
 from lws_operator.admission.metrics import WebhookMetrics
 from lws_operator.kube.disaggregated_metrics import DisaggregatedSetMetrics
 from lws_operator.kube.group_metrics import GroupMetrics
@@ -22,7 +23,6 @@ from lws_operator.kube.metrics import (
     WatchMetrics,
     WorkqueueMetrics,
 )
-from tests.chart.helm import CHART, helm, objects, render
 
 DASHBOARD_FILE = CHART / "dashboards" / "lws-operator.json"
 ALERTS = {"rolloutStalled": "LeaderWorkerSetRolloutStalled",

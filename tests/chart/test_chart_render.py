@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from lws_operator.__main__ import _add_run
-from lws_operator.admission import registration
-from tests.chart.helm import (
+from e2e.harness.chart import (
     CHART,
     GOLDEN_CASES,
     REPO,
@@ -21,6 +19,8 @@ from tests.chart.helm import (
     objects,
     render,
 )
+from lws_operator.__main__ import _add_run
+from lws_operator.admission import registration
 
 CRD_NAME = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 # Every CRD of crds/: LeaderWorkerSet, DisaggregatedSet and its role scaler.

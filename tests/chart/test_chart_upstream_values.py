@@ -26,9 +26,9 @@ import pytest_asyncio
 import yaml
 
 from e2e.cluster import LocalCluster
+from e2e.harness.chart import CHART, UPSTREAM_VALUES, UPSTREAM_VALUES_FILE, helm, objects
 from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, is_ready, wait_for
-from tests.chart.helm import CHART, UPSTREAM_VALUES, UPSTREAM_VALUES_FILE, helm, objects
 
 pytestmark = pytest.mark.full
 

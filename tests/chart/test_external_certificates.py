@@ -20,12 +20,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from e2e.cluster.launcher import free_port
+from e2e.harness.chart import http_get, start, stop
 from e2e.harness.clusters import Clusters
 from e2e.kube import Kube, wait_for
 from lws_operator.admission.runtime import WebhookOptions, WebhookRuntime
 from lws_operator.kube.client import KubeClient
 from lws_operator.logic.runtime import certs
-from tests.chart.helm import http_get, start, stop
 
 pytestmark = pytest.mark.full
 

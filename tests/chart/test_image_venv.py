@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from e2e.cluster.launcher import cache_root, free_port
+from e2e.harness.chart import REPO, http_get, start, stop
 from e2e.harness.clusters import Clusters
 from e2e.kube import wait_for
-from tests.chart.helm import REPO, http_get, start, stop
 
 SCRIPT = REPO / "hack" / "image-venv.sh"
 LOCK = REPO / "requirements.lock"

@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import signal
-import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -25,6 +23,7 @@ import pytest_asyncio
 from kubernetes.aio.dynamic.exceptions import DynamicApiError
 
 from e2e.cluster import LocalCluster
+from e2e.cluster.launcher import free_port
 from e2e.harness.admission import (
     Webhooks,
     is_mutated,
@@ -48,6 +47,7 @@ from lws_operator.api.constants import (
     VALIDATE_POD_PATH,
 )
 from lws_operator.kube.certs import GENERATION_ANNOTATION
+from tests.harness.api_answers import status
 
 pytestmark = pytest.mark.api
 
@@ -60,12 +60,6 @@ async def webhooks(cluster: LocalCluster, namespace: str) -> AsyncIterator[Webho
     hooks = await start_webhooks(str(cluster.kubeconfig), options_for(namespace))
     yield hooks
     await stop_webhooks(hooks)
-
-
-def status(exc: DynamicApiError) -> dict[str, Any]:
-    """The API server's Status object from an error."""
-    body: dict[str, Any] = json.loads(exc.body or "{}")
-    return body
 
 
 def message(exc: DynamicApiError) -> str:
@@ -231,12 +225,6 @@ async def test_local_mode_takes_over_service_registrations(
             assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:")
     finally:
         await stop_webhooks(hooks)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_lws_operator_run_command(lws_crd: LocalCluster, kube: Kube,

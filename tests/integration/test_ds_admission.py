@@ -26,6 +26,7 @@ from e2e.cluster import LocalCluster
 from e2e.harness.admission import lws_pod
 from e2e.kube import MERGE_PATCH, Kube
 from lws_operator.api import disaggregated as ds
+from tests.harness.api_answers import status, webhook_denial
 
 pytestmark = pytest.mark.api
 
@@ -71,19 +72,8 @@ def policy(kind: str = "ExclusiveSlice", topology: str = "kubernetes.io/hostname
     return {"type": kind, "topology": topology}
 
 
-def status(exc: DynamicApiError) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(exc.body or "{}")
-    return body
-
-
 def denied_by_webhook(exc: DynamicApiError) -> str:
-    """The webhook's own text, after checking the API server relayed it as it relays
-    upstream's: 403 Forbidden, the webhook named."""
-    got = status(exc)
-    assert (exc.status, got.get("code"), got.get("reason")) == (403, 403, "Forbidden"), got
-    message = str(got.get("message", ""))
-    assert message.startswith(DENIED), message
-    return message[len(DENIED):]
+    return webhook_denial(exc, DENIED)
 
 
 async def rejected(kube: Kube, ns: str, body: dict[str, Any]) -> DynamicApiError:

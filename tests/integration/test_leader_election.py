@@ -44,13 +44,6 @@ class Candidate:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def client(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(str(cluster.kubeconfig))
-    yield kube
-    await kube.close()
-
-
-@pytest_asyncio.fixture(loop_scope="session")
 async def candidates(client: KubeClient, namespace: str) -> AsyncIterator[list[Candidate]]:
     out: list[Candidate] = []
     for name in ("a", "b"):

@@ -23,7 +23,8 @@ from kubernetes.aio.dynamic.exceptions import DynamicApiError
 from e2e.cluster import LocalCluster
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.kube import MERGE_PATCH, Kube
-from tests.unit.lws_bodies import ruc, set_fields, upstream_defaults
+from tests.harness.api_answers import status, webhook_denial
+from tests.harness.lws_bodies import ruc, set_fields, upstream_defaults
 
 pytestmark = pytest.mark.api
 
@@ -56,25 +57,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def status(exc: DynamicApiError) -> dict[str, Any]:
-    """The Status object the API server answered with."""
-    body: dict[str, Any] = json.loads(exc.body or "{}")
-    return body
-
-
 def rejection(exc: DynamicApiError) -> str:
     return str(status(exc).get("message", ""))
 
 
 def denied_by_webhook(exc: DynamicApiError) -> str:
-    """The validating webhook's own text, after checking that the API server relayed the
-    refusal as it relays upstream's: 403 Forbidden, with the webhook named. (The API server
-    may add details of its own; the webhook sends none.)"""
-    got = status(exc)
-    assert (exc.status, got.get("code"), got.get("reason")) == (403, 403, "Forbidden"), got
-    message = str(got.get("message", ""))
-    assert message.startswith(DENIED), message
-    return message[len(DENIED):]
+    return webhook_denial(exc, DENIED)
 
 
 async def create(kube: Kube, ns: str, body: dict[str, Any]) -> dict[str, Any]:

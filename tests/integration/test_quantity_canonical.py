@@ -11,30 +11,19 @@ next pass writes nothing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from e2e.harness.clusters import Clusters
 from lws_operator.api.constants import FIELD_MANAGER
 from lws_operator.kube.client import APPLY_PATCH, KubeClient
 from lws_operator.logic.identity.hash_groups import leader_deployment
 from lws_operator.logic.objects.quantity import MILLI, NANO, same_quantity
 from lws_operator.logic.reconcile.decisions import first_difference
 from lws_operator.logic.workloads.statefulsets import leader_statefulset
-from tests.unit.quantity_table import IN_RESOURCE_LIST, SINGLE
+from tests.harness.quantities import IN_RESOURCE_LIST, SINGLE
 
 pytestmark = pytest.mark.api
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def client(clusters: Clusters) -> AsyncIterator[KubeClient]:
-    """The operator's own client (its JSON encoding of numbers is what the server parses)."""
-    kube = await KubeClient.connect(str(clusters.get("api").kubeconfig))
-    yield kube
-    await kube.close()
 
 
 def _statefulset(namespace: str, containers: list[dict[str, Any]]) -> dict[str, Any]:

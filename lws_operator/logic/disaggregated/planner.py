@@ -11,7 +11,7 @@ gate), so each step is taken against a settled world.
 
 The shape is upstream's ComputeNextStep (planner.go), decision for decision, so that a rollout
 paces exactly like the Go controller's (the 22 exact sequences of its tests are reproduced in
-``tests/unit/test_ds_planner.py``):
+``tests/unit/logic/disaggregated/test_ds_planner.py``):
 
 1. complete (no old left, every role at or above target): no step;
 2. no step count (everything is 0): no step;

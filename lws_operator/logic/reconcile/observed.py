@@ -9,8 +9,9 @@ and got the wrong ``TPU_WORKER_ID`` and host list (found running upstream's TPU 
 
 So the shape kept is declared here, next to the code that reads it, and the cache imports it: the
 logic and the cache cannot drift apart. A decision that starts reading another part of a cached
-pod's spec must add it to ``POD_SPEC_SHAPE``; ``tests/unit/test_cached_pod_reads.py`` runs the
-logic over cached pods that record every read of a dropped key, and fails until it is added.
+pod's spec must add it to ``POD_SPEC_SHAPE``;
+``tests/unit/logic/reconcile/test_cached_pod_reads.py`` runs the logic over cached pods that
+record every read of a dropped key, and fails until it is added.
 
 Why a projection of the containers and not a derived fact (a "requests TPUs" flag computed at
 caching time): the builders keep reading a pod as the API returns it, exactly as the webhook and
@@ -24,8 +25,8 @@ their status, where the same holds: ``POD_STATUS_SHAPE``, whose conditions are k
 the types some decision looks for, ``POD_CONDITION_TYPES``): there are many of them per group
 and their specs and statuses are large. Every other kind is cached whole but for
 ``metadata.managedFields``, which nothing reads, so no read of them can miss;
-``tests/unit/test_cached_shapes.py`` checks both, and a kind that starts to be trimmed must be
-declared there, with a guard like the pods'.
+``tests/unit/logic/reconcile/test_cached_shapes.py`` checks both, and a kind that starts to be
+trimmed must be declared there, with a guard like the pods'.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ POD_SPEC_SHAPE: Final[Mapping[str, Shape]] = {
 # reason, message and transition time. The kubelet's others (``Initialized``,
 # ``PodReadyToStartContainers``, ``DisruptionTarget``, a readiness gate of someone else's) and
 # every condition's ``lastProbeTime`` are never read: two of a Running pod's five conditions, a
-# tenth of a cached pod. ``tests/unit/test_cached_pod_reads.py`` records every condition type
-# the logic compares a cached condition's type with, and fails for one not kept here.
+# tenth of a cached pod. ``tests/unit/logic/reconcile/test_cached_pod_reads.py`` records every
+# condition type the logic compares a cached condition's type with, and fails for one not kept here.
 POD_CONDITION_TYPES: Final = frozenset({"Ready", "ContainersReady", "PodScheduled",
                                         GROUP_READY_CONDITION})
 _CONDITION: Final[Mapping[str, Shape]] = {
