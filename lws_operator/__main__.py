@@ -241,17 +241,11 @@ async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, name
 
 async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
     from lws_operator.admission.runtime import WebhookOptions
-    from lws_operator.kube.client import (
-        KubeClient,
-        in_cluster,
-        in_cluster_namespace,
-        limit_tls_read_buffer,
-    )
+    from lws_operator.kube.client import KubeClient, in_cluster, in_cluster_namespace
     from lws_operator.kube.metrics import ClientMetrics, new_registry
     from lws_operator.kube.ratelimit import TokenBucket
 
     log = logging.getLogger("lws_operator")
-    limit_tls_read_buffer()  # before any connection is made (kube.client.TLS_READ_BUFFER)
     for notice in opts.notices:
         log.warning("configuration: %s", notice)
     stop = asyncio.Event()

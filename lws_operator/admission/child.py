@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import asyncio.sslproto
 import datetime as dt
 import gc
 import importlib.util
@@ -74,19 +73,6 @@ from lws_operator.admission.process import (  # noqa: E402
 from lws_operator.admission.server import AdmissionServer, ServingTLS  # noqa: E402
 
 log = logging.getLogger("lws_operator.admission.child")
-
-# Bytes asyncio's TLS layer reads from a socket at once. Its default (256 KiB) is a buffer
-# allocated and zeroed for every TLS connection: the API server opens a new connection whenever
-# more calls are in flight than it keeps idle, so under load hundreds are made per second, and
-# the allocator kept what hundreds of them had held (measured, unique memory after two bursts of
-# 300 concurrent connections, 25 MiB before them: 100-112 MiB with 256 KiB, 64 MiB with 64 KiB,
-# 55 MiB with 32 KiB, 50 MiB with 16 KiB).
-# Two TLS records (16 KiB of plaintext each, the protocol's largest) fit; larger bodies take
-# more reads, which is all a smaller buffer changes. It holds where asyncio's own loop serves
-# (tests); ``main`` runs the process on uvloop, whose TLS layer allocates its read buffer without
-# zeroing it (``kube.client.TLS_READ_BUFFER`` says more).
-TLS_READ_BUFFER = 32 * 1024
-
 
 class ParentEvictions:
     """Forwards eviction reviews to the parent, which holds the caches that decide them
@@ -185,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _setup_logging(settings.log_level, settings.log_format)
-    # A class attribute meant to be read per instance; this process serves nothing else.
-    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
     control = socket.socket(fileno=args.control_fd)
     listeners = inherited_sockets([int(fd) for fd in args.listen_fds.split(",") if fd])
     import uvloop  # the event loop (``lws_operator.__main__`` says why)

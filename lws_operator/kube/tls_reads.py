@@ -7,12 +7,9 @@ operator; the webhook server's connections) the plaintext of each readable socke
 asked for on every call and shrinks it to what OpenSSL returned, which is never more than one
 TLS record: 16 KiB of plaintext. Both processes fix glibc's mmap threshold at 128 KiB
 (``kube.arenas``), so every such call mapped a fresh 256 KiB, faulted in the pages it wrote and
-unmapped it again. Measured on this machine class, encrypting and reading an 8 KB message (a
-pod's watch event, an AdmissionReview): 29 us with reads of 256 KiB, 10 us with reads of 16 KiB,
-under the thresholds the operator sets. The same cost was fixed once for asyncio's TLS layer, whose
-read size is its protocol's ``max_size`` (``kube.client.limit_tls_read_buffer``); uvloop's is a
-compile-time constant, so the cap is put on the ``SSLObject`` itself, through the context's
-``sslobject_class`` (which ``SSLContext.wrap_bio`` instantiates, as uvloop calls it).
+unmapped it again. uvloop's read size is a compile-time constant, so the cap is put on the
+``SSLObject`` itself, through the context's documented ``sslobject_class`` (which
+``SSLContext.wrap_bio`` instantiates, as uvloop calls it).
 
 A read into a caller's buffer (uvloop's path for a ``BufferedProtocol``) allocates nothing and
 is left as asked. Asking for less than a record would only take more calls; asking for exactly a
