@@ -13,51 +13,21 @@ import argparse
 import asyncio
 import datetime as dt
 import gc
-import importlib.util
 import itertools
 import json
 import logging
 import signal
 import socket
 import sys
-import types
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client.metrics import disable_created_metrics
+from prometheus_client.registry import CollectorRegistry
 
-def _bare(name: str) -> None:
-    """Register package ``name`` without running its ``__init__`` (``kube.lean_imports``
-    explains the technique; its helper is not imported here because importing the ``kube``
-    package registers the Kubernetes client's packages as well, which this process never
-    uses). Importing a submodule then runs that submodule and what it imports, no more."""
-    if name in sys.modules:
-        return
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.submodule_search_locations is None:
-        return
-    module = types.ModuleType(name)
-    module.__spec__ = spec
-    module.__path__ = list(spec.submodule_search_locations)
-    module.__file__ = spec.origin
-    module.__package__ = name
-    sys.modules[name] = module
-
-
-# prometheus_client's ``__init__`` imports its exposition half too (an HTTP server, WSGI,
-# urllib's client, the email package, push gateways); this process only counts, and the parent
-# formats its metrics. Registered bare before anything imports it, the metric classes import
-# what they need and no more.
-_bare("prometheus_client")
-# The same for this package's ``kube`` layer, of which the webhook server takes only
-# ``kube.tls_reads`` (its ``__init__`` sets up the Kubernetes client's imports, never used here).
-_bare("lws_operator.kube")
-
-from prometheus_client.metrics import disable_created_metrics  # noqa: E402 (after the line above)
-from prometheus_client.registry import CollectorRegistry  # noqa: E402
-
-from lws_operator.admission import review  # noqa: E402
-from lws_operator.admission.metrics import WebhookMetrics  # noqa: E402
-from lws_operator.admission.process import (  # noqa: E402
+from lws_operator.admission import review
+from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.process import (
     CERTIFICATE,
     EVICTION,
     EVICTION_FORWARD_TIMEOUT,
@@ -70,7 +40,7 @@ from lws_operator.admission.process import (  # noqa: E402
     receive,
     send,
 )
-from lws_operator.admission.server import AdmissionServer, ServingTLS  # noqa: E402
+from lws_operator.admission.server import AdmissionServer, ServingTLS
 
 log = logging.getLogger("lws_operator.admission.child")
 
