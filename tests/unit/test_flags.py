@@ -88,8 +88,8 @@ def test_env_takes_the_lws_variable_then_the_fallbacks(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("LWS_NAMESPACE", "POD_NAMESPACE"):
         monkeypatch.delenv(variable, raising=False)
-    for variable, value in environment.items():
-        monkeypatch.setenv(variable, value)
+    for variable, text in environment.items():
+        monkeypatch.setenv(variable, text)
     value = env("namespace", "POD_NAMESPACE")
     if expected is None:
         assert value is None
