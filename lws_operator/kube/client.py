@@ -302,36 +302,47 @@ def request_info(method: str, path: str, query: Mapping[str, str] | None = None,
     lower-case HTTP method and an empty resource, which keeps the label set small."""
     method = method.upper()
     split = urlsplit(path)
+    located = _resource_segments(split.path)
+    if located is None:
+        return method.lower(), ""
+    parts, watch = located
     params = {k: v[-1] for k, v in parse_qs(split.query).items()}
     params.update(query or {})
-    parts = [p for p in split.path.split("/") if p]
+    watch = watch or params.get("watch", "").lower() in ("true", "1")
+    resource = parts[0] if len(parts) < 3 else f"{parts[0]}/{parts[2]}"
+    return _verb(method, len(parts) == 1, watch, content_type), resource
+
+
+def _resource_segments(path: str) -> tuple[list[str], bool] | None:
+    """The segments of ``path`` from the resource on (after ``/api/v1``, ``/apis/GROUP/VERSION``
+    and a namespace), and whether the deprecated ``/watch/`` prefix came before them; None for
+    a path that names no resource."""
+    parts = [p for p in path.split("/") if p]
     if parts[:1] == ["api"] and len(parts) >= 3:
         parts = parts[2:]  # /api/v1/...
     elif parts[:1] == ["apis"] and len(parts) >= 4:
         parts = parts[3:]  # /apis/group/version/...
     else:
-        return method.lower(), ""
-    watch = False
-    if parts[:1] == ["watch"]:  # the deprecated /watch/ path prefix
-        watch, parts = True, parts[1:]
+        return None
+    watch = parts[:1] == ["watch"]
+    if watch:
+        parts = parts[1:]
     if parts[:1] == ["namespaces"] and len(parts) >= 3 \
             and parts[2] not in _NAMESPACE_SUBRESOURCES:
         parts = parts[2:]
-    if not parts:
-        return method.lower(), ""
-    resource = parts[0] if len(parts) < 3 else f"{parts[0]}/{parts[2]}"
-    collection = len(parts) == 1
+    return (parts, watch) if parts else None
+
+
+# The verbs of the methods whose verb depends on nothing else.
+_VERBS = {"POST": "create", "PUT": "update"}
+
+
+def _verb(method: str, collection: bool, watch: bool, content_type: str) -> str:
+    """The authorizer's verb of an upper-case HTTP ``method`` on a resource or a collection."""
     if method == "GET":
-        watch = watch or params.get("watch", "").lower() in ("true", "1")
-        verb = "watch" if watch else "list" if collection else "get"
-    elif method == "POST":
-        verb = "create"
-    elif method == "PUT":
-        verb = "update"
-    elif method == "PATCH":
-        verb = "apply" if content_type.split(";")[0].strip() == APPLY_PATCH else "patch"
-    elif method == "DELETE":
-        verb = "deletecollection" if collection else "delete"
-    else:
-        verb = method.lower()
-    return verb, resource
+        return "watch" if watch else "list" if collection else "get"
+    if method == "PATCH":
+        return "apply" if content_type.split(";")[0].strip() == APPLY_PATCH else "patch"
+    if method == "DELETE":
+        return "deletecollection" if collection else "delete"
+    return _VERBS.get(method, method.lower())
