@@ -3,8 +3,7 @@
 Served on the controllers' event loop, an admission waited behind whatever pass held the loop;
 served from a thread of the same process, it still waited for the GIL, which the controllers'
 CPU work holds for up to the interpreter's switch interval at a time, several times per request
-(measured: at 200 admissions/s with one busy thread beside it, a thread-served webhook answered
-in 85 ms at the median, a process-served one in 3 ms). So ``lws-operator run`` serves admissions
+(``docs/performance.md`` has the figures). So ``lws-operator run`` serves admissions
 from a child process (``python -m lws_operator.admission.child``, the same interpreter and
 package), and keeps everything that talks to the API server in the parent:
 
