@@ -241,17 +241,11 @@ async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, name
 
 async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
     from lws_operator.admission.runtime import WebhookOptions
-    from lws_operator.kube.client import (
-        KubeClient,
-        in_cluster,
-        in_cluster_namespace,
-        limit_tls_read_buffer,
-    )
+    from lws_operator.kube.client import KubeClient, in_cluster, in_cluster_namespace
     from lws_operator.kube.metrics import ClientMetrics, new_registry
     from lws_operator.kube.ratelimit import TokenBucket
 
     log = logging.getLogger("lws_operator")
-    limit_tls_read_buffer()  # before any connection is made (kube.client.TLS_READ_BUFFER)
     for notice in opts.notices:
         log.warning("configuration: %s", notice)
     stop = asyncio.Event()
@@ -477,10 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         trim_freed_memory()
         # uvloop (libuv, its TLS layer in Cython) runs the controllers' loop, and the admission
         # child's: asyncio's own loop and TLS layer, pure Python, were the largest part of the
-        # admission process's CPU per request and a large one of the controllers' (measured
-        # with ``make bench``: rollout CPU 12.9 -> 9.8 s, the admission process's CPU per
-        # admission 1.5 -> 1.2 ms, about 3.6 MiB more resident for both processes). kopf's
-        # thread keeps asyncio's loop (``kube.watch``).
+        # admission process's CPU per request and a large one of the controllers' (``make
+        # bench``). kopf's thread keeps asyncio's loop (``kube.watch``).
         import uvloop
 
         return uvloop.run(_run(args, opts))

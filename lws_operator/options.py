@@ -117,6 +117,11 @@ def _named(flag: str, value: Any) -> str:
     return f"{flag} ({value.variable})" if isinstance(value, flags.EnvValue) else flag
 
 
+def _pick(flag: Any, value: Any) -> Any:
+    """The flag's value if it was set, else the file's (or the file format's default)."""
+    return value if flag is None else flag
+
+
 def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) -> RunOptions:
     """Merge; ``ConfigError`` (naming the flag or field) when the merge is invalid."""
     c = loaded.config if loaded is not None else cfg.Configuration()
@@ -128,62 +133,83 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
                        f"spec); write apiVersion {cfg.API_VERSION} with the settings at the top "
                        "level, as the Go manager requires")
 
-    def pick(flag: Any, value: Any) -> Any:
-        return value if flag is None else flag
-
-    def origin(flag: str, flag_value: Any, key: str) -> str:
-        """``flag`` unless only the file's ``key`` set the value."""
-        return f"{key} of {source}" if flag_value is None and key in explicit else flag
-
     # Webhook server.
-    webhook_port = pick(args.webhook_port, c.webhook.port)
+    webhook_port = _pick(args.webhook_port, c.webhook.port)
     webhook_bind = args.bind_address or c.webhook.host or args.webhook_host or "0.0.0.0"
     if "webhook.certDir" in explicit:
         notices.append(f"webhook.certDir ({c.webhook.certDir}) is not used: certificates are "
                        "read from the Secret and served from memory, never written to disk")
 
     # Health probes (/metrics has a server of its own: admission.metrics_server).
-    try:
-        probe = cfg.parse_bind_address(pick(args.health_probe_bind_address,
-                                             c.health.healthProbeBindAddress))
-    except ValueError as exc:
-        raise cfg.ConfigError(_named("--health-probe-bind-address",
-                                     args.health_probe_bind_address), [str(exc)]) from None
-    health: tuple[str, int] | None = None
-    if probe is not None:
-        host, port = probe
-        health = (args.bind_address or host or args.webhook_host or "0.0.0.0",
-                  args.health_port if args.health_port is not None else port)
-    elif args.health_port is not None:
-        health = (args.bind_address or args.webhook_host or "0.0.0.0", args.health_port)
-    metrics_address = pick(args.metrics_bind_address, c.metrics.bindAddress)
-    try:
-        metrics = cfg.parse_bind_address(metrics_address)
-    except ValueError as exc:
-        raise cfg.ConfigError(_named("--metrics-bind-address", args.metrics_bind_address),
-                              [str(exc)]) from None
-    serve_metrics = metrics is not None
+    health = _health(args, c)
+    metrics = _bind_address("--metrics-bind-address", args.metrics_bind_address,
+                            c.metrics.bindAddress)
 
     # Client.
-    qps = pick(args.kube_api_qps, c.clientConnection.qps)
-    burst = pick(args.kube_api_burst, c.clientConnection.burst)
+    qps = _pick(args.kube_api_qps, c.clientConnection.qps)
+    burst = _pick(args.kube_api_burst, c.clientConnection.burst)
     if qps > 0 and burst < 1:
         raise cfg.ConfigError(source, ["clientConnection.burst (--kube-api-burst): must be at "
                                        "least 1 when qps is above 0"])
 
     # Certificates.
     icm = c.internalCertManagement
-    webhook_service = pick(args.webhook_service, icm.webhookServiceName or "lws-webhook-service")
-    webhook_secret = pick(args.webhook_secret, icm.webhookSecretName or "lws-webhook-server-cert")
+    webhook_service = _pick(args.webhook_service,
+                            icm.webhookServiceName or "lws-webhook-service")
+    webhook_secret = _pick(args.webhook_secret,
+                           icm.webhookSecretName or "lws-webhook-server-cert")
 
     # Gang scheduling.
     provider = c.gangSchedulingManagement.schedulerProvider \
         if c.gangSchedulingManagement is not None else None
-    provider = pick(args.scheduler_provider, provider)
+    provider = _pick(args.scheduler_provider, provider)
 
-    # Leader election.
-    le = c.leaderElection
-    lock = pick(args.leader_elect_resource_lock, le.resourceLock)
+    leader_elect, timings = _leader_election(args, c.leaderElection, explicit, source, notices)
+
+    tls = c.tls or cfg.TLSOptions()
+    return RunOptions(
+        webhook_port=webhook_port, webhook_bind=webhook_bind, health=health,
+        liveness_path=c.health.livenessEndpointName,
+        readiness_path=c.health.readinessEndpointName, serve_metrics=metrics is not None,
+        metrics_bind=metrics,
+        qps=float(qps), burst=int(burst), webhook_service=webhook_service,
+        webhook_secret=webhook_secret, scheduler_provider=provider, leader_elect=leader_elect,
+        lease_name=_pick(args.leader_elect_resource_name, c.leaderElection.resourceName),
+        lease_namespace=args.leader_elect_resource_namespace or None, timings=timings,
+        internal_certs=icm.enable, tls_min_version=tls.minVersion,
+        tls_ciphers=tls.openssl_ciphers(), notices=tuple(notices),
+        origins=_origins(args, explicit, source))
+
+
+def _bind_address(flag: str, flag_value: Any, value: str) -> tuple[str, int] | None:
+    """``flag``'s address if it was set, else the file's, parsed (``cfg.parse_bind_address``);
+    ``ConfigError`` naming the flag (and its variable) when it is not one."""
+    try:
+        return cfg.parse_bind_address(_pick(flag_value, value))
+    except ValueError as exc:
+        raise cfg.ConfigError(_named(flag, flag_value), [str(exc)]) from None
+
+
+def _health(args: argparse.Namespace, c: cfg.Configuration) -> tuple[str, int] | None:
+    """Where the health probes listen: ``--health-port`` overrides the port of the probe
+    address, ``--bind-address`` (else the webhook host) its host; None when disabled."""
+    probe = _bind_address("--health-probe-bind-address", args.health_probe_bind_address,
+                          c.health.healthProbeBindAddress)
+    if probe is not None:
+        host, port = probe
+        return (args.bind_address or host or args.webhook_host or "0.0.0.0",
+                args.health_port if args.health_port is not None else port)
+    if args.health_port is not None:
+        return (args.bind_address or args.webhook_host or "0.0.0.0", args.health_port)
+    return None
+
+
+def _leader_election(args: argparse.Namespace, le: cfg.LeaderElection,
+                     explicit: frozenset[str], source: str,
+                     notices: list[str]) -> tuple[bool, Timings]:
+    """Whether to elect a leader, and the Lease's timings (checked only when electing); a
+    notice when the file's ``resourceNamespace`` is ignored."""
+    lock = _pick(args.leader_elect_resource_lock, le.resourceLock)
     if lock != "leases":
         raise cfg.ConfigError("--leader-elect-resource-lock",
                               [f"unsupported resource lock {lock!r}: only \"leases\" is "
@@ -193,10 +219,10 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
                        "as by the Go manager: the Lease lives in the operator namespace "
                        "(--leader-elect-resource-namespace overrides it)")
     timings = Timings(
-        lease_duration=_seconds(pick(args.leader_elect_lease_duration, le.leaseDuration)),
-        renew_deadline=_seconds(pick(args.leader_elect_renew_deadline, le.renewDeadline)),
-        retry_period=_seconds(pick(args.leader_elect_retry_period, le.retryPeriod)))
-    leader_elect = bool(pick(args.leader_elect, le.leaderElect))
+        lease_duration=_seconds(_pick(args.leader_elect_lease_duration, le.leaseDuration)),
+        renew_deadline=_seconds(_pick(args.leader_elect_renew_deadline, le.renewDeadline)),
+        retry_period=_seconds(_pick(args.leader_elect_retry_period, le.retryPeriod)))
+    leader_elect = bool(_pick(args.leader_elect, le.leaderElect))
     if leader_elect:
         try:
             timings.validate()
@@ -204,13 +230,24 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
             raise cfg.ConfigError(source, [
                 f"leader election timings (--leader-elect-lease-duration/-renew-deadline/"
                 f"-retry-period, leaderElection.*): {exc}"]) from None
+    return leader_elect, timings
+
+
+def _origins(args: argparse.Namespace, explicit: frozenset[str],
+             source: str) -> dict[str, str]:
+    """``RunOptions.origins``: for each value a message may name, the flag, or the file's
+    field when only the file set it."""
+
+    def origin(flag: str, flag_value: Any, key: str) -> str:
+        """``flag`` unless only the file's ``key`` set the value."""
+        return f"{key} of {source}" if flag_value is None and key in explicit else flag
 
     health_origin = "--health-port"  # set, or the default: the flag to change it with
     if args.health_port is None and (args.health_probe_bind_address is not None
                                      or "health.healthProbeBindAddress" in explicit):
         health_origin = origin("--health-probe-bind-address", args.health_probe_bind_address,
                                "health.healthProbeBindAddress")
-    origins = {
+    return {
         "webhook_port": origin("--webhook-port", args.webhook_port, "webhook.port"),
         "health": health_origin,
         "metrics_bind": origin("--metrics-bind-address", args.metrics_bind_address,
@@ -218,16 +255,3 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
         "scheduler_provider": origin("--scheduler-provider", args.scheduler_provider,
                                      "gangSchedulingManagement.schedulerProvider"),
     }
-
-    tls = c.tls or cfg.TLSOptions()
-    return RunOptions(
-        webhook_port=webhook_port, webhook_bind=webhook_bind, health=health,
-        liveness_path=c.health.livenessEndpointName,
-        readiness_path=c.health.readinessEndpointName, serve_metrics=serve_metrics,
-        metrics_bind=metrics,
-        qps=float(qps), burst=int(burst), webhook_service=webhook_service,
-        webhook_secret=webhook_secret, scheduler_provider=provider, leader_elect=leader_elect,
-        lease_name=pick(args.leader_elect_resource_name, le.resourceName),
-        lease_namespace=args.leader_elect_resource_namespace or None, timings=timings,
-        internal_certs=icm.enable, tls_min_version=tls.minVersion,
-        tls_ciphers=tls.openssl_ciphers(), notices=tuple(notices), origins=origins)

@@ -11,54 +11,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import asyncio.sslproto
 import datetime as dt
 import gc
-import importlib.util
 import itertools
 import json
 import logging
 import signal
 import socket
 import sys
-import types
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client.metrics import disable_created_metrics
+from prometheus_client.registry import CollectorRegistry
 
-def _bare(name: str) -> None:
-    """Register package ``name`` without running its ``__init__`` (``kube.lean_imports``
-    explains the technique; its helper is not imported here because importing the ``kube``
-    package registers the Kubernetes client's packages as well, which this process never
-    uses). Importing a submodule then runs that submodule and what it imports, no more."""
-    if name in sys.modules:
-        return
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.submodule_search_locations is None:
-        return
-    module = types.ModuleType(name)
-    module.__spec__ = spec
-    module.__path__ = list(spec.submodule_search_locations)
-    module.__file__ = spec.origin
-    module.__package__ = name
-    sys.modules[name] = module
-
-
-# prometheus_client's ``__init__`` imports its exposition half too (an HTTP server, WSGI,
-# urllib's client, the email package, push gateways); this process only counts, and the parent
-# formats its metrics. Registered bare before anything imports it, the metric classes import
-# what they need and no more.
-_bare("prometheus_client")
-# The same for this package's ``kube`` layer, of which the webhook server takes only
-# ``kube.tls_reads`` (its ``__init__`` sets up the Kubernetes client's imports, never used here).
-_bare("lws_operator.kube")
-
-from prometheus_client.metrics import disable_created_metrics  # noqa: E402 (after the line above)
-from prometheus_client.registry import CollectorRegistry  # noqa: E402
-
-from lws_operator.admission import review  # noqa: E402
-from lws_operator.admission.metrics import WebhookMetrics  # noqa: E402
-from lws_operator.admission.process import (  # noqa: E402
+from lws_operator.admission import review
+from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.process import (
     CERTIFICATE,
     EVICTION,
     EVICTION_FORWARD_TIMEOUT,
@@ -71,22 +40,9 @@ from lws_operator.admission.process import (  # noqa: E402
     receive,
     send,
 )
-from lws_operator.admission.server import AdmissionServer, ServingTLS  # noqa: E402
+from lws_operator.admission.server import AdmissionServer, ServingTLS
 
 log = logging.getLogger("lws_operator.admission.child")
-
-# Bytes asyncio's TLS layer reads from a socket at once. Its default (256 KiB) is a buffer
-# allocated and zeroed for every TLS connection: the API server opens a new connection whenever
-# more calls are in flight than it keeps idle, so under load hundreds are made per second, and
-# the allocator kept what hundreds of them had held (measured, unique memory after two bursts of
-# 300 concurrent connections, 25 MiB before them: 100-112 MiB with 256 KiB, 64 MiB with 64 KiB,
-# 55 MiB with 32 KiB, 50 MiB with 16 KiB).
-# Two TLS records (16 KiB of plaintext each, the protocol's largest) fit; larger bodies take
-# more reads, which is all a smaller buffer changes. It holds where asyncio's own loop serves
-# (tests); ``main`` runs the process on uvloop, whose TLS layer allocates its read buffer without
-# zeroing it (``kube.client.TLS_READ_BUFFER`` says more).
-TLS_READ_BUFFER = 32 * 1024
-
 
 class ParentEvictions:
     """Forwards eviction reviews to the parent, which holds the caches that decide them
@@ -185,8 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _setup_logging(settings.log_level, settings.log_format)
-    # A class attribute meant to be read per instance; this process serves nothing else.
-    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
     control = socket.socket(fileno=args.control_fd)
     listeners = inherited_sockets([int(fd) for fd in args.listen_fds.split(",") if fd])
     import uvloop  # the event loop (``lws_operator.__main__`` says why)

@@ -71,7 +71,13 @@ from lws_operator.kube.connection import CONNECTION_ERRORS
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.group_metrics import GroupMetrics
 from lws_operator.logic.disruption.budget import Decision, disrupted_groups
-from lws_operator.logic.disruption.reservations import parse_reservations, plan, reservation_patch
+from lws_operator.logic.disruption.reservations import (
+    Plan,
+    Reservation,
+    parse_reservations,
+    plan,
+    reservation_patch,
+)
 from lws_operator.logic.objects.events import Event
 
 log = logging.getLogger(__name__)
@@ -233,45 +239,26 @@ class EvictionGuard:
         for attempt in range(MAX_ATTEMPTS):
             if lws is None:
                 return allowed()  # the set is gone
-            view = lws_view(lws)
-            budget = disruption.budget_of(view.annotations, view.replicas)
-            if budget is None:
-                return allowed()
-            now = self.clock()
-            pods = self.cache["Pod"].owned_by(owner)
-            observed = disrupted_groups(pods, view.replicas, view.size, view.hashed)
-            by_uid = {str(metadata(p).get("uid")): p for p in pods}
-            outcome = plan(reservations=parse_reservations(view.annotations), pods=by_uid,
-                           observed=observed, group=group_index(pod),
-                           uid=str(metadata(pod).get("uid")), budget=budget, now=now,
-                           set_name=f"{namespace}/{owner[1]}")
-            decision = outcome.decision
+            outcome = self._plan(owner, lws, pod, namespace)
+            if outcome is None:
+                return allowed()  # the set has no group disruption budget
             if outcome.write is not None and not dry_run:
-                cached = self.cache["LeaderWorkerSet"].get(*owner)
-                cached_version = metadata(cached).get("resourceVersion") if cached else None
-                body = reservation_patch(outcome.write,
-                                         str(metadata(lws).get("resourceVersion") or ""))
+                # what the cache shows now, which the write is newer than (``_latest``)
+                cached_version = self._cached_version(owner)
                 try:
-                    written = await self.store.write(lws, body)
+                    failed = await self._reserve(owner, lws, outcome.write, cached_version,
+                                                 namespace, name)
                 except Conflict:
-                    if attempt + 1 == MAX_ATTEMPTS or self.clock() - started > RETRY_SECONDS:
+                    if not self._may_retry(attempt, started):
                         break
-                    # Someone wrote the set meanwhile (another replica's reservation): read
-                    # it again and decide again, after a short random pause that keeps two
-                    # replicas from colliding again in step.
-                    await asyncio.sleep(random.uniform(0, 0.02 * 2 ** attempt))
                     try:
-                        lws = await self.store.read(owner[0], owner[1])
+                        lws = await self._read_again(owner, attempt, cached_version)
                     except _FAILURES as exc:
                         return self._unrecorded(namespace, name, exc)
-                    if lws is not None:
-                        self._written[owner] = _Written(cached_version, lws)
                     continue
-                except _FAILURES as exc:
-                    if isinstance(exc, ApiException) and exc.status == 404:
-                        return allowed()
-                    return self._unrecorded(namespace, name, exc)
-                self._written[owner] = _Written(cached_version, written)
+                if failed is not None:
+                    return failed
+            decision = outcome.decision
             return self._answer(request, owner, lws, name, decision,
                                 len(decision.disrupted)
                                 + (1 if decision.reserve and not dry_run else 0))
@@ -283,6 +270,58 @@ class EvictionGuard:
         if self.metrics is not None:
             self.metrics.evictions.labels(namespace, owner[1], "refused").inc()
         return too_many_requests(message)
+
+    def _plan(self, owner: Key, lws: Mapping[str, Any], pod: Mapping[str, Any],
+              namespace: str) -> Plan | None:
+        """What the set's budget and reservations make of evicting ``pod`` now (``plan``), or
+        None when the set has no group disruption budget."""
+        view = lws_view(lws)
+        budget = disruption.budget_of(view.annotations, view.replicas)
+        if budget is None:
+            return None
+        pods = self.cache["Pod"].owned_by(owner)
+        observed = disrupted_groups(pods, view.replicas, view.size, view.hashed)
+        by_uid = {str(metadata(p).get("uid")): p for p in pods}
+        return plan(reservations=parse_reservations(view.annotations), pods=by_uid,
+                    observed=observed, group=group_index(pod),
+                    uid=str(metadata(pod).get("uid")), budget=budget, now=self.clock(),
+                    set_name=f"{namespace}/{owner[1]}")
+
+    def _cached_version(self, owner: Key) -> Any:
+        cached = self.cache["LeaderWorkerSet"].get(*owner)
+        return metadata(cached).get("resourceVersion") if cached else None
+
+    async def _reserve(self, owner: Key, lws: Mapping[str, Any], write: dict[str, Reservation],
+                       cached_version: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        """Write the set's reservations (``write``) over the version decided from: None once
+        written, else the answer to give (the set gone: allowed; the write failed: allowed
+        unrecorded). ``Conflict`` when someone wrote the set meanwhile."""
+        body = reservation_patch(write, str(metadata(lws).get("resourceVersion") or ""))
+        try:
+            written = await self.store.write(lws, body)
+        except Conflict:
+            raise
+        except _FAILURES as exc:
+            if isinstance(exc, ApiException) and exc.status == 404:
+                return allowed()
+            return self._unrecorded(namespace, name, exc)
+        self._written[owner] = _Written(cached_version, written)
+        return None
+
+    def _may_retry(self, attempt: int, started: float) -> bool:
+        """Whether a decision that lost a write race is made again (``MAX_ATTEMPTS``,
+        ``RETRY_SECONDS``)."""
+        return attempt + 1 < MAX_ATTEMPTS and self.clock() - started <= RETRY_SECONDS
+
+    async def _read_again(self, owner: Key, attempt: int,
+                          cached_version: Any) -> Mapping[str, Any] | None:
+        """The set as written by whoever won the race (another replica's reservation), after
+        a short random pause that keeps two replicas from colliding again in step."""
+        await asyncio.sleep(random.uniform(0, 0.02 * 2 ** attempt))
+        lws = await self.store.read(owner[0], owner[1])
+        if lws is not None:
+            self._written[owner] = _Written(cached_version, lws)
+        return lws
 
     def _unrecorded(self, namespace: str, name: str, exc: BaseException) -> dict[str, Any]:
         log.error("eviction of pod %s/%s: allowed without a reservation, which could not be "

@@ -7,7 +7,6 @@ exports, and tests get a fresh one each.
 
 from __future__ import annotations
 
-# Submodules, not the package: the admission process imports the package bare (``child``).
 from prometheus_client.metrics import Counter, Gauge, Histogram
 from prometheus_client.registry import CollectorRegistry
 

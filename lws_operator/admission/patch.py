@@ -1,27 +1,27 @@
 """The JSON patch (RFC 6902) that turns an admitted object into its mutated form.
 
 Mutating webhooks answer with a patch, while our pure functions return the whole mutated object;
-this module bridges the two. It is written here rather than taken from a library because the
-rules the API server cares about are few and a dependency for them is not worth it:
+this module bridges the two. The operations are ``jsonpatch``'s (paths escape ``~`` and ``/``,
+as label keys such as ``leaderworkerset.sigs.k8s.io/name`` need; ``True`` and ``1`` differ; a
+list that grew or shrank gets element operations, so prepending ``LWS_LEADER_ADDRESS`` to a
+container's env adds one entry rather than replacing the list).
 
-* paths escape ``~`` and ``/`` (label keys such as ``leaderworkerset.sigs.k8s.io/name`` contain
-  slashes);
-* ``True`` and ``1`` differ (Python's ``==`` says they are equal);
-* lists of equal length are diffed element by element, so adding an env var to one container
-  touches only that container; a list that only grew gets ``add`` operations; any other list
-  change replaces the list (prepending ``LWS_LEADER_ADDRESS`` does that, as upstream's own
-  patch does in effect).
+Most of an admitted object is unchanged by its mutation, and ``jsonpatch`` compares every value
+of the two documents in Python, so ``diff`` first finds the parts that changed (``changed``),
+comparing whole subtrees in C (``same``), and asks ``jsonpatch`` for the operations of each
+changed part only, prefixed with the part's path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import jsonpatch
 import orjson
 
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
+# One changed part: the path to it (keys and list indices) and its value before and after.
+Part = tuple[list[str | int], Any, Any]
 
 
 def same(a: Any, b: Any) -> bool:
@@ -66,33 +66,33 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
+def changed(old: Any, new: Any, at: list[str | int] | None = None) -> Iterator[Part]:
+    """The smallest parts in which ``new`` differs from ``old``: objects with the same keys and
+    lists of the same length are descended into, member by member; anything else that differs
+    (an object that gained or lost a key, a list that changed length, a scalar) is one part."""
+    at = at or []
+    if isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys():
+        pairs: Iterator[tuple[str | int, Any, Any]] = ((k, old[k], new[k]) for k in old)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        pairs = ((i, a, b) for i, (a, b) in enumerate(zip(old, new, strict=True)))
+    else:
+        if not same(old, new):
+            yield at, old, new
+        return
+    for key, was, now in pairs:
+        # a copy shares its unchanged values with the original: ``is`` settles them at once
+        if was is not now and not same(was, now):
+            yield from changed(was, now, [*at, key])
+
+
+def diff(old: Any, new: Any) -> list[dict[str, Any]]:
     """Operations that turn ``old`` into ``new``; empty when they are equal."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        if same(old, new):  # an unchanged part, settled in C
-            return []
-        ops: list[dict[str, Any]] = []
-        for key in old:
-            if key not in new:
-                ops.append({"op": "remove", "path": f"{path}/{_escape(key)}"})
-        for key, value in new.items():
-            if key not in old:
-                ops.append({"op": "add", "path": f"{path}/{_escape(key)}", "value": value})
-            elif (was := old[key]) is not value:  # a copy shares its scalars with the original
-                ops += diff(was, value, f"{path}/{_escape(key)}")
-        return ops
-    if isinstance(old, list) and isinstance(new, list):
-        if same(old, new):
-            return []
-        if len(old) == len(new):
-            ops = []
-            for i, (a, b) in enumerate(zip(old, new, strict=True)):
-                ops += diff(a, b, f"{path}/{i}")
-            return ops
-        if len(new) > len(old) and same(old, new[: len(old)]):
-            return [{"op": "add", "path": f"{path}/{i}", "value": new[i]}
-                    for i in range(len(old), len(new))]
-        return [{"op": "replace", "path": path, "value": new}]
-    if same(old, new):
-        return []
-    return [{"op": "replace", "path": path, "value": new}]
+    ops: list[dict[str, Any]] = []
+    for at, was, now in changed(old, new):
+        prefix = jsonpatch.path_join(at)
+        for op in jsonpatch.make_patch(was, now).patch:
+            op["path"] = prefix + op["path"]
+            if "from" in op:
+                op["from"] = prefix + op["from"]
+            ops.append(op)
+    return ops

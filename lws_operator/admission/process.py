@@ -3,8 +3,7 @@
 Served on the controllers' event loop, an admission waited behind whatever pass held the loop;
 served from a thread of the same process, it still waited for the GIL, which the controllers'
 CPU work holds for up to the interpreter's switch interval at a time, several times per request
-(measured: at 200 admissions/s with one busy thread beside it, a thread-served webhook answered
-in 85 ms at the median, a process-served one in 3 ms). So ``lws-operator run`` serves admissions
+(``docs/performance.md`` has the figures). So ``lws-operator run`` serves admissions
 from a child process (``python -m lws_operator.admission.child``, the same interpreter and
 package), and keeps everything that talks to the API server in the parent:
 
@@ -46,7 +45,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Submodules, not the package: the admission process imports the package bare (``child``).
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -186,19 +184,7 @@ class AdmissionProcess:
                     child: asyncio.subprocess.Process) -> None:
         """The child's answers, until it is gone; then, unless we are stopping, a new child."""
         while (message := await receive(reader)) is not None:
-            kind = message[0]
-            if kind == EVICTION:
-                task = asyncio.create_task(self._answer_eviction(message[1], message[2]))
-                self._evictions.add(task)
-                task.add_done_callback(self._evictions.discard)
-                continue
-            if kind == SERVING:
-                self._serving = message[1]
-            elif kind == METRICS:
-                self.metrics.families = message[1]
-            future = self._answers.pop(kind, None)
-            if future is not None and not future.done():
-                future.set_result(message[1])
+            self._take(message)
         code = await child.wait()
         for future in self._answers.values():
             if not future.done():
@@ -208,6 +194,28 @@ class AdmissionProcess:
             return
         log.error("the admission process %d exited with status %s; starting it again",
                   child.pid, code)
+        await self._replace_child()
+
+    def _take(self, message: tuple[Any, ...]) -> None:
+        """One message of the child: an eviction to decide, or the answer to a question."""
+        kind = message[0]
+        if kind == EVICTION:
+            task = asyncio.create_task(self._answer_eviction(message[1], message[2]))
+            self._evictions.add(task)
+            task.add_done_callback(self._evictions.discard)
+            return
+        if kind == SERVING:
+            self._serving = message[1]
+        elif kind == METRICS:
+            self.metrics.families = message[1]
+        future = self._answers.pop(kind, None)
+        if future is not None and not future.done():
+            future.set_result(message[1])
+
+    async def _replace_child(self) -> None:
+        """Start a new child, after a backoff that grows with each restart, until one starts
+        or we stop; hand it the certificate served. From then on the new child's reader
+        watches it (and starts the next one)."""
         while not self._stopping:
             self.restarts += 1
             await asyncio.sleep(min(0.5 * self.restarts, 10.0))
@@ -219,16 +227,20 @@ class AdmissionProcess:
                 except OSError as exc:
                     log.error("starting the admission process again failed: %s", exc)
                     continue
-                # From here the new child's reader watches it (and starts the next one).
                 if self._certificate is not None:
-                    try:
-                        await self._ask(CERTIFICATE, *self._certificate)
-                    except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
-                        log.error("the new admission process did not take the certificate "
-                                  "(%s): starting another", exc)
-                        if self._child is not None and self._child.returncode is None:
-                            self._child.kill()
+                    await self._hand_certificate(self._certificate)
             return
+
+    async def _hand_certificate(self, certificate: tuple[bytes, bytes]) -> None:
+        """Send the new child the certificate; one that does not take it is killed, so that
+        its reader starts another."""
+        try:
+            await self._ask(CERTIFICATE, *certificate)
+        except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
+            log.error("the new admission process did not take the certificate "
+                      "(%s): starting another", exc)
+            if self._child is not None and self._child.returncode is None:
+                self._child.kill()
 
     async def _answer_eviction(self, ident: int, request: Mapping[str, Any]) -> None:
         """Decide one forwarded eviction and send the answer back (lost if the child is)."""

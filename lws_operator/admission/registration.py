@@ -31,7 +31,7 @@ Upstream's ``vpod.kb.io`` (``/validate--v1-pod``, pod CREATE and UPDATE) is not 
 validator allows every pod and checks nothing (pod_webhook.go), yet the API server built and
 sent it an AdmissionReview of the whole pod for every LeaderWorkerSet pod created or updated:
 one webhook call of two per pod created, half the admission process's work and the API server's
-webhook work for pods (measured with ``make bench``). Leaving it out changes
+webhook work for pods. Leaving it out changes
 no admission decision; the one difference a user can see is that an update of a LeaderWorkerSet
 pod (a label, an annotation) no longer fails while the operator is down, as nothing about such
 an update was ever checked. The path is still served, answering as before, so a configuration

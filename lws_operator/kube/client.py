@@ -22,8 +22,6 @@ address does not change, so neither does the answer.
 
 from __future__ import annotations
 
-import asyncio
-import asyncio.sslproto
 import contextlib
 import json
 import os
@@ -50,7 +48,6 @@ __all__ = [
     "APPLY_PATCH",
     "MERGE_PATCH",
     "STRATEGIC_MERGE_PATCH",
-    "WATCH_READ_BUFFER",
     "ApiException",
     "KubeClient",
     "in_cluster",
@@ -58,7 +55,6 @@ __all__ = [
     "loads",
     "request_info",
     "resolve_proxy",
-    "set_read_size",
 ]
 
 JSON = "application/json"
@@ -66,57 +62,6 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-# Bytes asyncio's TLS layer reads from a socket at once in the operator process. Its default
-# (256 KiB) is a zeroed buffer held by every TLS connection for as long as it is open: the
-# watches' streams (kopf's and ours) and the client's pool of idle connections, which
-# concurrent passes and listings fill. Measured at a cold start over 5,000 pods: 53 connections
-# open, 13 MiB of read buffers. Two TLS records (16 KiB of plaintext each, the protocol's
-# largest) fit in 32 KiB; a larger body takes more reads, which is all a smaller buffer changes.
-# The admission child does the same for its webhook connections. Under uvloop, the loop
-# ``lws-operator run`` and the admission child run on (``__main__``), connections use uvloop's
-# own TLS layer instead, which reads into one buffer per connection allocated without zeroing
-# (pages never written are never resident; measured, no growth after the benchmark's 700
-# webhook connections): these settings then hold for kopf's thread, which runs asyncio's own
-# loop, and for tests. What uvloop asks OpenSSL for per read is capped on our contexts instead
-# (``kube.tls_reads``).
-TLS_READ_BUFFER = 32 * 1024
-# What a watch's connection reads at once instead (``KubeClient.stream``): the loop reads a
-# readable socket once per turn, so the read size caps how many events of a busy watch one turn
-# takes in (at 32 KiB about seven pods; a loop busy with passes then fell behind the pods'
-# watch during a create). A handful of watch connections hold it, and only while they stream.
-# Below glibc's mmap threshold (128 KiB, which ``lws-operator run`` fixes there:
-# ``kube.arenas``): asyncio's TLS layer also asks OpenSSL for this many bytes of plaintext at a
-# time, a new buffer per call and at least two calls per readable socket, so at 256 KiB every
-# turn mapped and unmapped buffers and faulted their pages in (measured: about 0.14 ms per
-# readable socket, eight page faults each; the delete phase's largest cost after the
-# decoding, ``SSLObject.read`` in its profile). About 22 pod events per turn.
-WATCH_READ_BUFFER = 120 * 1024
-
-
-def limit_tls_read_buffer(size: int = TLS_READ_BUFFER) -> None:
-    """Make every TLS connection this process opens from now on read ``size`` bytes at a time
-    (``TLS_READ_BUFFER``); asyncio reads the class attribute per connection."""
-    asyncio.sslproto.SSLProtocol.max_size = size
-
-
-def set_read_size(response: aiohttp.ClientResponse, size: int) -> bool:
-    """Make the TLS connection carrying ``response`` read ``size`` bytes from its socket at a
-    time from now on (``WATCH_READ_BUFFER``), and close it when the response ends instead of
-    pooling it, so no other request inherits the larger buffer. False when it is no asyncio
-    TLS connection (plain HTTP), which then reads and is pooled as before. asyncio reads the
-    size from the connection's protocol object at every read; its transport keeps that
-    protocol as ``_ssl_protocol``."""
-    connection = response.connection
-    protocol = getattr(connection.transport if connection is not None else None,
-                       "_ssl_protocol", None)
-    handler = connection.protocol if connection is not None else None
-    if handler is None or not isinstance(protocol, asyncio.sslproto.SSLProtocol):
-        return False
-    protocol.max_size = size  # type: ignore[misc]  # asyncio reads it per connection
-    handler.force_close()  # aiohttp closes it, not pools it, once released
-    return True
-
-
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
@@ -268,15 +213,12 @@ class KubeClient:
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, *, query: Mapping[str, str] | None = None,
-                     read_timeout: float | None = None, read_size: int | None = None,
-                     ) -> AsyncIterator[AsyncIterator[bytes]]:
+                     read_timeout: float | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
         """A GET whose answer is read line by line as it arrives (a watch): yields an iterator
         of the lines (``lines_of``), which ends when the server ends the answer. Counted,
         rate-limited like :meth:`raw` (one request, however long it lasts), as
         far as this client counts and limits; ``ApiException`` for a non-2xx
-        status. ``read_timeout``: the longest silence tolerated (``TimeoutError``).
-        ``read_size``: the bytes its TLS connection reads from the socket at a time
-        (``set_read_size``, which also keeps that connection out of the pool)."""
+        status. ``read_timeout``: the longest silence tolerated (``TimeoutError``)."""
         await self._token("GET")
         params = await self.api.param_serialize(
             method="GET", resource_path=path, query_params=list((query or {}).items()) or None,
@@ -294,8 +236,6 @@ class KubeClient:
                 data = await response.read()
                 raise ApiException(status=response.status, reason=response.reason,
                                    body=data.decode(errors="replace"))
-            if read_size is not None:
-                set_read_size(response.response, read_size)
             yield lines_of(response.response.content)
         finally:
             response.response.release()
@@ -362,36 +302,47 @@ def request_info(method: str, path: str, query: Mapping[str, str] | None = None,
     lower-case HTTP method and an empty resource, which keeps the label set small."""
     method = method.upper()
     split = urlsplit(path)
+    located = _resource_segments(split.path)
+    if located is None:
+        return method.lower(), ""
+    parts, watch = located
     params = {k: v[-1] for k, v in parse_qs(split.query).items()}
     params.update(query or {})
-    parts = [p for p in split.path.split("/") if p]
+    watch = watch or params.get("watch", "").lower() in ("true", "1")
+    resource = parts[0] if len(parts) < 3 else f"{parts[0]}/{parts[2]}"
+    return _verb(method, len(parts) == 1, watch, content_type), resource
+
+
+def _resource_segments(path: str) -> tuple[list[str], bool] | None:
+    """The segments of ``path`` from the resource on (after ``/api/v1``, ``/apis/GROUP/VERSION``
+    and a namespace), and whether the deprecated ``/watch/`` prefix came before them; None for
+    a path that names no resource."""
+    parts = [p for p in path.split("/") if p]
     if parts[:1] == ["api"] and len(parts) >= 3:
         parts = parts[2:]  # /api/v1/...
     elif parts[:1] == ["apis"] and len(parts) >= 4:
         parts = parts[3:]  # /apis/group/version/...
     else:
-        return method.lower(), ""
-    watch = False
-    if parts[:1] == ["watch"]:  # the deprecated /watch/ path prefix
-        watch, parts = True, parts[1:]
+        return None
+    watch = parts[:1] == ["watch"]
+    if watch:
+        parts = parts[1:]
     if parts[:1] == ["namespaces"] and len(parts) >= 3 \
             and parts[2] not in _NAMESPACE_SUBRESOURCES:
         parts = parts[2:]
-    if not parts:
-        return method.lower(), ""
-    resource = parts[0] if len(parts) < 3 else f"{parts[0]}/{parts[2]}"
-    collection = len(parts) == 1
+    return (parts, watch) if parts else None
+
+
+# The verbs of the methods whose verb depends on nothing else.
+_VERBS = {"POST": "create", "PUT": "update"}
+
+
+def _verb(method: str, collection: bool, watch: bool, content_type: str) -> str:
+    """The authorizer's verb of an upper-case HTTP ``method`` on a resource or a collection."""
     if method == "GET":
-        watch = watch or params.get("watch", "").lower() in ("true", "1")
-        verb = "watch" if watch else "list" if collection else "get"
-    elif method == "POST":
-        verb = "create"
-    elif method == "PUT":
-        verb = "update"
-    elif method == "PATCH":
-        verb = "apply" if content_type.split(";")[0].strip() == APPLY_PATCH else "patch"
-    elif method == "DELETE":
-        verb = "deletecollection" if collection else "delete"
-    else:
-        verb = method.lower()
-    return verb, resource
+        return "watch" if watch else "list" if collection else "get"
+    if method == "PATCH":
+        return "apply" if content_type.split(";")[0].strip() == APPLY_PATCH else "patch"
+    if method == "DELETE":
+        return "deletecollection" if collection else "delete"
+    return _VERBS.get(method, method.lower())

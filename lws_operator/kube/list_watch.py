@@ -43,13 +43,7 @@ from typing import Any
 
 import aiohttp
 
-from lws_operator.kube.client import (
-    WATCH_READ_BUFFER,
-    ApiException,
-    KubeClient,
-    is_status,
-    loads,
-)
+from lws_operator.kube.client import ApiException, KubeClient, is_status, loads
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +57,9 @@ BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 
 # The longest one watch runs its events on the loop before letting other work run (a pass's
-# next step, another kind's events, a Lease renewal): one read can bring hundreds of pod events
-# (``WATCH_READ_BUFFER``), which cached in one step of the loop held every pass up. About what a
+# next step, another kind's events, a Lease renewal): one read brings every event that has
+# arrived (``kube.client.lines_of``), hundreds of pods' under load, which cached in one step of
+# the loop held every pass up. About what a
 # turn of the loop's passes takes under load, so that a busy watch and the passes share the loop
 # about evenly, as kopf's watch thread and the main loop once shared the interpreter.
 SLICE = 0.02
@@ -204,8 +199,7 @@ class ListWatch:
                  "timeoutSeconds": str(self.server_timeout)}
         if self.version:
             query["resourceVersion"] = self.version
-        async with self.kube.stream(self.path, query=query, read_timeout=READ_TIMEOUT,
-                                    read_size=WATCH_READ_BUFFER) as lines:
+        async with self.kube.stream(self.path, query=query, read_timeout=READ_TIMEOUT) as lines:
             self.watching.set()
             spent = 0.0  # seconds of the loop this watch has taken since it last yielded
             async for line in lines:

@@ -7,12 +7,9 @@ operator; the webhook server's connections) the plaintext of each readable socke
 asked for on every call and shrinks it to what OpenSSL returned, which is never more than one
 TLS record: 16 KiB of plaintext. Both processes fix glibc's mmap threshold at 128 KiB
 (``kube.arenas``), so every such call mapped a fresh 256 KiB, faulted in the pages it wrote and
-unmapped it again, which made reading a pod's watch event or an AdmissionReview several times
-slower (docs/performance.md, "The event loop and TLS"). The same cost was fixed once for
-asyncio's TLS layer, whose
-read size is its protocol's ``max_size`` (``kube.client.limit_tls_read_buffer``); uvloop's is a
+unmapped it again (docs/performance.md, "The event loop and TLS"). uvloop's read size is a
 compile-time constant, so the cap is put on the ``SSLObject`` itself, through the context's
-``sslobject_class`` (which ``SSLContext.wrap_bio`` instantiates, as uvloop calls it).
+documented ``sslobject_class`` (which ``SSLContext.wrap_bio`` instantiates, as uvloop calls it).
 
 A read into a caller's buffer (uvloop's path for a ``BufferedProtocol``) allocates nothing and
 is left as asked. Asking for less than a record would only take more calls; asking for exactly a

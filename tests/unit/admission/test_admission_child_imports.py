@@ -8,11 +8,8 @@ import subprocess
 import sys
 
 # Never in the admission process: the controllers' framework and API client, the validation
-# models, aiohttp (it parses HTTP/1.1 with httptools, ``admission.http_server``), and
-# prometheus_client's exposition half with what it brings (``child`` imports the package bare:
-# the parent formats).
-ABSENT = ("kopf", "kubernetes", "pydantic", "aiohttp", "multidict", "yarl",
-          "prometheus_client.exposition", "http.server", "wsgiref", "email", "importlib.metadata")
+# models, and aiohttp (it parses HTTP/1.1 with httptools, ``admission.http_server``).
+ABSENT = ("kopf", "kubernetes", "pydantic", "aiohttp", "multidict", "yarl", "importlib.metadata")
 # What it serves with.
 PRESENT = ("httptools", "ssl", "prometheus_client", "lws_operator.logic.mutation.pod",
            "lws_operator.api.validation")

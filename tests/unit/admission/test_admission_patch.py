@@ -1,4 +1,5 @@
-"""The JSON patch builder, checked against an independent RFC 6902 implementation."""
+"""The JSON patch builder: its operations are ``jsonpatch``'s, for the changed parts only; each
+patch is checked by applying it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lws_operator.admission.patch import diff, same
+from lws_operator.admission.patch import changed, diff, same
 
 json_leaf = st.none() | st.booleans() | st.integers(-5, 5) | st.text("ab~/", max_size=3)
 json_value = st.recursive(
@@ -56,8 +57,34 @@ def test_env_added_to_one_container_touches_only_that_container() -> None:
     new = copy.deepcopy(old)
     new["spec"]["containers"][0]["env"].insert(0, {"name": "LWS_LEADER_ADDRESS", "value": "h"})
     ops = diff(old, new)
-    assert all(op["path"].startswith("/spec/containers/0/env") for op in ops)
+    assert ops == [{"op": "add", "path": "/spec/containers/0/env/0",
+                    "value": {"name": "LWS_LEADER_ADDRESS", "value": "h"}}]
     assert apply(old, ops) == new
+
+
+def test_only_the_changed_parts_are_handed_to_jsonpatch() -> None:
+    old: dict[str, Any] = {"metadata": {"labels": {"a": "1"}, "name": "p"},
+                           "spec": {"containers": [{"name": "a", "env": []}, {"name": "b"}]}}
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["b/c"] = "2"
+    new["spec"]["containers"][0]["env"].append({"name": "X"})
+    assert list(changed(old, new)) == [
+        (["metadata", "labels"], {"a": "1"}, {"a": "1", "b/c": "2"}),
+        (["spec", "containers", 0, "env"], [], [{"name": "X"}])]
+
+
+def test_a_move_inside_a_changed_part_is_prefixed_on_both_ends() -> None:
+    old = {"a/b": {"l": [{"x": 1}, {"y": 2}, {"z": 3}], "k": 1}}
+    new = {"a/b": {"l": [{"y": 2}, {"z": 3}, {"x": 1}, {"w": 0}], "k": 1}}
+    ops = diff(old, new)
+    assert ops == [{"op": "move", "from": "/a~1b/l/0", "path": "/a~1b/l/2"},
+                   {"op": "add", "path": "/a~1b/l/3", "value": {"w": 0}}]
+    assert apply(old, ops) == new
+
+
+def test_a_changed_root_is_replaced_whole() -> None:
+    assert diff([1], [1, 2]) == [{"op": "add", "path": "/1", "value": 2}]
+    assert diff(1, True) == [{"op": "replace", "path": "", "value": True}]
 
 
 def test_bool_and_int_differ_inside_lists_and_objects() -> None:

@@ -24,13 +24,13 @@ import aiohttp
 from prometheus_client import CollectorRegistry, generate_latest
 
 from e2e.harness.admission import lws_pod, served_certificate, serving_keypair
-from lws_operator.admission.child import TLS_READ_BUFFER
 from lws_operator.admission.process import (
     EVICTION_FORWARD_TIMEOUT,
     AdmissionProcess,
     ChildSettings,
 )
 from lws_operator.api.constants import MUTATE_POD_PATH, VALIDATE_EVICTION_PATH
+from lws_operator.kube.tls_reads import RECORD
 
 
 def der(pem: bytes) -> bytes:
@@ -92,11 +92,11 @@ async def test_serves_rotates_reports_metrics_and_stops() -> None:
     assert not alive(pid)
 
 
-async def test_a_review_larger_than_the_tls_read_buffer_is_answered() -> None:
-    """The child reads TLS in smaller pieces than asyncio's default (``TLS_READ_BUFFER``): a
-    body of many TLS records still arrives whole."""
+async def test_a_review_of_many_tls_records_is_answered() -> None:
+    """The child reads TLS one record's plaintext at a time (``kube.tls_reads``): a body of
+    many records, larger than one read of the socket, still arrives whole."""
     pod = lws_pod("big-1")
-    pod["metadata"]["annotations"]["example.com/big"] = "x" * (10 * TLS_READ_BUFFER)
+    pod["metadata"]["annotations"]["example.com/big"] = "x" * (20 * RECORD)
     process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0))
     pair = serving_keypair()
     try:

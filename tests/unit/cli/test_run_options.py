@@ -196,23 +196,6 @@ def test_bad_flags_exit_2(flags: tuple[str, ...], capsys: pytest.CaptureFixture[
     assert flags[0].split("=")[0] in capsys.readouterr().err
 
 
-def test_the_operator_reads_tls_in_small_buffers(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """``lws-operator run`` limits asyncio's TLS read buffer before it connects
-    (``kube.client.TLS_READ_BUFFER``): its default, 256 KiB, is held by every open connection."""
-    import asyncio.sslproto
-
-    from lws_operator.kube.client import TLS_READ_BUFFER
-
-    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", 256 * 1024)
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")  # kube.arenas then leaves the environment
-    code, err = run_main(capsys, "--kubeconfig", str(tmp_path / "missing-kubeconfig"))
-    assert code == 1
-    assert "cannot load the cluster credentials" in err
-    assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER
-
-
 def test_a_replica_is_not_ready_until_its_caches_are_synced() -> None:
     """The eviction webhook allows everything before the caches sync: the replica stays out of
     the Service until then (``add_cache_readiness``)."""

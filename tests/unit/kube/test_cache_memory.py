@@ -5,8 +5,6 @@ no dict or list with the decoded event it came from."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 from lws_operator.kube.cache import SHARED_STRING_LENGTH, KindStore, lean, shared
@@ -67,18 +65,3 @@ def test_a_cached_object_shares_no_container_with_its_event() -> None:
 def test_shared_keeps_every_value() -> None:
     tree = {"a": [1, 2.5, None, True, "s", ["nested", {"k": "v"}]], "b": {"c": {}}, "d": []}
     assert shared(tree) == tree
-
-
-def test_the_operators_modules_import_without_the_synchronous_client() -> None:
-    """``kube.lean_imports``: importing the operator's modules (kopf included) runs neither the
-    ``kubernetes`` package's ``__init__`` nor ``kubernetes.aio``'s, so the synchronous client's
-    configuration loaders (requests, oauthlib) and websocket streams stay out of the process."""
-    code = ("import sys\n"
-            "import lws_operator.controllers.runtime, lws_operator.admission.runtime\n"
-            "import lws_operator.kube.leaderelection, lws_operator.__main__\n"
-            "bad = [m for m in ('requests', 'oauthlib', 'websocket', 'kubernetes.dynamic',\n"
-            "    'kubernetes.aio.dynamic', 'kubernetes.informer') if m in sys.modules]\n"
-            "import kubernetes.aio.dynamic, kubernetes.dynamic  # they read __version__\n"
-            "print(bad)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

@@ -70,8 +70,8 @@ async def test_the_child_plans_as_the_logic_does_and_a_repeated_question_needs_n
 
 
 def test_the_planners_child_imports_neither_asyncio_nor_the_package_metadata() -> None:
-    """The child imports what planning needs: not asyncio or subprocess, nor the
-    ``importlib.metadata`` that ``kube.lean_imports`` reads versions with."""
+    """The child imports what planning needs: not asyncio or subprocess, nor
+    ``importlib.metadata``."""
     code = ("import sys, runpy\n"
             "sys.argv = ['planner']\n"
             "try:\n"

@@ -28,8 +28,7 @@ class Buffered:
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, *, query: Mapping[str, str] | None = None,
-                     read_timeout: float | None = None, read_size: int | None = None,
-                     ) -> AsyncIterator[AsyncIterator[bytes]]:
+                     read_timeout: float | None = None) -> AsyncIterator[AsyncIterator[bytes]]:
         async def lines() -> AsyncIterator[bytes]:
             for line in self.lines:
                 yield line
