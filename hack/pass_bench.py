@@ -236,7 +236,7 @@ def main() -> None:
                                     args.rounds, args.check)
         print(f"{state:8s} plan only: {per_pass:8.1f} us/pass")
         for name, us in steps.items():
-            print(f"    {name:28s} {us:8.1f}")
+            print(f"    {name:36s} {us:8.1f}")
 
 
 if __name__ == "__main__":

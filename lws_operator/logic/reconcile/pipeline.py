@@ -13,9 +13,10 @@ counts and status.
 builds the step's snapshot, carries out its plan, and hands back what the step decided for the
 later ones, which ``reconcile`` passes to them as arguments; where a plan ends the pass, ``run``
 does not return. A step that plans nothing for a whole class of sets, known from the set's spec
-and the operator's options alone (``Configuration``), is not run at all, snapshot and all: the
-``if`` in front of it says when (a fifth of an Ordinal pass without a provider was those steps'
-snapshots and their early returns).
+and the operator's options alone (``Configuration``), is not run at all, snapshot and all (building
+a snapshot for a step to return early was a visible part of a pass): the ``if`` in front of it
+says when. ``tests/unit/test_step_skips.py`` runs those steps anyway over sets of every
+configuration and fails if one skipped would have planned anything.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ from lws_operator.logic.workloads import workers_step as workers
 
 @dataclass(frozen=True)
 class Configuration:
-    """What decides which steps a pass over the set runs, from its spec (fields the webhook
-    keeps immutable) and the operator's options: the group identity, Parallel termination, and
-    the scheduler provider (None: the default scheduler, which plans nothing)."""
+    """What decides which steps a pass over the set runs: the group identity, Parallel
+    termination, and the scheduler provider (None: the default scheduler, which plans nothing).
+    Read from the set's spec (fields the webhook keeps immutable: ``groupIdentity``,
+    ``podTerminationPolicy``, whether ``spec.scheduling`` is there) and the operator's options
+    (fixed at its start), so the controller reads it once per pass, at its start."""
 
     hashed: bool
     parallel: bool
