@@ -111,15 +111,15 @@ class DisaggregatedSetReconciler:
 
         def observe(collected: tuple[str, ...],
                     fetched: Mapping[str, dict[str, Any]]) -> DsObserved | None:
-            return self.observe(key, NOTHING_DECIDED, collected, fetched)
+            return self.observe(key, collected=collected, fetched=fetched)
 
         steps = steps_for(first)
         ran = await self.runner.run(lambda run: _pass(run, steps), observe, lambda obs: obs.body,
                                     owner=("disaggregatedsets", key[1]))
         if ran.gone:
             return None
-        # A pass a plan stopped decided no errors (the DisaggregatedSet's steps end a pass only
-        # where a step's reads do not settle).
+        # No step of a DisaggregatedSet pass ends it (none stops nor reads): ``result`` is
+        # there whenever the set is.
         decided = ran.result if ran.result is not None else NOTHING_DECIDED
         errors = (*decided.errors, *ran.collected)
         if errors:

@@ -196,6 +196,7 @@ class PassRunner:
         gone (module docstring)."""
         steps = _Steps(self.executor, observe, regarding, adopt, settle, owner)
         try:
+            # ``_Steps.__call__`` is both overloads of ``Run.__call__`` in one.
             result = await pass_(steps)  # type: ignore[arg-type]
         except PassEnds as ended:
             return Ran(steps.requeue, steps.soonest, ended.gone, not ended.gone, None,
