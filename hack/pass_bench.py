@@ -11,10 +11,11 @@ resourceVersion (the same content), then the pass runs.
 
 * ``at-rest``: the real ``LeaderWorkerSetReconciler.reconcile`` (runner, executor): a set at rest
   plans nothing, so no request is made (a client that fails on any request proves it).
-* every state, ``plan`` mode: the reconciler's own ``observe`` before every step and the real
-  steps, plans computed but not carried out (a write would change the world; here every pass
-  decides the same), which is the pass's CPU minus the requests. Per-step figures include the
-  step's ``observe``.
+* every state, ``plan`` mode: the real pass (``logic.reconcile.pipeline.reconcile``, with the
+  reconciler's own configuration and ``may_recreate``) and a ``run`` that calls the reconciler's
+  own ``observe`` before every step, plans computed but not carried out (a write would change
+  the world; here every pass decides the same), which is the pass's CPU minus the requests.
+  Per-step figures include the step's ``observe``.
 
 ``--check`` also runs every pass with a fresh reconciler (nothing held, no memo) and fails if
 a plan differs. ``--profile`` runs only one state's passes, for ``py-spy record -- python -m
@@ -32,15 +33,14 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-from lws_operator.controllers.leaderworkerset import NOTHING_DECIDED, LeaderWorkerSetReconciler
+from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
+from lws_operator.controllers.passes import PassEnds, plan_through
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.logic.mutation import unmutated
-from lws_operator.logic.reconcile.pipeline import STEPS
-from lws_operator.logic.reconcile.plan import Plan
-from lws_operator.logic.reconcile.snapshot import Decided
+from lws_operator.logic.reconcile.pipeline import reconcile
+from lws_operator.logic.reconcile.plan import Plan, Planned
 from tests.harness.lws_world import CLOCK, NOW, World, at_rest, built_world, manifest, plan_pass
 
 
@@ -130,23 +130,26 @@ def _plan_pass(reconciler: LeaderWorkerSetReconciler, key: Key,
                timings: dict[str, float] | None) -> list[Plan]:
     """The reconciler's pass, plans computed but not carried out (module docstring)."""
     tombstones = tuple(unmutated.split(reconciler.cache.tombstones(key))[0])
-    decided: Decided = NOTHING_DECIDED
     plans: list[Plan] = []
-    for step in STEPS:
-        if not reconciler.needed(key, step):  # as the runner skips it
-            continue
+
+    async def run(step: Callable[..., Plan | Planned[Any]], /, *args: Any, **kwargs: Any) -> Any:
         start = time.process_time()
-        obs = reconciler.observe(key, tombstones, decided)
+        obs = reconciler.observe(key, tombstones)
         assert obs is not None
-        plan = step(obs)
+        result = step(obs, *args, **kwargs)
         if timings is not None:
-            timings[step.__module__.rsplit(".", 1)[-1] + "." + step.__name__] += (
+            timings[f"{step.__module__.rsplit('.', 1)[-1]}.{step.__qualname__}"] += (
                 time.process_time() - start)
+        plan = result.plan if isinstance(result, Planned) else result
         plans.append(plan)
-        if isinstance(plan.carry, Decided):
-            decided = replace(plan.carry, memory=None, kept_tombstones=None)
         if plan.stop:
-            break
+            raise PassEnds(gone=False)
+        return result.value if isinstance(result, Planned) else None
+
+    lws = reconciler.cache["LeaderWorkerSet"].get(*key)
+    assert lws is not None
+    plan_through(reconcile(run, reconciler.configuration(key, lws),
+                           lambda: reconciler.may_recreate(key)))
     return plans
 
 
@@ -233,7 +236,7 @@ def main() -> None:
                                     args.rounds, args.check)
         print(f"{state:8s} plan only: {per_pass:8.1f} us/pass")
         for name, us in steps.items():
-            print(f"    {name:28s} {us:8.1f}")
+            print(f"    {name:36s} {us:8.1f}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """One reconcile pass of a DisaggregatedSet: observe from the caches, plan, carry the plan out.
 
 The pass is the list of pure steps in ``logic.disaggregated.steps`` (upstream's Reconcile in
-disaggregatedset_controller.go, as steps), run by the runner the LeaderWorkerSet controller
-shares (``controllers.passes``): before each step this module builds the snapshot it reads
-(``logic.disaggregated.snapshot.DsObserved``) from the DisaggregatedSet controller's own watch
-caches, and the executor (``kube.executor``) carries out the plan the step returns. Writes
+disaggregatedset_controller.go, as steps), run in order by ``_pass`` on the runner the
+LeaderWorkerSet controller shares (``controllers.passes``): before each step this module builds
+the snapshot it reads (``logic.disaggregated.snapshot.DsObserved``) from the DisaggregatedSet
+controller's own watch caches, and the executor (``kube.executor``) carries out the plan the step
+returns. What a step decided for the later ones (``DsDecided``) comes back from its plan's
+``carry`` and goes into the next step's snapshot. Writes
 happen only where the cache shows a difference, so a pass over a set at rest issues no request.
 
 Upstream's reconcile errors (a slice's failure, a foreign object at a child's name) do not stop
@@ -14,11 +16,12 @@ queue retries it with backoff (upstream returns the joined error).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from lws_operator.api.disaggregated import API_VERSION, KIND, SCALER_KIND
-from lws_operator.controllers.leaderworkerset import InNamespace
+from lws_operator.controllers.in_namespace import InNamespace
 from lws_operator.controllers.passes import PassRunner, now_rfc3339
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.executor import Executor
@@ -26,7 +29,7 @@ from lws_operator.kube.workers import RetryableError
 from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
 from lws_operator.logic.disaggregated.steps import steps_for
 from lws_operator.logic.objects.meta import meta_of
-from lws_operator.logic.reconcile.plan import Plan
+from lws_operator.logic.reconcile.plan import Plan, Planned, Run
 
 NOT_SYNCED_REQUEUE = 1.0
 NOTHING_DECIDED = DsDecided()
@@ -38,8 +41,22 @@ class PassFailed(RetryableError):
     """Upstream's joined reconcile errors of one pass (the status was written first)."""
 
 
-def _adopt(decided: DsDecided, plan: Plan) -> DsDecided:
-    return plan.carry if isinstance(plan.carry, DsDecided) else decided
+Step = Callable[[DsObserved], Plan]
+
+
+def _deciding(obs: DsObserved, step: Step, decided: DsDecided) -> Planned[DsDecided]:
+    """``step`` on the snapshot with what the steps before it ``decided``; its value is what
+    its plan carries for the steps after it (what they decided, if it carries nothing)."""
+    plan = step(replace(obs, decided=decided))
+    return Planned(plan, plan.carry if isinstance(plan.carry, DsDecided) else decided)
+
+
+async def _pass(run: Run[DsObserved], steps: Sequence[Step]) -> DsDecided:
+    """The steps in order, each handed what the ones before it decided."""
+    decided = NOTHING_DECIDED
+    for step in steps:
+        decided = await run(_deciding, step, decided)
+    return decided
 
 
 class DisaggregatedSetReconciler:
@@ -92,16 +109,19 @@ class DisaggregatedSetReconciler:
         if not self.cache.synced:
             return NOT_SYNCED_REQUEUE
 
-        def observe(decided: DsDecided, collected: tuple[str, ...],
+        def observe(collected: tuple[str, ...],
                     fetched: Mapping[str, dict[str, Any]]) -> DsObserved | None:
-            return self.observe(key, decided, collected, fetched)
+            return self.observe(key, collected=collected, fetched=fetched)
 
-        ran = await self.runner.run(steps_for(first), observe, NOTHING_DECIDED,
-                                    lambda obs: obs.body, adopt=_adopt,
+        steps = steps_for(first)
+        ran = await self.runner.run(lambda run: _pass(run, steps), observe, lambda obs: obs.body,
                                     owner=("disaggregatedsets", key[1]))
         if ran.gone:
             return None
-        errors = (*ran.decided.errors, *ran.collected)
+        # No step of a DisaggregatedSet pass ends it (none stops nor reads): ``result`` is
+        # there whenever the set is.
+        decided = ran.result if ran.result is not None else NOTHING_DECIDED
+        errors = (*decided.errors, *ran.collected)
         if errors:
             raise PassFailed("; ".join(errors))
         return ran.soonest

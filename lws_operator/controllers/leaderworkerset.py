@@ -2,24 +2,24 @@
 
 The upstream controller splits this work between an LWS controller and a pod controller; here one
 pass per LeaderWorkerSet does both (docs/architecture.md: every child event wakes the owning LWS).
-The pass is
-the list of pure steps in ``logic.reconcile.pipeline``, run by the shared runner
+The pass is ``logic.reconcile.pipeline.reconcile``, its pure steps run by the shared runner
 (``controllers.passes``): before each step this module builds the snapshot it reads
 (``logic.reconcile.snapshot.Observed``) from the watch caches, and the executor (``kube.executor``)
 carries out the plan the step returns, storing each answer in the cache and applying each
-action's error policy. Writes happen only where the cache shows a difference, so a
-pass over a LeaderWorkerSet at rest issues no request at all.
+action's error policy. What a plan asks to keep beyond the pass (``Remember``: the set's memory,
+the tombstones still needed) is kept here. Writes happen only where the cache shows a
+difference, so a pass over a LeaderWorkerSet at rest issues no request at all.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from lws_operator.controllers.in_namespace import InNamespace
 from lws_operator.controllers.passes import PassRunner, now_rfc3339
-from lws_operator.kube.cache import ClusterCache, Key, KindStore
+from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor, Outcome
@@ -27,41 +27,18 @@ from lws_operator.logic.failures.release_step import release_plan
 from lws_operator.logic.failures.restart_budget import is_retained, plan_release
 from lws_operator.logic.failures.termination import worker_sets_to_stop
 from lws_operator.logic.failures.termination_step import stop_workers
-from lws_operator.logic.mutation import recreate_step as recreate
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.mutation.recreation import PodWebhook
-from lws_operator.logic.objects.meta import meta_of, name_of
+from lws_operator.logic.objects.meta import meta_of
 from lws_operator.logic.reconcile import pipeline
 from lws_operator.logic.reconcile.memo import Memo
-from lws_operator.logic.reconcile.pipeline import STEPS, Step
+from lws_operator.logic.reconcile.pipeline import Configuration
 from lws_operator.logic.reconcile.plan import Plan
-from lws_operator.logic.reconcile.snapshot import Decided, Memory, Observed, Options
+from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
 from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS
 
 NOT_SYNCED_REQUEUE = 1.0
-NOTHING_DECIDED = Decided()
 NO_MEMORY = Memory()
-
-
-class InNamespace(Mapping[str, dict[str, Any]]):
-    """The cached objects of one kind in one namespace, by name, looked up on demand (a pass
-    asks for a few names; copying the namespace's objects per step would cost more)."""
-
-    def __init__(self, store: KindStore, namespace: str) -> None:
-        self.store = store
-        self.namespace = namespace
-
-    def __getitem__(self, name: str) -> dict[str, Any]:
-        found = self.store.get(self.namespace, name)
-        if found is None:
-            raise KeyError(name)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return (name_of(o) for o in self.store.in_namespace(self.namespace))
-
-    def __len__(self) -> int:
-        return len(self.store.in_namespace(self.namespace))
 
 
 # The kinds a snapshot holds as tuples of a set's objects (``Held``).
@@ -133,7 +110,7 @@ class LeaderWorkerSetReconciler:
     def __init__(self, kube: KubeClient, cache: ClusterCache, events: EventRecorder,
                  now: Callable[[], str] = now_rfc3339, clock: Callable[[], float] = time.time,
                  stall_grace: float = DEFAULT_GRACE_SECONDS,
-                 scheduler_provider: str | None = None, steps: tuple[Step, ...] = STEPS) -> None:
+                 scheduler_provider: str | None = None) -> None:
         self.executor = Executor(kube, cache, events)
         self.runner = PassRunner(self.executor)
         self.cache = cache
@@ -141,7 +118,6 @@ class LeaderWorkerSetReconciler:
         self.clock = clock
         self.stall_grace = stall_grace
         self.scheduler_provider = scheduler_provider
-        self.steps = steps
         # Whether the API server serves scheduling.k8s.io/v1beta1 Workload and PodGroup (set by
         # discovery when the runtime starts).
         self.native_scheduling = True
@@ -158,7 +134,7 @@ class LeaderWorkerSetReconciler:
         self._last_options = Options(stall_grace, scheduler_provider, self.native_scheduling)
 
     def observe(self, key: Key, tombstones: tuple[dict[str, Any], ...],
-                decided: Decided = NOTHING_DECIDED, collected: tuple[str, ...] = (),
+                collected: tuple[str, ...] = (),
                 fetched: dict[str, dict[str, Any]] | None = None) -> Observed | None:
         """The snapshot a step reads; None when the LeaderWorkerSet is gone or deleting."""
         namespace, name = key
@@ -168,29 +144,21 @@ class LeaderWorkerSetReconciler:
         held = self._held(key)
         held.refresh(self.cache, key, lws)
         return Observed.assemble(held.cached, tombstones, self.now(), self.clock(),
-                                 self._options(), self.memory.get(key, NO_MEMORY), decided,
-                                 collected, fetched or {})
+                                 self._options(), self.memory.get(key, NO_MEMORY), collected,
+                                 fetched or {})
 
-    def needed(self, key: Key, step: Step) -> bool:
-        """Whether ``step`` may plan anything for the set ``key`` as it is cached now, as its
-        snapshot would hold it (``logic.reconcile.pipeline.needed``: from the spec and the options
-        alone, so a step skipped would have planned nothing); answered once per set object
-        and options (``pipeline.skipped``, through the set's memo). The recreation of
-        unmutated pods (``logic.mutation.recreate_step``) is needed only while the set has such pods
-        or remembers a recreation: its own first test, answered from what the snapshot would
-        be built from, without building it (nearly every pass has neither)."""
-        if step is recreate.step:
-            return self._may_recreate(key)
-        if step not in pipeline.NEEDED:
-            return True
-        lws = self.cache["LeaderWorkerSet"].get(*key)
-        if lws is None:
-            return True  # its snapshot ends the pass
+    def configuration(self, key: Key, lws: Mapping[str, Any]) -> Configuration:
+        """Which steps a pass over the set ``lws`` runs (``logic.reconcile.pipeline.
+        Configuration``), answered once per set object and options (through the set's memo)."""
         options = self._options()
-        return step not in self._held(key).memo.get("skipped steps", (lws, options),
-                                         lambda: pipeline.skipped(lws, options))
+        return self._held(key).memo.get("configuration", (lws, options),
+                                        lambda: pipeline.configuration(lws, options))
 
-    def _may_recreate(self, key: Key) -> bool:
+    def may_recreate(self, key: Key) -> bool:
+        """Whether the recreation of unmutated pods (``logic.mutation.recreate_step``) may plan
+        anything for the set ``key`` as it is cached now: only while the set has such pods or
+        remembers a recreation, the step's own first test, answered from what the snapshot would
+        be built from, without building it (nearly every pass has neither)."""
         memory = self.memory.get(key)
         if memory is not None and memory.recreation is not None:
             return True
@@ -241,32 +209,28 @@ class LeaderWorkerSetReconciler:
         buried = self.cache.tombstones(key)
         tombstones = tuple(unmutated.split(buried)[0])
 
-        def observe(decided: Decided, collected: tuple[str, ...],
+        def observe(collected: tuple[str, ...],
                     fetched: Mapping[str, dict[str, Any]]) -> Observed | None:
-            return self.observe(key, tombstones, decided, collected,
-                                dict(fetched) if fetched else None)
+            return self.observe(key, tombstones, collected, dict(fetched) if fetched else None)
 
-        def adopt(decided: Decided, plan: Plan) -> Decided:
-            if isinstance(plan.carry, Decided):
-                decided = plan.carry
-                if decided.memory is not None:
-                    self._remember(key, decided.memory)
-            return decided
+        def adopt(plan: Plan) -> None:
+            if isinstance(plan.carry, Remember):
+                self._remember(key, plan.carry.memory)
 
-        def settle(decided: Decided, outcome: Outcome) -> Decided:
-            if decided.memory is None and decided.kept_tombstones is None:
-                return decided  # what most steps carry: nothing to settle
-            if decided.kept_tombstones is not None and not outcome.interrupted:
+        def settle(plan: Plan, outcome: Outcome) -> None:
+            carry = plan.carry
+            if isinstance(carry, Remember) and carry.kept_tombstones is not None \
+                    and not outcome.interrupted:
                 # The failures step acted on the tombstones: only those that still trigger
                 # something stay (``logic.failures.failures_step``).
                 self.cache.drop_tombstones(key, {str(meta_of(t).get("uid")) for t in buried}
-                                           - decided.kept_tombstones)
-            return replace(decided, memory=None, kept_tombstones=None)
+                                           - carry.kept_tombstones)
 
-        ran = await self.runner.run(self.steps, observe, NOTHING_DECIDED,
-                                    lambda obs: obs.body, adopt=adopt, settle=settle,
-                                    owner=("leaderworkersets", key[1]),
-                                    needed=lambda step: self.needed(key, step))
+        config = self.configuration(key, lws)
+        ran = await self.runner.run(
+            lambda run: pipeline.reconcile(run, config, lambda: self.may_recreate(key)),
+            observe, lambda obs: obs.body, adopt=adopt, settle=settle,
+            owner=("leaderworkersets", key[1]))
         return None if ran.gone else ran.requeue_after
 
     def _remember(self, key: Key, memory: Memory) -> None:

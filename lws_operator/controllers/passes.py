@@ -1,13 +1,16 @@
-"""The runner loop every controller's pass shares: build the snapshot, plan, execute, repeat.
+"""The runner every controller's pass shares: for each step the pass asks for, build the
+snapshot, plan, execute.
 
-A pass is an ordered list of pure steps, each ``(snapshot) -> Plan`` (docs/architecture.md "The
-plan"). Before each step the runner asks the controller for a fresh snapshot from the watch
-caches, so a step sees the answers of the writes the steps before it made (the executor stores
-them); it reads what a step asked for (``logic.reconcile.plan.Read``) and asks the step again; it
-carries the plan out; and it ends the pass where a plan says so. What a later step needs of an
-earlier step's decision travels in the controller's own ``decided`` value, taken from a plan's
-``carry``. The LeaderWorkerSet and DisaggregatedSet controllers both run their passes here; what
-differs is the snapshot, the steps and two hooks (``adopt``, ``settle``).
+A pass is one function that reads top to bottom (``logic.reconcile.pipeline.reconcile``): it
+awaits ``run(step, *values)`` for each step in order, and gets back what the step decided for
+the steps after it (``logic.reconcile.plan.Planned``), which it hands on to them as arguments; a
+step it skips is an ``if`` in that function. For each step the runner asks the controller for a
+fresh snapshot from the watch caches, so the step sees the answers of the writes the steps
+before it made (the executor stores them); it reads what the step asked for
+(``logic.reconcile.plan.Read``) and asks it again; it carries the plan out; and where a plan ends
+the pass it does not return to the pass function at all. The LeaderWorkerSet and DisaggregatedSet
+controllers both run their passes here; what differs is the snapshot, the pass and two hooks
+(``adopt``, ``settle``: what the controller keeps of a plan beyond the pass).
 
 A set deleted while its pass is in flight answers the pass's next write to the set itself (its
 status, its annotations) with 404. That is not a failure: the runner ends the pass as if the
@@ -21,52 +24,51 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from lws_operator.kube.client import ApiException
 from lws_operator.kube.executor import Executor, Outcome
-from lws_operator.logic.reconcile.plan import Plan, earliest
+from lws_operator.logic.reconcile.plan import Plan, Planned, Run, earliest
 
 S = TypeVar("S")
-D = TypeVar("D")
-S_contra = TypeVar("S_contra", contravariant=True)
-D_contra = TypeVar("D_contra", contravariant=True)
+R = TypeVar("R")
 S_co = TypeVar("S_co", covariant=True)
 
 log = logging.getLogger(__name__)
 
 
-class Observe(Protocol[D_contra, S_co]):
-    """Builds a step's snapshot: what earlier steps decided, the failure reasons the previous
-    step's plan collected, the objects fetched for it. None: the owner is gone (end the pass)."""
+class Observe(Protocol[S_co]):
+    """Builds a step's snapshot: the failure reasons the previous step's plan collected, the
+    objects fetched for it. None: the owner is gone (end the pass)."""
 
-    def __call__(self, decided: D_contra, collected: tuple[str, ...],
+    def __call__(self, collected: tuple[str, ...],
                  fetched: Mapping[str, dict[str, Any]]) -> S_co | None: ...
 
 
 @dataclass(frozen=True)
-class Ran(Generic[D]):
+class Ran(Generic[R]):
     """How a pass ended: ``requeue_after`` of the last plan carried out (the LeaderWorkerSet
     controller's result), the ``soonest`` requeue any plan asked for, whether the owner was
-    ``gone`` or a plan ``stopped`` the pass, what was decided last, and every failure reason
-    the plans collected (``logic.reconcile.plan.Policy.collect``), in order."""
+    ``gone`` or a plan ``stopped`` the pass, what the pass function returned (``result``; None
+    when it did not get to the end), and every failure reason the plans collected
+    (``logic.reconcile.plan.Policy.collect``), in order."""
 
     requeue_after: float | None
     soonest: float | None
     gone: bool
     stopped: bool
-    decided: D
+    result: R | None
     collected: tuple[str, ...]
 
 
-def _keep(decided: D, _plan: Plan) -> D:
-    return decided
+def _nothing(_plan: Plan) -> None:
+    return None
 
 
-def _unchanged(decided: D, _outcome: Outcome) -> D:
-    return decided
+def _unchanged(_plan: Plan, _outcome: Outcome) -> None:
+    return None
 
 
 READ_ROUNDS = 3  # rounds of reads a step may ask for in one pass (``PassRunner._plan``)
@@ -99,72 +101,119 @@ def owner_not_found(exc: BaseException, owner: tuple[str, str]) -> bool:
     return (details.get("kind"), details.get("name")) == owner
 
 
-class PassRunner:
-    """Runs the steps of one pass against the executor."""
+class PassEnds(Exception):
+    """Raised by a pass's ``run`` where the pass ends before its function returns: the owner
+    is gone, or a plan stopped it. The pass function lets it through."""
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, gone: bool) -> None:
+        super().__init__()
+        self.gone = gone
+
+
+class _Steps(Generic[S]):
+    """The ``run`` of one pass in flight (``Run``), with what the pass has done so far."""
+
+    def __init__(self, executor: Executor, observe: Observe[S],
+                 regarding: Callable[[S], Mapping[str, Any]], adopt: Callable[[Plan], None],
+                 settle: Callable[[Plan, Outcome], None], owner: tuple[str, str] | None) -> None:
         self.executor = executor
+        self.observe = observe
+        self.regarding = regarding
+        self.adopt = adopt
+        self.settle = settle
+        self.owner = owner
+        self.collected: tuple[str, ...] = ()  # what the last plan carried out collected
+        self.every: list[str] = []
+        self.requeue: float | None = None  # the last plan's
+        self.soonest: float | None = None
 
-    async def run(self, steps: Iterable[Callable[[S], Plan]], observe: Observe[D, S],
-                  decided: D, regarding: Callable[[S], Mapping[str, Any]], *,
-                  adopt: Callable[[D, Plan], D] = _keep,
-                  settle: Callable[[D, Outcome], D] = _unchanged,
-                  owner: tuple[str, str] | None = None,
-                  needed: Callable[[Callable[[S], Plan]], bool] | None = None) -> Ran[D]:
-        """Each step in order. ``adopt`` takes a plan's decision into ``decided`` before the
-        plan is carried out; ``settle`` updates it from the outcome afterwards. Events are
-        recorded regarding ``regarding(snapshot)``. ``owner`` (resource, name): a 404 for it
-        ends the pass as gone (module docstring). ``needed``: False for a step that can only
-        plan nothing now (the controller knows it from the owner's spec, without a
-        snapshot); it is skipped as if its plan were empty."""
-        collected: tuple[str, ...] = ()
-        every: list[str] = []
-        requeue: float | None = None
-        soonest: float | None = None
-        for step in steps:
-            if needed is not None and not needed(step):
-                collected, requeue = (), None  # what an empty plan's outcome leaves
-                continue
-            obs = observe(decided, collected, {})
-            if obs is None:
-                return Ran(requeue, soonest, True, False, decided, tuple(every))
-            plan = await self._plan(step, obs, observe, decided, collected)
-            decided = adopt(decided, plan)
-            try:
-                outcome = await self.executor.execute(plan, regarding(obs))
-            except ApiException as exc:
-                if owner is None or not owner_not_found(exc, owner):
-                    raise
-                log.debug("%s %s was deleted during its pass; the pass ends", *owner)
-                return Ran(None, soonest, True, False, decided, tuple(every))
-            decided = settle(decided, outcome)
-            collected, requeue = tuple(outcome.collected), outcome.requeue_after
-            if collected:
-                every.extend(collected)
-            if requeue is not None:  # most plans ask for none
-                soonest = earliest(soonest, requeue)
-            if outcome.stop:
-                return Ran(requeue, soonest, False, True, decided, tuple(every))
-        return Ran(requeue, soonest, False, False, decided, tuple(every))
+    async def __call__(self, step: Callable[..., Plan | Planned[Any]], /, *args: Any,
+                       **kwargs: Any) -> Any:
+        obs = self.observe(self.collected, {})
+        if obs is None:
+            raise PassEnds(gone=True)
+        planned = step(obs, *args, **kwargs)
+        plan = planned.plan if isinstance(planned, Planned) else planned
+        if plan.reads:
+            planned = await self._read(step, args, kwargs, plan)
+            plan = planned.plan if isinstance(planned, Planned) else planned
+        self.adopt(plan)
+        try:
+            outcome = await self.executor.execute(plan, self.regarding(obs))
+        except ApiException as exc:
+            if self.owner is None or not owner_not_found(exc, self.owner):
+                raise
+            log.debug("%s %s was deleted during its pass; the pass ends", *self.owner)
+            self.requeue = None
+            raise PassEnds(gone=True) from None
+        self.settle(plan, outcome)
+        self.collected, self.requeue = tuple(outcome.collected), outcome.requeue_after
+        if self.collected:
+            self.every.extend(self.collected)
+        if self.requeue is not None:  # most plans ask for none
+            self.soonest = earliest(self.soonest, self.requeue)
+        if outcome.stop:
+            raise PassEnds(gone=False)
+        return planned.value if isinstance(planned, Planned) else None
 
-    async def _plan(self, step: Callable[[S], Plan], obs: S, observe: Observe[D, S],
-                    decided: D, collected: tuple[str, ...]) -> Plan:
+    async def _read(self, step: Callable[..., Plan | Planned[Any]], args: tuple[Any, ...],
+                    kwargs: dict[str, Any], plan: Plan) -> Plan | Planned[Any]:
         """The step's plan, after reading what it asked for (``logic.reconcile.plan.Read``).
 
         The step is asked again on a fresh snapshot with everything read so far, and the
         caches may have moved on meanwhile (a leader scheduled while its group's Node was
         read asks for one more Node), so reading repeats, a few rounds at most; a step still
         asking after them ends the pass, to be looked at again shortly."""
-        plan = step(obs)
-        if not plan.reads:
-            return plan  # most steps: nothing to read
         fetched: dict[str, dict[str, Any]] = {}
+        planned: Plan | Planned[Any] = plan
         for _ in range(READ_ROUNDS):
             if not plan.reads:
-                return plan
+                return planned
             fetched.update(await self.executor.read(plan.reads))
-            again = observe(decided, collected, fetched)
+            again = self.observe(self.collected, fetched)
             if again is None:
                 return Plan(stop=True)  # gone while reading: the next pass cleans up
-            plan = step(again)
-        return plan if not plan.reads else Plan(stop=True, requeue_after=READ_REQUEUE)
+            planned = step(again, *args, **kwargs)
+            plan = planned.plan if isinstance(planned, Planned) else planned
+        return planned if not plan.reads else Plan(stop=True, requeue_after=READ_REQUEUE)
+
+
+class PassRunner:
+    """Runs passes against the executor."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    async def run(self, pass_: Callable[[Run[S]], Awaitable[R]], observe: Observe[S],
+                  regarding: Callable[[S], Mapping[str, Any]], *,
+                  adopt: Callable[[Plan], None] = _nothing,
+                  settle: Callable[[Plan, Outcome], None] = _unchanged,
+                  owner: tuple[str, str] | None = None) -> Ran[R]:
+        """The pass function ``pass_``, its steps run as the module docstring says.
+        ``adopt`` sees each plan before it is carried out, ``settle`` after, with its outcome
+        (what the controller keeps of it beyond the pass). Events are recorded regarding
+        ``regarding(snapshot)``. ``owner`` (resource, name): a 404 for it ends the pass as
+        gone (module docstring)."""
+        steps = _Steps(self.executor, observe, regarding, adopt, settle, owner)
+        try:
+            # ``_Steps.__call__`` is both overloads of ``Run.__call__`` in one.
+            result = await pass_(steps)  # type: ignore[arg-type]
+        except PassEnds as ended:
+            return Ran(steps.requeue, steps.soonest, ended.gone, not ended.gone, None,
+                       tuple(steps.every))
+        return Ran(steps.requeue, steps.soonest, False, False, result, tuple(steps.every))
+
+
+def plan_through(pass_: Coroutine[Any, Any, R]) -> R | None:
+    """Runs the pass coroutine ``pass_`` whose ``run`` never waits (plans computed, not carried
+    out: the benchmark, the table tests) to its end: what it returned, or None when its ``run``
+    ended it by raising ``PassEnds``."""
+    try:
+        pass_.send(None)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+    except PassEnds:
+        return None
+    pass_.close()
+    raise RuntimeError("a pass run by plan_through waited")

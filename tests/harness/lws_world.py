@@ -1,12 +1,13 @@
 """A LeaderWorkerSet's world for the reconciler's table tests: its objects in the operator's
 real watch cache, built as production builds them, and one pass planned over it.
 
-``plan_pass`` runs the pipeline's pure steps (``logic.reconcile.pipeline``) as the controller's
-runner does, with no API server: before each step it builds the snapshot from the cache, and it
-stores what a create or an apply would leave in the cache (the object planned, with a UID), as
-the executor stores the answers, so later steps see them; a status patch is stored too. Deletes
-and other patches only appear in the plan (a pass that makes one ends, or moves on without
-reading it back). The result is the pass's actions in order, each as one short line.
+``plan_pass`` runs the pass (``logic.reconcile.pipeline.reconcile``) with a ``run`` that does what
+the controller's runner does, with no API server: before each step it builds the snapshot from
+the cache, and it stores what a create or an apply would leave in the cache (the object planned,
+with a UID), as the executor stores the answers, so later steps see them; a status patch is
+stored too. Deletes and other patches only appear in the plan (a pass that makes one ends, or
+moves on without reading it back). The result is the pass's actions in order, each as one short
+line.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lws_operator.controllers.leaderworkerset import Held
+from lws_operator.controllers.passes import PassEnds, plan_through
 from lws_operator.kube.cache import ClusterCache
 from lws_operator.logic.identity import hash_groups
 from lws_operator.logic.identity.revision import apply_revision
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.objects.meta import meta_of, name_of
+from lws_operator.logic.placement.providers import none
 from lws_operator.logic.reconcile.decisions import decide_revision
-from lws_operator.logic.reconcile.pipeline import STEPS, Step, needed
-from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Plan, Record
-from lws_operator.logic.reconcile.snapshot import Decided, Memory, Observed, Options
+from lws_operator.logic.reconcile.pipeline import configuration, reconcile
+from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Plan, Planned, Record
+from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 from tests.harness.as_operated import NAMESPACE, cached, created_pod, running, stored_lws
 
@@ -67,7 +70,7 @@ class World:
         assert found is not None
         return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", **found}
 
-    def observe(self, decided: Decided, fetched: Mapping[str, Any]) -> Observed:
+    def observe(self, fetched: Mapping[str, Any]) -> Observed:
         """The snapshot as the controller builds it: from what it holds of the set between
         steps and passes (``controllers.leaderworkerset.Held``), so the tables also check that
         nothing it keeps, nor the memo of derived facts, changes a plan."""
@@ -88,7 +91,7 @@ class World:
                             for g in cache["VolcanoPodGroup"].in_namespace(key[0])},
             tombstones=tuple(unmutated.split(cache.tombstones(key))[0]),
             now=NOW, clock=self.clock, options=self.options, memory=self.memory,
-            decided=decided, fetched=dict(fetched), memo=held.memo)
+            fetched=dict(fetched), memo=held.memo)
 
 
 def new_world(body: Mapping[str, Any]) -> World:
@@ -235,44 +238,56 @@ def _merged(obj: dict[str, Any], patch: Mapping[str, Any], strategic: bool) -> d
     return obj
 
 
-def plan_pass(world: World, skip: bool = True,
-              planned: list[tuple[Step, Observed, Plan]] | None = None) -> Pass:
-    """One pass's plan, step after step (module docstring). ``skip``: the steps the runner
-    skips for the set's spec and options are skipped here too (``pipeline.needed``);
-    ``planned`` receives each step run, its snapshot and its plan."""
-    decided = Decided()
+# A step the pass ran: the step, the snapshot it read, its plan.
+Planned_ = tuple[Callable[..., Any], Observed, Plan]
+
+
+def plan_pass(world: World, skip: bool = True, planned: list[Planned_] | None = None) -> Pass:
+    """One pass's plan, step after step (module docstring). ``skip``: the steps the pass skips
+    for the set's spec and options (``logic.reconcile.pipeline.Configuration``) and the
+    recreation of unmutated pods when there are none are skipped here too; False runs them
+    (a Parallel pass, the ``none`` provider asked, the recreation always asked). ``planned``
+    receives each step run, its snapshot and its plan."""
     lines: list[str] = []
     actions: list[Any] = []
-    requeue: float | None = None
-    for step in STEPS:
-        if skip and not needed(step, world.lws, world.options):
-            requeue = None  # an empty plan's
-            continue
-        obs = world.observe(decided, {})
-        plan: Plan = step(obs)
+    last: list[float | None] = [None]  # the last plan's requeue
+
+    async def run(step: Callable[..., Plan | Planned[Any]], /, *args: Any, **kwargs: Any) -> Any:
+        obs = world.observe({})
+        result = step(obs, *args, **kwargs)
+        plan = result.plan if isinstance(result, Planned) else result
         if plan.reads:
             fetched = {r.path: {"metadata": {"name": r.path.rsplit("/", 1)[-1], "labels":
                                              world.nodes.get(r.path.rsplit("/", 1)[-1], {})}}
                        for r in plan.reads}
-            plan = step(world.observe(decided, fetched))
-        if isinstance(plan.carry, Decided):
-            decided = plan.carry
-            if decided.memory is not None:
-                world.memory = decided.memory
-            if decided.kept_tombstones is not None:  # as the runner, once the plan ran
+            result = step(world.observe(fetched), *args, **kwargs)
+            plan = result.plan if isinstance(result, Planned) else result
+        if isinstance(plan.carry, Remember):  # as the controller, before the plan runs
+            world.memory = plan.carry.memory
+            if plan.carry.kept_tombstones is not None:  # as the controller, once it ran
                 world.cache.drop_tombstones(world.key, {
                     str(meta_of(t).get("uid")) for t in world.cache.tombstones(world.key)}
-                    - decided.kept_tombstones)
-            decided = replace(decided, memory=None, kept_tombstones=None)
+                    - plan.carry.kept_tombstones)
         for action in plan.actions:
             actions.append(action)
             lines.append(_line(action))
             _store(world, action)
             if not isinstance(action, Record):
-                lines += [f"event {e.reason}: {e.note}" for e in action.common.events]
+                lines.extend(f"event {e.reason}: {e.note}" for e in action.common.events)
         if planned is not None:
             planned.append((step, obs, plan))
-        requeue = plan.requeue_after
+        last[0] = plan.requeue_after
         if plan.stop:
-            break
-    return Pass(lines, requeue, actions)
+            raise PassEnds(gone=False)
+        return result.value if isinstance(result, Planned) else None
+
+    config = configuration(world.lws, world.options)
+    if not skip:
+        config = replace(config, parallel=True, provider=config.provider or none.PROVIDER)
+    plan_through(reconcile(run, config, lambda: not skip or _may_recreate(world)))
+    return Pass(lines, last[0], actions)
+
+
+def _may_recreate(world: World) -> bool:
+    """The controller's ``may_recreate``: unmutated pods, or a recreation remembered."""
+    return world.memory.recreation is not None or bool(world.observe({}).unmutated_pods)

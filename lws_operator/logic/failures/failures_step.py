@@ -3,7 +3,9 @@ restart budget and backoff).
 
 Recreate a group by deleting its leader, stop an exhausted one while keeping its pods, or defer
 a recreation the backoff holds back. A plan that writes anything ends the pass: the watch
-events of those writes bring the next one.
+events of those writes bring the next one. Otherwise the step's value is when the backoff asks
+to look again, which the pass hands to the status step. What the set's ``Memory`` keeps of it,
+and the tombstones still needed, go to the controller with the plan (``Remember``).
 """
 
 from __future__ import annotations
@@ -38,19 +40,20 @@ from lws_operator.logic.reconcile.plan import (
     Common,
     Patch,
     Plan,
+    Planned,
     Policy,
     Record,
     Then,
     core,
 )
-from lws_operator.logic.reconcile.snapshot import Observed
+from lws_operator.logic.reconcile.snapshot import Observed, Remember
 from lws_operator.logic.reconcile.writes import counts_patch, delete_leader
 
 # A member of an exhausted group: gone is fine, changed ends the pass (decide again).
 _RETAIN = Policy(not_found=Then.SKIP, conflict=Then.STOP)
 
 
-def step(obs: Observed) -> Plan:
+def step(obs: Observed) -> Planned[float | None]:
     body = obs.body
     scan = scan_failures(body, obs.pods, obs.statefulsets, obs.tombstones,
                          triggered=obs.failure_triggers)
@@ -87,11 +90,9 @@ def step(obs: Observed) -> Plan:
     triggers = {d.recreation.trigger for d in restarts.deferred}
     kept = frozenset(str(meta_of(t).get("uid")) for t in obs.tombstones
                      if name_of(t) in triggers)
+    remember = Remember(remembered, kept)
     if not restarts.recreate and not exhaust:
-        return Plan(tuple(actions), carry=replace(
-            obs.decided, memory=remembered, kept_tombstones=kept,
-            requeue=restarts.requeue_after))
-    decided = replace(obs.decided, memory=remembered, kept_tombstones=kept)
+        return Planned(Plan(tuple(actions), carry=remember), restarts.requeue_after)
     if restarts.counts is not None:
         actions.append(counts_patch(obs, restarts.counts, restarts.counted))
     for recreation in restarts.recreate:
@@ -103,7 +104,8 @@ def step(obs: Observed) -> Plan:
         actions += _retain_group(obs, recreation)
         if recreation.leader_uid in notes:
             actions.append(Record(notes[recreation.leader_uid]))
-    return Plan(tuple(actions), stop=True, requeue_after=restarts.requeue_after, carry=decided)
+    return Planned(Plan(tuple(actions), stop=True, requeue_after=restarts.requeue_after,
+                        carry=remember), None)
 
 
 def _retain_group(obs: Observed, recreation: Recreation) -> list[Action]:

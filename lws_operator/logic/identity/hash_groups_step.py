@@ -1,19 +1,23 @@
-"""Steps of Hash group identity only (``logic.identity.hash_groups``); empty plans for Ordinal sets.
+"""Steps of Hash group identity only (``logic.identity.hash_groups``); the pass runs them for
+Hash sets alone.
 
 * ``admit``: the restart counts that move to admitted leaders, then (without native gang
   scheduling, whose provider lifts gates once the PodGroups exist) the gates of the leaders
-  admitted by the ``prepare`` of ``logic.rollout.leader_step``.
+  admitted by the Hash ``prepare`` of ``logic.rollout.leader_step``, which the pass hands over.
 * ``readiness``: each gated leader's ``group-ready`` condition follows its worker StatefulSet
   (strategic merge on the status subresource: the other conditions are the kubelet's).
 """
 
 from __future__ import annotations
 
-from lws_operator.logic.identity.hash_groups import group_ready_condition, readiness_updates
+from lws_operator.logic.identity.hash_groups import (
+    Admission,
+    group_ready_condition,
+    readiness_updates,
+)
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import gang
 from lws_operator.logic.reconcile.plan import (
-    EMPTY,
     GONE_OR_CHANGED_SKIP,
     Action,
     Common,
@@ -25,10 +29,7 @@ from lws_operator.logic.reconcile.snapshot import Observed
 from lws_operator.logic.reconcile.writes import counts_patch, ungate
 
 
-def admit(obs: Observed) -> Plan:
-    admission = obs.decided.admission
-    if not obs.lws.hashed or admission is None:
-        return EMPTY
+def admit(obs: Observed, admission: Admission) -> Plan:
     actions: list[Action] = []
     if admission.counts is not None:
         actions.append(counts_patch(obs, admission.counts))
@@ -38,8 +39,6 @@ def admit(obs: Observed) -> Plan:
 
 
 def readiness(obs: Observed) -> Plan:
-    if not obs.lws.hashed:
-        return EMPTY
     return Plan(tuple(
         Patch(core(str(meta_of(change.leader).get("namespace")), "pods", "Pod"),
               name_of(change.leader),

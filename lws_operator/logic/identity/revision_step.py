@@ -1,12 +1,14 @@
 """Step: the current revision (upstream's Reconcile (leaderworkerset_controller.go)) in both
-identity modes: the revision the
-leader StatefulSet or Deployment carries, created when missing, with its Events. The key, whether
-this pass is a template update, and the set's revisions (the new one included, even when its
-create found it existing before the cache did) go to the later steps."""
+identity modes: the revision the leader StatefulSet or Deployment carries, created when missing,
+with its Events. Its value (``Revision``) is what the later steps of the pass are handed: the
+key, whether this pass is a template update, and the set's revisions (the new one included, even
+when its create found it existing before the cache did)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from lws_operator.logic.reconcile.decisions import decide_revision
 from lws_operator.logic.reconcile.plan import (
@@ -15,25 +17,36 @@ from lws_operator.logic.reconcile.plan import (
     Common,
     Create,
     Plan,
+    Planned,
     Record,
     apps,
 )
-from lws_operator.logic.reconcile.snapshot import Observed
-from lws_operator.logic.rollout.leader_step import owner_of
+from lws_operator.logic.reconcile.snapshot import Obj, Observed
 
 
-def step(obs: Observed) -> Plan:
-    owner = owner_of(obs)
+@dataclass(frozen=True)
+class Revision:
+    """The current revision key, whether this pass is a template update (the rollout's
+    ``lws_updated``), and the set's revisions."""
+
+    key: str
+    updated: bool
+    revisions: tuple[Mapping[str, Any], ...]
+
+
+def step(obs: Observed, hashed: bool) -> Planned[Revision]:
+    """``hashed``: the leaders' owner is the Hash leader Deployment, else the Ordinal leader
+    StatefulSet (whose key a revision must exist for, and whose workers tell whether a stored
+    revision is rolled out)."""
+    live: Obj | None = obs.leader_deployment if hashed else obs.leader_statefulset
+    workers = list(obs.statefulsets) if hashed else obs.worker_statefulsets
     revisions = obs.own_revisions
-    decision = decide_revision(obs.body, owner.live(obs), revisions, owner.workers(obs),
-                               obs.memo)
+    decision = decide_revision(obs.body, live, revisions, workers, obs.memo)
     actions: list[Action] = []
     if decision.create is not None:
         actions.append(Create(apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision"),
                               decision.create, common=Common(policy=CREATE_IF_ABSENT)))
         revisions.append(decision.create)
     actions += [Record(event) for event in decision.events]
-    return Plan(tuple(actions), carry=replace(obs.decided, key=decision.current_key,
-                                              updated=decision.updated,
-                                              revisions=tuple(revisions)))
-
+    return Planned(Plan(tuple(actions)),
+                   Revision(decision.current_key, decision.updated, tuple(revisions)))

@@ -1,11 +1,12 @@
 """Step: recreate the set's unmutated pods once the pod webhook serves them
 (``logic.mutation.recreation`` decides which group, if any): delete them with UID preconditions, so
 their StatefulSet creates them again through the webhook. The decision's state goes into the
-set's ``Memory`` (the status step's condition message reads its note)."""
+set's ``Memory`` (``Remember``) and, with when to look again, to the status step, whose
+condition message reads its note (the step's value, ``Recreating``)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from lws_operator.logic.mutation import recreation
 from lws_operator.logic.objects.meta import meta_of, name_of
@@ -16,18 +17,29 @@ from lws_operator.logic.reconcile.plan import (
     Common,
     Delete,
     Plan,
+    Planned,
     Record,
     core,
-    earliest,
 )
-from lws_operator.logic.reconcile.snapshot import Observed
+from lws_operator.logic.reconcile.snapshot import Observed, Remember
 
 
-def step(obs: Observed) -> Plan:
+@dataclass(frozen=True)
+class Recreating:
+    """The recreation's state after this pass (None: none), and when it asks to look again."""
+
+    state: recreation.Recreation | None = None
+    requeue: float | None = None
+
+
+NOTHING = Recreating()
+
+
+def step(obs: Observed) -> Planned[Recreating]:
     held = obs.memory.recreation
     unmutated = obs.unmutated_pods
     if not unmutated and held is None:
-        return EMPTY  # nearly every pass: every pod admitted, nothing remembered
+        return Planned(EMPTY, NOTHING)  # nearly every pass: every pod admitted, none held
     key = (obs.lws.namespace, obs.lws.name)
     others = len(obs.options.recreating - {key})
     decision = recreation.decide(obs.lws.namespace, obs.lws.name, unmutated, obs.all_pods,
@@ -45,11 +57,9 @@ def step(obs: Observed) -> Plan:
                 group=decision.group)))
     if not decision.delete:
         actions.extend(Record(e) for e in decision.events)
-    if decision.state == held and decision.requeue_after is None and not actions:
-        return EMPTY
-    # The requeue travels to the status step, whose requeue is the pass's.
-    decided = replace(obs.decided, requeue=earliest(obs.decided.requeue,
-                                                    decision.requeue_after))
-    if decision.state != held:
-        decided = replace(decided, memory=replace(obs.memory, recreation=decision.state))
-    return Plan(tuple(actions), carry=decided)
+    value = Recreating(decision.state, decision.requeue_after)
+    if decision.state == held:
+        return Planned(Plan(tuple(actions)), value)
+    # Kept for the next passes, and the sets in flight (``controllers.leaderworkerset``).
+    remember = Remember(replace(obs.memory, recreation=decision.state))
+    return Planned(Plan(tuple(actions), carry=remember), value)

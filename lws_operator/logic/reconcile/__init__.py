@@ -1,1 +1,1 @@
-"""One LeaderWorkerSet pass: the snapshot it reads, the plan it writes, the pipeline of steps."""
+"""One LeaderWorkerSet pass: the snapshot it reads, the plan it writes, the pass function."""

@@ -60,31 +60,44 @@ def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
 
 def _difference(desired: Any, live: Any, path: str, keys: tuple[str, ...]) -> str | None:
     if isinstance(desired, Mapping):
-        if not isinstance(live, Mapping):
-            return path or "."
-        for key, value in desired.items():
-            if value is None:
-                continue
-            if key not in live:
-                if _omitted_when_empty(value):
-                    continue
-                return f"{path}.{key}"
-            found = _difference(value, live[key], f"{path}.{key}", (*keys, str(key)))
-            if found is not None:
-                return found
-        return None
+        return _map_difference(desired, live, path, keys)
     if isinstance(desired, list):
-        if not isinstance(live, list) or len(desired) != len(live):
-            return path or "."
-        for i, (d, x) in enumerate(zip(desired, live, strict=True)):
-            found = _difference(d, x, f"{path}[{i}]", keys)
-            if found is not None:
-                return found
-        return None
+        return _list_difference(desired, live, path, keys)
     unit = quantity_unit(keys)
     if unit is not None:
         return None if same_quantity(desired, live, unit) else path or "."
     return None if desired == live else path or "."
+
+
+def _map_difference(desired: Mapping[str, Any], live: Any, path: str,
+                    keys: tuple[str, ...]) -> str | None:
+    """``_difference`` of a map: every key of ``desired`` but those holding None, a key
+    ``live`` lacks being a difference unless the server may drop its value."""
+    if not isinstance(live, Mapping):
+        return path or "."
+    for key, value in desired.items():
+        if value is None:
+            continue
+        if key not in live:
+            if _omitted_when_empty(value):
+                continue
+            return f"{path}.{key}"
+        found = _difference(value, live[key], f"{path}.{key}", (*keys, str(key)))
+        if found is not None:
+            return found
+    return None
+
+
+def _list_difference(desired: list[Any], live: Any, path: str,
+                     keys: tuple[str, ...]) -> str | None:
+    """``_difference`` of a list: the same length, element by element."""
+    if not isinstance(live, list) or len(desired) != len(live):
+        return path or "."
+    for i, (d, x) in enumerate(zip(desired, live, strict=True)):
+        found = _difference(d, x, f"{path}[{i}]", keys)
+        if found is not None:
+            return found
+    return None
 
 
 def _omitted_when_empty(value: Any) -> bool:

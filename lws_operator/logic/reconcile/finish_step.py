@@ -1,18 +1,20 @@
 """The end of a pass in both identity modes.
 
 * ``counts``: once an update is done, the restart counts of revisions that are gone are
-  pruned (Ordinal; Hash moves and drops its counts as it admits leaders).
+  pruned (Ordinal only: Hash moves and drops its counts as it admits leaders).
 * ``status``: the computed status with the stall, unschedulable, unmutated-pods, Degraded and
   scheduling conditions over it, one write if it differs (with its Events), at once or, when
   only the group counters differ, once that is due (``logic.status.pacing``); then the
   revisions other than the current one are deleted once the update is done. Its requeue is the
   pass's: the earliest of what earlier steps asked for, the stall's next check, the progress
   deadline (``logic.rollout.deadline``, which outranks the stall while exceeded) and a deferred
-  write's due time.
+  write's due time. What earlier steps decided comes in as arguments (the revision, the
+  deadline, the scheduling facts, the recreation, their requeues).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +23,7 @@ from lws_operator.api.view import revision_of
 from lws_operator.logic.failures.restart import apply_unschedulable
 from lws_operator.logic.failures.restart_budget import apply_degraded, read_counts, settled_counts
 from lws_operator.logic.mutation import unmutated
+from lws_operator.logic.mutation.recreation import Recreation
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import gang
 from lws_operator.logic.reconcile.plan import (
@@ -33,49 +36,55 @@ from lws_operator.logic.reconcile.plan import (
     apps,
     earliest,
 )
-from lws_operator.logic.reconcile.snapshot import Observed
+from lws_operator.logic.reconcile.snapshot import Observed, Remember
 from lws_operator.logic.reconcile.writes import counts_patch, status_patch
 from lws_operator.logic.rollout import deadline as progress_deadline
-from lws_operator.logic.rollout.leader_step import owner_of
+from lws_operator.logic.rollout.leader_step import ORDINAL, HashLeader, OrdinalLeader
 from lws_operator.logic.rollout.stall import NO_STALL, apply_stall, find_stall
 from lws_operator.logic.status.pacing import pace
 from lws_operator.logic.workloads.statefulsets import spec_replicas
 
 
-def counts(obs: Observed) -> Plan:
-    owner = owner_of(obs)
-    if not owner.prunes_counts or not owner.status(obs).update_done:
+def counts(obs: Observed, key: str) -> Plan:
+    """Ordinal sets: the counts of the revisions other than ``key``, once it is rolled out."""
+    if not ORDINAL.status(obs, key).update_done:
         return EMPTY
-    pruned = settled_counts(read_counts(obs.body), obs.decided.key, spec_replicas(obs.body))
+    pruned = settled_counts(read_counts(obs.body), key, spec_replicas(obs.body))
     return EMPTY if pruned is None else Plan((counts_patch(obs, pruned),))
 
 
-def status(obs: Observed) -> Plan:
-    decision = owner_of(obs).status(obs)
+def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
+           revisions: tuple[Mapping[str, Any], ...], *, deadline: progress_deadline.Deadline,
+           scheduling: Mapping[str, Any] | None, recreating: Recreation | None,
+           requeue: float | None) -> Plan:
+    """The status of revision ``key`` as ``owner`` computes it, with the conditions over it
+    (module docstring); ``revisions`` other than ``key`` are deleted once it is rolled out.
+    ``scheduling``: the facts of the scheduling condition (``logic.placement.providers``), None
+    without a provider that reports them; ``recreating``: the recreation of unmutated pods;
+    ``requeue``: the earliest requeue earlier steps asked for."""
+    decision = owner.status(obs, key)
     observed: dict[str, Any] = obs.body.get("status") or {}
     pods = list(obs.pods)
-    deadline = obs.decided.deadline or progress_deadline.OFF
     # An exceeded progress deadline outranks the stall (both would set Progressing).
     # Only the pods it reads: those the scheduler could not place.
     stall = NO_STALL if deadline.exceeded else find_stall(
-        obs.unschedulable_pods, obs.decided.key, obs.clock, obs.options.stall_grace)
+        obs.unschedulable_pods, key, obs.clock, obs.options.stall_grace)
     desired, stall_events = apply_stall(
         apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
     desired, deadline_events = progress_deadline.apply_deadline(
-        desired, observed, deadline, obs.decided.key, obs.now)
+        desired, observed, deadline, key, obs.now)
     # Only the pods it reads: those the webhook never saw, and the leaders. The message ends
     # with what the recreation of those pods is doing (``logic.mutation.recreation``).
-    recreating = obs.memory.recreation
     desired, progressing_events = unmutated.apply_unmutated(
         desired, observed, obs.lws.namespace, obs.unmutated_pods, obs.now,
         (*stall_events, *deadline_events),
         note=recreating.note if recreating is not None else None)
     # Only the leaders it reads: those marked exhausted.
     desired = apply_degraded(desired, obs.exhausted_leaders, obs.lws.generation, obs.now)
-    if obs.decided.scheduling is not None:
+    if scheduling is not None:
         desired = gang.apply_condition(desired, gang.scheduling_condition(
             observed.get("conditions") or [], now=obs.now, generation=obs.lws.generation,
-            **obs.decided.scheduling))
+            **scheduling))
     actions: list[Action] = []
     memory = obs.memory
     events = (*decision.events, *progressing_events)
@@ -88,12 +97,11 @@ def status(obs: Observed) -> Plan:
             Delete(apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision"),
                    name_of(revision), str(meta_of(revision).get("uid")),
                    forget=revision, common=Common(policy=GONE_OR_CHANGED_SKIP))
-            for revision in obs.decided.revisions
-            if revision_of(revision) != obs.decided.key]
-    requeue = earliest(obs.decided.requeue, stall.recheck_after, deadline.recheck_after,
+            for revision in revisions
+            if revision_of(revision) != key]
+    requeue = earliest(requeue, stall.recheck_after, deadline.recheck_after,
                        pacing.recheck_after)
     if pacing.deferral == memory.status_deferral:
         return Plan(tuple(actions), requeue_after=requeue)
     remembered = replace(memory, status_deferral=pacing.deferral)
-    return Plan(tuple(actions), requeue_after=requeue,
-                carry=replace(obs.decided, memory=remembered))
+    return Plan(tuple(actions), requeue_after=requeue, carry=Remember(remembered))

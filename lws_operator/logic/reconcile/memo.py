@@ -83,27 +83,12 @@ class Memo:
         if before is objects:
             return out_before
         if len(before) == len(objects):
-            marks = marks_before  # copied before the first change (it is held)
-            moved = False  # whether the kept objects differ from the last call's
-            for index in compress(range(len(objects)), map(is_not, before, objects)):
-                verdict = bool(keep(objects[index]))
-                if verdict or marks_before[index]:
-                    moved = True
-                if verdict != marks_before[index]:
-                    if marks is marks_before:
-                        marks = list(marks_before)
-                    marks[index] = verdict
+            marks, moved = _judged_in_place(before, marks_before, objects, keep)
             if not moved:
                 self._selections[name] = (objects, marks, out_before)
                 return out_before
         else:
-            verdicts = dict(zip(map(id, before), marks_before, strict=True))
-            marks = [verdicts.get(id(o)) for o in objects]  # type: ignore[misc]
-            with suppress(ValueError):  # the objects not judged before (never None)
-                index = marks.index(None)  # type: ignore[arg-type]
-                while True:
-                    marks[index] = bool(keep(objects[index]))
-                    index = marks.index(None, index + 1)  # type: ignore[arg-type]
+            marks = _judged_by_identity(before, marks_before, objects, keep)
         out = tuple(compress(objects, marks))
         if len(out_before) == len(out) and all(map(is_, out_before, out)):
             out = out_before  # the same selection: the same tuple, for memos keyed by it
@@ -112,3 +97,36 @@ class Memo:
 
     def __len__(self) -> int:
         return len(self._entries) + len(self._selections)
+
+
+def _judged_in_place(before: tuple[Item, ...], marks_before: list[bool],
+                     objects: tuple[Item, ...], keep: Callable[[Item], bool]
+                     ) -> tuple[list[bool], bool]:
+    """``Memo.select``'s verdicts for ``objects`` where the last call had as many: only the
+    places whose object changed are judged. With whether the kept objects differ from the last
+    call's (``marks_before`` is returned itself when no verdict changed; it is held)."""
+    marks = marks_before  # copied before the first change
+    moved = False
+    for index in compress(range(len(objects)), map(is_not, before, objects)):
+        verdict = bool(keep(objects[index]))
+        if verdict or marks_before[index]:
+            moved = True
+        if verdict != marks_before[index]:
+            if marks is marks_before:
+                marks = list(marks_before)
+            marks[index] = verdict
+    return marks, moved
+
+
+def _judged_by_identity(before: tuple[Item, ...], marks_before: list[bool],
+                        objects: tuple[Item, ...], keep: Callable[[Item], bool]) -> list[bool]:
+    """``Memo.select``'s verdicts for ``objects``: the last call's for the same objects, the
+    others judged."""
+    verdicts = dict(zip(map(id, before), marks_before, strict=True))
+    marks = [verdicts.get(id(o)) for o in objects]
+    with suppress(ValueError):  # the objects not judged before (never None)
+        index = marks.index(None)
+        while True:
+            marks[index] = bool(keep(objects[index]))
+            index = marks.index(None, index + 1)
+    return marks  # type: ignore[return-value]  # every None judged

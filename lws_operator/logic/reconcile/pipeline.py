@@ -1,114 +1,114 @@
-"""One pass over a LeaderWorkerSet, both group identities, as an ordered list of steps.
+"""One pass over a LeaderWorkerSet, both group identities, as one function read top to bottom.
 
 The order of upstream's Reconcile (leaderworkerset_controller.go), with the pod controller's work
-folded in (docs/architecture.md: every child event wakes the
-owning set): failures first (a recreation ends the pass), Parallel termination, the revision,
-the leader owner's rollout or admission (``logic.rollout.leader_step``: a StatefulSet for Ordinal
-groups, a Deployment for Hash groups), the scheduler provider (``logic.placement.providers``), the
-leader owner itself, retained pods released, Hash admission, Services, worker StatefulSets, Hash
-group readiness, the recreation of pods the pod webhook never saw (``logic.mutation.recreation``),
-then restart counts and status. The controller's runner builds the snapshot
-before each step, carries out its plan (``kube.executor``) and stops where a plan says so.
+folded in (docs/architecture.md: every child event wakes the owning set): failures first (a
+recreation ends the pass), Parallel termination, the revision, the leader owner's rollout or
+admission (``logic.rollout.leader_step``: a StatefulSet for Ordinal groups, a Deployment for Hash
+groups), the scheduler provider (``logic.placement.providers``), the leader owner itself,
+retained pods released, Hash admission, Services, worker StatefulSets, Hash group readiness, the
+recreation of pods the pod webhook never saw (``logic.mutation.recreate_step``), then restart
+counts and status.
 
-Some steps plan nothing for a whole class of sets, known from the set's spec and the operator's
-options alone: the scheduler provider's hooks without a provider, the Hash-only steps for an
-Ordinal set, Parallel termination for a Sequential one. ``NEEDED`` says which, and the runner
-skips such a step, snapshot and all, where ``needed`` says so (a fifth of an Ordinal pass
-without a provider was those steps' snapshots and their early returns).
+``reconcile`` awaits ``run(step, *values)`` for each step (``controllers.passes``): the runner
+builds the step's snapshot, carries out its plan, and hands back what the step decided for the
+later ones, which ``reconcile`` passes to them as arguments; where a plan ends the pass, ``run``
+does not return. A step that plans nothing for a whole class of sets, known from the set's spec
+and the operator's options alone (``Configuration``), is not run at all, snapshot and all (building
+a snapshot for a step to return early was a visible part of a pass): the ``if`` in front of it
+says when. ``tests/unit/test_step_skips.py`` runs those steps anyway over sets of every
+configuration and fails if one skipped would have planned anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any
 
 from lws_operator.api.view import lws_view
 from lws_operator.logic.failures import failures_step as failures
 from lws_operator.logic.failures import termination_step as termination
-from lws_operator.logic.failures.release_step import release_plan
 from lws_operator.logic.failures.termination import parallel
 from lws_operator.logic.identity import hash_groups_step as hash_groups
 from lws_operator.logic.identity import revision_step as revision
+from lws_operator.logic.identity.hash_groups import Admission
 from lws_operator.logic.mutation import recreate_step as recreate
 from lws_operator.logic.placement import providers
 from lws_operator.logic.reconcile import finish_step as finish
-from lws_operator.logic.reconcile.plan import EMPTY, Plan
+from lws_operator.logic.reconcile.plan import Run, earliest
 from lws_operator.logic.reconcile.snapshot import Observed, Options
-from lws_operator.logic.rollout.leader_step import owner_of
+from lws_operator.logic.rollout.deadline import OFF
+from lws_operator.logic.rollout.leader_step import HASH, ORDINAL, Rollout
 from lws_operator.logic.workloads import services_step as services
 from lws_operator.logic.workloads import workers_step as workers
 
-Step = Callable[[Observed], Plan]
+
+@dataclass(frozen=True)
+class Configuration:
+    """What decides which steps a pass over the set runs: the group identity, Parallel
+    termination, and the scheduler provider (None: the default scheduler, which plans nothing).
+    Read from the set's spec (fields the webhook keeps immutable: ``groupIdentity``,
+    ``podTerminationPolicy``, whether ``spec.scheduling`` is there) and the operator's options
+    (fixed at its start), so the controller reads it once per pass, at its start."""
+
+    hashed: bool
+    parallel: bool
+    provider: providers.Provider | None
 
 
-def guard(obs: Observed) -> Plan:
-    return owner_of(obs).guard(obs)
+def configuration(body: Mapping[str, Any], options: Options) -> Configuration:
+    return Configuration(lws_view(body).hashed, parallel(body),
+                         providers.scheduled(body, options))
 
 
-def prepare(obs: Observed) -> Plan:
-    return owner_of(obs).prepare(obs)
+async def reconcile(run: Run[Observed], config: Configuration,
+                    may_recreate: Callable[[], bool]) -> None:
+    """One pass over a set of ``config`` (module docstring). ``may_recreate``: whether the set
+    has pods the webhook never saw or remembers a recreation of them (nearly never; asked where
+    the recreation step stands, without a snapshot)."""
+    if not config.hashed:
+        await run(ORDINAL.guard)  # a leader StatefulSet being deleted: ends the pass
+    backoff = await run(failures.step)  # a recreation or an exhausted group ends the pass
+    if config.parallel:
+        await run(termination.step)
+    current = await run(revision.step, config.hashed)  # the key, update or not, the revisions
+    key = current.key
 
+    # What the leaders' owner decides before anything is scheduled.
+    rollout: Rollout | None = None
+    admission: Admission | None = None
+    if config.hashed:
+        admission = await run(HASH.prepare, key)  # the gated leaders that may go
+    else:
+        rollout = await run(ORDINAL.prepare, current)  # partition, replicas, deadline
 
-def leader_owner(obs: Observed) -> Plan:
-    return owner_of(obs).apply(obs)
+    # The scheduler provider: each step may end the pass (the pods must wait).
+    scheduling = None
+    if config.provider is not None:
+        await run(config.provider.prepare)
+        await run(config.provider.groups)
+        scheduling = await run(config.provider.admit, admission)  # the condition's facts
 
+    # The leaders' owner, then the retained pods it lets go (which ends the pass).
+    if rollout is not None:
+        await run(ORDINAL.apply, key, rollout)
+        await run(ORDINAL.release, key, rollout)
+    if admission is not None:
+        await run(HASH.apply, key)
+        await run(HASH.release, key)
+        await run(hash_groups.admit, admission)
 
-def release(obs: Observed) -> Plan:
-    plan = owner_of(obs).release(obs)
-    return release_plan(obs, plan) if plan.pods else EMPTY
+    await run(services.step)
+    missing = await run(workers.step, current.revisions)  # a revision not cached yet: requeue
+    if config.hashed:
+        await run(hash_groups.readiness)
+    recreating = recreate.NOTHING
+    if may_recreate():
+        recreating = await run(recreate.step)
 
-
-STEPS: tuple[Step, ...] = (
-    guard,
-    failures.step,
-    termination.step,
-    revision.step,
-    prepare,
-    providers.prepare,
-    providers.groups,
-    providers.admit,
-    leader_owner,
-    release,
-    hash_groups.admit,
-    services.step,
-    workers.step,
-    hash_groups.readiness,
-    recreate.step,
-    finish.counts,
-    finish.status,
-)
-
-
-def _hashed(body: Mapping[str, Any], _options: Options) -> bool:
-    return lws_view(body).hashed
-
-
-def _parallel(body: Mapping[str, Any], _options: Options) -> bool:
-    return parallel(body)
-
-
-# Per step that can be skipped: whether a set of this spec, under these options, needs it. Each
-# is the step's own first test, so a set it answers False for gets an empty plan from the step
-# whatever else is observed (``tests/unit/test_step_skips.py`` runs every step of passes over
-# sets of every configuration and fails if one skipped would have planned anything).
-NEEDED: Final[Mapping[Step, Callable[[Mapping[str, Any], Options], bool]]] = {
-    termination.step: _parallel,  # ``termination.worker_sets_to_stop``: [] unless Parallel
-    providers.prepare: providers.scheduled,  # the ``none`` provider plans nothing
-    providers.groups: providers.scheduled,
-    providers.admit: providers.scheduled,
-    hash_groups.admit: _hashed,  # "empty plans for Ordinal sets"
-    hash_groups.readiness: _hashed,
-}
-
-
-def needed(step: Step, body: Mapping[str, Any] | None, options: Options) -> bool:
-    """Whether ``step`` may plan anything for the set ``body`` (its spec, as the step's
-    snapshot will hold it) under ``options``; None (the set gone) decides nothing here."""
-    when = NEEDED.get(step)
-    return when is None or body is None or when(body, options)
-
-
-def skipped(body: Mapping[str, Any], options: Options) -> frozenset[Step]:
-    """The steps ``needed`` answers False for, for the set ``body`` under ``options`` (the
-    controller keeps the answer while the set object and the options are the same)."""
-    return frozenset(step for step, when in NEEDED.items() if not when(body, options))
+    if not config.hashed:  # Hash sets move their counts as they admit leaders
+        await run(finish.counts, key)
+    await run(finish.status, HASH if config.hashed else ORDINAL, key, current.revisions,
+              deadline=rollout.deadline if rollout is not None else OFF,
+              scheduling=scheduling, recreating=recreating.state,
+              requeue=earliest(backoff, recreating.requeue, missing))

@@ -16,10 +16,10 @@ runs on the same executor.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeAlias
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from lws_operator.logic.objects.events import Event
 
@@ -170,19 +170,54 @@ class Plan:
     """What a step decided: ``actions`` in order; ``stop`` ends the pass once they ran, and
     ``requeue_after`` is when to look again if the pass ends here (None: when an event wakes
     it). ``reads``: objects to fetch first; the step is asked again with them. ``carry``:
-    what later steps of the same pass need of this one's decision (a rollout's partition), put
-    into their snapshot by the runner; nothing survives the pass."""
+    what the controller takes of the plan besides its actions, handed to it before they run
+    (``controllers.passes``): the LeaderWorkerSet's memory between passes
+    (``logic.reconcile.snapshot.Remember``), the DisaggregatedSet pass's decisions so far. What a
+    later step of a LeaderWorkerSet pass needs of this one travels as the step's value
+    (``Planned``), not here."""
 
     actions: tuple[Action, ...] = ()
     stop: bool = False
     requeue_after: float | None = None
     reads: tuple[Read, ...] = ()
-    carry: object = None  # facts for the next steps of the pass (the controller's own type)
+    carry: object = None  # for the controller (the controller's own type)
 
 
 EMPTY = Plan()
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned(Generic[T_co]):
+    """A step's plan and what it decided for the steps after it: the runner carries ``plan``
+    out and hands ``value`` back to the pass, which passes it on as an argument
+    (``logic.reconcile.pipeline.reconcile``)."""
+
+    plan: Plan
+    value: T_co
 
 
 def earliest(*delays: float | None) -> float | None:
     """The soonest of several requeue delays (None: no requeue)."""
     return min((d for d in delays if d is not None), default=None)
+
+
+S_co = TypeVar("S_co", covariant=True)
+P = ParamSpec("P")
+
+
+class Run(Protocol[S_co]):
+    """What a pass function awaits for each of its steps (``controllers.passes`` runs it):
+    ``run(step, *values)`` runs ``step(snapshot, *values)`` on a fresh snapshot, carries its plan
+    out, and returns what the step decided (``Planned.value``; None for a step that returns a
+    bare ``Plan``). Where the plan ends the pass, it does not return."""
+
+    @overload
+    def __call__(self, step: Callable[Concatenate[S_co, P], Planned[T]], /, *args: P.args,
+                 **kwargs: P.kwargs) -> Awaitable[T]: ...
+
+    @overload
+    def __call__(self, step: Callable[Concatenate[S_co, P], Plan], /, *args: P.args,
+                 **kwargs: P.kwargs) -> Awaitable[None]: ...

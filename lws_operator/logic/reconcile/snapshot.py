@@ -4,8 +4,8 @@ The controller builds it from the watch caches before every step (``controllers.
 leaderworkerset``), so a step sees the answers of the writes the steps before it made (the
 executor stores each answer in the cache). What a later step needs of an earlier step's
 *decision* (the revision key, the rollout's partition, the admission of Hash leaders, the
-scheduling facts) travels in ``decided``, put there by the runner from the earlier step's plan:
-it lives for one pass and nothing else carries state between steps.
+scheduling facts) is not here: the pass function (``logic.reconcile.pipeline.reconcile``) hands
+it to the later step as an argument.
 
 ``memory`` is the one thing that outlives a pass, and it is bounded and documented where it is
 kept (``Memory``); nothing a pass must not lose lives there: what must survive a failed pass or a
@@ -23,13 +23,10 @@ from typing import Any
 from lws_operator.api.view import LeaderWorkerSetView, is_leader
 from lws_operator.logic.failures.restart import failure_trigger
 from lws_operator.logic.failures.restart_budget import exhausted, is_retained
-from lws_operator.logic.identity.hash_groups import Admission
 from lws_operator.logic.mutation.recreation import PodWebhook, Recreation
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.reconcile.decisions import owned_by
 from lws_operator.logic.reconcile.memo import Memo
-from lws_operator.logic.rollout.deadline import Deadline
-from lws_operator.logic.rollout.pacing import RolloutDecision
 from lws_operator.logic.rollout.stall import unschedulable
 from lws_operator.logic.status.pacing import Deferral
 from lws_operator.logic.status.readiness import confirmed_by_pods
@@ -56,7 +53,7 @@ class Options:
 @dataclass(frozen=True)
 class Memory:
     """What the controller remembers per LeaderWorkerSet between passes (``controllers.
-    leaderworkerset`` keeps it; a step returns the new value in ``Decided.memory``).
+    leaderworkerset`` keeps it; a step's plan hands the new value over in a ``Remember``).
 
     * ``reported``: the failed pods whose GroupUnschedulable Warning was recorded, so it is
       recorded once per pod and not once per pass. Bounded by the pods that exist (a pass
@@ -89,21 +86,14 @@ class Memory:
 
 
 @dataclass(frozen=True)
-class Decided:
-    """What earlier steps of this pass decided, for the later ones (module docstring)."""
+class Remember:
+    """What a step's plan asks the controller to keep beyond the pass (``Plan.carry``), taken
+    before the plan is carried out, so a plan that ends or fails the pass keeps it too: the
+    set's new ``memory``, and (the failures step) the UIDs of the tombstones that still trigger
+    something (a deferred recreation), None to leave them; once the plan has run uninterrupted
+    the controller drops the others."""
 
-    key: str = ""
-    updated: bool = False
-    revisions: tuple[Mapping[str, Any], ...] = ()
-    rollout: RolloutDecision | None = None
-    # The progress deadline (``logic.rollout.deadline``), decided with the Ordinal rollout.
-    deadline: Deadline | None = None
-    admission: Admission | None = None
-    scheduling: Mapping[str, Any] | None = None
-    requeue: float | None = None
-    memory: Memory | None = None
-    # The UIDs of the tombstones that still trigger something (a deferred recreation); None
-    # until the failures step has run. The runner drops the others once its plan has run.
+    memory: Memory
     kept_tombstones: frozenset[str] | None = None
 
 
@@ -137,7 +127,6 @@ class Observed:
     clock: float
     options: Options
     memory: Memory = Memory()
-    decided: Decided = Decided()
     collected: tuple[str, ...] = ()
     fetched: Mapping[str, Obj] = field(default_factory=dict)
     # Facts derived from the fields above, shared by the snapshots of a set built over the
@@ -151,7 +140,7 @@ class Observed:
                  pod_groups: tuple[Obj, ...], workloads: Mapping[str, Obj],
                  volcano_groups: Mapping[str, Obj], tombstones: tuple[Obj, ...], now: str,
                  clock: float, options: Options, memory: Memory = Memory(),
-                 decided: Decided = Decided(), collected: tuple[str, ...] = (),
+                 collected: tuple[str, ...] = (),
                  fetched: Mapping[str, Obj] | None = None, memo: Memo | None = None) -> None:
         # One update of the instance's dict: the frozen dataclass's own __init__ sets each
         # field through object.__setattr__, and a snapshot is built before every step (a
@@ -161,16 +150,16 @@ class Observed:
             deployments=deployments, services=services, revisions=revisions,
             pod_groups=pod_groups, workloads=workloads, volcano_groups=volcano_groups,
             tombstones=tombstones, now=now, clock=clock, options=options, memory=memory,
-            decided=decided, collected=collected,
+            collected=collected,
             fetched={} if fetched is None else fetched, memo=Memo() if memo is None else memo)
 
     @classmethod
     def assemble(cls, cached: Mapping[str, Any], tombstones: tuple[Obj, ...], now: str,
-                 clock: float, options: Options, memory: Memory, decided: Decided,
+                 clock: float, options: Options, memory: Memory,
                  collected: tuple[str, ...], fetched: Mapping[str, Obj]) -> Observed:
         """The snapshot ``Observed(**cached, tombstones=..., ...)`` builds, ``cached``
         holding the ``CACHED_FIELDS`` by name: the controller keeps them while its cache has
-        not changed for the set, and builds a snapshot before every step (nineteen keyword
+        not changed for the set, and builds a snapshot before every step (eighteen keyword
         arguments cost more than the dict copy)."""
         obs = cls.__new__(cls)
         fields = obs.__dict__
@@ -180,7 +169,6 @@ class Observed:
         fields["clock"] = clock
         fields["options"] = options
         fields["memory"] = memory
-        fields["decided"] = decided
         fields["collected"] = collected
         fields["fetched"] = fetched
         return obs

@@ -1,14 +1,16 @@
 """The progress deadline in a pass (``logic.rollout.deadline``), Ordinal groups: decided in the
-leader owner's ``prepare``, before the rollout's partition is applied, so an exceeded deadline holds
-the partition and surge this very pass; the status step overlays its condition and requeues the
-pass at the deadline. With the rollback opt-in, an exceeded deadline writes the templates of the
-last fully Ready revision instead, and ends the pass: the next one, which the plan asks for at
-once (``RESUME_NOW``), starts the rollout back. Without such a revision the rollout stays held,
-and the condition says why."""
+leader owner's ``prepare`` (``logic.rollout.leader_step``), before the rollout's partition is
+applied, so an exceeded deadline holds the partition and surge this very pass; the status step
+overlays its condition and requeues the pass at the deadline. With the rollback opt-in, an exceeded
+deadline writes the templates of the last fully Ready revision instead, and ends the pass: the next
+one, which the plan asks for at once (``RESUME_NOW``), starts the rollout back. Without such a
+revision the rollout stays held, and the condition says why."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from lws_operator.logic.objects.meta import epoch_seconds
 from lws_operator.logic.reconcile.plan import (
@@ -31,20 +33,22 @@ from lws_operator.logic.status.set_status import count_groups
 RESUME_NOW = 0.0
 
 
-def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
-    """The deadline of this pass; a pass that starts a new revision decides it too (its requeue
-    at the deadline), though the rollout's own rule for it stands (``acts``)."""
+def decide(obs: Observed, snapshot: RolloutSnapshot, key: str,
+           revisions: tuple[Mapping[str, Any], ...]) -> dl.Deadline:
+    """The deadline of this pass, for the revision ``key`` among the set's ``revisions``; a
+    pass that starts a new revision decides it too (its requeue at the deadline), though the
+    rollout's own rule for it stands (``acts``)."""
     seconds = dl.deadline_seconds(obs.body)
     if seconds is None or snapshot.leader_sts is None:
         return dl.OFF if seconds is None else dl.Deadline(seconds)
-    lws, key = obs.lws, obs.decided.key
+    lws = obs.lws
     counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
                           obs.leaders, obs.worker_statefulsets, obs.confirmed_workers)
     started = dl.rollout_started(obs.body, counts, obs.now)
     since: float | None = None
     if started is not None:
         since = _epoch(started, obs.clock)
-        born = dl.revision_born(obs.decided.revisions, key)
+        born = dl.revision_born(revisions, key)
         if born is not None:
             since = max(since, _epoch(born, obs.clock))
     deadline = dl.decide(seconds, since, snapshot.groups,
@@ -54,7 +58,7 @@ def decide(obs: Observed, snapshot: RolloutSnapshot) -> dl.Deadline:
     if not deadline.exceeded or not dl.rollback_enabled(obs.body):
         return deadline
     # Opted in to the rollback: when there is none to make, the condition says why.
-    choice = dl.rollback_choice(obs.body, obs.decided.revisions, key)
+    choice = dl.rollback_choice(obs.body, revisions, key)
     return deadline if choice.target is not None else replace(deadline,
                                                               withheld=choice.withheld)
 
@@ -84,7 +88,8 @@ def held(rollout: RolloutDecision, snapshot: RolloutSnapshot) -> RolloutDecision
                    events_after_apply=())
 
 
-def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
+def rollback(obs: Observed, deadline: dl.Deadline, key: str,
+             revisions: tuple[Mapping[str, Any], ...]) -> Plan | None:
     """The rollback write when the set opted in and has a fully Ready revision to go back to
     (``logic.rollout.deadline.rollback_choice``), with the deadline's Warning and the rollback's
     Event once it succeeded. The write ends the pass (its later steps would act on the revision
@@ -93,8 +98,7 @@ def rollback(obs: Observed, deadline: dl.Deadline) -> Plan | None:
     where the rollback either landed or is decided anew)."""
     if not deadline.exceeded or not dl.rollback_enabled(obs.body):
         return None
-    key = obs.decided.key
-    target = dl.rollback_target(obs.body, obs.decided.revisions, key)
+    target = dl.rollback_target(obs.body, revisions, key)
     if target is None:
         return None
     patch = Patch(lws_target(obs.lws.namespace), obs.lws.name,

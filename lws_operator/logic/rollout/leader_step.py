@@ -4,15 +4,16 @@ Ordinal groups (the default) have a leader StatefulSet whose partition and repli
 rollout (``logic.rollout.pacing``, upstream's rollingUpdateParameters
 (leaderworkerset_controller.go)); Hash groups have a leader Deployment and admit gated
 leaders as groups are torn down (``logic.identity.hash_groups``). Everything else in a pass is the
-same for both, so the pipeline (``logic.reconcile.pipeline``) asks the strategy only these
-questions: which object is the owner, what to decide before scheduling (``prepare``), the owner to
-apply, which retained pods to release, and the status.
+same for both, so the pass (``logic.reconcile.pipeline.reconcile``) asks each only these
+questions: what to decide before scheduling (``prepare``: the Ordinal rollout and progress
+deadline, ``Rollout``; the Hash admission), the owner to apply, which retained pods to release,
+and the status. What ``prepare`` decides is handed back to ``apply`` and ``release`` by the pass.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from lws_operator.api.constants import (
     EVENT_ACTION_CREATE,
@@ -22,14 +23,27 @@ from lws_operator.api.constants import (
     REASON_FAILED_CREATE,
     REASON_FAILED_UPDATE,
 )
+from lws_operator.logic.failures.release_step import release_plan
 from lws_operator.logic.failures.restart_budget import Release, plan_release, read_counts
 from lws_operator.logic.identity import hash_groups
+from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.identity.revision_step import Revision
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of
 from lws_operator.logic.reconcile.decisions import first_difference
-from lws_operator.logic.reconcile.plan import EMPTY, Apply, Common, Plan, Policy, Record, apps
+from lws_operator.logic.reconcile.plan import (
+    EMPTY,
+    Apply,
+    Common,
+    Plan,
+    Planned,
+    Policy,
+    Record,
+    apps,
+)
 from lws_operator.logic.reconcile.snapshot import Obj, Observed
 from lws_operator.logic.rollout import deadline_step as progress_deadline
+from lws_operator.logic.rollout.deadline import Deadline
 from lws_operator.logic.rollout.pacing import RolloutDecision, plan_rollout, rollout_snapshot
 from lws_operator.logic.rollout.stall import unstall_view
 from lws_operator.logic.status.set_status import StatusDecision, compute_hash_status, compute_status
@@ -38,18 +52,14 @@ from lws_operator.logic.workloads.statefulsets import leader_statefulset
 STS_DELETING_REQUEUE = 5.0
 
 
-class LeaderOwner(Protocol):
-    """The questions a pass asks of the object owning the leaders (module docstring)."""
+@dataclass(frozen=True)
+class Rollout:
+    """What the Ordinal ``prepare`` decides for the rest of the pass: the rollout's partition
+    and replicas (held while the progress deadline is exceeded) and the deadline itself, whose
+    condition and requeue the status step writes."""
 
-    prunes_counts: bool  # whether settled restart counts are pruned once an update is done
-
-    def live(self, obs: Observed) -> Obj | None: ...
-    def workers(self, obs: Observed) -> list[Obj]: ...
-    def guard(self, obs: Observed) -> Plan: ...
-    def prepare(self, obs: Observed) -> Plan: ...
-    def apply(self, obs: Observed) -> Plan: ...
-    def release(self, obs: Observed) -> Release: ...
-    def status(self, obs: Observed) -> StatusDecision: ...
+    decision: RolloutDecision
+    deadline: Deadline
 
 
 def _apply(obs: Observed, plural: str, kind: str, noun: str, desired: dict[str, Any],
@@ -77,14 +87,6 @@ def _status_view(obs: Observed) -> dict[str, Any]:
 class OrdinalLeader:
     """A leader StatefulSet named after the set; the rollout moves its partition."""
 
-    prunes_counts = True
-
-    def live(self, obs: Observed) -> Obj | None:
-        return obs.leader_statefulset
-
-    def workers(self, obs: Observed) -> list[Obj]:
-        return obs.worker_statefulsets
-
     def guard(self, obs: Observed) -> Plan:
         """A leader StatefulSet being deleted: wait until it is gone."""
         sts = obs.leader_statefulset
@@ -92,8 +94,10 @@ class OrdinalLeader:
             return Plan(stop=True, requeue_after=STS_DELETING_REQUEUE)
         return EMPTY
 
-    def prepare(self, obs: Observed) -> Plan:
-        key, updated = obs.decided.key, obs.decided.updated
+    def prepare(self, obs: Observed, revision: Revision) -> Planned[Rollout]:
+        """The rollout of ``revision`` (``logic.rollout.pacing``) and the progress deadline,
+        which holds it or, opted in, rolls the set back and ends the pass."""
+        key, updated = revision.key, revision.updated
         # Read: the set, its StatefulSets, its leader pods and the worker StatefulSets its pods
         # show ready (a worker pod's change keeps it unless it completes a group).
         confirmed = obs.confirmed_workers
@@ -104,95 +108,78 @@ class OrdinalLeader:
                                      obs.worker_statefulsets, key, updated, confirmed))
         rollout = obs.memo.get("rollout", (snapshot,), lambda: plan_rollout(snapshot))
         # The progress deadline (opt-in): roll back, or hold the partition and surge.
-        deadline = progress_deadline.decide(obs, snapshot)
+        deadline = progress_deadline.decide(obs, snapshot, key, revision.revisions)
         if progress_deadline.acts(deadline, snapshot):
-            rollback = progress_deadline.rollback(obs, deadline)
+            rollback = progress_deadline.rollback(obs, deadline, key, revision.revisions)
             if rollback is not None:
-                return rollback
+                return Planned(rollback, Rollout(rollout, deadline))  # the pass ends there
             rollout = progress_deadline.held(rollout, snapshot)
-        return Plan(tuple(Record(e) for e in rollout.events),
-                    carry=replace(obs.decided, rollout=rollout, deadline=deadline))
+        return Planned(Plan(tuple(Record(e) for e in rollout.events)), Rollout(rollout, deadline))
 
-    def _rollout(self, obs: Observed) -> RolloutDecision:
-        assert obs.decided.rollout is not None, "prepare runs first"
-        return obs.decided.rollout
-
-    def apply(self, obs: Observed) -> Plan:
-        rollout = self._rollout(obs)
-        key, partition, replicas = obs.decided.key, rollout.partition, rollout.replicas
+    def apply(self, obs: Observed, key: str, rollout: Rollout) -> Plan:
+        """The leader StatefulSet at the rollout's partition and replicas."""
+        partition, replicas = rollout.decision.partition, rollout.decision.replicas
         desired = obs.memo.get("leader statefulset", (obs.body, key, partition, replicas),
                                lambda: leader_statefulset(obs.body, key, partition, replicas))
         return _apply(obs, "statefulsets", "StatefulSet", "leader statefulset", desired,
-                      obs.leader_statefulset, rollout.events_after_apply)
+                      obs.leader_statefulset, rollout.decision.events_after_apply)
 
-    def release(self, obs: Observed) -> Release:
-        rollout = self._rollout(obs)
+    def release(self, obs: Observed, key: str, rollout: Rollout) -> Plan:
+        """The retained pods to let go (``logic.failures.release_step``); ends the pass when
+        there are any."""
         if not obs.retained_pods:
-            return Release()  # what ``plan_release`` answers without retained pods
-        return plan_release(list(obs.pods), replicas=rollout.replicas,
-                            current_key=obs.decided.key, partition=rollout.partition)
+            return EMPTY  # what ``plan_release`` answers without retained pods
+        return _released(obs, plan_release(list(obs.pods), replicas=rollout.decision.replicas,
+                                           current_key=key,
+                                           partition=rollout.decision.partition))
 
-    def status(self, obs: Observed) -> StatusDecision:
+    def status(self, obs: Observed, key: str) -> StatusDecision:
         sts = obs.leader_statefulset
-        assert sts is not None, "applied by an earlier step"
+        if sts is None:
+            raise LookupError("the leader StatefulSet is applied before the status")
         # Asked by the counts step and the status step of a pass, over the same objects.
         confirmed = obs.confirmed_workers
         return obs.memo.get(
-            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now,
-                       confirmed),
-            lambda: compute_status(_status_view(obs), obs.decided.key, sts, obs.leaders,
+            "status", (obs.body, key, obs.statefulsets, obs.leader_pods, obs.now, confirmed),
+            lambda: compute_status(_status_view(obs), key, sts, obs.leaders,
                                    obs.worker_statefulsets, obs.now, confirmed))
 
 
 class HashLeader:
     """A leader Deployment named after the set; gated leaders are admitted as groups go."""
 
-    prunes_counts = False  # Hash mode moves and drops its counts as it admits leaders
+    def prepare(self, obs: Observed, key: str) -> Planned[Admission]:
+        """Which gated leaders may schedule now, and the restart counts that move to them."""
+        return Planned(EMPTY, hash_groups.plan_admission(obs.body, list(obs.pods),
+                                                         read_counts(obs.body), key))
 
-    def live(self, obs: Observed) -> Obj | None:
-        return obs.leader_deployment
-
-    def workers(self, obs: Observed) -> list[Obj]:
-        return list(obs.statefulsets)
-
-    def guard(self, obs: Observed) -> Plan:
-        return EMPTY
-
-    def prepare(self, obs: Observed) -> Plan:
-        admission = hash_groups.plan_admission(obs.body, list(obs.pods), read_counts(obs.body),
-                                                 obs.decided.key)
-        return Plan(carry=replace(obs.decided, admission=admission))
-
-    def apply(self, obs: Observed) -> Plan:
-        key = obs.decided.key
+    def apply(self, obs: Observed, key: str) -> Plan:
         desired = obs.memo.get("leader deployment", (obs.body, key),
                                lambda: hash_groups.leader_deployment(obs.body, key))
         return _apply(obs, "deployments", "Deployment", "leader deployment", desired,
                       obs.leader_deployment)
 
-    def release(self, obs: Observed) -> Release:
+    def release(self, obs: Observed, key: str) -> Plan:
         if not obs.retained_pods:
-            return Release()  # what ``plan_release`` answers without retained pods
+            return EMPTY  # what ``plan_release`` answers without retained pods
         pods = list(obs.pods)
-        return plan_release(pods, replicas=None, current_key=obs.decided.key,
-                            partition=MAX_INT32,
-                            groups=hash_groups.release_scaled_down(obs.body, pods,
-                                                                   obs.decided.key))
+        return _released(obs, plan_release(
+            pods, replicas=None, current_key=key, partition=MAX_INT32,
+            groups=hash_groups.release_scaled_down(obs.body, pods, key)))
 
-    def status(self, obs: Observed) -> StatusDecision:
+    def status(self, obs: Observed, key: str) -> StatusDecision:
         confirmed = obs.confirmed_workers
         return obs.memo.get(
-            "status", (obs.body, obs.decided.key, obs.statefulsets, obs.leader_pods, obs.now,
-                       confirmed),
-            lambda: compute_hash_status(_status_view(obs), obs.decided.key, obs.leaders,
+            "status", (obs.body, key, obs.statefulsets, obs.leader_pods, obs.now, confirmed),
+            lambda: compute_hash_status(_status_view(obs), key, obs.leaders,
                                         list(obs.statefulsets), obs.now, confirmed))
+
+
+def _released(obs: Observed, release: Release) -> Plan:
+    return release_plan(obs, release) if release.pods else EMPTY
 
 
 ORDINAL = OrdinalLeader()
 HASH = HashLeader()
-
-
-def owner_of(obs: Observed) -> LeaderOwner:
-    return HASH if obs.lws.hashed else ORDINAL
 
 

@@ -6,12 +6,15 @@ of the leader's node; no cache holds nodes (watching every node would cost more 
 GET per new group), so the step asks the runner to read the nodes it lacks
 (``logic.reconcile.plan.Read``) and is asked again with them. The request is the one the controller
 always made, per leader that gets a worker StatefulSet in this pass; it is made before the creates
-instead of between them.
+instead of between them. The set's revisions are handed over by the pass (the revision step's);
+a leader whose revision is not among them yet is looked at again shortly, which the step's value
+asks of the status step.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from typing import Any
 
 from lws_operator.api.constants import (
     EVENT_ACTION_CREATE,
@@ -30,11 +33,11 @@ from lws_operator.logic.reconcile.plan import (
     Common,
     Create,
     Plan,
+    Planned,
     Policy,
     Read,
     Then,
     apps,
-    earliest,
 )
 from lws_operator.logic.reconcile.snapshot import Obj, Observed
 from lws_operator.logic.reconcile.writes import failed_create
@@ -56,9 +59,12 @@ def _ready_to_start(obs: Observed, pod: Obj) -> bool:
     return containers_ready(pod) if obs.lws.hashed else pod_ready(pod)
 
 
-def step(obs: Observed) -> Plan:
+NOTHING: Planned[float | None] = Planned(EMPTY, None)
+
+
+def step(obs: Observed, revisions: tuple[Mapping[str, Any], ...]) -> Planned[float | None]:
     if obs.lws.size == 1:
-        return EMPTY
+        return NOTHING
     existing = {name_of(s) for s in obs.statefulsets}
     exclusive = exclusive_topology_key(obs.body) is not None
     actions: list[Action] = []
@@ -70,7 +76,7 @@ def step(obs: Observed) -> Plan:
             continue
         if gang.gated(pod) or not _ready_to_start(obs, pod):
             continue  # its PodGroups first (the gate is lifted once they exist), or LeaderReady
-        revision = revision_for_key(obs.decided.revisions, revision_of(pod))
+        revision = revision_for_key(revisions, revision_of(pod))
         if revision is None:
             requeue = MISSING_REVISION_REQUEUE
             continue
@@ -95,6 +101,5 @@ def step(obs: Observed) -> Plan:
                     f"Failed to create worker statefulset for leader pod {pod_name}: "
                     "{reason}")))))
     if reads:
-        return Plan(reads=tuple(reads))
-    return Plan(tuple(actions), carry=replace(obs.decided,
-                                              requeue=earliest(obs.decided.requeue, requeue)))
+        return Planned(Plan(reads=tuple(reads)), None)
+    return Planned(Plan(tuple(actions)), requeue)

@@ -1,7 +1,9 @@
-"""The shared runner (``controllers.passes.PassRunner``). Its reads: a step asked again on a
-fresh snapshot may need one more object, because the caches moved on while it read (a leader
-scheduled while its group's Node was read: found by upstream's exclusive-placement sample). Its
-end when the set itself is deleted mid-pass: a 404 naming the set is "gone", not a failure."""
+"""The shared runner (``controllers.passes.PassRunner``). The pass function's ``run``: a fresh
+snapshot per step, the step's value handed back, a stopping plan ends the pass where it stands.
+Its reads: a step asked again on a fresh snapshot may need one more object, because the caches
+moved on while it read (a leader scheduled while its group's Node was read: found by upstream's
+exclusive-placement sample). Its end when the set itself is deleted mid-pass: a 404 naming the
+set is "gone", not a failure."""
 
 from __future__ import annotations
 
@@ -13,10 +15,16 @@ from typing import Any
 
 import pytest
 
-from lws_operator.controllers.passes import READ_ROUNDS, PassRunner, owner_not_found
+from lws_operator.controllers.passes import (
+    READ_ROUNDS,
+    PassEnds,
+    PassRunner,
+    owner_not_found,
+    plan_through,
+)
 from lws_operator.kube.client import ApiException
 from lws_operator.kube.executor import Executor, Outcome
-from lws_operator.logic.reconcile.plan import EMPTY, Plan, Read
+from lws_operator.logic.reconcile.plan import EMPTY, Plan, Planned, Read, Run
 
 
 class _Reads(Executor):
@@ -42,7 +50,7 @@ def _run(nodes_seen: list[list[str]]) -> tuple[_Reads, Any]:
     executor = _Reads()
     snapshots = iter(range(100))
 
-    def observe(decided: None, collected: tuple[str, ...],
+    def observe(collected: tuple[str, ...],
                 fetched: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
         i = next(snapshots)
         return {"nodes": nodes_seen[min(i, len(nodes_seen) - 1)], "fetched": dict(fetched)}
@@ -51,7 +59,10 @@ def _run(nodes_seen: list[list[str]]) -> tuple[_Reads, Any]:
         missing = [n for n in obs["nodes"] if n not in obs["fetched"]]
         return Plan(reads=tuple(Read(n) for n in missing)) if missing else EMPTY
 
-    ran = asyncio.run(PassRunner(executor).run([step], observe, None, lambda _obs: {}))
+    async def one_step(run: Run[dict[str, Any]]) -> None:
+        await run(step)
+
+    ran = asyncio.run(PassRunner(executor).run(one_step, observe, lambda _obs: {}))
     return executor, ran
 
 
@@ -100,8 +111,12 @@ class _Fails(_Reads):
 
 
 def _two_steps(exc: ApiException) -> Any:
-    steps = [lambda _obs: Plan(requeue_after=5.0), lambda _obs: EMPTY, lambda _obs: EMPTY]
-    return PassRunner(_Fails(exc)).run(steps, lambda *_: {}, None, lambda _obs: {},
+    async def three(run: Run[dict[str, Any]]) -> None:
+        await run(lambda _obs: Plan(requeue_after=5.0))
+        await run(lambda _obs: EMPTY)
+        await run(lambda _obs: EMPTY)
+
+    return PassRunner(_Fails(exc)).run(three, lambda *_: {}, lambda _obs: {},
                                        owner=("leaderworkersets", "sample"))
 
 
@@ -138,3 +153,99 @@ def test_owner_not_found_reads_the_status_details() -> None:
     broken = ApiException(status=404, reason="Not Found")
     broken.body = "not json"
     assert not owner_not_found(broken, ("leaderworkersets", "a"))
+
+
+class _Carries(_Reads):
+    """Carries every plan out as nothing, stopping where the plan says so."""
+
+
+def test_values_go_from_step_to_step_and_a_stop_ends_the_pass_where_it_stands() -> None:
+    """Each step reads a fresh snapshot, its value comes back to the pass function, which hands
+    it on; a stopping plan ends the pass: the function does not get past it, and its hooks have
+    seen the stopping plan."""
+    executor = _Carries()
+    snapshots = iter(range(100))
+    seen: list[tuple[str, Any]] = []
+    adopted: list[Plan] = []
+    settled: list[Plan] = []
+
+    def count(obs: int) -> Planned[int]:
+        seen.append(("count", obs))
+        return Planned(Plan(requeue_after=7.0), 40 + obs)
+
+    def add(obs: int, value: int, more: int) -> Planned[int]:
+        seen.append(("add", obs))
+        return Planned(EMPTY, value + more)
+
+    def stop(obs: int, value: int) -> Plan:
+        seen.append(("stop", value))
+        return Plan(stop=True, requeue_after=3.0)
+
+    async def three(run: Run[int]) -> int:
+        value = await run(count)
+        value = await run(add, value, more=2)
+        await run(stop, value)
+        raise AssertionError("a stopped pass went on")
+
+    ran = asyncio.run(PassRunner(executor).run(
+        three, lambda *_: next(snapshots), lambda _obs: {}, adopt=adopted.append,
+        settle=lambda plan, _outcome: settled.append(plan)))
+    assert seen == [("count", 0), ("add", 1), ("stop", 42)]
+    assert ran.stopped
+    assert not ran.gone
+    assert ran.result is None
+    assert (ran.requeue_after, ran.soonest) == (3.0, 3.0)
+    assert adopted == settled == executor.executed
+    assert len(executor.executed) == 3
+
+
+def test_a_pass_that_runs_to_its_end_returns_its_result() -> None:
+    async def one(run: Run[int]) -> str:
+        value = await run(lambda _obs: Planned(EMPTY, "done"))
+        return value
+
+    ran = asyncio.run(PassRunner(_Carries()).run(one, lambda *_: 1, lambda _obs: {}))
+    assert ran.result == "done"
+    assert not ran.stopped
+    assert not ran.gone
+
+
+def test_the_owner_gone_ends_the_pass_as_gone() -> None:
+    async def two(run: Run[int]) -> None:
+        await run(lambda _obs: EMPTY)
+        await run(lambda _obs: EMPTY)
+
+    snapshots = iter([1, None])
+    executor = _Carries()
+    ran = asyncio.run(PassRunner(executor).run(two, lambda *_: next(snapshots),
+                                               lambda _obs: {}))
+    assert ran.gone
+    assert not ran.stopped
+    assert ran.result is None
+    assert executor.executed == [EMPTY]
+
+
+def test_plan_through_runs_a_pass_whose_run_never_waits() -> None:
+    async def run(step: Any, /, *args: Any) -> Any:
+        plan = step(0, *args)
+        if plan.stop:
+            raise PassEnds(gone=False)
+        return None
+
+    async def ends(run: Any) -> str:
+        await run(lambda _obs: EMPTY)
+        await run(lambda _obs: Plan(stop=True))
+        return "not reached"
+
+    async def ok(run: Any) -> str:
+        await run(lambda _obs: EMPTY)
+        return "end"
+
+    assert plan_through(ends(run)) is None
+    assert plan_through(ok(run)) == "end"
+
+    async def waits() -> None:
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError):
+        plan_through(waits())

@@ -4,9 +4,11 @@ A provider answers three questions of a pass, in this order, each with a plan
 (``logic.reconcile.plan``): ``prepare`` the set-level scheduling object (the native Workload),
 create the per-group objects (``groups``: PodGroups), and ``admit`` member pods (lift the gates of
 leaders whose PodGroups exist, clean up what nothing needs). A plan that ends the pass there says
-the pods may not be created yet. The pipeline (``logic.reconcile.pipeline``) asks the provider the
-set's spec and the operator's options choose (``provider_of``); a new provider is one module
-implementing ``Provider`` and one line in ``provider_of``.
+the pods may not be created yet. ``admit`` is handed the admission of a Hash set's leaders (only
+those may lose their gates) and its value is the facts of the scheduling condition, which the pass
+hands to the status step. The pass (``logic.reconcile.pipeline``) asks the provider the set's spec
+and the operator's options choose (``provider_for``), and asks nothing without one (``none``);
+a new provider is one module implementing ``Provider`` and one line in ``provider_for``.
 
 * ``none``: the default scheduler places pods one by one; nothing to do.
 * ``native``: ``spec.scheduling`` asks for Kubernetes' own Workload and PodGroup
@@ -21,20 +23,20 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from lws_operator.api.constants import SCHEDULER_PROVIDER_VOLCANO
+from lws_operator.logic.identity.hash_groups import Admission
 from lws_operator.logic.placement import gang
 from lws_operator.logic.placement.providers import native, none, volcano
-from lws_operator.logic.reconcile.plan import Plan
+from lws_operator.logic.reconcile.plan import Plan, Planned
 from lws_operator.logic.reconcile.snapshot import Observed, Options
+
+# The facts of the scheduling condition (``gang.scheduling_condition``'s keyword arguments).
+Facts = Mapping[str, Any]
 
 
 class Provider(Protocol):
     def prepare(self, obs: Observed) -> Plan: ...
     def groups(self, obs: Observed) -> Plan: ...
-    def admit(self, obs: Observed) -> Plan: ...
-
-
-def provider_of(obs: Observed) -> Provider:
-    return provider_for(obs.body, obs.options)
+    def admit(self, obs: Observed, admission: Admission | None) -> Planned[Facts | None]: ...
 
 
 def provider_for(body: Mapping[str, Any], options: Options) -> Provider:
@@ -46,19 +48,8 @@ def provider_for(body: Mapping[str, Any], options: Options) -> Provider:
     return none.PROVIDER
 
 
-def scheduled(body: Mapping[str, Any], options: Options) -> bool:
-    """Whether a provider other than ``none`` schedules the set: ``none`` plans nothing, so
-    without one the pipeline skips the three hooks (``logic.reconcile.pipeline.NEEDED``)."""
-    return provider_for(body, options) is not none.PROVIDER
-
-
-def prepare(obs: Observed) -> Plan:
-    return provider_of(obs).prepare(obs)
-
-
-def groups(obs: Observed) -> Plan:
-    return provider_of(obs).groups(obs)
-
-
-def admit(obs: Observed) -> Plan:
-    return provider_of(obs).admit(obs)
+def scheduled(body: Mapping[str, Any], options: Options) -> Provider | None:
+    """The provider that schedules the set, None for ``none``, which plans nothing (the pass
+    asks nothing of it)."""
+    provider = provider_for(body, options)
+    return None if provider is none.PROVIDER else provider

@@ -6,13 +6,12 @@ ends after ``WorkloadSchedulingCreated=False`` is written, and looks again after
 ``SCHEDULING_RETRY`` seconds. Leaders carry a scheduling gate until their PodGroups exist; a
 group whose workers joined another PodGroup than their leader's (upgrade skew) is recreated by
 deleting its leader; PodGroups nothing needs any more are deleted. The facts of the condition
-(``ok``, ``reason``, ``message``) go to the status step (``Decided.scheduling``).
+(``ok``, ``reason``, ``message``) are ``admit``'s value, which the pass hands to the status step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from lws_operator.api.constants import (
@@ -25,6 +24,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.view import group_index
 from lws_operator.logic.failures.restart import Recreation
+from lws_operator.logic.identity.hash_groups import Admission
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import labels_of, meta_of, name_of
 from lws_operator.logic.placement import gang
@@ -38,6 +38,7 @@ from lws_operator.logic.reconcile.plan import (
     Delete,
     Patch,
     Plan,
+    Planned,
     Policy,
     Then,
     group,
@@ -147,12 +148,13 @@ class NativeProvider:
                         "minCount": gang.min_count_of(desired)}}}}))
         return Plan(tuple(actions))
 
-    def admit(self, obs: Observed) -> Plan:
-        """Whether member pods may be created; the gates of the leaders whose PodGroups exist,
-        mismatched groups recreated, stale PodGroups deleted."""
+    def admit(self, obs: Observed, admission: Admission | None) -> Planned[Facts | None]:
+        """Whether member pods may be created; the gates of the leaders whose PodGroups exist
+        (of a Hash set, only those ``admission`` admits), mismatched groups recreated, stale
+        PodGroups deleted. Its value: the facts of the condition."""
         source, failure, message = _source(obs)
         if failure is not None:
-            return not_ready(obs, failure)
+            return Planned(not_ready(obs, failure), None)
         assert source is not None
         existing = {name_of(g): g for g in obs.pod_groups}
         desired = [name_of(g) for g in gang.desired_pod_groups(obs.body, source, obs.leaders)]
@@ -160,13 +162,13 @@ class NativeProvider:
         reasons = [f for f in failed if f]
         ready = {n for n, g in existing.items() if not meta_of(g).get("deletionTimestamp")}
         if gang.level_of(obs.body) == "lws" and desired and desired[0] not in ready:
-            return not_ready(obs, _facts(False, gang.REASON_POD_GROUP_CREATE_FAILED,
-                                         "; ".join(reasons)))
+            return Planned(not_ready(obs, _facts(False, gang.REASON_POD_GROUP_CREATE_FAILED,
+                                                 "; ".join(reasons))), None)
         workload = gang.workload_name(obs.body)
         actions: list[Action] = [
             ungate(leader) for leader in obs.leaders
             if gang.gated(leader) and not meta_of(leader).get("deletionTimestamp")
-            and _may_ungate(obs, leader)
+            and _may_ungate(obs, leader, admission)
             and set(gang.names_for_leader(obs.body, workload, leader)) <= ready]
         actions += [_recreate(obs, leader)
                     for leader in gang.mismatched_groups(obs.body, workload, list(obs.pods))]
@@ -177,7 +179,7 @@ class NativeProvider:
                                                        list(obs.pods))]
         facts = (_facts(False, gang.REASON_POD_GROUP_CREATE_FAILED, "; ".join(reasons))
                  if reasons else _facts(True, gang.REASON_CREATED, message))
-        return Plan(tuple(actions), carry=replace(obs.decided, scheduling=facts))
+        return Planned(Plan(tuple(actions)), facts)
 
 
 def _failure(name: str, live: Mapping[str, Any] | None, collected: tuple[str, ...]) -> str:
@@ -190,9 +192,8 @@ def _failure(name: str, live: Mapping[str, Any] | None, collected: tuple[str, ..
     return ""
 
 
-def _may_ungate(obs: Observed, leader: Mapping[str, Any]) -> bool:
+def _may_ungate(obs: Observed, leader: Mapping[str, Any], admission: Admission | None) -> bool:
     """A Hash leader only once admitted (``logic.identity.hash_groups``); an Ordinal one always."""
-    admission = obs.decided.admission
     if not obs.lws.hashed or admission is None:
         return True
     return str(meta_of(leader).get("uid")) in {str(meta_of(p).get("uid"))

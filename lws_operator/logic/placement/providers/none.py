@@ -1,9 +1,16 @@
-"""The default scheduler: pods are placed one by one, nothing to prepare or admit."""
+"""The default scheduler: pods are placed one by one, nothing to prepare or admit (the pass does
+not ask it: ``logic.placement.providers.scheduled``)."""
 
 from __future__ import annotations
 
-from lws_operator.logic.reconcile.plan import EMPTY, Plan
+from collections.abc import Mapping
+from typing import Any
+
+from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.reconcile.plan import EMPTY, Plan, Planned
 from lws_operator.logic.reconcile.snapshot import Observed
+
+NO_FACTS: Planned[Mapping[str, Any] | None] = Planned(EMPTY, None)
 
 
 class NoProvider:
@@ -13,8 +20,9 @@ class NoProvider:
     def groups(self, obs: Observed) -> Plan:
         return EMPTY
 
-    def admit(self, obs: Observed) -> Plan:
-        return EMPTY
+    def admit(self, obs: Observed, admission: Admission | None
+              ) -> Planned[Mapping[str, Any] | None]:
+        return NO_FACTS
 
 
 PROVIDER = NoProvider()

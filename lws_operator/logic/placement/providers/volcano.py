@@ -5,6 +5,10 @@ recorded on the set (related to the leader) and the pass goes on."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from lws_operator.logic.identity.hash_groups import Admission
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import volcano
 from lws_operator.logic.reconcile.plan import (
@@ -13,12 +17,15 @@ from lws_operator.logic.reconcile.plan import (
     Common,
     Create,
     Plan,
+    Planned,
     Policy,
     Then,
     group,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
 from lws_operator.logic.reconcile.writes import failed_create
+
+NO_FACTS: Planned[Mapping[str, Any] | None] = Planned(EMPTY, None)  # no condition of its own
 
 API = "scheduling.volcano.sh/v1beta1"
 
@@ -42,8 +49,9 @@ class VolcanoProvider:
                 conflict=Then.SKIP, failure=failure, collect=True))))
         return Plan(tuple(actions))
 
-    def admit(self, obs: Observed) -> Plan:
-        return EMPTY
+    def admit(self, obs: Observed, admission: Admission | None
+              ) -> Planned[Mapping[str, Any] | None]:
+        return NO_FACTS
 
 
 PROVIDER = VolcanoProvider()

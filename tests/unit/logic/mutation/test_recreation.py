@@ -25,8 +25,10 @@ from lws_operator.logic.mutation.recreation import (
     groups_of,
 )
 from lws_operator.logic.reconcile import finish_step as finish
-from lws_operator.logic.reconcile.plan import EMPTY, Delete, Record
-from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options
+from lws_operator.logic.reconcile.plan import EMPTY, Delete, Plan, Planned, Record
+from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
+from lws_operator.logic.rollout.deadline import OFF
+from lws_operator.logic.rollout.leader_step import ORDINAL
 
 P = "leaderworkerset.sigs.k8s.io/"
 NS = "team-a"
@@ -219,48 +221,55 @@ def observed(pods: list[dict[str, Any]], memory: Memory = NO_MEMORY,
 
 def test_the_step_deletes_with_uid_preconditions_and_remembers() -> None:
     plan = recreate.step(observed([leader(0), leader(1)]))
-    deletes = [a for a in plan.actions if isinstance(a, Delete)]
+    deletes = [a for a in plan.plan.actions if isinstance(a, Delete)]
     assert [(d.target.collection, d.name, d.uid) for d in deletes] == [
         (f"/api/v1/namespaces/{NS}/pods", "a-0", "uid-a-0")]
     assert [e.reason for e in deletes[0].common.events] == [REASON_RECREATING]
-    carry = plan.carry
-    assert carry is not None
-    assert carry.memory.recreation.group == "a-0"  # type: ignore[attr-defined]
-    assert carry.requeue == SETTLE  # type: ignore[attr-defined]
+    assert isinstance(plan.plan.carry, Remember)  # kept by the controller
+    assert plan.plan.carry.memory.recreation == plan.value.state
+    assert plan.value.state is not None
+    assert plan.value.state.group == "a-0"
+    assert plan.value.requeue == SETTLE  # handed to the status step
 
 
 def test_the_step_counts_other_sets_in_flight_only() -> None:
     ours = {(NS, "a")}
     others = {(NS, f"b{i}") for i in range(MAX_IN_FLIGHT)}
     full = recreate.step(observed([leader(0)], recreating=frozenset(others)))
-    assert not [a for a in full.actions if isinstance(a, Delete)]
+    assert not [a for a in full.plan.actions if isinstance(a, Delete)]
     mine = frozenset(ours | set(list(others)[:MAX_IN_FLIGHT - 1]))
-    assert [a for a in recreate.step(observed([leader(0)], recreating=mine)).actions
+    assert [a for a in recreate.step(observed([leader(0)], recreating=mine)).plan.actions
             if isinstance(a, Delete)]
 
 
 def test_the_step_plans_nothing_without_unmutated_pods_or_memory() -> None:
-    assert recreate.step(observed([])) == EMPTY
+    assert recreate.step(observed([])) == Planned(EMPTY, recreate.NOTHING)
 
 
 def test_a_warning_without_a_deletion_is_recorded() -> None:
     given = Recreation(since=1000.0, attempts=(("a-0", MAX_ATTEMPTS),))
     plan = recreate.step(observed([leader(0)], Memory(recreation=given)))
-    assert [a.event.reason for a in plan.actions if isinstance(a, Record)] == [
+    assert [a.event.reason for a in plan.plan.actions if isinstance(a, Record)] == [
         REASON_NOT_RECREATED]
+
+
+def _status(obs: Observed, recreating: Recreation | None) -> Plan:
+    """The status step, handed the recreation as the pass hands it over."""
+    return finish.status(obs, ORDINAL, "", (), deadline=OFF, scheduling=None,
+                         recreating=recreating, requeue=None)
 
 
 def test_the_condition_message_says_what_is_done() -> None:
     state = run([leader(0), leader(1)]).state
     obs = observed([leader(0), leader(1)], Memory(recreation=state))
-    plan = finish.status(obs)
+    plan = _status(obs, state)
     body = next(a.body for a in plan.actions if hasattr(a, "body"))
     [cond] = [c for c in body["status"]["conditions"] if c["type"] == "Progressing"]
     assert cond["reason"] == "PodsNotMutated"
     assert cond["message"].startswith("2 pods of this LeaderWorkerSet")
     assert cond["message"].endswith(
         "the operator is recreating group a-0 (attempt 1 of 3), one group at a time.")
-    without = finish.status(replace(obs, memory=Memory()))
+    without = _status(replace(obs, memory=Memory()), None)
     body = next(a.body for a in without.actions if hasattr(a, "body"))
     [cond] = [c for c in body["status"]["conditions"] if c["type"] == "Progressing"]
     assert cond["message"].endswith("recreates them through it.")

@@ -11,7 +11,7 @@ from typing import Any
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.kube.cache import ClusterCache, KindStore
 from lws_operator.logic.reconcile.memo import Memo
-from lws_operator.logic.reconcile.snapshot import CACHED_FIELDS, Decided, Memory, Observed, Options
+from lws_operator.logic.reconcile.snapshot import CACHED_FIELDS, Memory, Observed, Options
 from tests.harness.lws_world import at_rest, built_world, manifest, plan_pass
 
 OWNER = ("ns", "sample")
@@ -107,7 +107,7 @@ def test_an_assembled_snapshot_is_the_snapshot_its_fields_make() -> None:
     rest: dict[str, Any] = {
         "tombstones": ({"metadata": {"name": "gone"}},), "now": "2026-01-01T00:00:00Z",
         "clock": 5.0, "options": Options(60.0), "memory": Memory(reported=frozenset({"u"})),
-        "decided": Decided(key="k"), "collected": ("why",), "fetched": {"/x": {}}}
+        "collected": ("why",), "fetched": {"/x": {}}}
     assembled = Observed.assemble(held.cached, *rest.values())
     built = Observed(**held.cached, **rest)
     assert assembled == built

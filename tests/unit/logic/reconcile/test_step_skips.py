@@ -1,7 +1,10 @@
-"""The steps the runner skips by a set's configuration (``logic.reconcile.pipeline.NEEDED``) would
-have planned nothing: every step of passes over sets of each configuration is run, skipped or
-not, and a step the table calls unneeded must return an empty plan. Each skippable step also
-plans something where it is needed, so a skip that covered too much would fail here."""
+"""The steps a pass skips by a set's configuration (the ``if``s of
+``logic.reconcile.pipeline.reconcile``) would have planned nothing: passes over sets of each
+configuration are run with those steps run anyway (Parallel termination, the ``none`` provider's
+hooks, the recreation of unmutated pods), and each step the configuration would have skipped must
+return an empty plan. Each also plans something where it is not skipped, so a skip that covered
+too much would fail here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.reconcile.pipeline import NEEDED, Step, needed, skipped
+from lws_operator.logic.failures import termination_step as termination
+from lws_operator.logic.failures.termination import parallel
+from lws_operator.logic.identity import hash_groups_step as hash_groups
+from lws_operator.logic.mutation import recreate_step as recreate
+from lws_operator.logic.placement.providers import none
+from lws_operator.logic.reconcile.pipeline import Configuration, configuration
 from lws_operator.logic.reconcile.plan import EMPTY, Plan
 from lws_operator.logic.reconcile.snapshot import Observed, Options
 from tests.harness.lws_world import (
@@ -70,41 +78,88 @@ WORLDS: dict[str, Callable[[], World]] = {
 }
 
 
-def _every_step(world: World, passes: int = 3) -> list[tuple[Step, Observed, Plan]]:
+Ran = tuple[Callable[..., Any], Observed, Plan]
+
+
+def _every_step(world: World, passes: int = 3) -> list[Ran]:
     """Every step of ``passes`` passes, none skipped, each pass's writes stored."""
-    planned: list[tuple[Step, Observed, Plan]] = []
+    planned: list[Ran] = []
     for _ in range(passes):
         plan_pass(world, skip=False, planned=planned)
     return planned
 
 
+def _skipped(step: Callable[..., Any], obs: Observed) -> str | None:
+    """Why the pass would not have run ``step`` over ``obs`` (None: it would have)."""
+    config = configuration(obs.body, obs.options)
+    if step is termination.step and not config.parallel:
+        return "Sequential"
+    if getattr(step, "__self__", None) is none.PROVIDER and config.provider is None:
+        return "no provider"
+    if step is recreate.step and not obs.unmutated_pods and obs.memory.recreation is None:
+        return "nothing to recreate"
+    return None
+
+
 @pytest.mark.parametrize("make", WORLDS.values(), ids=WORLDS.keys())
 def test_a_step_skipped_by_configuration_plans_nothing(make: Callable[[], World]) -> None:
     for step, obs, plan in _every_step(make()):
-        if not needed(step, obs.body, obs.options):
-            assert plan == EMPTY, f"{step.__module__}.{step.__name__} was skipped"
+        why = _skipped(step, obs)
+        if why is not None:
+            assert plan == EMPTY, f"{step.__qualname__} was skipped ({why})"
 
 
-def test_every_skippable_step_is_skipped_somewhere_and_plans_where_needed() -> None:
-    """Not vacuous: each step of the table is skipped in some world and plans something in
-    another (with a skip that covered it there, the test above would fail)."""
-    skipped: set[Step] = set()
-    planning: set[Step] = set()
-    for make in WORLDS.values():
-        for step, obs, plan in _every_step(make()):
-            if not needed(step, obs.body, obs.options):
-                skipped.add(step)
-            elif plan != EMPTY:
-                planning.add(step)
-    assert skipped >= set(NEEDED)
-    assert planning >= set(NEEDED)
+@pytest.mark.parametrize("make", WORLDS.values(), ids=WORLDS.keys())
+def test_the_pass_skips_them(make: Callable[[], World]) -> None:
+    """The pass itself takes each skip: no step it runs is one the configuration skips."""
+    world = make()
+    for _ in range(3):
+        ran: list[Ran] = []
+        plan_pass(world, planned=ran)
+        assert [step.__qualname__ for step, obs, _plan in ran if _skipped(step, obs)] == []
 
 
-def test_skipped_is_needed_for_every_step() -> None:
-    """What the controller keeps per set object (``pipeline.skipped``) is ``needed``'s
-    answer for each step of the table."""
+def test_every_skip_is_taken_somewhere_and_its_step_plans_where_not() -> None:
+    """Not vacuous: each skip is taken in some world, and its step plans something in another
+    (with a skip that covered it there, the test above would fail)."""
+    skipped: set[str] = set()
+    planning: set[str] = set()
     for make in WORLDS.values():
         world = make()
-        body = world.lws
-        assert skipped(body, world.options) == frozenset(
-            step for step in NEEDED if not needed(step, body, world.options))
+        hashed = configuration(world.lws, world.options).hashed
+        for step, obs, plan in _every_step(world):
+            why = _skipped(step, obs)
+            name = "provider" if getattr(step, "__self__", None) is not None and type(
+                step.__self__).__module__.startswith(  # type: ignore[attr-defined]
+                    "lws_operator.logic.placement.providers") else step.__qualname__
+            if why is not None:
+                skipped.add(name)
+            elif plan != EMPTY:
+                planning.add(name)
+            if hashed and step is hash_groups.readiness and plan != EMPTY:
+                planning.add("readiness")
+    skippable = {termination.step.__qualname__, "provider", recreate.step.__qualname__}
+    assert skipped >= skippable
+    assert planning >= skippable | {"readiness"}
+
+
+def test_hash_readiness_plans_nothing_for_ordinal_sets() -> None:
+    """The Hash-only steps: ``admit`` needs the admission only a Hash set's ``prepare`` makes;
+    ``readiness`` plans nothing for an Ordinal set."""
+    for make in WORLDS.values():
+        world = make()
+        if configuration(world.lws, world.options).hashed:
+            continue
+        for _ in range(2):
+            assert hash_groups.readiness(world.observe({})) == EMPTY
+            plan_pass(world)
+
+
+def test_configuration_reads_the_spec_and_options() -> None:
+    world = at_rest(built_world(manifest(podTerminationPolicy="Parallel")))
+    assert configuration(world.lws, world.options) == Configuration(False, True, None)
+    assert parallel(world.lws)
+    gang = new_world(manifest(size=2, scheduling=GANG))
+    assert configuration(gang.lws, Options(600.0)).provider is not None
+    hashed = new_world(manifest(size=2, groupIdentity="Hash"))
+    assert configuration(hashed.lws, Options(600.0)).hashed

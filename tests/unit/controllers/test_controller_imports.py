@@ -1,0 +1,27 @@
+"""The DisaggregatedSet controller stands on its own: it shares the runner and the cached-name
+lookup (``controllers.passes``, ``controllers.in_namespace``) with the LeaderWorkerSet
+controller, but importing it does not import that controller nor its pass."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import json
+import sys
+import lws_operator.controllers.disaggregatedset
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("lws_operator"))))
+"""
+
+
+def test_the_disaggregatedset_controller_does_not_import_the_leaderworkerset_one() -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE], check=True, capture_output=True,
+                         text=True).stdout
+    modules = set(json.loads(out))
+    assert "lws_operator.controllers.disaggregatedset" in modules
+    for module in ("lws_operator.controllers.leaderworkerset",
+                   "lws_operator.logic.reconcile.pipeline",
+                   "lws_operator.logic.rollout.leader_step"):
+        assert module not in modules, module
