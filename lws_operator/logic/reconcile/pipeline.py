@@ -15,8 +15,8 @@ later ones, which ``reconcile`` passes to them as arguments; where a plan ends t
 does not return. A step that plans nothing for a whole class of sets, known from the set's spec
 and the operator's options alone (``Configuration``), is not run at all, snapshot and all (building
 a snapshot for a step to return early was a visible part of a pass): the ``if`` in front of it
-says when. ``tests/unit/test_step_skips.py`` runs those steps anyway over sets of every
-configuration and fails if one skipped would have planned anything.
+says when. ``tests/unit/logic/reconcile/test_step_skips.py`` runs those steps anyway over sets
+of every configuration and fails if one skipped would have planned anything.
 """
 
 from __future__ import annotations
