@@ -8,7 +8,7 @@ Why our own server rather than kopf's ``@kopf.on.mutate/validate`` handlers:
   allowed answer. kopf's ``AdmissionError`` carries only a message and a code.
 * Latency: kopf routes each review through resource lookup, memo recall, a full-object diff and
   its handler-execution machinery, which alone took more than the pod webhook's latency budget
-  (p99 5 ms at 200/s). Here a request is one dict lookup and one pure function.
+  (docs/performance.md). Here a request is one dict lookup and one pure function.
 * Certificates: kopf's server restarts its listener when certificate files change. Here the
   certificate is replaced inside the live ``SSLContext`` (:class:`ServingTLS`): connections made
   after the swap get the new certificate, open ones finish undisturbed, nothing is refused.
@@ -61,8 +61,8 @@ class ServingTLS:
         ctx.set_alpn_protocols(["http/1.1"])
         # No TLS 1.3 session tickets: the API server's webhook client (client-go's transport)
         # keeps no session cache, so it never resumes and every ticket would be wasted work
-        # on each new connection: two ticket encryptions and their bytes on the wire, a fifth
-        # of a handshake's CPU here. A resuming client still connects, with a full handshake.
+        # on each new connection: two ticket encryptions and their bytes on the wire.
+        # A resuming client still connects, with a full handshake.
         ctx.num_tickets = 0
         self.context = read_records(ctx)  # one record's plaintext per read (kube.tls_reads)
         self.cert_pem: bytes | None = None

@@ -48,8 +48,8 @@ _OWNED_KINDS = ("Pod", "StatefulSet", "Deployment", "ControllerRevision", "PodGr
 class Held:
     """What the snapshots of one LeaderWorkerSet are built from, kept between steps and passes
     while the cache has not changed for the set (``KindStore.changed``): the body, its objects
-    as tuples, the admitted pods (``logic.mutation.unmutated.split`` of every pod, every step, was a
-    tenth of the controller's CPU) and the memo of facts derived from them
+    as tuples, the admitted pods (``logic.mutation.unmutated.split`` of every pod, every step, was
+    a visible share of the controller's CPU) and the memo of facts derived from them
     (``logic.reconcile.memo``). Only the identity of what the cache holds is kept, so a pass sees
     exactly what it would see without it."""
 

@@ -80,7 +80,7 @@ SERVED_RECHECK = 1.0  # seconds between discovery checks after an event of that 
 SERVED_RECHECK_FOR = 60.0  # seconds: how long they go on
 # How long a change of a set's children waits for the rest of its burst (``_changed``): a
 # group's pods start, turn Ready and are deleted together, and each of their events used to make
-# a pass of its own. Measured with the benchmark (a pass per set per burst, not per event);
+# a pass of its own; the benchmark shows a pass per set per burst, not per event;
 # short next to the API server's own pace (a StatefulSet's status follows its pods in batches).
 CHILD_EVENT_WINDOW = 0.05
 # How long the routine news of a worker pod or worker StatefulSet may wait for a pass
@@ -160,7 +160,7 @@ class ControllerRuntime:
         The worker whose readiness completes its StatefulSet (``wakeups.completes_workers``)
         wakes a pass at once, not even after the short window: its group is Ready, and in a
         rollout the next group's replacement waits for that pass (the benchmark's rollout
-        trace: some 185 ms from a group's last Ready pod to the next partition).
+        trace shows that wait).
 
         A child of a set that is being deleted or gone wakes a pass only when that pass would
         have something to do with it (``LeaderWorkerSetReconciler.cleanup_due``): deleting a

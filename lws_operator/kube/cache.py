@@ -105,9 +105,9 @@ def shared(obj: Mapping[str, Any]) -> dict[str, Any]:
 
     Each watch event is decoded on its own, so every cached object held its own copies of the
     same keys ("lastTransitionTime", "ownerReferences") and values ("True", the set's name, a
-    timestamp): more than half of a cached pod's memory (docs/performance.md, "The watch
-    cache"). Dicts and lists are new, so
-    the cached object shares no container with ``obj``; immutable leaves are shared."""
+    timestamp): most of a cached pod's memory (docs/performance.md, "The watch cache").
+    Dicts and lists are new, so the cached object shares no container with ``obj``; immutable
+    leaves are shared."""
     out = {}
     for key, value in obj.items():
         kind = type(value)

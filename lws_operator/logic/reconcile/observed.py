@@ -79,8 +79,8 @@ POD_SPEC_SHAPE: Final[Mapping[str, Shape]] = {
 # stalls) and the group-ready gate's (``hash_groups``). Of each, what they read: its status,
 # reason, message and transition time. The kubelet's others (``Initialized``,
 # ``PodReadyToStartContainers``, ``DisruptionTarget``, a readiness gate of someone else's) and
-# every condition's ``lastProbeTime`` are never read: two of a Running pod's five conditions, a
-# tenth of a cached pod. ``tests/unit/logic/reconcile/test_cached_pod_reads.py`` records every
+# every condition's ``lastProbeTime`` are never read: two of a Running pod's five conditions.
+# ``tests/unit/logic/reconcile/test_cached_pod_reads.py`` records every
 # condition type the logic compares a cached condition's type with, and fails for one not kept here.
 POD_CONDITION_TYPES: Final = frozenset({"Ready", "ContainersReady", "PodScheduled",
                                         GROUP_READY_CONDITION})

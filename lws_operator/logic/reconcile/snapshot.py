@@ -143,8 +143,7 @@ class Observed:
                  collected: tuple[str, ...] = (),
                  fetched: Mapping[str, Obj] | None = None, memo: Memo | None = None) -> None:
         # One update of the instance's dict: the frozen dataclass's own __init__ sets each
-        # field through object.__setattr__, and a snapshot is built before every step (a
-        # tenth of a pass's CPU once the rest was memoized).
+        # field through object.__setattr__, and a snapshot is built before every step.
         self.__dict__.update(
             body=body, pods=pods, all_pods=all_pods, statefulsets=statefulsets,
             deployments=deployments, services=services, revisions=revisions,
