@@ -1,5 +1,5 @@
-"""Step: groups whose pods failed (upstream's handleRestartPolicy (pod_controller.go), the guide's
-restart budget and backoff).
+"""Step: groups whose pods failed (upstream's handleRestartPolicy (pod_controller.go), the
+documented restart budget and backoff).
 
 Recreate a group by deleting its leader, stop an exhausted one while keeping its pods, or defer
 a recreation the backoff holds back. A plan that writes anything ends the pass: the watch

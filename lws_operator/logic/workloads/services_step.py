@@ -1,5 +1,5 @@
-"""Step: the headless Services (upstream's pod Reconcile (pod_controller.go), the guide's subdomain
-policy): the shared one named
+"""Step: the headless Services (upstream's pod Reconcile (pod_controller.go), the LWS docs'
+subdomain policy): the shared one named
 after the set, or one per replica named after its leader's host name, created when absent. A
 leader being deleted or still gated gets none yet."""
 
