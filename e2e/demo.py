@@ -2,10 +2,10 @@
 
 Brings the full-tier cluster up (building it on first use), installs the CRD, starts
 ``lws-operator run`` in the background (webhooks registered by URL, logs in
-``.cluster/logs/lws-operator.log``), applies the guide's architecture example (replicas 2, size 4),
-waits until every group is Ready, and prints the groups as ``kubectl lws tree`` draws them (the
-package's ``kubectl-lws`` plugin): LeaderWorkerSet → group → pods, with node, readiness, revision
-and restarts. Then a two-role DisaggregatedSet (prefill and decode),
+``.cluster/logs/lws-operator.log``), applies the LWS docs' architecture example (replicas 2,
+size 4), waits until every group is Ready, and prints the groups as ``kubectl lws tree`` draws
+them (the package's ``kubectl-lws`` plugin): LeaderWorkerSet → group → pods, with node,
+readiness, revision and restarts. Then a two-role DisaggregatedSet (prefill and decode),
 shown as a tree (DisaggregatedSet → role LeaderWorkerSets → groups → pods, and the per-role
 Services), and a rollout of it printed step by step: each line one state of the coordinated
 rolling update, old|new groups per role. ``make cluster-down`` stops everything, operator

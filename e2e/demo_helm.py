@@ -5,7 +5,7 @@ exists), brings the node tier up (the full tier plus one real kubelet node with 
 host changes undone by ``make cluster-down``), imports the image into the node and installs the
 chart with its defaults (two replicas, leader election, self-managed webhook certificates, the
 PodDisruptionBudget, probes), its pods placed on the real node. Then the same demo as
-``make demo``: the guide's architecture example (replicas 2, size 4) on the kwok nodes, shown as
+``make demo``: the LWS docs' architecture example (replicas 2, size 4) on the kwok nodes, shown as
 a tree, and the two-role DisaggregatedSet with its rollout step by step. Webhooks are reached
 through their Service, the operator logs with ``kubectl logs``.
 """

@@ -29,12 +29,12 @@ Decisions:
 leaderworkerset_types.go): ``replicas=1``, ``size=1``,
   ``startupPolicy=LeaderCreated``, ``restartPolicy=RecreateGroupOnPodRestart``,
   ``subGroupPolicyType=LeaderWorker``, ``rolloutStrategy.type=RollingUpdate``, ``partition=0``,
-  ``maxUnavailable=1``, ``maxSurge=0``. Fields that exist only in the guide (``groupIdentity``,
+  ``maxUnavailable=1``, ``maxSurge=0``. Fields that only the LWS docs add (``groupIdentity``,
   ``groupReplacementPolicy``, ``podTerminationPolicy``, ``restartBackoff.baseSeconds``/
   ``capSeconds``, ``scheduling``) get no CRD default: the defaulting webhook owns them, so all
-  guide-only defaulting lives in one place (``lws_operator/api``) and objects written before a CRD
-  upgrade are not rewritten by defaulting-on-read (their revision hash, and so their pods, must not
-  change). Their descriptions state the default the webhook applies.
+  defaulting the LWS docs add lives in one place (``lws_operator/api``) and objects written before
+  a CRD upgrade are not rewritten by defaulting-on-read (their revision hash, and so their pods,
+  must not change). Their descriptions state the default the webhook applies.
 * Defaults in the Kubernetes types are dropped, like the upstream CRD, with one exception that the
   structural-schema rules force: a list-map key that is not required keeps its default (container
   ``ports[].protocol: TCP``, ``imagePullSecrets[].name: ""``). Dropping them keeps stored objects
@@ -544,7 +544,8 @@ def build_crd(core_doc: dict[str, Any], scheduling_doc: dict[str, Any]) -> dict[
 # same resource names, short names, subresources, printer columns, bounds, defaults and CEL rule,
 # so manifests written for the Go controller apply unchanged. Each role embeds the LeaderWorkerSet
 # spec schema built above, node for node, so a role validates (and defaults) exactly like a
-# LeaderWorkerSet, guide-only fields included, and `kubectl explain` reaches into it the same way.
+# LeaderWorkerSet, the LWS docs' additions included, and `kubectl explain` reaches into it the same
+# way.
 
 # A role name is a DNS label: it becomes a label value and the last segment of child names.
 ROLE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

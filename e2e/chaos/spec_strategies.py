@@ -8,7 +8,7 @@ Two kinds of cases come out of here, both plain dicts ready to send to the API s
   volumeClaimTemplates and their retention policy, rolloutStrategy (type, maxUnavailable and
   maxSurge as ints or percents, partition), startupPolicy, networkConfig.subdomainPolicy,
   groupIdentity, groupReplacementPolicy, podTerminationPolicy, native gang scheduling at each of
-  its three levels, and the two placement annotations the guide gives meaning to
+  its three levels, and the two placement annotations the LWS docs give meaning to
   (exclusive-topology and subgroup-exclusive-topology). The draws are kept *schedulable* on the
   kwok nodes (16 GPU nodes of 8 ``nvidia.com/gpu`` in racks of 4, two zones, plus 4 TPU nodes):
   small groups, at most 8 GPUs per case, exclusive placement only with as many topology domains
@@ -167,7 +167,7 @@ def pod_template(draw: st.DrawFn, gpus: int, role: str) -> dict[str, Any]:
 
 
 def subgroup_sizes(size: int, policy: str) -> list[int]:
-    """Every valid subGroupSize for ``size`` under ``policy`` (guide "SubGroup Sizing")."""
+    """Every valid subGroupSize for ``size`` under ``policy`` (LWS docs "SubGroup Sizing")."""
     out = []
     for sgs in range(1, size + 1):
         fits = size % sgs == 0 or (size - 1) % sgs == 0
@@ -278,7 +278,8 @@ def valid_cases(draw: st.DrawFn, with_update: bool = True,
             annotations[SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION] = draw(st.sampled_from(keys))
             features.append("subgroup-exclusive-topology")
 
-    # Native gang scheduling (not with exclusive-topology or LeaderReady, per the guide).
+    # Native gang scheduling, not with exclusive-topology or LeaderReady (LWS docs, "Gang
+    # Scheduling").
     scheduled = (EXCLUSIVE_TOPOLOGY_ANNOTATION not in annotations
                  and draw(st.integers(0, 4)) == 0)
     if scheduled:
@@ -395,7 +396,7 @@ def updates(draw: st.DrawFn, case: ValidCase) -> Update:
     kind = draw(st.sampled_from(valid + invalid))
     r, s = case.replicas, case.size
     # An Ordinal partition keeps the groups below it on the old revision through a template
-    # change (the guide's staged rollout), so fewer than all groups end up updated.
+    # change (the LWS docs' staged rollout), so fewer than all groups end up updated.
     partition = int(((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")
                      or {}).get("partition") or 0)
     if kind == "image":
@@ -716,7 +717,7 @@ def invalid_cases(draw: st.DrawFn,
 @st.composite
 def gang_mutation(draw: st.DrawFn, body: dict[str, Any], base: ValidCase,
                   out: Any) -> InvalidCase:
-    """The guide's gang-scheduling restrictions, each broken alone."""
+    """The LWS docs' gang-scheduling restrictions, each broken alone."""
     spec, lwt = body["spec"], body["spec"]["leaderWorkerTemplate"]
     annotations = body["metadata"].setdefault("annotations", {})
     annotations.pop(EXCLUSIVE_TOPOLOGY_ANNOTATION, None)

@@ -17,7 +17,7 @@ whose log file is read afterwards.
   identity calls for (a StatefulSet named after the set for Ordinal, a Deployment and no leader
   StatefulSet for Hash) with ``spec.replicas`` desired; one worker StatefulSet of ``size - 1``
   per group when ``size > 1`` and none otherwise; the headless Service every pod's
-  ``spec.subdomain`` names (and the shared one under ``Shared``). That is what the guide says a
+  ``spec.subdomain`` names (and the shared one under ``Shared``). That is what the LWS docs say a
   spec "calls for", seen from outside, and it is only reachable because the generated pods fit
   the kwok nodes (see ``spec_strategies``). Then **quiet**: over a further period nothing the
   operator writes for the set changes (the set's resourceVersion, its StatefulSets' and

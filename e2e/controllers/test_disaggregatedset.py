@@ -5,14 +5,14 @@ runs the whole catalogue: test_disaggregatedset_catalogue.py and _processes.py).
   byte-identical copies in ``upstream_samples/``, into the ``default`` namespace they name, its
   admission served by our webhooks for the module), converge; every child LeaderWorkerSet,
   pod and Service is then checked exactly (``e2e.harness.disaggregated``): the five system
-  labels over the user's, the user's annotations, the guide's four ``DISAGGREGATEDSET_*``
+  labels over the user's, the user's annotations, the four documented ``DISAGGREGATEDSET_*``
   variables after ``LWS_*`` on every container with the values of the pod's own labels, the
   headless portless Services and their EndpointSlices.
 - A two-role coordinated rollout (upstream's e2e "should complete rolling update with both
   roles scaling together"), watched throughout: no revision ever has one role at 0 while a
   sibling is above 0, no role exceeds max(source, target) + surge, and the steps are exactly
-  the planner's (guide trace small_2_2_surge1). Then the set is deleted and the garbage
-  collector removes every child (upstream's "should garbage collect all child resources").
+  the planner's (upstream's planner_test.go, small_2_2_surge1). Then the set is deleted and the
+  garbage collector removes every child (upstream's "should garbage collect all child resources").
 """
 
 from __future__ import annotations
@@ -149,7 +149,8 @@ async def test_a_two_role_rollout_is_coordinated_then_deletion_collects_everythi
 
     assert monitor.revisions() == [before.revision, after.revision]
     assert monitor.violations({"prefill": 3, "decode": 3}) == []
-    # The guide's planner trace for 2,2 -> 2,2 with the default budgets (surge 1).
+    # Upstream's planner trace (planner_test.go, small_2_2_surge1) for 2,2 -> 2,2 with the
+    # default budgets (surge 1).
     assert monitor.trace(after.revision, ["prefill", "decode"]) == [
         "2,2|0,0", "2,2|1,1", "1,1|1,1", "1,1|2,2", "0,0|2,2"]
     await check_everything(op.kube, ns, after)

@@ -1,10 +1,10 @@
 """The DisaggregatedSet end-to-end catalogue (upstream's test/e2e/disaggregatedset, and the
-guide's additions) on the full tier, with our operator in this process. ``make e2e-ds`` runs it
+LWS docs' additions) on the full tier, with our operator in this process. ``make e2e-ds`` runs it
 (``LWS_E2E_DS=full``); ``make test`` runs only test_disaggregatedset.py.
 
 Every rollout here is watched throughout by ``RolloutMonitor``: no (slice, revision) ever has a
 role at 0 while a sibling is above 0, and no role's total exceeds max(source, target) + surge.
-Every converged state is checked exactly (``check_everything``: children, pods with the guide's
+Every converged state is checked exactly (``check_everything``: children, pods with the documented
 ``DISAGGREGATEDSET_*`` variables, Services and EndpointSlices).
 """
 
@@ -421,7 +421,7 @@ async def test_garbage_collection_after_delete(ds_operator: Operator) -> None:
 
 
 async def test_a_group_identity_change_rolls_the_set(ds_operator: Operator) -> None:
-    """The guide (Group Identity): within a DisaggregatedSet a role may change
+    """LWS docs "Group Identity": within a DisaggregatedSet a role may change
     ``groupIdentity`` (immutable on a LeaderWorkerSet), which rolls it as a template update:
     a new revision whose decode LeaderWorkerSet is Hash, reached by a coordinated rollout."""
     op = ds_operator
@@ -512,8 +512,8 @@ def collapsed(trace: list[str]) -> list[str]:
 async def test_rollout_step_tracking(ds_operator: Operator, source: tuple[int, int],
                                      target: tuple[int, int], budget: tuple[int, int],
                                      planned: list[str]) -> None:
-    """Upstream's "Rolling Update Step Tracking": the observed steps are the guide's trace
-    (3.9d there), every role within max(source, target) + surge."""
+    """Upstream's "Rolling Update Step Tracking": the observed steps are the traces
+    its test (test/e2e/disaggregatedset) expects, every role within max(source, target) + surge."""
     op = ds_operator
     surge, unavailable = budget
 

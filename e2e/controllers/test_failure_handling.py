@@ -1,4 +1,4 @@
-"""Failure handling end to end (guide "Failure Handling and Restart Policies", "Pod Termination
+"""Failure handling end to end (LWS docs "Failure Handling and Restart Policies", "Pod Termination
 Policy"): pod failures and node failures, the restart budget and its recovery, the
 restart backoff, RecreateGroupAfterStart's unschedulable state, Parallel termination.
 
@@ -375,7 +375,7 @@ GRACE = 6
 
 
 def slow_to_stop(name: str, policy: str) -> dict[str, Any]:
-    """Pods that use their whole (6 s) grace period to stop, as the guide's workloads do."""
+    """Pods that use their whole (6 s) grace period to stop, as the documented workloads do."""
     body = lws(name, replicas=1, pod={"terminationGracePeriodSeconds": GRACE},
                podTerminationPolicy=policy)
     body["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"] = {

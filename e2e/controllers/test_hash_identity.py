@@ -1,4 +1,4 @@
-"""Hash group identity end to end (guide "Group Identity", "Group Replacement", the Hash-mode
+"""Hash group identity end to end (LWS docs "Group Identity", "Group Replacement", the Hash-mode
 rollout trace): the leader Deployment, random group keys and host names, the
 group-ready readiness gate, replacement pacing under PostTermination and Immediate, scale-down
 that sheds the broken group, and the restart budget carried across a replacement.
@@ -107,7 +107,7 @@ class Groups:
 
 
 def describe(s: Groups, old_keys: set[str]) -> str:
-    """A snapshot as the guide's trace table writes a stage: old and new groups, each
+    """A snapshot as the LWS docs' trace table writes a stage: old and new groups, each
     tearing down, gated, Ready or progressing."""
     ready = s.ready(2)
 
@@ -335,7 +335,7 @@ async def test_the_guides_hash_rollout_trace(operator: Operator) -> None:
 
         # The Deployment controller decides how its two ReplicaSets step (kube-controller-manager
         # may scale the old one down together with the surge or only once the surge is Ready),
-        # so the stages are checked as the guarantees the guide's table illustrates:
+        # so the stages are checked as the guarantees the docs' table illustrates:
         # stage 2, a replacement waits gated while an old group tears down;
         assert any(s.tearing_down & old_keys and new_keys(s) & s.gated for s in seen), timeline
         # stages 2-4, availability never drops below replicas - maxUnavailable = 1 group;

@@ -1,7 +1,7 @@
 """End to end on the full tier: the operator (controllers and webhooks, in-process) against real
 kube-controller-manager, kube-scheduler and kwok nodes.
 
-What a user sees is asserted: the guide's architecture example (names, labels, annotations, env),
+What a user sees is asserted: the LWS docs' architecture example (names, labels, annotations, env),
 scaling, a rolling update of the template, UniquePerReplica Services, LeaderReady, deletion, and
 that a LeaderWorkerSet at rest costs no API writes.
 """
@@ -29,7 +29,7 @@ SAMPLES = Path(__file__).parent / "upstream_samples"  # upstream's, see test_ups
 
 
 def sample(name: str, replicas: int = 2, size: int = 4, **spec: Any) -> dict[str, Any]:
-    """The guide's architecture example: nginx workers with one GPU each."""
+    """The LWS docs' architecture example: nginx workers with one GPU each."""
     return (LeaderWorkerSet(name).replicas(replicas).size(size)
             .image("nginx:1.27", name="nginx", resources={"limits": {"nvidia.com/gpu": "1"}})
             .spec(**spec).build())

@@ -1,10 +1,10 @@
-"""Rollout stall detection end to end: the guide's resource deadlock on a full GPU cluster.
+"""Rollout stall detection end to end: the LWS docs' resource deadlock on a full GPU cluster.
 
 Four groups of four pods with 8 GPUs each fill all 16 GPU nodes. Halving the GPUs per pod while
 doubling the replicas in one update (default maxUnavailable 1) deadlocks: the new groups cannot
 be scheduled while the old ones hold every GPU. The LeaderWorkerSet must say so
 (``Progressing=False``, ``RolloutStalled``, a Warning Event with the remedies), and applying the
-guide's Ordinal remedy (maxUnavailable 100%) must get the rollout through.
+LWS docs' Ordinal remedy (maxUnavailable 100%) must get the rollout through.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ async def test_the_resource_deadlock_is_reported_and_the_remedy_works(
     assert [e["type"] for e in warnings] == ["Warning"]
     assert warnings[0]["note"] == cond["message"]
 
-    # The guide's Ordinal remedy: maxUnavailable 100% drops the partition to 0 at once.
+    # The LWS docs' Ordinal remedy: maxUnavailable 100% drops the partition to 0 at once.
     await op.kube.patch(API, KIND, "full", {"spec": {"rolloutStrategy": {
         "rollingUpdateConfiguration": {"maxUnavailable": "100%"}}}}, ns,
         content_type=MERGE_PATCH)

@@ -1,8 +1,8 @@
-"""The guide's Ordinal rollout trace, end to end (4 replicas, maxUnavailable 2, maxSurge 2).
+"""The LWS docs' Ordinal rollout trace, end to end (4 replicas, maxUnavailable 2, maxSurge 2).
 
 kwok holds every new pod back for a moment (the ready-delay annotation), so each stage of the
 rollout is visible. A watch records every version of the leader StatefulSet and every pod
-change; the test then checks the (partition, replicas) transitions against the guide's table
+change; the test then checks the (partition, replicas) transitions against the docs' table
 and that availability never dropped below replicas - maxUnavailable groups, nor the group count
 rose above replicas + maxSurge, at any observed moment.
 """
@@ -125,8 +125,8 @@ async def test_the_guides_rollout_trace(operator: Operator) -> None:
     finally:
         await recorder.stop()
 
-    # The guide's stages: (0,4) at rest -> (4,6) surge created -> (2,6) R-2 and R-3 update ->
-    # (0,6) once both surge groups are ready -> (0,4) surge reclaimed. Groups that the guide
+    # The docs' stages: (0,4) at rest -> (4,6) surge created -> (2,6) R-2 and R-3 update ->
+    # (0,6) once both surge groups are ready -> (0,4) surge reclaimed. Groups that the docs
     # shows turning ready together may do so one at a time here, which adds the intermediate
     # steps upstream's rollingUpdateParameters gives that order ((1,6) when R-5 beats R-4, (0,5)
     # when one of R-2/R-3 is ready before the other), and a pass that sees the last groups ready at

@@ -1,7 +1,7 @@
 """Taking LeaderWorkerSets over from the upstream Go controller restarts nothing.
 
 The objects are left exactly as upstream leaves them, with the operator not running: the
-LeaderWorkerSet as upstream's webhook stored it (no guide-only fields: it is created before any
+LeaderWorkerSet as upstream's webhook stored it (none of the LWS docs' additions: created before any
 webhook of ours serves the namespace), its ControllerRevision ``<lws>-<key>-1`` holding Go's JSON
 (``GO_DATA``, upstream's ``getPatch`` bytes for the template beside it, checked against
 ``json.Marshal`` of the ``k8s.io/api`` types) under upstream's key (FNV-1 of those bytes), the
@@ -204,7 +204,7 @@ async def test_takeover_from_upstream_restarts_nothing(clusters: Clusters) -> No
     ns = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     try:
-        # Stored before any webhook of ours serves the namespace: no guide-only field is added.
+        # Stored before any webhook of ours serves the namespace: no field the LWS docs add is set.
         stored = {s.name: await kube.create(stored_lws(s), ns) for s in SETS}
         for s in SETS:
             assert "groupIdentity" not in stored[s.name]["spec"]

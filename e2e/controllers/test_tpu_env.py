@@ -3,7 +3,7 @@
 Upstream's TPU template (the sample's) in both subgroup policy types, then a ``subdomainPolicy``
 change each way; every pod's environment is compared with the exact list upstream's
 accelerators/tpu.go, AddLWSVariables (pod_utils.go) and the
-guide give: the three LWS variables first, then ``TPU_WORKER_HOSTNAMES``, ``TPU_WORKER_ID``,
+LWS docs give: the three LWS variables first, then ``TPU_WORKER_HOSTNAMES``, ``TPU_WORKER_ID``,
 ``TPU_NAME``, ``TPU_PROCESS_ADDRESSES`` and ``TPU_PROCESS_PORT`` (8476). When the leader requests
 TPUs it is TPU worker 0 and its host name comes first; workers are 1..size-1. The expected
 values are computed from that text by ``e2e.harness.tpu`` (shared with test_upstream_samples.py),
@@ -113,7 +113,7 @@ async def worker_template_annotations(op: Operator, leader: str) -> dict[str, st
 
 async def test_leader_worker_subgroups(tpu_pool: Operator) -> None:
     """Size 4 in subgroups of 2, every pod on TPUs: the leader and worker 1 are one slice,
-    workers 2 and 3 another (the guide's LeaderWorker partitioning; upstream's accelerators/tpu.go
+    workers 2 and 3 another (the LWS docs' LeaderWorker partitioning; upstream's accelerators/tpu.go
     with subgroups)."""
     op, ns = tpu_pool, tpu_pool.namespace
     body = small("tpu-leader-worker", 1, 4, subGroupPolicy={

@@ -10,7 +10,7 @@ until it is. The expected values are computed here from upstream's label keys, p
 (pod_webhook.go) and worker StatefulSet (pod_controller.go),
 not by the operator's code: pod names, group keys (SHA-1 of ``<namespace>/<leader>``), the
 ``LWS_*`` variables, the TPU variables (upstream's accelerators/tpu.go, no subgroups), the
-exclusive-placement terms and the workers' node selector (guide "Exclusive Topology Placement").
+exclusive-placement terms and the workers' node selector (LWS docs "Exclusive Topology Placement").
 
 Two samples need more than the default cluster offers: the TPU sample runs 3 groups of 4 pods
 each asking for a whole 4-chip TPU host (12 hosts; the cluster has 4), so the test adds 8 TPU
@@ -190,8 +190,8 @@ def check_pod(pod: dict[str, Any], doc: dict[str, Any], ns: str, group: int, wor
     expected_selector = dict(template["spec"].get("nodeSelector") or {})
     got_selector = dict(spec.get("nodeSelector") or {})
     if topology and worker:
-        # Guide "Exclusive Topology Placement": the workers follow their leader's domain (its value
-        # is checked against the leader's node by the caller).
+        # LWS docs "Exclusive Topology Placement": the workers follow their leader's domain (its
+        # value is checked against the leader's node by the caller).
         assert got_selector.get(topology), pod_name
         expected_selector[topology] = got_selector[topology]
     assert got_selector == expected_selector, pod_name

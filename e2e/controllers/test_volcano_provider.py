@@ -25,7 +25,7 @@ from e2e.kube import wait_for
 pytestmark = pytest.mark.full
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
-NGINX = "nginx:1.27"  # the guide's architecture example: nginx workers with one GPU each
+NGINX = "nginx:1.27"  # the LWS docs' architecture example: nginx workers with one GPU each
 GPU = {"limits": {"nvidia.com/gpu": "1"}}
 
 

@@ -2,10 +2,10 @@
 the exact content of its pods, LeaderWorkerSets and Services, and a watch that follows a
 rollout continuously.
 
-Every expectation is computed here from the guide and upstream's rules (its lws_manager.go,
+Every expectation is computed here from the LWS docs and upstream's rules (its lws_manager.go,
 service_manager.go and placement.go), never by ``lws_operator.logic``: the tests compare the
 operator's objects against it. The revision is the one value taken from the cluster (upstream
-hashes Go's JSON, ours does not; the guide only fixes its shape, 8 lowercase hex characters), and
+hashes Go's JSON, ours does not; the LWS docs only show its shape, 8 lowercase hex characters), and
 it must then be the same on every object of that revision.
 
 The rollout watch (:class:`RolloutMonitor`) sees every change of ``spec.replicas`` of the set's
@@ -104,7 +104,7 @@ def system_labels(ds: str, slice_: int, revision: str, role: str) -> dict[str, s
 
 
 def ds_env(ds: str, role: str, slice_: str, revision: str) -> list[dict[str, str]]:
-    """The guide's four variables (Environment Variables table), values of the pod's labels."""
+    """The LWS docs' four variables (Environment Variables table), values of the pod's labels."""
     return [{"name": "DISAGGREGATEDSET_NAME", "value": ds},
             {"name": "DISAGGREGATEDSET_ROLE", "value": role},
             {"name": "DISAGGREGATEDSET_SLICE", "value": slice_},
@@ -119,7 +119,7 @@ def lws_env(lws: str, ns: str, group: int, worker: int, size: int) -> list[dict[
 
 
 def placement_terms(ds: str, slice_: int, type_: str, topology: str) -> dict[str, Any]:
-    """The terms upstream's placement.go appends (guide: placement policy; KEP-848 with the
+    """The terms upstream's placement.go appends (upstream's KEP-848, with the
     code's extra ``Exists`` expressions), in its exact order."""
     k = str(slice_)
     mine = {"labelSelector": {"matchExpressions": [
@@ -340,7 +340,7 @@ def check_pod(pod: dict[str, Any], ds: dict[str, Any], role: dict[str, Any], sli
               revision: str, lws: dict[str, Any], node_labels: Mapping[str, str]) -> None:
     """Every label, annotation and env entry of one pod of a child LeaderWorkerSet: the user's
     template labels under the five system labels, the LeaderWorkerSet pod labels, the user's
-    annotations, and on every container ``LWS_*`` then the guide's four ``DISAGGREGATEDSET_*``
+    annotations, and on every container ``LWS_*`` then the four documented ``DISAGGREGATEDSET_*``
     variables (values equal to the pod's own labels) then the user's."""
     name, rname = ds["metadata"]["name"], role["name"]
     ns = pod["metadata"]["namespace"]

@@ -136,7 +136,7 @@ def logs(cluster: LocalCluster, pod: str) -> str:
 
 def example(name: str, namespace: str, replicas: int = 2, size: int = 4,
             image: str = "vllm/vllm-openai:latest", gpus: bool = True) -> dict[str, Any]:
-    """The guide's architecture example (``make demo``'s set) under another name; without
+    """The LWS docs' architecture example (``make demo``'s set) under another name; without
     ``gpus`` its pods ask for no GPUs (the kwok nodes have 8 each, one such pod per node)."""
     lws = copy.deepcopy(SAMPLE)
     lws["metadata"] = {"name": name, "namespace": namespace}

@@ -1,4 +1,4 @@
-"""``helm install`` for real, the short form ``make test`` runs: one install, the guide's example
+"""``helm install`` for real, the short form ``make test`` runs: one install, the LWS docs' example
 and a rolling update of it, /metrics over HTTPS through its Service, and ``helm upgrade`` to a
 rebuilt image while the sets run (see the package docstring for the setup)."""
 

@@ -1,6 +1,6 @@
 """``kubectl lws plan`` end to end: the real console script against a live set configured as
-the guide's rolling-update example (4 groups, maxUnavailable 2, maxSurge 2), and a Hash set as the
-guide's Hash-mode example (2 groups, maxUnavailable 1, maxSurge 1). The plan is the guide's
+the LWS docs' rolling-update example (4 groups, maxUnavailable 2, maxSurge 2), and a Hash set as the
+LWS docs' Hash-mode example (2 groups, maxUnavailable 1, maxSurge 1). The plan is the docs'
 trace, and nothing is written: every object of the set keeps its resourceVersion."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def test_an_image_change_plans_the_guides_rollout_and_writes_nothing(
     assert plan["rollout"] is True
     assert plan["templateDifference"].startswith(".spec.leaderWorkerTemplate.workerTemplate")
     assert (plan["maxUnavailable"], plan["maxSurge"], plan["partition"]) == (2, 2, 0)
-    # The guide's table, with the groups of one batch turning Ready together.
+    # The LWS docs' table, with the groups of one batch turning Ready together.
     assert trace(plan) == [
         (0, 4, "✅✅✅✅"), (4, 6, "❎❎❎❎⏳⏳"), (2, 6, "❎❎⏳⏳⏳⏳"), (0, 6, "⏳⏳⏳⏳✅✅"),
         (0, 6, "⏳⏳✅✅✅✅"), (0, 4, "⏳⏳✅✅"), (0, 4, "✅✅✅✅")]
@@ -77,7 +77,7 @@ async def test_an_image_change_plans_the_guides_rollout_and_writes_nothing(
 
     one = json.loads((await kubectl_lws("plan", NAME, "--set-image", "engine:v2",
                                         "--ready-order", "one", "-o", "json")).out)
-    assert trace(one)[3:5] == [(2, 6, "❎❎⏳⏳✅⏳"), (0, 6, "⏳⏳⏳⏳✅✅")]  # guide stages 4, 5
+    assert trace(one)[3:5] == [(2, 6, "❎❎⏳⏳✅⏳"), (0, 6, "⏳⏳⏳⏳✅✅")]  # docs' stages 4, 5
 
     text = await kubectl_lws("plan", NAME, "--size", "3")
     assert text.code == 0, text.err
@@ -145,8 +145,8 @@ async def hash_versions(op: Operator) -> dict[str, str]:
 async def test_a_hash_set_plans_the_guides_hash_trace_and_writes_nothing(
         operator: Operator, ready_set: Callable[..., Awaitable[str]],
         kubectl_lws: Any) -> None:
-    """Guide, "Hash Mode": 2 groups of 2, maxUnavailable 1, maxSurge 1, PostTermination. The
-    plan is the guide's five-stage trace, old groups named by their live keys, the new ones
+    """LWS docs, "Hash Mode": 2 groups of 2, maxUnavailable 1, maxSurge 1, PostTermination. The
+    plan is the docs' five-stage trace, old groups named by their live keys, the new ones
     G-1, G-2; nothing is written."""
     body = (LeaderWorkerSet(HASH_NAME).replicas(2).size(2).image("engine:v1")
             .rolling_update(maxUnavailable=1, maxSurge=1).build())

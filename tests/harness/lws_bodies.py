@@ -29,7 +29,7 @@ def set_fields(body: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
 
 def upstream_defaults() -> dict[str, Any]:
     """Upstream's defaults (leaderworkerset_webhook.go) as its CRD and defaulting webhook write
-    them into etcd, in :func:`set_fields` form; none of the guide-only fields (``groupIdentity``,
+    them into etcd, in :func:`set_fields` form; none of the LWS docs' additions (``groupIdentity``,
     ``podTerminationPolicy``, ``groupReplacementPolicy``). A new dict on every call."""
     return {"startupPolicy": "LeaderCreated",
             "rolloutStrategy": ruc(maxUnavailable=1, maxSurge=0, partition=0),

@@ -45,8 +45,8 @@ def cas(bundle_b64: str) -> list[x509.Certificate]:
 
 
 @pytest.mark.skipif(os.environ.get("LWS_CHAOS") != "full", reason=(
-    "failed on this 2-core machine with expired certificates on the commit before issue 18 as "
-    "well (the load driver shares the webhooks' event loop); runs in make chaos until fixed"))
+    "failed on this 2-core machine with expired certificates, on older commits as well "
+    "(the load driver shares the webhooks' event loop); runs in make chaos until fixed"))
 async def test_rotation_under_load_fails_no_admission(cluster: LocalCluster,
                                                       namespace: str) -> None:
     # A serving certificate is renewed at two thirds of its life: 12 s leaves 4 s for the

@@ -39,7 +39,7 @@ PINNED = "v1.37.2"
 
 POD_SPEC: dict[str, Any] = {"containers": [{"name": "main", "image": "nginx:1.27"}]}
 
-# Guide examples that use the fields no upstream sample does (applied unchanged, like samples).
+# LWS docs examples that use the fields no upstream sample does (applied unchanged, like samples).
 GUIDE_MANIFESTS = {
     "volume-claim-templates": """
 spec:
@@ -511,7 +511,7 @@ async def test_crd_defaults_fill_a_minimal_object_and_nothing_else(
     ({"leaderWorkerTemplate": {"subGroupPolicy": {"subGroupSize": 2}}},
      {"leaderWorkerTemplate": {"subGroupPolicy": {"subGroupSize": 2,
                                                   "subGroupPolicyType": "LeaderWorker"}}}),
-    # Guide-only defaults belong to the webhook: the CRD leaves these blocks as written.
+    # The defaults the LWS docs add belong to the webhook: the CRD leaves these blocks as written.
     ({"leaderWorkerTemplate": {"restartBackoff": {}}},
      {"leaderWorkerTemplate": {"restartBackoff": {}}}),
     ({"scheduling": {}}, {"scheduling": {}}),

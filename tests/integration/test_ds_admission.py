@@ -311,7 +311,7 @@ async def test_defaults_are_applied_to_the_stored_object(admitted: tuple[Kube, s
     port = decode["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
         "ports"][0]
     assert port == {"containerPort": 80, "protocol": "TCP"}
-    # The guide-only LeaderWorkerSet fields get no CRD default (the LWS webhook owns them).
+    # The LeaderWorkerSet fields the LWS docs add get no CRD default (the LWS webhook owns them).
     assert "groupIdentity" not in prefill["spec"]
 
 

@@ -1,5 +1,5 @@
 """LeaderWorkerSet defaulting and validation through a real kube-apiserver (upstream's
-test/integration/webhooks/leaderworkerset_test.go, the guide).
+test/integration/webhooks/leaderworkerset_test.go, the LWS docs).
 
 The CRD is installed and our admission webhooks are registered by URL, confined to one namespace
 per module; every object goes through the API server exactly as ``kubectl apply`` sends it, so
@@ -204,7 +204,7 @@ async def test_defaults_and_kept_values(admitted: tuple[Kube, str], spec: dict[s
 )
 async def test_invalid_creations(admitted: tuple[Kube, str], name: str, spec: dict[str, Any],
                                  message: str) -> None:
-    """Issue 18 item 4: exactly the text upstream's users get, one error."""
+    """Exactly the text upstream's webhook gives its users (envelope and message), one error."""
     kube, ns = admitted
     assert await rejected(kube, ns, new_lws(name, **spec)) == message
 
@@ -445,7 +445,7 @@ async def test_scale_subresource_bypasses_webhooks(admitted: tuple[Kube, str]) -
 
 def as_upstream_stores(name: str, **spec: Any) -> dict[str, Any]:
     """A LeaderWorkerSet as it sits in etcd after upstream's webhooks admitted it: upstream's
-    defaults (upstream's Default) written out, none of the guide-only fields (``groupIdentity``,
+    defaults (upstream's Default) written out, none of the LWS docs' additions (``groupIdentity``,
     ``podTerminationPolicy``, ``groupReplacementPolicy``)."""
     return new_lws(name, **{"replicas": 1, "t_size": 2, **upstream_defaults(), **spec})
 
@@ -456,8 +456,8 @@ def image_patch(image: str) -> dict[str, Any]:
 
 
 async def test_objects_written_by_upstream_can_be_updated(lws_crd: LocalCluster) -> None:
-    """Issue 18 item 5: after taking over from upstream, ``kubectl patch`` of an image was
-    refused with ``spec.groupIdentity: Invalid value: "Ordinal": field is immutable``.
+    """Taking over from upstream: ``kubectl patch`` of an image must not be refused, as it once
+    was, with ``spec.groupIdentity: Invalid value: "Ordinal": field is immutable``.
 
     The objects are written through the real API server before our webhooks serve their
     namespace (as upstream's were, before the switch), then updated through them."""

@@ -145,9 +145,9 @@ def test_lws_update_rules_see_the_old_object() -> None:
 
 
 def test_an_update_of_an_lws_written_without_the_guide_fields_is_allowed() -> None:
-    """Issue 18 item 5, through both LWS webhooks as the API server chains them: the stored
-    object lacks ``groupIdentity`` and ``podTerminationPolicy``, the defaulting webhook adds
-    them to the update, and validation takes absent for the default."""
+    """Taking over from upstream, through both LWS webhooks as the API server chains them: the
+    stored object lacks ``groupIdentity`` and ``podTerminationPolicy``, the defaulting webhook
+    adds them to the update, and validation takes absent for the default."""
     old = lws(rolloutStrategy={"type": "RollingUpdate", "rollingUpdateConfiguration": {
         "maxUnavailable": 1, "maxSurge": 0, "partition": 0}})
     new = copy.deepcopy(old)

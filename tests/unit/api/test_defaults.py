@@ -1,4 +1,4 @@
-"""Defaulting of LeaderWorkerSets (upstream's Default plus the guide-only defaults)."""
+"""Defaulting of LeaderWorkerSets (upstream's Default plus the defaults the LWS docs add)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Validation of LeaderWorkerSets: upstream's messages and paths (its webhook), and the guide's
-rules."""
+"""Validation of LeaderWorkerSets: upstream's messages and paths (its webhook), and the rules
+the LWS docs add."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
         (lws(annotations={"leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology": "rack"}),
          [("metadata.annotations.leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
            "cannot have subgroup-exclusive-topology without subGroupSize set")]),
-        # Guide: group identity.
+        # LWS docs "Group Identity".
         (lws(groupIdentity="Hash", t_volumeClaimTemplates=[{"metadata": {"name": "d"}}]),
          [("spec.leaderWorkerTemplate.volumeClaimTemplates",
            "volumeClaimTemplates are not supported with groupIdentity Hash")]),
@@ -107,7 +107,7 @@ def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
         (lws(name="a" * 55, groupIdentity="Hash"),
          [("metadata.name",
            "must be no more than 54 characters with groupIdentity Hash and size 1")]),
-        # Guide: restart budget and backoff.
+        # LWS docs: restart budget and backoff.
         (lws(t_restartPolicy="None", t_maxGroupRestarts=3),
          [("spec.leaderWorkerTemplate.maxGroupRestarts",
            "maxGroupRestarts is not supported with restartPolicy None")]),
@@ -120,7 +120,7 @@ def messages(errors: list[FieldError]) -> list[tuple[str, str]]:
         (lws(t_restartBackoff={"baseSeconds": -1}),
          [("spec.leaderWorkerTemplate.restartBackoff.baseSeconds",
            "must be greater than or equal to 0")]),
-        # Guide: native gang scheduling.
+        # LWS docs "Gang Scheduling".
         (lws(scheduling={}, startupPolicy="LeaderReady"),
          [("spec.startupPolicy", "LeaderReady is not supported with gang scheduling "
            "(spec.scheduling): the gang could never form")]),
@@ -209,7 +209,8 @@ def _updated(old: dict[str, Any], **changes: Any) -> dict[str, Any]:
          [(SGS, "cannot enable subGroupSize after the lws is already created")]),
         (lws(t_size=4, t_subGroupPolicy={"subGroupSize": 2}), lws(t_size=4),
          [(SGS, "cannot remove subGroupSize after enabled")]),
-        # A resize that breaks the subgroup rules names subGroupSize (guide: Resizing).
+        # A resize that breaks the subgroup rules names subGroupSize (LWS docs, "Resizing With
+        # Subgroups").
         (lws(t_size=8, t_subGroupPolicy={"subGroupSize": 8}),
          lws(t_size=10, t_subGroupPolicy={"subGroupSize": 8}),
          [(SGS, "size or size - 1 must be divisible by subGroupSize")]),
@@ -344,7 +345,7 @@ def test_ordinal_names_too_long_to_run_are_warned_about(
 
 def stored_by_upstream(**spec: Any) -> dict[str, Any]:
     """A LeaderWorkerSet as upstream's CRD and webhook leave it in etcd (its Default): upstream's
-    defaults, none of the guide-only fields; keyword ``t_<field>`` goes into the template."""
+    defaults, none of the LWS docs' additions; keyword ``t_<field>`` goes into the template."""
     body: dict[str, Any] = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": "sample", "namespace": "default"},
@@ -370,8 +371,8 @@ def with_image(obj: dict[str, Any], image: str) -> dict[str, Any]:
                        networkConfig={"subdomainPolicy": "UniquePerReplica"}),
 ])
 def test_an_object_stored_by_upstream_takes_an_image_update(old: dict[str, Any]) -> None:
-    """Issue 18 item 5: the defaulting webhook adds groupIdentity, podTerminationPolicy and
-    groupReplacementPolicy to the update; the stored object has none of them."""
+    """Taking over from upstream: the defaulting webhook adds groupIdentity, podTerminationPolicy
+    and groupReplacementPolicy to the update; the stored object has none of them."""
     new = apply_defaults(with_image(old, "v2"))
     assert validate(new, old) == []
     # The same without the defaulting webhook in front (a client that sends the fields).

@@ -1,7 +1,8 @@
-"""``kubectl lws plan``'s pure parts: the rollout preview against the guide's trace table and
-SPEC's worked examples, the readiness orders, and the proposed change (does it roll?).
+"""``kubectl lws plan``'s pure parts: the rollout preview against the LWS docs' trace table
+and the rollouts of upstream's test/integration/controllers/leaderworkerset_test.go, the
+readiness orders, and the proposed change (does it roll?).
 
-Rows are written as the guide writes them: partition, leader StatefulSet replicas, and one
+Rows are written as the LWS docs write them: partition, leader StatefulSet replicas, and one
 symbol per group (✅ new and Ready, ⏳ new and not Ready, ❎ old and Ready, ❌ old and not
 Ready)."""
 
@@ -55,8 +56,8 @@ def rows(inp: PreviewInput, order: str = BATCH,
 
 
 def test_the_guides_trace_table_exactly() -> None:
-    """Guide, "Rolling Update Process": 4 replicas, maxUnavailable 2, maxSurge 2, the groups
-    turning Ready in the order the guide's stages show; all nine stages, descriptions too."""
+    """LWS docs, "Rolling Update Process": 4 replicas, maxUnavailable 2, maxSurge 2, the groups
+    turning Ready in the order the docs' stages show; all nine stages, descriptions too."""
     inp = at_rest(4, max_unavailable=2, max_surge=2)
     preview = preview_rollout(inp, schedule=[[4], [5], [2, 3], [1], [0]])
     assert [(r.stage, r.partition, r.replicas, "".join(SYMBOLS[g] for g in r.groups))
@@ -88,7 +89,7 @@ def test_the_guides_trace_table_exactly() -> None:
 
 
 @pytest.mark.parametrize(("inp", "order", "want"), [
-    # The guide's example in the two built-in orders.
+    # The LWS docs' example in the two built-in orders.
     (at_rest(4, max_unavailable=2, max_surge=2), BATCH, [
         (0, 4, "✅✅✅✅"), (4, 6, "❎❎❎❎⏳⏳"), (2, 6, "❎❎⏳⏳⏳⏳"), (0, 6, "⏳⏳⏳⏳✅✅"),
         (0, 6, "⏳⏳✅✅✅✅"), (0, 4, "⏳⏳✅✅"), (0, 4, "✅✅✅✅")]),
@@ -96,19 +97,20 @@ def test_the_guides_trace_table_exactly() -> None:
         (0, 4, "✅✅✅✅"), (4, 6, "❎❎❎❎⏳⏳"), (2, 6, "❎❎⏳⏳⏳⏳"), (2, 6, "❎❎⏳⏳✅⏳"),
         (0, 6, "⏳⏳⏳⏳✅✅"), (0, 6, "⏳⏳✅⏳✅✅"), (0, 6, "⏳⏳✅✅✅✅"), (0, 4, "⏳⏳✅✅"),
         (0, 4, "✅⏳✅✅"), (0, 4, "✅✅✅✅")]),
-    # SPEC: defaults (maxUnavailable 1, maxSurge 0): partition 4, then 3, and one group at a
-    # time down to 0.
+    # Upstream's "leaderTemplate changed with default strategy" (maxUnavailable 1, maxSurge 0):
+    # partition 4, then 3, and one group at a time down to 0.
     (at_rest(4), BATCH, [
         (0, 4, "✅✅✅✅"), (4, 4, "❎❎❎❎"), (3, 4, "❎❎❎⏳"), (2, 4, "❎❎⏳✅"),
         (1, 4, "❎⏳✅✅"), (0, 4, "⏳✅✅✅"), (0, 4, "✅✅✅✅")]),
-    # SPEC: maxUnavailable >= replicas: the partition drops straight to 0.
+    # Upstream's "...maxUnavailable greater than replicas": the partition drops straight to 0.
     (at_rest(4, max_unavailable=10), BATCH, [
         (0, 4, "✅✅✅✅"), (4, 4, "❎❎❎❎"), (0, 4, "⏳⏳⏳⏳"), (0, 4, "✅✅✅✅")]),
-    # SPEC: maxUnavailable 0, maxSurge 1: one surge group, replicas back to 4 only at the end.
+    # Upstream's "...maxUnavailable zero and maxSurge set": one surge group, replicas back to 4
+    # only at the end.
     (at_rest(4, max_unavailable=0, max_surge=1), BATCH, [
         (0, 4, "✅✅✅✅"), (4, 5, "❎❎❎❎⏳"), (3, 5, "❎❎❎⏳✅"), (2, 5, "❎❎⏳✅✅"),
         (1, 5, "❎⏳✅✅✅"), (0, 5, "⏳✅✅✅✅"), (0, 5, "✅✅✅✅✅"), (0, 4, "✅✅✅✅")]),
-    # Guide, "Combined Template Update and Scale-Up": 4 -> 6 with maxUnavailable 1: the new
+    # LWS docs, "Combined Template Update and Scale-Up": 4 -> 6 with maxUnavailable 1: the new
     # ordinals come up on the new revision and no old group is disrupted until they are Ready.
     (at_rest(4, new_replicas=6), BATCH, [
         (0, 4, "✅✅✅✅"), (4, 6, "❎❎❎❎⏳⏳"), (3, 6, "❎❎❎⏳✅✅"), (2, 6, "❎❎⏳✅✅✅"),
@@ -123,8 +125,8 @@ def test_the_guides_trace_table_exactly() -> None:
     # A scale-down removes the highest ordinals.
     (at_rest(4, new_replicas=2, template_changed=False), BATCH, [
         (0, 4, "✅✅✅✅"), (0, 2, "✅✅")]),
-    # A group not Ready now stays so and uses up maxUnavailable (SPEC: groups already down
-    # below the window count against it): with maxUnavailable 1 nothing moves.
+    # A group not Ready now stays so and uses up maxUnavailable (upstream's rollingUpdateParameters:
+    # groups already down below the window count against it): with maxUnavailable 1 nothing moves.
     (at_rest(4, ready="ynyy"), BATCH, [(0, 4, "✅⏳✅✅"), (4, 4, "❎❌❎❎")]),
     # With maxUnavailable 2 the rollout goes on, and replaces the broken group when the
     # partition reaches it.

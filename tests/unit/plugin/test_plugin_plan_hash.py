@@ -1,5 +1,5 @@
 """``kubectl lws plan`` for Hash group identity: the simulated leader Deployment rollout with
-the controller's own admission, against the guide's Hash trace ("Hash Mode") and its rules for
+the controller's own admission, against the LWS docs' Hash trace ("Hash Mode") and its rules for
 a combined template change and scale-up; and the table and data the plugin prints.
 
 Rows are written as ``(old groups, new groups, available)`` with one symbol per group (✅
@@ -52,7 +52,7 @@ GUIDE = at_rest(2, names=("G-ccc", "G-ddd"))
 
 
 def test_the_guides_hash_trace_exactly() -> None:
-    """Guide, "Hash Mode": 2 replicas, maxUnavailable 1, maxSurge 1, PostTermination; all
+    """LWS docs, "Hash Mode": 2 replicas, maxUnavailable 1, maxSurge 1, PostTermination; all
     five stages, with the substance of each description."""
     preview = preview_hash_rollout(GUIDE)
     assert rows(preview) == [
@@ -133,7 +133,7 @@ def test_larger_sets_keep_the_deployments_bounds(replicas: int, unavailable: int
 
 
 def test_scale_up_with_a_template_change_disrupts_no_old_group_first() -> None:
-    """Guide, "Combined Template Update and Scale-Up": 2 -> 4 with maxUnavailable 1, so
+    """LWS docs, "Combined Template Update and Scale-Up": 2 -> 4 with maxUnavailable 1, so
     newReplicas - oldReplicas >= maxUnavailable: the added capacity comes up on the new
     revision and no old group is disrupted until new groups are Ready."""
     preview = preview_hash_rollout(at_rest(2, new_replicas=4))

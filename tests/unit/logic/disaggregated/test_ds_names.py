@@ -1,4 +1,4 @@
-"""Names and system labels of a DisaggregatedSet's children (upstream's naming, the guide's
+"""Names and system labels of a DisaggregatedSet's children (upstream's naming, the LWS docs'
 Labels table)."""
 
 from __future__ import annotations

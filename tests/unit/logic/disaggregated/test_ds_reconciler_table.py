@@ -734,9 +734,9 @@ def test_slices_roll_independently_to_the_same_target() -> None:
 
 
 def test_group_replacement_policy_reaches_running_children_without_a_rollout() -> None:
-    """The guide: groupReplacementPolicy is a live setting that "takes effect on the next
-    reconcile without rolling any group"; a role's switch is patched onto its running child
-    (upstream never updates a child but its replicas), the revision stays."""
+    """LWS docs "Group Replacement": groupReplacementPolicy is a live setting that "takes effect
+    on the next reconcile without rolling any group"; a role's switch is patched onto its running
+    child (upstream never updates a child but its replicas), the revision stays."""
     world, rev = world_of(role("prefill", 1), role("decode", 1))
     world.reconcile()
     world.ready()

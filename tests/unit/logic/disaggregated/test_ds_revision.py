@@ -1,4 +1,4 @@
-"""The DisaggregatedSet revision (upstream's TestComputeRevision plus the guide's group identity
+"""The DisaggregatedSet revision (upstream's TestComputeRevision plus the LWS docs' group identity
 rule) and the adoption by content of a set another controller made."""
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def test_metadata_scaling_slices_and_placement_are_outside_the_revision() -> Non
     {"scheduling": {"schedulingPolicy": {"gang": {}}}},
 ])
 def test_immutable_fields_the_guide_adds_roll(change: dict[str, Any]) -> None:
-    """The guide: a role may change group identity modes, which rolls its LeaderWorkerSets like
-    a template update (the field is immutable on a LeaderWorkerSet)."""
+    """LWS docs "Group Identity": a role may change group identity modes, which rolls its
+    LeaderWorkerSets like a template update (the field is immutable on a LeaderWorkerSet)."""
     base = compute_revision(ds(role("prefill"), role("decode")))
     changed = compute_revision(ds(role("prefill", **change), role("decode")))
     assert changed != base

@@ -1,4 +1,5 @@
-"""Restart budget and backoff (guide "Limit Automatic Group Recreation", "Restart Backoff")."""
+"""Restart budget and backoff (LWS docs "Limit Automatic Group Recreation",
+"Group Restart Backoff")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pod termination policy (guide "Pod Termination Policy"): which worker StatefulSets to stop."""
+"""Pod termination policy (LWS docs "Pod Termination Policy"): which worker StatefulSets to stop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hash group identity's pure decisions (guide "Group Identity", "Group Replacement"):
+"""Hash group identity's pure decisions (LWS docs "Group Identity", "Group Replacement"):
 the leader Deployment, admission of gated leaders, restart-count transfer, group-ready,
 retained-group release and the Hash-mode status."""
 
@@ -147,7 +147,7 @@ def test_leader_deployment_never_gets_both_zero(unavailable: Any, surge: Any,
     # scale-up or first creation: nothing tears down, everything gated goes
     ("PostTermination", [leader("a", gated=True, created=1), leader("b", gated=True, created=2)],
      ["s-abcde-a", "s-abcde-b"]),
-    # the guide's stage 2: one old group tears down, two new leaders wait; the oldest goes
+    # the LWS docs' Hash stage 2: one old group tears down, two new leaders wait; the oldest goes
     ("PostTermination", [leader("o", rev="r1"), leader("t", rev="r1", terminating=True),
                          worker("t"), leader("c", rev="r2", gated=True, created=1),
                          leader("d", rev="r2", gated=True, created=2)], ["s-abcde-c"]),
@@ -181,7 +181,7 @@ def test_outdated_leaders_of_a_combined_update_and_scale_up_stay_gated(policy: s
     """The template and replicas (2 -> 4) change together: the Deployment briefly scales the
     old ReplicaSet, whose new leaders are of the old revision r1, before the new ReplicaSet
     (r2) comes up. Fewer than ``replicas`` groups of r1 are ungated, yet its gated leaders
-    must never schedule (the guide, "Combined Template Update and Scale-Up"); the new
+    must never schedule (LWS docs, "Combined Template Update and Scale-Up"); the new
     revision's are admitted as before, and every gated leader held back is counted."""
     pods = [leader("a", rev="r1"), leader("b", rev="r1"),
             leader("c", rev="r1", gated=True, created=1),

@@ -116,7 +116,8 @@ def test_template_changes_change_the_key(mutate: Any) -> None:
 ])
 def test_restart_budget_and_backoff_do_not_change_the_key(mutate: Any) -> None:
     """Controller settings, not pod settings: retuning them rolls no group, and so editing
-    maxGroupRestarts cannot bring back an exhausted group (the guide)."""
+    maxGroupRestarts cannot bring back an exhausted group (LWS docs, "Recover an Exhausted
+    Group")."""
     changed = lws()
     mutate(changed["spec"]["leaderWorkerTemplate"])
     assert revision_key(changed) == revision_key(lws())

@@ -33,7 +33,8 @@ def go(template: str) -> dict[str, Any]:
 
 
 def live(pod_spec: dict[str, Any]) -> dict[str, Any]:
-    """A LeaderWorkerSet as upstream stores it (no guide-only fields) with this worker spec."""
+    """A LeaderWorkerSet as upstream stores it (without the LWS docs' additions) with this worker
+    spec."""
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": "sample", "namespace": "ns", "uid": "u-1", "generation": 1},

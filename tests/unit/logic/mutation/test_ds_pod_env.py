@@ -1,5 +1,5 @@
-"""The guide's DISAGGREGATEDSET_* variables, added by the pod webhook to every container of a
-DisaggregatedSet's pods (the guide's Environment Variables table; upstream's controller never
+"""The documented DISAGGREGATEDSET_* variables, added by the pod webhook to every container of a
+DisaggregatedSet's pods (the LWS docs' Environment Variables table; upstream's controller never
 injects them)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Native gang scheduling: names, pod admission, Workload and PodGroup builders, minCount,
-cleanup and the condition (guide: Gang Scheduling)."""
+cleanup and the condition (LWS docs "Gang Scheduling")."""
 
 from __future__ import annotations
 

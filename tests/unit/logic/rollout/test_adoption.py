@@ -1,7 +1,7 @@
 """Taking a LeaderWorkerSet over from the upstream Go controller restarts nothing:
 the revision decision on objects exactly as upstream leaves them (revision_utils.go:
 ControllerRevision ``<lws>-<key>-<n>`` holding Go's JSON, leader and worker StatefulSets labelled
-with the key, a stored LeaderWorkerSet without the guide-only fields), and the rolled-out check on
+with the key, a stored LeaderWorkerSet without the LWS docs' additions), and the rolled-out check on
 its own."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Rollout pacing (upstream's rollingUpdateParameters, leaderworkerset_controller.go): every
 trace it implies, the rollout entries of upstream's
 test/integration/controllers/leaderworkerset_test.go
-(#N: the entry's position in its table), the guide's nine-stage table and its combined
+(#N: the entry's position in its table), the LWS docs' nine-stage table and its combined
 template-update-and-scale-up rules.
 
 A trace is a table of successive controller passes. Each row gives the group states observed before
@@ -256,7 +256,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRRRRR", (0, 6)),
         ),
     ),
-    # Guide, combined update and scale-up, newReplicas - oldReplicas >= maxUnavailable
+    # LWS docs "Combined Template Update and Scale-Up", newReplicas - oldReplicas >= maxUnavailable
     # (4 -> 6, maxUnavailable 2): no old group is disrupted until new ones are ready.
     "guide-combined-delta-covers-max-unavailable": Trace(
         replicas=4,
@@ -268,7 +268,7 @@ TRACES: dict[str, Trace] = {
             Pass("ooooRR", (2, 6), (_upd(2, 3),)),
         ),
     ),
-    # Guide, combined update and scale-up, newReplicas - oldReplicas < maxUnavailable
+    # LWS docs "Combined Template Update and Scale-Up", newReplicas - oldReplicas < maxUnavailable
     # (4 -> 5, maxUnavailable 3): 3 - 1 = 2 old groups (2 and 3) start updating at once.
     "guide-combined-delta-below-max-unavailable": Trace(
         replicas=4,
@@ -341,7 +341,7 @@ TRACES: dict[str, Trace] = {
             Pass("RRR", (0, 3)),
         ),
     ),
-    # 9.2 #39: scale up then down during a rollout with maxSurge 2.
+    # #39: scale up then down during a rollout with maxSurge 2.
     "scale-up-and-down-mid-rollout-surge-39": Trace(
         replicas=4,
         max_surge=2,
@@ -359,7 +359,7 @@ TRACES: dict[str, Trace] = {
             Pass("RR", (0, 2)),
         ),
     ),
-    # 9.2 #40: a second template change mid-rollout resets the partition to min(R, stsR) = 4,
+    # #40: a second template change mid-rollout resets the partition to min(R, stsR) = 4,
     # then 3 (the integration test's groups stay ready on the previous revisions).
     "second-update-mid-rollout-40": Trace(
         replicas=4,
@@ -435,7 +435,8 @@ TRACES: dict[str, Trace] = {
             Pass("RRR", (0, 3)),
         ),
     ),
-    # 9.2 G2 (gang scheduling): R 3 with defaults; each replaced group ready moves it down by one.
+    # Upstream's "Rolling update with PodGroup recreation" (volcano): R 3 with defaults; each
+    # replaced group ready moves it down by one.
     "gang-rolling-update-G2": Trace(
         replicas=3,
         size=3,
@@ -475,7 +476,7 @@ TRACES: dict[str, Trace] = {
             Pass("oou", (1, 3), (_upd(1),)),
         ),
     ),
-    # 9.2 #1-#4, #6: plain scaling at rest. A scale-down reports the removed ordinals as "surge"
+    # #1-#4, #6: plain scaling at rest. A scale-down reports the removed ordinals as "surge"
     # (quirk kept).
     "scale-up-at-rest-1": Trace(
         replicas=2,
@@ -506,8 +507,8 @@ def test_rollout_trace(trace: Trace) -> None:
     _run(trace)
 
 
-# The guide's nine stages (R 4, maxUnavailable 2, maxSurge 2), stage by stage. Each row: the stage,
-# the group states the pass producing it observes (guide glyphs: ✅ updated and ready, ❎ old
+# The docs' nine stages (R 4, maxUnavailable 2, maxSurge 2), stage by stage. Each row: the stage,
+# the group states the pass producing it observes (the docs' glyphs: ✅ updated and ready, ❎ old
 # revision, ⏳ updating), whether that pass created the new revision, and the stage's (partition,
 # replicas). Most passes observe the previous stage's glyphs; stage 5's pass observes the change
 # its own row describes (R-5 ready, before R-0 and R-1 start); stage 2's sees stage 1's groups as

@@ -177,14 +177,14 @@ def test_fresh_lws_gets_progressing_only_with_event() -> None:
 
 
 def test_initial_creation_never_sets_update_in_progress() -> None:
-    # 9.2 #24: R 4, new groups are created already updated, none ready yet.
+    # Entry 24: R 4, new groups are created already updated, none ready yet.
     decision = _run(_lws(replicas=4), "uuuu", sts_replicas=6)
     assert decision.status == _status([_cond("Progressing", time=T1)], 0, 4, 6)
     assert decision.events == (_event(*PROGRESSING, 0, 4),)
 
 
 def test_progressing_to_available_to_progressing() -> None:
-    # 9.2 #16.
+    # Entry 16.
     first = _run(_lws(), "uu", now=T0)
     assert first.status["conditions"] == [_cond("Progressing", time=T0)]
     assert first.events == (_event(*PROGRESSING, 0, 2),)
@@ -212,7 +212,7 @@ def test_progressing_to_available_to_progressing() -> None:
 
 
 def test_rollout_sets_update_in_progress_and_progressing() -> None:
-    # 9.2 #27: after a template change, groups ready on the old revision: (ready 4, updated 0).
+    # Entry 27: after a template change, groups ready on the old revision: (ready 4, updated 0).
     before = _status(
         [_cond("Progressing", "False"), _cond("Available")], ready=4, updated=4, replicas=4
     )
@@ -288,7 +288,7 @@ def test_zero_replicas_is_available() -> None:
 
 
 def test_wiped_conditions_are_re_added() -> None:
-    # 9.2 #25 "Test default progressing state".
+    # Entry 25 "Test default progressing state".
     wiped = _status([], ready=1, updated=2, replicas=2)
     decision = _run(_lws(status=wiped), "uR", now=T2)
     assert decision.status == _status([_cond("Progressing", time=T2)], 1, 2, 2)
@@ -338,7 +338,7 @@ def test_unknown_status_fields_and_condition_types_are_kept() -> None:
 
 
 def test_surge_groups_count_in_replicas_but_not_in_conditions() -> None:
-    # 9.2 #51: R 3, lwsP 2, surge group 3 and group 2 ready on the new revision, groups 0 and 1
+    # Entry 51: R 3, lwsP 2, surge group 3 and group 2 ready on the new revision, groups 0 and 1
     # ready on the old one: Available with (ready 4, updated 2); revisions are kept (lwsP > 0).
     decision = _run(_lws(replicas=3, partition=2), "ooRR")
     assert decision.status["conditions"] == [_cond("Available", time=T1)]
@@ -359,7 +359,7 @@ def test_surge_groups_count_in_replicas_but_not_in_conditions() -> None:
 
 
 def test_lws_partition_available_with_lower_groups_old() -> None:
-    # 9.2 #50: R 6, lwsP 4, groups 4 and 5 updated and ready: Available with (6, 2).
+    # Entry 50: R 6, lwsP 4, groups 4 and 5 updated and ready: Available with (6, 2).
     decision = _run(_lws(replicas=6, partition=4), "ooooRR")
     assert decision.status["conditions"] == [_cond("Available", time=T1)]
     assert (decision.status["readyReplicas"], decision.status["updatedReplicas"]) == (6, 2)
@@ -367,7 +367,7 @@ def test_lws_partition_available_with_lower_groups_old() -> None:
 
 
 def test_resize_event_reports_ready_old_groups() -> None:
-    # 9.2 #49: a size change with both groups ready on the old revision.
+    # Entry 49: a size change with both groups ready on the old revision.
     before = _status([_cond("Available")], ready=2, updated=2, replicas=2)
     decision = _run(_lws(generation=2, status=before), "oo")
     assert decision.events == (_event(*UPDATING, 2, 2),)

@@ -7,7 +7,7 @@ through the pod cache's real store; the worker StatefulSet built from *that* cac
 pods admitted in turn. The outputs a user sees are asserted exactly: the worker template's
 annotations and every container's environment on every pod.
 
-The expected environments are written out from upstream's code and the guide (the leader is TPU
+The expected environments are written out from upstream's code and the LWS docs (the leader is TPU
 worker 0 when it holds TPUs, its host name first), not computed by ``logic.mutation.tpu``. Before
 the fix, the cached leader had no containers, so the TPU cases got no ``leader-requests-tpus`` and
 workers 0..size-2 without the leader's host (found running upstream's samples).
@@ -140,7 +140,7 @@ def test_without_tpus_nothing_tpu() -> None:
 
 
 def test_cpu_leader_tpu_workers_count_from_the_first_worker() -> None:
-    """The guide's heterogeneous groups: the leader is no TPU host; workers are 0..size-2."""
+    """The LWS docs' heterogeneous groups: the leader is no TPU host; workers are 0..size-2."""
     g = run_group(_variant(leader=CPU))
     assert g.worker_template_annotations == {P + "size": "4", P + "leader-name": "sample-0"}
     hosts = [f"sample-0-{k}.sample" for k in (1, 2, 3)]
