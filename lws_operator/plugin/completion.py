@@ -84,12 +84,14 @@ class Cluster:
     def _ask(self, scope: Scope, path: Callable[[Any], str],
              read: Callable[[dict[str, Any]], list[str]]) -> list[str]:
         async def ask() -> list[str]:
-            session = await connect(scope.args())
-            try:
-                async with asyncio.timeout(CLUSTER_DEADLINE):
+            # The kubeconfig's credentials may run a program (an exec plugin): under the
+            # deadline too.
+            async with asyncio.timeout(CLUSTER_DEADLINE):
+                session = await connect(scope.args())
+                try:
                     found = await session.kube.get(path(session))
-            finally:
-                await session.kube.close()
+                finally:
+                    await session.kube.close()
             return read(found) if found else []
 
         try:
@@ -235,8 +237,12 @@ def complete(words: Sequence[str], cluster: Cluster) -> tuple[list[str], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``kubectl_complete-lws``: print the candidates and the directive; always exit 0 (kubectl
     ignores the output of a completion that fails)."""
+    silenced = logging.root.manager.disable
     logging.disable(logging.CRITICAL)  # a client's warning would land in the user's prompt
-    candidates, directive = complete(sys.argv[1:] if argv is None else argv, Cluster())
+    try:
+        candidates, directive = complete(sys.argv[1:] if argv is None else argv, Cluster())
+    finally:
+        logging.disable(silenced)
     sys.stdout.write("".join(f"{c}\n" for c in candidates) + f":{directive}\n")
     return 0
 
