@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -122,7 +123,7 @@ SETS = {"items": [{"metadata": {"name": "llama"}}, {"metadata": {"name": "gemma"
 
 
 class Api(http.server.BaseHTTPRequestHandler):
-    paths: list[str] = []
+    paths: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         Api.paths.append(self.path)

@@ -165,7 +165,8 @@ print(sum(f.suffix == ".py" for f in files))
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
     helped = _run(bindir / "kubectl-lws", "--help", env=env)
     assert helped.returncode == 0, helped.stderr
-    assert "tree" in helped.stdout and "why" in helped.stdout
+    assert "tree" in helped.stdout
+    assert "why" in helped.stdout
     version = _run(bindir / "kubectl-lws", "--version", env=env)
     assert version.stdout.startswith("kubectl-lws ")
     unconfigured = _run(bindir / "kubectl-lws", "tree", env=env)
