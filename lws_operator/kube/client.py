@@ -29,7 +29,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
@@ -40,9 +40,11 @@ from kubernetes.aio.client.exceptions import ApiException
 from yarl import URL
 
 from lws_operator.api.json_codec import loads  # re-exported: the watches decode with it
-from lws_operator.kube.metrics import ClientMetrics
 from lws_operator.kube.ratelimit import TokenBucket
 from lws_operator.kube.tls_reads import read_records
+
+if TYPE_CHECKING:  # annotations only: the plugin's own distribution has no prometheus_client
+    from lws_operator.kube.metrics import ClientMetrics
 
 __all__ = [
     "APPLY_PATCH",

@@ -19,6 +19,7 @@ from typing import Any
 
 from kubernetes.aio import client, config
 
+from lws_operator import __version__
 from lws_operator.flags import Parser
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.connection import (
@@ -74,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show and operate LeaderWorkerSets group by group.", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_globals(parser)
+    parser.add_argument("--version", action="version", version=f"kubectl-lws {__version__}",
+                        help="print the plugin's version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _subcommands():
         module.register(subparsers)
