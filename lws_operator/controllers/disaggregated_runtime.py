@@ -33,6 +33,7 @@ from lws_operator.api.disaggregated import (
     VERSION,
 )
 from lws_operator.controllers.disaggregatedset import DisaggregatedSetReconciler
+from lws_operator.controllers.shutdown import shut_down
 from lws_operator.kube.cache import ClusterCache, Key, ds_owner_key
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.disaggregated_metrics import DisaggregatedSetMetrics
@@ -128,9 +129,4 @@ class DisaggregatedSetRuntime:
                     watching.result()
                     raise RuntimeError("the DisaggregatedSet watchers stopped unexpectedly")
             finally:
-                stopping.cancel()
-                resync.cancel()
-                self.watches.halt()
-                stop.set()
-                self.queue.shutdown()
-                await workers
+                await shut_down(stop, self.watches, self.queue, workers, stopping, resync)

@@ -1,12 +1,10 @@
 """One reconcile pass of a DisaggregatedSet: observe from the caches, plan, carry the plan out.
 
-The pass is the list of pure steps in ``logic.disaggregated.steps`` (upstream's Reconcile in
-disaggregatedset_controller.go, as steps), run in order by ``_pass`` on the runner the
-LeaderWorkerSet controller shares (``controllers.passes``): before each step this module builds
-the snapshot it reads (``logic.disaggregated.snapshot.DsObserved``) from the DisaggregatedSet
-controller's own watch caches, and the executor (``kube.executor``) carries out the plan the step
-returns. What a step decided for the later ones (``DsDecided``) comes back from its plan's
-``carry`` and goes into the next step's snapshot. Writes
+The pass is one function (``logic.disaggregated.pipeline.reconcile``, upstream's Reconcile in
+disaggregatedset_controller.go) run on the runner the LeaderWorkerSet controller shares
+(``controllers.passes``): before each step this module builds the snapshot it reads
+(``logic.disaggregated.snapshot.DsObserved``) from the DisaggregatedSet controller's own watch
+caches, and the executor (``kube.executor``) carries out the plan the step returns. Writes
 happen only where the cache shows a difference, so a pass over a set at rest issues no request.
 
 Upstream's reconcile errors (a slice's failure, a foreign object at a child's name) do not stop
@@ -16,8 +14,7 @@ queue retries it with backoff (upstream returns the joined error).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lws_operator.api.disaggregated import API_VERSION, KIND, SCALER_KIND
@@ -26,37 +23,17 @@ from lws_operator.controllers.passes import PassRunner, now_rfc3339
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.executor import Executor
 from lws_operator.kube.workers import RetryableError
-from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
-from lws_operator.logic.disaggregated.steps import steps_for
+from lws_operator.logic.disaggregated import pipeline
+from lws_operator.logic.disaggregated.snapshot import DsObserved
 from lws_operator.logic.objects.meta import meta_of
-from lws_operator.logic.reconcile.plan import Plan, Planned, Run
 
 NOT_SYNCED_REQUEUE = 1.0
-NOTHING_DECIDED = DsDecided()
 LWS = "LeaderWorkerSet"
 SERVICE = "Service"
 
 
 class PassFailed(RetryableError):
     """Upstream's joined reconcile errors of one pass (the status was written first)."""
-
-
-Step = Callable[[DsObserved], Plan]
-
-
-def _deciding(obs: DsObserved, step: Step, decided: DsDecided) -> Planned[DsDecided]:
-    """``step`` on the snapshot with what the steps before it ``decided``; its value is what
-    its plan carries for the steps after it (what they decided, if it carries nothing)."""
-    plan = step(replace(obs, decided=decided))
-    return Planned(plan, plan.carry if isinstance(plan.carry, DsDecided) else decided)
-
-
-async def _pass(run: Run[DsObserved], steps: Sequence[Step]) -> DsDecided:
-    """The steps in order, each handed what the ones before it decided."""
-    decided = NOTHING_DECIDED
-    for step in steps:
-        decided = await run(_deciding, step, decided)
-    return decided
 
 
 class DisaggregatedSetReconciler:
@@ -75,8 +52,7 @@ class DisaggregatedSetReconciler:
         # (the set object and the change marks of its children; dropped with the set).
         self.held: dict[Key, tuple[tuple[object, ...], tuple[Any, ...]]] = {}
 
-    def observe(self, key: Key, decided: DsDecided = NOTHING_DECIDED,
-                collected: tuple[str, ...] = (),
+    def observe(self, key: Key, collected: tuple[str, ...] = (),
                 fetched: Mapping[str, dict[str, Any]] | None = None) -> DsObserved | None:
         """The snapshot a step reads; None when the set is gone or being deleted."""
         namespace, _name = key
@@ -97,7 +73,7 @@ class DisaggregatedSetReconciler:
             body=body, lws=lws, lws_named=InNamespace(self.cache[LWS], namespace),
             services=services, services_named=InNamespace(self.cache[SERVICE], namespace),
             scalers=scalers, scalers_named=InNamespace(self.cache[SCALER_KIND], namespace),
-            now=self.now(), decided=decided, collected=collected, fetched=fetched or {})
+            now=self.now(), collected=collected, fetched=fetched or {})
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None. Raises
@@ -111,17 +87,16 @@ class DisaggregatedSetReconciler:
 
         def observe(collected: tuple[str, ...],
                     fetched: Mapping[str, dict[str, Any]]) -> DsObserved | None:
-            return self.observe(key, collected=collected, fetched=fetched)
+            return self.observe(key, collected, fetched)
 
-        steps = steps_for(first)
-        ran = await self.runner.run(lambda run: _pass(run, steps), observe, lambda obs: obs.body,
-                                    owner=("disaggregatedsets", key[1]))
+        slice_count = first.ds.slices
+        ran = await self.runner.run(lambda run: pipeline.reconcile(run, slice_count), observe,
+                                    lambda obs: obs.body, owner=("disaggregatedsets", key[1]))
         if ran.gone:
             return None
-        # No step of a DisaggregatedSet pass ends it (none stops nor reads): ``result`` is
-        # there whenever the set is.
-        decided = ran.result if ran.result is not None else NOTHING_DECIDED
-        errors = (*decided.errors, *ran.collected)
+        # The pass's decided errors (``result``) are there unless the status write's conflict
+        # ended it; the next pass, a second later, decides them again.
+        errors = (*(ran.result or ()), *ran.collected)
         if errors:
             raise PassFailed("; ".join(errors))
         return ran.soonest

@@ -45,6 +45,7 @@ from lws_operator.api.disaggregated import SCALER_PLURAL
 from lws_operator.api.view import deleting
 from lws_operator.controllers.disaggregated_runtime import DS_API, DisaggregatedSetRuntime
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
+from lws_operator.controllers.shutdown import shut_down
 from lws_operator.kube.api_served import ApiServed
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.client import ApiException, KubeClient, is_status, status_message
@@ -400,10 +401,5 @@ class ControllerRuntime:
                         if not stop.is_set():
                             raise RuntimeError("the DisaggregatedSet controller stopped")
             finally:
-                stopping.cancel()
-                resync.cancel()
-                self.watches.halt()
-                stop.set()
-                self.queue.shutdown()
-                await workers
+                await shut_down(stop, self.watches, self.queue, workers, stopping, resync)
                 await asyncio.gather(*either[2:], return_exceptions=True)

@@ -2,9 +2,9 @@
 
 The DisaggregatedSet controller (``controllers.disaggregatedset``) builds it from its watch caches
 before every step, so a step sees the answers of the writes the steps before it made (the
-executor stores each answer in the cache; a delete forgets the object). What a later step needs
-of an earlier step's decision (the target revision, fixed once per pass; the errors decided so
-far; the slices whose workloads failed) travels in ``decided``. Nothing outlives a pass: every
+executor stores each answer in the cache; a delete forgets the object). It holds no decision of
+the pass: what a later step needs of an earlier one (the target revision, fixed once per pass)
+is an argument of that step (``logic.disaggregated.pipeline``). Nothing outlives a pass: every
 fact the rollout needs across passes lives on the objects (the children's replicas, their
 revision labels, the ``initial-replicas`` annotation).
 """
@@ -28,23 +28,6 @@ Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class DsDecided:
-    """What earlier steps of this pass decided, for the later ones.
-
-    ``revision``: the target revision, decided by the first step (our hash of the roles, or
-    the revision of a DisaggregatedSet taken over from another controller, adopted by content)
-    and kept for the whole pass. ``errors``: the reconcile errors the steps decided (upstream's
-    error texts, e.g. a foreign object at a child's name), joined into the pass's error at its
-    end, after the status was written. ``failed_slices``: slices whose workloads step decided
-    an error, so their services step keeps everything (upstream's per-slice reconcile returns
-    before its services)."""
-
-    revision: str | None = None
-    errors: tuple[str, ...] = ()
-    failed_slices: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True)
 class DsObserved:
     """A DisaggregatedSet and its children as the caches hold them.
 
@@ -62,7 +45,6 @@ class DsObserved:
     scalers: tuple[Obj, ...]
     scalers_named: Mapping[str, Obj]
     now: str
-    decided: DsDecided = DsDecided()
     collected: tuple[str, ...] = ()
     fetched: Mapping[str, Obj] = field(default_factory=dict)
 

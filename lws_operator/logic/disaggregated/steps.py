@@ -1,11 +1,11 @@
-"""One pass over a DisaggregatedSet as an ordered list of pure steps, each ``(DsObserved) -> Plan``.
+"""The steps of a DisaggregatedSet pass: pure functions of a snapshot (``DsObserved``) and what
+the steps before them decided (the target revision, a slice index), each returning its ``Plan``,
+or ``Planned(plan, value)`` where a later step needs what it decided.
 
-The order is upstream's Reconcile (disaggregatedset_controller.go): the target revision, removed
-slices, the role scalers, the legacy slice-0 migration (when ``slices > 1``), then per slice its
-workloads (drained revisions deleted, then the simple path or the coordinated rolling update)
-and its Services, then the scalers' status and the set's status. The controller's runner
-(``controllers.passes``) builds the snapshot before each step from the watch caches, carries
-out the plan (``kube.executor``) and stops where a plan says so.
+``logic.disaggregated.pipeline.reconcile`` runs them in upstream's order and hands each its
+arguments; the controller's runner (``controllers.passes``) builds the snapshot before each
+step from the watch caches, carries out the plan (``kube.executor``) and stops where a plan says
+so.
 
 Every write is decided from the cache and planned only where it changes something, so a pass
 over a set at rest plans nothing. Writes are guarded: deletes by UID, scale and annotation
@@ -15,9 +15,9 @@ resourceVersion they were computed from. A child is written only when this set c
 upstream's text (upstream's lws_manager.go), never adopted or changed.
 
 Upstream's errors do not end a pass where upstream's do not either: a slice's failure is
-collected (``slice <n>: ...``) and the other slices still run, the status is still written, and
-the pass then fails with every error joined (the runner raises it, so the work queue retries with
-backoff).
+collected (``slice <n>: ...``) or decided (``workloads``' value) and the other slices still run,
+the status is still written, and the pass then fails with every error joined (the controller
+raises it, so the work queue retries with backoff).
 
 Upstream quirks (docs/architecture.md lists them with the others):
 
@@ -43,7 +43,7 @@ Upstream quirks (docs/architecture.md lists them with the others):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -70,7 +70,7 @@ from lws_operator.logic.disaggregated.rollout_config import role_budgets
 from lws_operator.logic.disaggregated.rollout_inputs import rollout_inputs
 from lws_operator.logic.disaggregated.scale_up import NewLws, revision_stable, scale_up_new
 from lws_operator.logic.disaggregated.services import plan_services
-from lws_operator.logic.disaggregated.snapshot import DsDecided, DsObserved
+from lws_operator.logic.disaggregated.snapshot import DsObserved
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.reconcile.plan import (
@@ -81,6 +81,7 @@ from lws_operator.logic.reconcile.plan import (
     Delete,
     Patch,
     Plan,
+    Planned,
     Policy,
     Record,
     Target,
@@ -89,7 +90,6 @@ from lws_operator.logic.reconcile.plan import (
     lws_target,
 )
 
-STEP = Callable[[DsObserved], Plan]
 Child = Mapping[str, Any]
 ROLLOUT_REQUEUE = 1.0  # seconds: upstream's requeue while a rollout waits (start, stability)
 
@@ -130,14 +130,6 @@ def _in_role_order(obs: DsObserved, objects: Sequence[Child]) -> list[Child]:
     return sorted(objects, key=key)
 
 
-def _carry(obs: DsObserved, errors: Sequence[str] = (), failed: int | None = None
-           ) -> DsDecided:
-    decided = obs.decided
-    return replace(decided, errors=decided.errors + tuple(errors),
-                   failed_slices=decided.failed_slices | ({failed} if failed is not None
-                                                          else frozenset()))
-
-
 def _delete(target: Target, obj: Child, events: tuple[Event, ...] = (),
             policy: Policy | None = None) -> Delete:
     """Delete a child by name with its UID as precondition; gone or replaced meanwhile is
@@ -165,17 +157,11 @@ def scale(obs: DsObserved, k: int, lws: Child, replicas: int,
 # ------------------------------------------------------------------------------ revision
 
 
-def revision(obs: DsObserved) -> Plan:
-    """Decide the target revision once per pass: our hash of the roles, or the revision of
-    children the upstream controller made with the same templates (adopted by content, so
-    taking a set over starts no rollout)."""
-    return Plan(carry=replace(obs.decided,
-                              revision=target_revision(obs.ds, obs.owned_lws)))
-
-
-def _rev(obs: DsObserved) -> str:
-    assert obs.decided.revision is not None, "the revision step runs first"
-    return obs.decided.revision
+def revision(obs: DsObserved) -> Planned[str]:
+    """Decide the target revision once per pass, for every step after it: our hash of the
+    roles, or the revision of children the upstream controller made with the same templates
+    (adopted by content, so taking a set over starts no rollout). It writes nothing."""
+    return Planned(EMPTY, target_revision(obs.ds, obs.owned_lws))
 
 
 # ------------------------------------------------------------------------- removed slices
@@ -233,14 +219,14 @@ def scalers(obs: DsObserved) -> Plan:
 # ------------------------------------------------------------------------ legacy slice 0
 
 
-def legacy(obs: DsObserved) -> Plan:
+def legacy(obs: DsObserved, rev: str) -> Plan:
     """With ``slices > 1``, an owned legacy (pre-slices) slice 0 at the target revision is
     deleted, its Service first, so that the slice loop recreates it in slice-aware form with
     its siblings in the same pass (the legacy Service's selector has no slice and would select
     the siblings' pods)."""
     ds = obs.ds
     actions: list[Action] = []
-    for service_name, lws_name in slices.legacy_migrations(ds, _rev(obs), obs.owned_lws):
+    for service_name, lws_name in slices.legacy_migrations(ds, rev, obs.owned_lws):
         service = obs.services_named.get(service_name)
         if service is not None and service in obs.owned_services:
             actions.append(_delete(core(ds.namespace, "services", "Service"), service))
@@ -262,10 +248,10 @@ def _slice_policy(k: int) -> Policy:
                   reason_prefix=f"slice {k}: ")
 
 
-def _create_lws(obs: DsObserved, k: int, role: RoleView, replicas: int) -> Create:
+def _create_lws(obs: DsObserved, k: int, rev: str, role: RoleView, replicas: int) -> Create:
     """Create a child; a 409 means a LeaderWorkerSet our cache does not show holds the name
     (one without the set's label, so another owner's): upstream's refusal, collected."""
-    body = children.build_lws(obs.ds, role, k, _rev(obs), replicas)
+    body = children.build_lws(obs.ds, role, k, rev, replicas)
     return Create(lws_target(obs.ds.namespace), body, common=Common(policy=Policy(
         conflict=Then.COLLECT, reason_prefix=f"slice {k}: failed to reconcile {role.name} "
                                              "role: ",
@@ -277,10 +263,11 @@ def _foreign_at(obs: DsObserved, name: str) -> bool:
     return name in obs.lws_named and obs.owned_lws_named(name) is None
 
 
-def workloads(k: int) -> STEP:
-    """Slice ``k``'s LeaderWorkerSets: drained old revisions deleted, then the coordinated
-    rolling update while an old revision still holds replicas of any role, else the simple
-    path (create, scale).
+def workloads(obs: DsObserved, k: int, rev: str) -> Planned[str | None]:
+    """Slice ``k``'s LeaderWorkerSets at the target revision ``rev``: drained old revisions
+    deleted, then the coordinated rolling update while an old revision still holds replicas of
+    any role, else the simple path (create, scale). Its value is the error it decided (a foreign
+    object at the name of a child it must create, upstream's text), None when there is none.
 
     Every old role counts for choosing the path, a role removed from the spec as much as a
     spec role (upstream counts spec roles only, and a set whose roles were all renamed never
@@ -291,31 +278,30 @@ def workloads(k: int) -> STEP:
     holds replicas, so the rollout path runs exactly while an old revision remains.
     """
 
-    def step(obs: DsObserved) -> Plan:
-        rev = _rev(obs)
-        mine = _in_role_order(obs, slices.in_slice_objects(obs.owned_lws, k))
-        groups = slices.group_by_revision(mine)
-        drained = set(slices.drained_revisions(groups, rev))
-        actions: list[Action] = []
-        for lws in mine:
-            if slices.revision_label(lws) in drained:
-                actions.append(_delete(lws_target(obs.ds.namespace), lws, (_normal(
-                    REASON_LWS_DELETED, EVENT_ACTION_DELETE,
-                    f"Deleted drained LWS {name_of(lws)}"),), _slice_policy(k)))
-        live = [lws for lws in mine if slices.revision_label(lws) not in drained]
-        old = [lws for lws in live if slices.revision_label(lws) != rev]
-        total_old = sum(slices.lws_replicas(lws) for lws in old)
-        plan = _rollout(obs, k, live, old) if old and total_old > 0 else _simple(obs, k, live)
-        return replace(plan, actions=tuple(actions) + plan.actions)
+    mine = _in_role_order(obs, slices.in_slice_objects(obs.owned_lws, k))
+    groups = slices.group_by_revision(mine)
+    drained = set(slices.drained_revisions(groups, rev))
+    actions: list[Action] = []
+    for lws in mine:
+        if slices.revision_label(lws) in drained:
+            actions.append(_delete(lws_target(obs.ds.namespace), lws, (_normal(
+                REASON_LWS_DELETED, EVENT_ACTION_DELETE,
+                f"Deleted drained LWS {name_of(lws)}"),), _slice_policy(k)))
+    live = [lws for lws in mine if slices.revision_label(lws) not in drained]
+    old = [lws for lws in live if slices.revision_label(lws) != rev]
+    total_old = sum(slices.lws_replicas(lws) for lws in old)
+    if old and total_old > 0:
+        planned = _rollout(obs, k, rev, live, old)
+    else:
+        planned = _simple(obs, k, rev, live)
+    return Planned(replace(planned.plan, actions=tuple(actions) + planned.plan.actions),
+                   planned.value)
 
-    step.__name__ = f"workloads_{k}"
-    return step
 
-
-def _simple(obs: DsObserved, k: int, live: Sequence[Child]) -> Plan:
+def _simple(obs: DsObserved, k: int, rev: str, live: Sequence[Child]) -> Planned[str | None]:
     """Upstream's simple path: every spec role's child at the target revision exists with the
     replicas the role wants (a legacy slice 0 at the target revision is adopted in place)."""
-    ds, rev = obs.ds, _rev(obs)
+    ds = obs.ds
     actions: list[Action] = []
     for role in ds.roles:
         existing = slices.find_role_lws(live, ds, k, rev, role.name)
@@ -329,13 +315,13 @@ def _simple(obs: DsObserved, k: int, live: Sequence[Child]) -> Plan:
             if _foreign_at(obs, name):
                 error = f"slice {k}: failed to reconcile {role.name} role: " \
                         + not_controlled_message(name, ds.name, "adopt")
-                return Plan(tuple(actions), carry=_carry(obs, (error,), k))
-            actions.append(_create_lws(obs, k, role, desired))
+                return Planned(Plan(tuple(actions)), error)
+            actions.append(_create_lws(obs, k, rev, role, desired))
         else:
             if slices.lws_replicas(existing) != desired:
                 actions.append(scale(obs, k, existing, desired))
             actions += _live_settings(obs, k, role, existing)
-    return Plan(tuple(actions))
+    return Planned(Plan(tuple(actions)), None)
 
 
 def _live_settings(obs: DsObserved, k: int, role: RoleView, lws: Child) -> list[Action]:
@@ -349,11 +335,12 @@ def _live_settings(obs: DsObserved, k: int, role: RoleView, lws: Child) -> list[
                   common=Common(policy=_slice_policy(k)))]
 
 
-def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child]) -> Plan:
+def _rollout(obs: DsObserved, k: int, rev: str, live: Sequence[Child],
+             old: Sequence[Child]) -> Planned[str | None]:
     """Upstream's rollout path: start (the new revision's children at 0, the old ones'
     baselines recorded), then, once every new child is ready at its replicas, one planner step
     per pass: scale the new children up, drain the old ones newest revision first."""
-    ds, rev = obs.ds, _rev(obs)
+    ds = obs.ds
     new = {slices.role_of(lws): lws for lws in live if slices.revision_label(lws) == rev}
     ns = ds.namespace
     if not new:
@@ -367,7 +354,7 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
                 start.append(Patch(lws_target(ns), name_of(lws), body, common=Common(
                     policy=Policy(not_found=Then.SKIP, conflict=Then.SKIP, collect=True,
                                   reason_prefix=f"slice {k}: "))))
-        return _create_missing(obs, k, new, start)
+        return _create_missing(obs, k, rev, new, start)
 
     # The stability gate (``scale_up.revision_stable``), with upstream's quirk fixed: a role
     # whose new child is missing (a crash between the start's creates) gets it created here
@@ -377,7 +364,7 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
                             slices.status_count(lws, "readyReplicas"))
                for role, lws in new.items()}
     if not revision_stable(settled, spec_roles):
-        return _create_missing(obs, k, new, [])
+        return _create_missing(obs, k, rev, new, [])
 
     revisions = [old_revision(r, members.values(), ROLE_LABEL, slices.lws_replicas,
                               slices.initial_replicas)
@@ -391,8 +378,9 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
     step = inputs.next_step(role_budgets(ds, inputs.roles, {
         role.name: scaling.target_replicas(role, scalers, 0) for role in ds.roles}))
     if step is None:
-        return Plan((Record(_normal(REASON_ROLLING_UPDATE_COMPLETED, EVENT_ACTION_UPDATE,
-                                    f"Completed rolling update to revision {rev}")),))
+        return Planned(Plan((Record(_normal(
+            REASON_ROLLING_UPDATE_COMPLETED, EVENT_ACTION_UPDATE,
+            f"Completed rolling update to revision {rev}")),)), None)
     # Old revisions are drained before the new one scales up. Upstream scales up first, so in
     # a step that changes both sides (the planner's force drain) a role stands one batch above
     # maxSurge between the two calls: pods the cluster may have no accelerators for. Draining
@@ -408,49 +396,48 @@ def _rollout(obs: DsObserved, k: int, live: Sequence[Child], old: Sequence[Child
                            {role: n.name for role, n in settled.items()}):
         actions.append(scale(obs, k, new[up.role], up.to, (
             _normal(REASON_SCALING_UP, EVENT_ACTION_UPDATE, up.message),)))
-    return Plan(tuple(actions))
+    return Planned(Plan(tuple(actions)), None)
 
 
-def _create_missing(obs: DsObserved, k: int, new: Mapping[str, Child],
-                    actions: list[Action]) -> Plan:
+def _create_missing(obs: DsObserved, k: int, rev: str, new: Mapping[str, Child],
+                    actions: list[Action]) -> Planned[str | None]:
     """Create the new revision's child of every spec role that has none, at 0 replicas, and
     look again in a second (upstream's requeue while a rollout waits)."""
     ds = obs.ds
     for role in ds.roles:
         if role.name in new:
             continue
-        name = names.lws_name(ds.name, k, _rev(obs), role.name)
+        name = names.lws_name(ds.name, k, rev, role.name)
         if _foreign_at(obs, name):
             error = f"slice {k}: failed to reconcile {role.name} role: " \
                     + not_controlled_message(name, ds.name, "adopt")
-            return Plan(tuple(actions), carry=_carry(obs, (error,), k))
+            return Planned(Plan(tuple(actions)), error)
         if name not in obs.lws_named:
-            actions.append(_create_lws(obs, k, role, 0))
-    return Plan(tuple(actions), requeue_after=ROLLOUT_REQUEUE)
+            actions.append(_create_lws(obs, k, rev, role, 0))
+    return Planned(Plan(tuple(actions), requeue_after=ROLLOUT_REQUEUE), None)
 
 
-def services(k: int) -> STEP:
-    """Slice ``k``'s Services (``logic.disaggregated.services``): once the target revision is
-    ready on every spec role, one headless, portless Service per role; the Services of
-    revisions no longer ready on every spec role are deleted, but only those this set controls
-    (upstream's quirk fixed: it deleted any Service carrying the set's name label). Nothing
-    happens when the slice's workloads failed this pass (upstream returns before them)."""
+def services(obs: DsObserved, k: int, rev: str) -> Plan:
+    """Slice ``k``'s Services (``logic.disaggregated.services``): once the target revision
+    ``rev`` is ready on every spec role, one headless, portless Service per role; the Services
+    of revisions no longer ready on every spec role are deleted, but only those this set
+    controls (upstream's quirk fixed: it deleted any Service carrying the set's name label).
 
-    def step(obs: DsObserved) -> Plan:
-        if k in obs.decided.failed_slices or obs.collected:
-            return EMPTY
-        ns = obs.ds.namespace
-        decided = plan_services(obs.ds, k, obs.owned_lws, obs.owned_services, _rev(obs))
-        actions: list[Action] = [
-            Create(core(ns, "services", "Service"), body, common=Common(policy=_slice_policy(k)))
-            for body in decided.create if name_of(body) not in obs.services_named]
-        owned = {name_of(s): s for s in obs.owned_services}
-        actions += [_delete(core(ns, "services", "Service"), owned[name],
-                            policy=_slice_policy(k)) for name in decided.delete if name in owned]
-        return Plan(tuple(actions))
-
-    step.__name__ = f"services_{k}"
-    return step
+    Upstream's per-slice reconcile returns before the Services when its workloads fail. The
+    pass does not run this step after the workloads step decided an error; a write of that
+    step that failed is known only once it ran, as the failure reasons the runner puts in this
+    step's snapshot (``collected``), and then this step plans nothing."""
+    if obs.collected:
+        return EMPTY
+    ns = obs.ds.namespace
+    decided = plan_services(obs.ds, k, obs.owned_lws, obs.owned_services, rev)
+    actions: list[Action] = [
+        Create(core(ns, "services", "Service"), body, common=Common(policy=_slice_policy(k)))
+        for body in decided.create if name_of(body) not in obs.services_named]
+    owned = {name_of(s): s for s in obs.owned_services}
+    actions += [_delete(core(ns, "services", "Service"), owned[name],
+                        policy=_slice_policy(k)) for name in decided.delete if name in owned]
+    return Plan(tuple(actions))
 
 
 # ------------------------------------------------------------------------------- status
@@ -473,11 +460,13 @@ def scaler_status(obs: DsObserved) -> Plan:
     return Plan(tuple(actions))
 
 
-def status(obs: DsObserved) -> Plan:
-    """The set's status (role counts over every slice and revision, Available/Progressing),
-    written only when it changed, guarded by the resourceVersion it was computed from."""
+def status(obs: DsObserved, rev: str) -> Plan:
+    """The set's status (role counts over every slice and revision, Available/Progressing, the
+    target revision ``rev``), written only when it changed, guarded by the resourceVersion it
+    was computed from. A conflict ends the pass (``Then.STOP``), to be decided again on the
+    newer set."""
     ds = obs.ds
-    decided = ds_status.compute_status(ds, obs.owned_lws, _rev(obs), obs.scaler_views, obs.now)
+    decided = ds_status.compute_status(ds, obs.owned_lws, rev, obs.scaler_views, obs.now)
     if not decided.changed:
         return EMPTY
     return Plan((Patch(ds_target(ds.namespace, PLURAL, "DisaggregatedSet"), ds.name,
@@ -486,11 +475,3 @@ def status(obs: DsObserved) -> Plan:
                        subresource="status", common=Common(policy=Policy(
                            conflict=Then.STOP))),))
 
-
-def steps_for(obs: DsObserved) -> tuple[STEP, ...]:
-    """The pass's steps for the set as observed at its start (the slice count says how many
-    per-slice steps run)."""
-    per_slice: list[STEP] = []
-    for k in range(obs.ds.slices):
-        per_slice += [workloads(k), services(k)]
-    return (revision, removed_slices, scalers, legacy, *per_slice, scaler_status, status)

@@ -172,9 +172,8 @@ class Plan:
     it). ``reads``: objects to fetch first; the step is asked again with them. ``carry``:
     what the controller takes of the plan besides its actions, handed to it before they run
     (``controllers.passes``): the LeaderWorkerSet's memory between passes
-    (``logic.reconcile.snapshot.Remember``), the DisaggregatedSet pass's decisions so far. What a
-    later step of a LeaderWorkerSet pass needs of this one travels as the step's value
-    (``Planned``), not here."""
+    (``logic.reconcile.snapshot.Remember``). What a later step of a pass needs of this one
+    travels as the step's value (``Planned``), not here."""
 
     actions: tuple[Action, ...] = ()
     stop: bool = False

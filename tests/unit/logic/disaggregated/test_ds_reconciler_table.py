@@ -767,6 +767,9 @@ def test_a_namesake_created_since_the_cache_saw_a_child_is_not_scaled() -> None:
         f"slice 0: LeaderWorkerSet {name(rev, 'prefill')} exists but is not controlled by "
         f"DisaggregatedSet {DS_NAME}; refusing to scale it")
     assert world.replicas()[name(rev, "prefill")] == 1
+    # The slice's write failed, so its Services wait (upstream's slice returns before them),
+    # though the cache still shows its revision ready on every role.
+    assert done.writes() == [f"status DisaggregatedSet {DS_NAME}"]
 
 
 def test_a_step_that_drains_and_scales_up_drains_first() -> None:
