@@ -20,6 +20,9 @@ name), and each target carries its namespace as the Prometheus Operator's discov
   it serves the certificate (LeaderWorkerSetWebhookCertificateExpiry) and is never ready, so the
   webhook Service would have no endpoints (LeaderWorkerSetPodWebhookUnavailable).
 
+The processes run this checkout's code when the test runs with ``PYTHONPATH`` at it (as the
+make targets run it) or from an editable install of it.
+
 Each alert's time from the action that caused it to firing is printed (``-s`` shows it); none of
 them may fire for an installation that is fine.
 """
@@ -54,6 +57,7 @@ from lws_operator.logic.runtime import certs
 pytestmark = pytest.mark.full
 
 OURS = "lws-operator.dev/"
+ADMISSION = "admissionregistration.k8s.io/v1"
 VALUES: dict[str, Any] = {"prometheusRule": {"enabled": True, "alerts": {
     "operatorDown": {"for": "2s"},
     "noLeader": {"for": "5s"},
@@ -92,6 +96,7 @@ class Env:
     namespace: str  # the workloads'
     tmp: Path
     started: list[OperatorProcess] = field(default_factory=list)
+    configurations: list[str] = field(default_factory=list)  # mutating, made by the test
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -109,6 +114,8 @@ async def env(clusters: Clusters, tmp_path: Path) -> AsyncIterator[Env]:
         await kube.delete(DS_API, DS_KIND, "llm", namespace)
         for op in found.started:
             await op.stop()
+        for name in found.configurations:
+            await kube.delete(ADMISSION, "MutatingWebhookConfiguration", name)
             await kube.delete("v1", "Namespace", op.namespace)
         await kube.delete("v1", "Namespace", namespace)
         await kube.close()
@@ -223,6 +230,17 @@ async def test_each_alert_on_the_operator_fires_in_its_situation(env: Env) -> No
                  "acquireTime": micro_time(now), "renewTime": micro_time(now),
                  "leaseTransitions": 0}})
     await env.kube.create(expiring_secret(uncertified.namespace, days=2))
+    # Its webhook configuration as cert-manager's cainjector has not yet injected it (no
+    # caBundle). It matches no request anyone makes, so it changes nothing else here.
+    await env.kube.create({
+        "apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": uncertified.configurations[0]},
+        "webhooks": [{"name": "nothing.lws-operator.dev", "admissionReviewVersions": ["v1"],
+                      "sideEffects": "None", "failurePolicy": "Ignore",
+                      "clientConfig": {"url": "https://127.0.0.1:1/nothing"},
+                      "rules": [{"apiGroups": ["example.invalid"], "apiVersions": ["v1"],
+                                 "operations": ["CREATE"], "resources": ["nothings"]}]}]})
+    env.configurations.append(uncertified.configurations[0])
 
     targets = [{"targets": [f"127.0.0.1:{op.metrics_port}"],
                 "labels": {"namespace": op.namespace}} for op in (main, standby, uncertified)]
