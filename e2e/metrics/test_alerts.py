@@ -20,8 +20,8 @@ name), and each target carries its namespace as the Prometheus Operator's discov
   it serves the certificate (LeaderWorkerSetWebhookCertificateExpiry) and is never ready, so the
   webhook Service would have no endpoints (LeaderWorkerSetPodWebhookUnavailable).
 
-The processes run this checkout's code when the test runs with ``PYTHONPATH`` at it (as the
-make targets run it) or from an editable install of it.
+The processes run the ``lws-operator`` of the test's interpreter (an editable install of the
+checkout); from another worktree, put it first with ``PYTHONPATH``.
 
 Each alert's time from the action that caused it to firing is printed (``-s`` shows it); none of
 them may fire for an installation that is fine.
