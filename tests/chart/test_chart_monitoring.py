@@ -208,3 +208,11 @@ def test_values_schema_refuses_monitoring_mistakes(setting: str, message: str) -
     done = helm("template", "x", str(CHART), "--set", setting, check=False)
     assert done.returncode != 0
     assert message in done.stderr
+
+
+def test_the_service_monitor_keeps_the_series_own_namespace() -> None:
+    """The alerts and the dashboard group the lws_* series by their LeaderWorkerSet's
+    namespace: the scrape must not replace it with the target's (the operator's)."""
+    objs = objects(render(values={"metrics": {"serviceMonitor": {"enabled": True}}}))
+    [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor"]
+    assert [e.get("honorLabels") for e in monitor["spec"]["endpoints"]] == [True]
