@@ -9,7 +9,9 @@ name), and each target carries its namespace as the Prometheus Operator's discov
 
 * ``main`` leads and reconciles. A LeaderWorkerSet with the group budget ``"0"`` is drained as
   ``kubectl drain`` does (an eviction asked again every 2 s, refused with 429 each time):
-  LeaderWorkerSetDrainBlocked. A DisaggregatedSet rolled to a template no node can hold (64 GPUs
+  LeaderWorkerSetDrainBlocked. A caller sends the pod webhook requests that are no
+  AdmissionReview (each answered as a failure, 400): LeaderWorkerSetWebhookFailing. A
+  DisaggregatedSet rolled to a template no node can hold (64 GPUs
   a pod) waits for groups that never become Ready: DisaggregatedSetNotProgressing. At the end
   the process is stopped: LeaderWorkerSetOperatorDown.
 * ``standby`` runs while its Lease is held by a holder that is none of the scraped replicas
@@ -32,7 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import http.client
 import json
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -52,6 +56,7 @@ from e2e.harness.clusters import Clusters
 from e2e.harness.disaggregated import PAUSE, install_crds
 from e2e.harness.launcher import OperatorProcess
 from e2e.kube import MERGE_PATCH, Kube, wait_for
+from lws_operator.api.constants import MUTATE_POD_PATH
 from lws_operator.logic.runtime import certs
 
 pytestmark = pytest.mark.full
@@ -63,11 +68,13 @@ VALUES: dict[str, Any] = {"prometheusRule": {"enabled": True, "alerts": {
     "noLeader": {"for": "5s"},
     "podWebhookUnavailable": {"for": "5s"},
     "webhookCertificateExpiry": {"for": "5s"},
+    "webhookFailing": {"for": "5s", "window": "30s"},
     "drainBlocked": {"for": "20s", "window": "30s"},
     "disaggregatedSetNotProgressing": {"for": "5s", "window": "30s"},
 }}}
 NEW_ALERTS = {"LeaderWorkerSetOperatorDown", "LeaderWorkerSetOperatorNoLeader",
               "LeaderWorkerSetPodWebhookUnavailable", "LeaderWorkerSetWebhookCertificateExpiry",
+              "LeaderWorkerSetWebhookFailing",
               "LeaderWorkerSetDrainBlocked", "DisaggregatedSetNotProgressing"}
 
 
@@ -264,6 +271,7 @@ async def test_each_alert_on_the_operator_fires_in_its_situation(env: Env) -> No
             namespace=uncertified.namespace)
 
         await drain_blocked(env, alerts, times)
+        await webhook_failing(main, alerts, times)
         await disaggregated_not_progressing(env, alerts, times)
 
         # Nothing fires for the installation that is fine (main), but what its sets cause.
@@ -339,3 +347,36 @@ async def disaggregated_not_progressing(env: Env, alerts: Alerts,
                          content_type=MERGE_PATCH)
     times["disaggregated"] = await alerts.time_to_fire(
         began, "DisaggregatedSetNotProgressing", 180, namespace=env.namespace, name="llm")
+    # The rollout's first step (the new revision's groups) is progress: not before a window.
+    assert times["disaggregated"] >= 30, times
+
+
+def post_unreadable(port: int) -> int:
+    """One request to the pod webhook that is no AdmissionReview; the review's code."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    try:
+        connection.request("POST", MUTATE_POD_PATH + "?timeout=10s", body=b"[]",
+                           headers={"Content-Type": "application/json"})
+        answer = json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+    return int(answer["response"]["status"]["code"])
+
+
+async def webhook_failing(main: OperatorProcess, alerts: Alerts,
+                          times: dict[str, float]) -> None:
+    """A caller of the pod webhook that sends no AdmissionReview (a proxy, a tool calling the
+    Service): every such admission fails (400), which the API server would turn into a refused
+    pod. The only failure of our own webhook that can be caused without a bug in it."""
+    began = time.monotonic()
+    codes = []
+    while not await alerts.firing("LeaderWorkerSetWebhookFailing", webhook=MUTATE_POD_PATH):
+        codes.append(await asyncio.to_thread(post_unreadable, main.webhook_port))
+        await asyncio.sleep(0.5)
+        assert time.monotonic() - began < 120, "LeaderWorkerSetWebhookFailing did not fire"
+    times["failing"] = time.monotonic() - began
+    print(f"LeaderWorkerSetWebhookFailing: fired {times['failing']:.1f}s after its cause")
+    assert set(codes) == {400}

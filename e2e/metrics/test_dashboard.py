@@ -66,6 +66,7 @@ EXPECTED_ALERTS = {"LeaderWorkerSetRolloutStalled", "LeaderWorkerSetRestartBudge
                    "LeaderWorkerSetGroupNotReady", "LeaderWorkerSetWebhookSlow",
                    "LeaderWorkerSetReconcileErrors", "LeaderWorkerSetOperatorDown",
                    "LeaderWorkerSetOperatorNoLeader", "LeaderWorkerSetPodWebhookUnavailable",
+                   "LeaderWorkerSetWebhookFailing",
                    "LeaderWorkerSetWebhookCertificateExpiry", "LeaderWorkerSetDrainBlocked",
                    "DisaggregatedSetNotProgressing"}
 # Alerts with no series here: no DisaggregatedSet in this scenario (e2e/metrics/test_alerts.py

@@ -18,12 +18,22 @@ from prometheus_client.registry import Collector, CollectorRegistry
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, *Histogram.DEFAULT_BUCKETS)
 
 
+# The codes of a failed admission (controller-runtime's ``Errored``): a request that could not
+# be read (400) and a handler that raised (500). Refusals by policy (403, the eviction budget's
+# 429) are answers, not failures.
+FAILURE_CODES = (400, 500)
+
+
 class WebhookMetrics:
     """``controller_runtime_webhook_{requests_total,latency_seconds,requests_in_flight}``, and
     ours: ``lws_operator_webhook_connections_accepted_total`` (no labels), the TCP connections
     the webhook server accepted. Each costs a TLS handshake (about a millisecond of the
     admission process's CPU here), so connections per admission, near 0 when the API server
-    reuses its connections, tells whether it does."""
+    reuses its connections, tells whether it does. And
+    ``lws_operator_webhook_failures_total{webhook,code}``: admissions that failed
+    (``FAILURE_CODES``). Their HTTP status is 200 like every answer's, so
+    ``controller_runtime_webhook_requests_total`` cannot tell them; with ``failurePolicy:
+    Fail`` each one refused a LeaderWorkerSet write or pod."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.requests = Counter(
@@ -42,6 +52,10 @@ class WebhookMetrics:
             "lws_operator_webhook_connections_accepted_total",
             "TCP connections accepted by the admission webhook server (each one a TLS "
             "handshake).", registry=registry)
+        self.failures = Counter(
+            "lws_operator_webhook_failures_total",
+            "Admission requests answered with a failure (400: unreadable, 500: the webhook "
+            "raised), by webhook path and code.", ["webhook", "code"], registry=registry)
 
 
 class CertificateMetrics(Collector):

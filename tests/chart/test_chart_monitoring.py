@@ -38,6 +38,7 @@ ALERTS = {"rolloutStalled": "LeaderWorkerSetRolloutStalled",
           "operatorDown": "LeaderWorkerSetOperatorDown",
           "noLeader": "LeaderWorkerSetOperatorNoLeader",
           "podWebhookUnavailable": "LeaderWorkerSetPodWebhookUnavailable",
+          "webhookFailing": "LeaderWorkerSetWebhookFailing",
           "webhookCertificateExpiry": "LeaderWorkerSetWebhookCertificateExpiry",
           "drainBlocked": "LeaderWorkerSetDrainBlocked",
           "disaggregatedSetNotProgressing": "DisaggregatedSetNotProgressing"}

@@ -51,3 +51,42 @@ def test_each_readiness_check_is_a_series_evaluated_at_each_scrape() -> None:
     state["synced"] = True
     checks["api"] = broken  # a check added after registration shows too
     assert (value("caches-synced"), value("webhooks-serve"), value("api")) == (1, 1, 0)
+
+
+async def test_failed_admissions_are_counted_by_path_and_code_refusals_are_not() -> None:
+    """400 (unreadable) and 500 (the handler raised) are failures; a refusal by policy (403, or
+    the eviction budget's 429) is an answer."""
+    import json
+    from typing import Any
+
+    from lws_operator.admission.metrics import WebhookMetrics
+    from lws_operator.admission.review import allowed, denied, forbidden
+    from lws_operator.admission.server import AdmissionServer, ServingTLS
+
+    def crash(request: Any) -> dict[str, Any]:
+        raise RuntimeError("a bug")
+
+    async def budget(request: Any) -> dict[str, Any]:
+        return denied(429, "the group budget", "TooManyRequests")
+
+    registry = CollectorRegistry()
+    server = AdmissionServer(tls=ServingTLS(), host="127.0.0.1", port=0,
+                             metrics=WebhookMetrics(registry), handlers={
+                                 "/crash": crash, "/refuse": lambda r: forbidden("no"),
+                                 "/allow": lambda r: allowed(), "/evict": budget})
+
+    def failures(path: str, code: str) -> float | None:
+        return registry.get_sample_value("lws_operator_webhook_failures_total",
+                                         {"webhook": path, "code": code})
+
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": "u", "operation": "CREATE"}}).encode()
+    assert failures("/crash", "500") == 0  # every path's series exists from the start
+    for path in ("/crash", "/refuse", "/allow"):
+        server.routes[path](body)
+    await server.routes["/evict"](body)  # type: ignore[misc]
+    server.routes["/allow"](b"not json")
+    assert (failures("/crash", "500"), failures("/crash", "400")) == (1, 0)
+    assert (failures("/allow", "400"), failures("/allow", "500")) == (1, 0)
+    assert failures("/refuse", "500") == failures("/refuse", "400") == 0
+    assert failures("/evict", "500") == failures("/evict", "400") == 0
