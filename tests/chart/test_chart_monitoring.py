@@ -217,3 +217,10 @@ def test_the_service_monitor_keeps_the_series_own_namespace() -> None:
     objs = objects(render(values={"metrics": {"serviceMonitor": {"enabled": True}}}))
     [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor"]
     assert [e.get("honorLabels") for e in monitor["spec"]["endpoints"]] == [True]
+
+
+def test_without_metrics_the_alerts_on_absent_targets_are_not_rendered() -> None:
+    """They would fire for good: nothing is scraped."""
+    alerts = alerts_of(rule_of({"metrics": {"enabled": False}}))
+    assert set(alerts) == set(ALERTS.values()) - {ALERTS["operatorDown"],
+                                                   ALERTS["podWebhookUnavailable"]}
