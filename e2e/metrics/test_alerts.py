@@ -284,6 +284,15 @@ async def test_each_alert_on_the_operator_fires_in_its_situation(env: Env) -> No
                 assert alert["labels"].get("namespace") != main.namespace, alert
         for rule in await asyncio.to_thread(prom.rules):
             assert rule["health"] == "ok", rule
+        # main's own certificate (self-managed: issued for a year) and readiness, as exported.
+        left = await asyncio.to_thread(prom.query, (
+            "lws_operator_webhook_certificate_expiry_timestamp_seconds"
+            f'{{namespace="{main.namespace}"}} - time()'))
+        assert [round(float(r["value"][1]) / 86400) for r in left] == [365], left
+        checks = await asyncio.to_thread(
+            prom.query, f'lws_operator_readiness_check{{namespace="{main.namespace}"}}')
+        assert {r["metric"]["check"]: r["value"][1] for r in checks} == {
+            "webhooks-serve": "1", "caches-synced": "1", "leaderworkerset-api": "1"}, checks
 
         stopped = time.monotonic()
         assert await main.stop() == 0, main.log_tail()
