@@ -1,4 +1,5 @@
-"""A real Prometheus server for the metrics tests: Debian's package, unpacked without root.
+"""A real Prometheus server for the metrics tests: Debian's package, unpacked without root
+(with its ``promtool``, which the chart's rule unit tests run).
 
 The pinned package is downloaded once with ``apt-get download`` (the ordinary Debian client)
 and unpacked with ``dpkg -x`` into ``~/.cache/lws-operator/prometheus-<version>``; nothing is
@@ -57,6 +58,11 @@ def binary() -> Path:
     return exe
 
 
+def promtool() -> Path:
+    """The pinned package's ``promtool`` (the same package ships it), fetched on first use."""
+    return binary().parent / "promtool"
+
+
 @dataclass
 class Prometheus:
     url: str
@@ -102,16 +108,18 @@ class Prometheus:
 
 @contextlib.contextmanager
 def running(directory: Path, scrape: dict[str, Any], timeout: float = 60.0,
-            rule_groups: list[dict[str, Any]] | None = None) -> Iterator[Prometheus]:
+            rule_groups: list[dict[str, Any]] | None = None,
+            job: str = "lws-operator") -> Iterator[Prometheus]:
     """Prometheus scraping one job (``scrape``: the scrape_config, without job name and
     interval) every second, until the context ends; with ``rule_groups`` (a rule file's
-    ``groups``, e.g. a PrometheusRule's spec) loaded and evaluated every second."""
+    ``groups``, e.g. a PrometheusRule's spec) loaded and evaluated every second. ``job`` is
+    the job's name (the ``job`` label the chart's alerts on the operator itself select)."""
     exe = binary()
     directory.mkdir(parents=True, exist_ok=True)
     config: dict[str, Any] = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                    "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "lws-operator", **scrape}]}
+        "scrape_configs": [{"job_name": job, **scrape}]}
     if rule_groups is not None:
         (directory / "rules.yml").write_text(yaml.safe_dump({"groups": rule_groups}))
         config["rule_files"] = [str(directory / "rules.yml")]

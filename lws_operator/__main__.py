@@ -364,6 +364,12 @@ async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry
         # Not ready until the webhooks serve as the API server calls them
         # (``admission.runtime``); the controllers wait for the same.
         health.add_readiness_check("webhooks-serve", lambda: webhooks.serves_now)
+        # The same checks as lws_operator_readiness_check{check}: what puts the replica in
+        # the webhook Service's endpoints, for an alert on a webhook without any.
+        from lws_operator.admission.metrics import ReadinessCollector
+
+        checks = health.readiness
+        registry.register(ReadinessCollector(lambda: checks))
     elector = None
     if lease_namespace is not None:
         elector = LeaderElector(kube, opts.lease_name, lease_namespace, timings=opts.timings,

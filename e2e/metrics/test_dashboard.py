@@ -51,7 +51,8 @@ OURS = "lws-operator.dev/"
 # Short enough for a test: each alert's condition holds for seconds, not minutes.
 VALUES: dict[str, Any] = {
     "dashboard": {"enabled": True},
-    "prometheusRule": {"enabled": True, "alerts": {
+    # The job this test's Prometheus scrapes the operator as.
+    "prometheusRule": {"enabled": True, "job": "lws-operator", "alerts": {
         "rolloutStalled": {"for": "2s"},
         "progressDeadlineExceeded": {"for": "2s"},
         "restartBudgetExhausted": {"for": "2s"},
@@ -63,7 +64,14 @@ VALUES: dict[str, Any] = {
 EXPECTED_ALERTS = {"LeaderWorkerSetRolloutStalled", "LeaderWorkerSetRestartBudgetExhausted",
                    "LeaderWorkerSetProgressDeadlineExceeded",
                    "LeaderWorkerSetGroupNotReady", "LeaderWorkerSetWebhookSlow",
-                   "LeaderWorkerSetReconcileErrors"}
+                   "LeaderWorkerSetReconcileErrors", "LeaderWorkerSetOperatorDown",
+                   "LeaderWorkerSetOperatorNoLeader", "LeaderWorkerSetPodWebhookUnavailable",
+                   "LeaderWorkerSetWebhookFailing",
+                   "LeaderWorkerSetWebhookCertificateExpiry", "LeaderWorkerSetDrainBlocked",
+                   "DisaggregatedSetNotProgressing"}
+# Alerts with no series here: no DisaggregatedSet in this scenario (e2e/metrics/test_alerts.py
+# makes it fire on one).
+NO_SERIES_HERE = {"DisaggregatedSetNotProgressing"}
 # The final comparison of a rule expression: `<signal> > <threshold>`.
 COMPARISON = re.compile(r"\s(>|<|>=|<=|==|!=)\s+([0-9.eE+-]+)\s*$")
 
@@ -203,6 +211,8 @@ async def scenario(client: Kube, ns: str, prom: prometheus.Prometheus,
     # Every alert expression and every dashboard query returns series on this data.
     empty = []
     for rule in rules:
+        if rule["alert"] in NO_SERIES_HERE:
+            continue
         if not await asyncio.to_thread(prom.query, as_bool(rule["expr"])):
             empty.append(rule["alert"])
     assert set(dashboard.variables(board)) == {"datasource", "namespace", "name"}

@@ -7,12 +7,21 @@ exports, and tests get a fresh one each.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics import Counter, Gauge, Histogram
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.registry import Collector, CollectorRegistry
 
 # controller-runtime's buckets (Prometheus' defaults) and three below 5 ms, where admissions
 # are answered: without them every answer falls in one bucket and a p99 says nothing.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, *Histogram.DEFAULT_BUCKETS)
+
+
+# The codes of a failed admission (controller-runtime's ``Errored``): a request that could not
+# be read (400) and a handler that raised (500). Refusals by policy (403, the eviction budget's
+# 429) are answers, not failures.
+FAILURE_CODES = (400, 500)
 
 
 class WebhookMetrics:
@@ -20,7 +29,11 @@ class WebhookMetrics:
     ours: ``lws_operator_webhook_connections_accepted_total`` (no labels), the TCP connections
     the webhook server accepted. Each costs a TLS handshake (about a millisecond of the
     admission process's CPU here), so connections per admission, near 0 when the API server
-    reuses its connections, tells whether it does."""
+    reuses its connections, tells whether it does. And
+    ``lws_operator_webhook_failures_total{webhook,code}``: admissions that failed
+    (``FAILURE_CODES``). Their HTTP status is 200 like every answer's, so
+    ``controller_runtime_webhook_requests_total`` cannot tell them; with ``failurePolicy:
+    Fail`` each one refused a LeaderWorkerSet write or pod."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.requests = Counter(
@@ -39,3 +52,63 @@ class WebhookMetrics:
             "lws_operator_webhook_connections_accepted_total",
             "TCP connections accepted by the admission webhook server (each one a TLS "
             "handshake).", registry=registry)
+        self.failures = Counter(
+            "lws_operator_webhook_failures_total",
+            "Admission requests answered with a failure (400: unreadable, 500: the webhook "
+            "raised), by webhook path and code.", ["webhook", "code"], registry=registry)
+
+
+class CertificateMetrics(Collector):
+    """``lws_operator_webhook_certificate_expiry_timestamp_seconds`` (no labels): the notAfter
+    of the webhook serving certificate this process serves now, as Unix seconds. Set wherever
+    the certificate comes from (issued and rotated by the operator, or written by cert-manager
+    into the Secret), so one alert covers both: a rotation or a renewal that stopped shows as
+    the value coming close to ``time()``. Absent until a certificate is served (a 0 would read
+    as a certificate long expired)."""
+
+    NAME = "lws_operator_webhook_certificate_expiry_timestamp_seconds"
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.not_after: float | None = None
+        registry.register(self)
+
+    def served(self, cert_pem: bytes) -> None:
+        """Record the leaf certificate of ``cert_pem`` (the first of the chain)."""
+        from cryptography import x509  # here: the admission child imports this module too
+
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        self.not_after = cert.not_valid_after_utc.timestamp()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self.not_after is not None:
+            yield GaugeMetricFamily(
+                self.NAME, "The notAfter of the webhook serving certificate served now, in "
+                "Unix seconds.", value=self.not_after)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())  # registered before a value exists: nothing to check for clashes
+
+
+class ReadinessCollector(Collector):
+    """``lws_operator_readiness_check{check}``: 1 while the readiness check passes, else 0,
+    one series per check of ``/readyz``, evaluated at each scrape. A replica is in the webhook
+    Service's endpoints only while every check passes, so "no scraped replica has all checks
+    at 1" is "the webhook Service has no endpoints", which the operator's own metrics can tell
+    without kube-state-metrics (and which, with ``failurePolicy: Fail``, blocks every pod of a
+    LeaderWorkerSet)."""
+
+    def __init__(self, checks: Callable[[], Mapping[str, Callable[[], bool]]]) -> None:
+        self.checks = checks
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "lws_operator_readiness_check",
+            "1 while the readiness check passes (the replica is ready when all do), else 0.",
+            labels=["check"])
+        for name, check in self.checks().items():
+            try:
+                ok = bool(check())
+            except Exception:  # a failing check is not ready, as /readyz answers it
+                ok = False
+            family.add_metric([name], 1.0 if ok else 0.0)
+        yield family

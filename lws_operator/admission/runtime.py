@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 
 from lws_operator.admission import registration, review
 from lws_operator.admission.eviction import EvictionEndpoint
-from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.metrics import CertificateMetrics, WebhookMetrics
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.api.constants import MUTATE_POD_PATH
@@ -185,6 +185,8 @@ class WebhookRuntime:
                          if external else None)
         # Set once the listener serves a certificate from the Secret (never cleared).
         self.serving = asyncio.Event()
+        # The served certificate's notAfter, whichever mode issued it.
+        self.cert_metrics = CertificateMetrics(registry) if registry is not None else None
         # Told when ``pod_webhook`` changes (``follow_pod_webhook``).
         self._pod_webhook_listeners: list[Callable[[dict[str, Any] | None], None]] = []
         # Set once the webhooks serve as the API server calls them (the module docstring;
@@ -307,6 +309,8 @@ class WebhookRuntime:
 
     async def _serve_certificate(self, cert: bytes, key: bytes) -> None:
         await self.server.serve(cert, key)
+        if self.cert_metrics is not None:
+            self.cert_metrics.served(cert)
         self.serving.set()
 
     async def refresh_metrics(self) -> None:

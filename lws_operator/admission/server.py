@@ -28,11 +28,11 @@ import socket
 import ssl
 import tempfile
 from collections.abc import Callable, Mapping
-from typing import cast
+from typing import Any, cast
 
 from lws_operator.admission.http_server import HttpServer, Respond
 from lws_operator.admission.listener import bind, close
-from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.metrics import FAILURE_CODES, WebhookMetrics
 from lws_operator.admission.review import AsyncHandler, Handler, dump, review, review_async
 from lws_operator.kube.tls_reads import read_records
 
@@ -123,7 +123,8 @@ class AdmissionServer:
         self._http: HttpServer | None = None
         self._reserved: list[socket.socket] = []
         self._shutdown_timeout = shutdown_timeout
-        self.routes = {path: _respond(handler) for path, handler in self.handlers.items()}
+        self.routes = {path: _respond(handler, _failures(metrics, path))
+                       for path, handler in self.handlers.items()}
 
     @property
     def listening(self) -> bool:
@@ -208,19 +209,44 @@ class AdmissionServer:
             await http.stop(self._shutdown_timeout)
 
 
-def _respond(handler: Handler | AsyncHandler) -> Respond:
+Failed = Callable[[dict[str, Any]], None]
+
+
+def _failures(metrics: WebhookMetrics | None, path: str) -> Failed | None:
+    """What counts a path's failed answers (``WebhookMetrics.failures``), its series created
+    at 0 so that the first failure is an increase."""
+    if metrics is None:
+        return None
+    counters = {code: metrics.failures.labels(path, str(code)) for code in FAILURE_CODES}
+
+    def count(answer: dict[str, Any]) -> None:
+        response = answer.get("response") or {}
+        code = (response.get("status") or {}).get("code")
+        if response.get("allowed") is False and code in counters:
+            counters[code].inc()
+    return count
+
+
+def _respond(handler: Handler | AsyncHandler, failed: Failed | None = None) -> Respond:
     """A path's answer to a request body: the AdmissionReview answer, encoded. Every webhook
-    but the eviction one answers from a pure function, on the spot."""
+    but the eviction one answers from a pure function, on the spot. ``failed`` sees each
+    answer (the failures among them are counted)."""
     if inspect.iscoroutinefunction(handler):
         async_handler = cast(AsyncHandler, handler)
 
         async def answer_async(body: bytes) -> bytes:
-            return dump(await review_async(body, async_handler))
+            answer = await review_async(body, async_handler)
+            if failed is not None:
+                failed(answer)
+            return dump(answer)
 
         return answer_async
     sync_handler = cast(Handler, handler)
 
     def answer(body: bytes) -> bytes:
-        return dump(review(body, sync_handler))
+        out = review(body, sync_handler)
+        if failed is not None:
+            failed(out)
+        return dump(out)
 
     return answer

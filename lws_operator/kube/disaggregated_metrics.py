@@ -11,15 +11,23 @@ During a rolling update the old and the new revision of every role show side by 
 what an operator watches to see the coordinated drain. The series are per role and revision
 (bounded by the spec: at most a few revisions live at once), and every series of a set is
 removed when the set or the revision goes, so a deleted set does not report forever.
+
+``lws_disaggregatedset_progressing{namespace,name}``: 1 while the set's ``Progressing``
+condition is True (a rollout or a scaling not finished: not every role at its wanted groups,
+ready and updated), else 0. With the replica gauges it tells a rollout that stopped moving: the
+set progressing while none of its role series changed for a while.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from lws_operator.api.disaggregated import KIND, controlled_by
+from lws_operator.api.disaggregated import CONDITION_PROGRESSING, KIND, controlled_by
 from lws_operator.kube.cache import ClusterCache, Key
 from lws_operator.kube.metrics import _once
 from lws_operator.logic.disaggregated.slices import (
@@ -44,6 +52,10 @@ class DisaggregatedSetMetrics:
             "lws_disaggregatedset_role_replicas",
             "Groups of a DisaggregatedSet role at one revision, over all slices, by state",
             ["namespace", "name", "role", "revision", "state"], registry=registry)
+        self.progressing = Gauge(
+            "lws_disaggregatedset_progressing",
+            "1 while the DisaggregatedSet's Progressing condition is True, else 0",
+            ["namespace", "name"], registry=registry)
         self._series: dict[Key, set[Series]] = {}
 
     @classmethod
@@ -77,3 +89,15 @@ class DisaggregatedSetMetrics:
             self._series[key] = set(sums)
         else:
             self._series.pop(key, None)
+        if ds is not None:
+            self.progressing.labels(*key).set(1 if progressing(ds) else 0)
+        else:
+            with contextlib.suppress(KeyError):  # never observed
+                self.progressing.remove(*key)
+
+
+def progressing(ds: Mapping[str, Any]) -> bool:
+    """Whether the set's ``Progressing`` condition is True."""
+    conditions = (ds.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == CONDITION_PROGRESSING and c.get("status") == "True"
+               for c in conditions if isinstance(c, Mapping))

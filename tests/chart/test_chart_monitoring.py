@@ -13,7 +13,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from e2e.harness.chart import CHART, helm, objects, render
-from lws_operator.admission.metrics import WebhookMetrics
+from lws_operator.admission.metrics import (
+    CertificateMetrics,
+    ReadinessCollector,
+    WebhookMetrics,
+)
 from lws_operator.kube.disaggregated_metrics import DisaggregatedSetMetrics
 from lws_operator.kube.group_metrics import GroupMetrics
 from lws_operator.kube.metrics import (
@@ -30,10 +34,20 @@ ALERTS = {"rolloutStalled": "LeaderWorkerSetRolloutStalled",
           "restartBudgetExhausted": "LeaderWorkerSetRestartBudgetExhausted",
           "groupNotReady": "LeaderWorkerSetGroupNotReady",
           "webhookSlow": "LeaderWorkerSetWebhookSlow",
-          "reconcileErrors": "LeaderWorkerSetReconcileErrors"}
+          "reconcileErrors": "LeaderWorkerSetReconcileErrors",
+          "operatorDown": "LeaderWorkerSetOperatorDown",
+          "noLeader": "LeaderWorkerSetOperatorNoLeader",
+          "podWebhookUnavailable": "LeaderWorkerSetPodWebhookUnavailable",
+          "webhookFailing": "LeaderWorkerSetWebhookFailing",
+          "webhookCertificateExpiry": "LeaderWorkerSetWebhookCertificateExpiry",
+          "drainBlocked": "LeaderWorkerSetDrainBlocked",
+          "disaggregatedSetNotProgressing": "DisaggregatedSetNotProgressing"}
 # Words of PromQL that are not series names.
 PROMQL = {"sum", "by", "max", "min", "count", "rate", "increase", "histogram_quantile", "bool",
-          "le", "and", "or", "unless", "without", "on", "label_values"}
+          "le", "and", "or", "unless", "without", "on", "label_values", "absent", "time",
+          "changes"}
+# Prometheus' own series (the scrape's health), which the alerts on the operator itself read.
+PROMETHEUS_SERIES = {"up"}
 
 
 def dashboard_map(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,6 +62,8 @@ def exported_series() -> set[str]:
                    WatchMetrics, GroupMetrics, DisaggregatedSetMetrics):
         family.for_registry(registry)
     WebhookMetrics(registry)
+    CertificateMetrics(registry).not_after = 0.0
+    registry.register(ReadinessCollector(lambda: {"webhooks-serve": lambda: True}))
     names: set[str] = set()
     for metric in registry.collect():
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"],
@@ -58,8 +74,8 @@ def exported_series() -> set[str]:
 
 def series_in(expr: str) -> set[str]:
     """The series names an expression reads: identifiers outside braces and brackets, less
-    PromQL's own words and label names of ``by (...)``."""
-    bare = re.sub(r"\{[^}]*\}|\[[^]]*\]|\"[^\"]*\"|by \([^)]*\)", " ", expr)
+    PromQL's own words and label names of ``by (...)`` and ``on (...)``."""
+    bare = re.sub(r"\{[^}]*\}|\[[^]]*\]|\"[^\"]*\"|(by|on) \([^)]*\)", " ", expr)
     return {w for w in re.findall(r"[a-zA-Z_][a-zA-Z0-9_]*", bare)
             if w not in PROMQL and not w.startswith("__")} - {"e"}
 
@@ -151,10 +167,29 @@ def test_the_rules_follow_their_values() -> None:
     assert alerts[ALERTS["groupNotReady"]]["for"] == "15m"
     assert alerts[ALERTS["webhookSlow"]]["expr"].endswith("[3m]))) > 2.5")
     assert alerts[ALERTS["reconcileErrors"]]["expr"].endswith("[20m])) > 0.25")
-    exported = exported_series()
+    exported = exported_series() | PROMETHEUS_SERIES
     for alert in alerts.values():
         assert set(alert["annotations"]) == {"summary", "description"}
         assert series_in(alert["expr"]) <= exported, alert["expr"]
+
+
+def test_the_alerts_on_the_operator_select_its_job_and_lease() -> None:
+    job = "lws-operator-controller-manager-metrics-service"
+    alerts = alerts_of(rule_of({"leaderElection": {"leaseName": "mine.example"}}))
+    for name in ("operatorDown", "noLeader", "podWebhookUnavailable",
+                 "webhookCertificateExpiry"):
+        assert f'{{job="{job}"' in alerts[ALERTS[name]]["expr"], name
+    assert 'name="mine.example"' in alerts[ALERTS["noLeader"]]["expr"]
+    assert alerts[ALERTS["webhookCertificateExpiry"]]["expr"].endswith("< 604800")
+    custom = alerts_of(rule_of({"prometheusRule": {"enabled": True, "job": "lws", "alerts": {
+        "webhookCertificateExpiry": {"days": 14}, "drainBlocked": {"window": "2m"},
+        "disaggregatedSetNotProgressing": {"window": "30m", "for": "1m"}}}}))
+    assert 'up{job="lws"}' in custom[ALERTS["operatorDown"]]["expr"]
+    assert custom[ALERTS["webhookCertificateExpiry"]]["expr"].endswith("< 1209600")
+    assert "[2m]" in custom[ALERTS["drainBlocked"]]["expr"]
+    ds = custom[ALERTS["disaggregatedSetNotProgressing"]]
+    assert "[30m]" in ds["expr"]
+    assert ds["for"] == "1m"
 
 
 @pytest.mark.parametrize("key", sorted(ALERTS))
@@ -174,3 +209,18 @@ def test_values_schema_refuses_monitoring_mistakes(setting: str, message: str) -
     done = helm("template", "x", str(CHART), "--set", setting, check=False)
     assert done.returncode != 0
     assert message in done.stderr
+
+
+def test_the_service_monitor_keeps_the_series_own_namespace() -> None:
+    """The alerts and the dashboard group the lws_* series by their LeaderWorkerSet's
+    namespace: the scrape must not replace it with the target's (the operator's)."""
+    objs = objects(render(values={"metrics": {"serviceMonitor": {"enabled": True}}}))
+    [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor"]
+    assert [e.get("honorLabels") for e in monitor["spec"]["endpoints"]] == [True]
+
+
+def test_without_metrics_the_alerts_on_absent_targets_are_not_rendered() -> None:
+    """They would fire for good: nothing is scraped."""
+    alerts = alerts_of(rule_of({"metrics": {"enabled": False}}))
+    assert set(alerts) == set(ALERTS.values()) - {ALERTS["operatorDown"],
+                                                   ALERTS["podWebhookUnavailable"]}

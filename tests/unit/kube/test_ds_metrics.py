@@ -44,3 +44,26 @@ def test_gauges_follow_roles_and_revisions_and_go_with_the_set() -> None:
     world.remove(KIND, DS_NAME)
     metrics.observe(KEY, world.cache)
     assert _value(registry, "prefill", "new", "desired") is None
+
+
+def _progressing(registry: CollectorRegistry) -> float | None:
+    return registry.get_sample_value("lws_disaggregatedset_progressing",
+                                     {"namespace": NAMESPACE, "name": DS_NAME})
+
+
+def test_progressing_follows_the_condition_and_goes_with_the_set() -> None:
+    registry = CollectorRegistry()
+    metrics = DisaggregatedSetMetrics(registry)
+    world = new_world(disaggregated_set(role("prefill", 1)))
+    metrics.observe(KEY, world.cache)
+    assert _progressing(registry) == 0  # no condition yet
+    for status, expected in (("True", 1), ("False", 0)):
+        world.edit(lambda ds, status=status: ds.setdefault("status", {}).update(conditions=[
+            {"type": "Available", "status": "True" if status == "False" else "False"},
+            {"type": "Progressing", "status": status}]))
+        metrics.observe(KEY, world.cache)
+        assert _progressing(registry) == expected
+    world.remove(KIND, DS_NAME)
+    metrics.observe(KEY, world.cache)
+    assert _progressing(registry) is None
+    metrics.observe(KEY, world.cache)  # a set observed gone twice: nothing to remove
