@@ -4,8 +4,8 @@ The controller builds it from the watch caches before every step (``controllers.
 leaderworkerset``), so a step sees the answers of the writes the steps before it made (the
 executor stores each answer in the cache). What a later step needs of an earlier step's
 *decision* (the revision key, the rollout's partition, the admission of Hash leaders, the
-scheduling facts) is not here: the pass function (``logic.reconcile.pipeline.reconcile``) hands
-it to the later step as an argument.
+scheduling facts) is not here: the pass function (``logic.leaderworkerset.pipeline.reconcile``)
+hands it to the later step as an argument.
 
 ``memory`` is the one thing that outlives a pass, and it is bounded and documented where it is
 kept (``Memory``); nothing a pass must not lose lives there: what must survive a failed pass or a

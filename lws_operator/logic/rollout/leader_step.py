@@ -4,7 +4,7 @@ Ordinal groups (the default) have a leader StatefulSet whose partition and repli
 rollout (``logic.rollout.pacing``, upstream's rollingUpdateParameters
 (leaderworkerset_controller.go)); Hash groups have a leader Deployment and admit gated
 leaders as groups are torn down (``logic.identity.hash_groups``). Everything else in a pass is the
-same for both, so the pass (``logic.reconcile.pipeline.reconcile``) asks each only these
+same for both, so the pass (``logic.leaderworkerset.pipeline.reconcile``) asks each only these
 questions: what to decide before scheduling (``prepare``: the Ordinal rollout and progress
 deadline, ``Rollout``; the Hash admission), the owner to apply, which retained pods to release,
 and the status. What ``prepare`` decides is handed back to ``apply`` and ``release`` by the pass.

@@ -6,9 +6,9 @@ create the per-group objects (``groups``: PodGroups), and ``admit`` member pods 
 leaders whose PodGroups exist, clean up what nothing needs). A plan that ends the pass there says
 the pods may not be created yet. ``admit`` is handed the admission of a Hash set's leaders (only
 those may lose their gates) and its value is the facts of the scheduling condition, which the pass
-hands to the status step. The pass (``logic.reconcile.pipeline``) asks the provider the set's spec
-and the operator's options choose (``provider_for``), and asks nothing without one (``none``);
-a new provider is one module implementing ``Provider`` and one line in ``provider_for``.
+hands to the status step. The pass (``logic.leaderworkerset.pipeline``) asks the provider the
+set's spec and the operator's options choose (``provider_for``), and asks nothing without one
+(``none``); a new provider is one module implementing ``Provider`` and one line in ``provider_for``.
 
 * ``none``: the default scheduler places pods one by one; nothing to do.
 * ``native``: ``spec.scheduling`` asks for Kubernetes' own Workload and PodGroup

@@ -392,15 +392,16 @@ TAKE_NO_PODS = frozenset({
 _PACKAGE = Path(lws_operator.__file__).parent
 CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py",
            "kube/watch.py", "kube/executor.py", "logic/reconcile/snapshot.py",
-           "logic/reconcile/pipeline.py", "logic/reconcile/writes.py",
+           "logic/leaderworkerset/pipeline.py", "logic/reconcile/writes.py",
            *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/*_step.py"))),
            *(str(p.relative_to(_PACKAGE)) for p in
              sorted(_PACKAGE.glob("logic/placement/providers/*.py"))))
 
 # The pass's own modules, scanned as callers above: a call into one of them is not a call
 # into the policy the tables classify.
-PASS_MODULES = ("lws_operator.logic.reconcile.pipeline", "lws_operator.logic.reconcile.writes",
-                "lws_operator.logic.reconcile.finish_step",
+PASS_MODULES = ("lws_operator.logic.leaderworkerset.pipeline",
+                "lws_operator.logic.reconcile.writes",
+                "lws_operator.logic.leaderworkerset.finish_step",
                 "lws_operator.logic.placement.providers",
                 "lws_operator.logic.reconcile.plan", "lws_operator.logic.reconcile.snapshot")
 

@@ -15,7 +15,7 @@ later ones, which ``reconcile`` passes to them as arguments; where a plan ends t
 does not return. A step that plans nothing for a whole class of sets, known from the set's spec
 and the operator's options alone (``Configuration``), is not run at all, snapshot and all (building
 a snapshot for a step to return early was a visible part of a pass): the ``if`` in front of it
-says when. ``tests/unit/logic/reconcile/test_step_skips.py`` runs those steps anyway over sets
+says when. ``tests/unit/logic/leaderworkerset/test_step_skips.py`` runs those steps anyway over sets
 of every configuration and fails if one skipped would have planned anything.
 """
 
@@ -32,9 +32,9 @@ from lws_operator.logic.failures.termination import parallel
 from lws_operator.logic.identity import hash_groups_step as hash_groups
 from lws_operator.logic.identity import revision_step as revision
 from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.leaderworkerset import finish_step as finish
 from lws_operator.logic.mutation import recreate_step as recreate
 from lws_operator.logic.placement import providers
-from lws_operator.logic.reconcile import finish_step as finish
 from lws_operator.logic.reconcile.plan import Run, earliest
 from lws_operator.logic.reconcile.snapshot import Observed, Options
 from lws_operator.logic.rollout.deadline import OFF
