@@ -33,6 +33,7 @@ from lws_operator.logic.failures.restart_budget import (
     plan_restarts,
     unfinished_exhaustions,
 )
+from lws_operator.logic.failures.writes import counts_patch, delete_leader
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.reconcile.plan import (
@@ -47,7 +48,6 @@ from lws_operator.logic.reconcile.plan import (
     core,
 )
 from lws_operator.logic.reconcile.snapshot import Observed, Remember
-from lws_operator.logic.reconcile.writes import counts_patch, delete_leader
 
 # A member of an exhausted group: gone is fine, changed ends the pass (decide again).
 _RETAIN = Policy(not_found=Then.SKIP, conflict=Then.STOP)

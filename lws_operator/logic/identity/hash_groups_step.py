@@ -10,6 +10,7 @@ Hash sets alone.
 
 from __future__ import annotations
 
+from lws_operator.logic.failures.writes import counts_patch
 from lws_operator.logic.identity.hash_groups import (
     Admission,
     group_ready_condition,
@@ -17,6 +18,7 @@ from lws_operator.logic.identity.hash_groups import (
 )
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import gang
+from lws_operator.logic.placement.writes import ungate
 from lws_operator.logic.reconcile.plan import (
     GONE_OR_CHANGED_SKIP,
     Action,
@@ -26,7 +28,6 @@ from lws_operator.logic.reconcile.plan import (
     core,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
-from lws_operator.logic.reconcile.writes import counts_patch, ungate
 
 
 def admit(obs: Observed, admission: Admission) -> Plan:

@@ -22,6 +22,7 @@ from lws_operator.api import disaggregated
 from lws_operator.api.view import revision_of
 from lws_operator.logic.failures.restart import apply_unschedulable
 from lws_operator.logic.failures.restart_budget import apply_degraded, read_counts, settled_counts
+from lws_operator.logic.failures.writes import counts_patch
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.mutation.recreation import Recreation
 from lws_operator.logic.objects.meta import meta_of, name_of
@@ -37,11 +38,11 @@ from lws_operator.logic.reconcile.plan import (
     earliest,
 )
 from lws_operator.logic.reconcile.snapshot import Observed, Remember
-from lws_operator.logic.reconcile.writes import counts_patch, status_patch
 from lws_operator.logic.rollout import deadline as progress_deadline
 from lws_operator.logic.rollout.leader_step import ORDINAL, HashLeader, OrdinalLeader
 from lws_operator.logic.rollout.stall import NO_STALL, apply_stall, find_stall
 from lws_operator.logic.status.pacing import pace
+from lws_operator.logic.status.writes import status_patch
 from lws_operator.logic.workloads.statefulsets import spec_replicas
 
 

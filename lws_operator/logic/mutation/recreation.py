@@ -46,7 +46,7 @@ from lws_operator.logic.mutation.scope import pod_scope
 from lws_operator.logic.mutation.unmutated import POD_WEBHOOK
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import labels_of, meta_of, name_of
-from lws_operator.logic.reconcile.decisions import owned_by
+from lws_operator.logic.objects.owners import owned_by
 
 REASON_RECREATING: Final = "RecreatingUnmutatedPods"
 REASON_NOT_RECREATED: Final = "UnmutatedPodsNotRecreated"

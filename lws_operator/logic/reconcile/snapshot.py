@@ -25,7 +25,7 @@ from lws_operator.logic.failures.restart import failure_trigger
 from lws_operator.logic.failures.restart_budget import exhausted, is_retained
 from lws_operator.logic.mutation.recreation import PodWebhook, Recreation
 from lws_operator.logic.objects.meta import meta_of, name_of
-from lws_operator.logic.reconcile.decisions import owned_by
+from lws_operator.logic.objects.owners import owned_by
 from lws_operator.logic.reconcile.memo import Memo
 from lws_operator.logic.rollout.stall import unschedulable
 from lws_operator.logic.status.pacing import Deferral

@@ -28,9 +28,9 @@ from lws_operator.logic.failures.restart_budget import Release, plan_release, re
 from lws_operator.logic.identity import hash_groups
 from lws_operator.logic.identity.hash_groups import Admission
 from lws_operator.logic.identity.revision_step import Revision
+from lws_operator.logic.objects.difference import first_difference
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of
-from lws_operator.logic.reconcile.decisions import first_difference
 from lws_operator.logic.reconcile.plan import (
     EMPTY,
     Apply,
