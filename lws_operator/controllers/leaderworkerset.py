@@ -30,11 +30,10 @@ from lws_operator.logic.failures.termination_step import stop_workers
 from lws_operator.logic.leaderworkerset import pipeline
 from lws_operator.logic.leaderworkerset.pipeline import Configuration
 from lws_operator.logic.mutation import unmutated
-from lws_operator.logic.mutation.recreation import PodWebhook
 from lws_operator.logic.objects.meta import meta_of
 from lws_operator.logic.reconcile.memo import Memo
 from lws_operator.logic.reconcile.plan import Plan
-from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
+from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, PodWebhook, Remember
 from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS
 
 NOT_SYNCED_REQUEUE = 1.0

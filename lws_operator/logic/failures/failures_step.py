@@ -21,6 +21,7 @@ from lws_operator.api.constants import (
     REASON_RECREATE_GROUP,
 )
 from lws_operator.api.view import group_index, is_leader
+from lws_operator.logic.failures.facts import exhausted_leaders, failure_triggers
 from lws_operator.logic.failures.restart import (
     REASON_GROUP_UNSCHEDULABLE,
     Recreation,
@@ -56,7 +57,7 @@ _RETAIN = Policy(not_found=Then.SKIP, conflict=Then.STOP)
 def step(obs: Observed) -> Planned[float | None]:
     body = obs.body
     scan = scan_failures(body, obs.pods, obs.statefulsets, obs.tombstones,
-                         triggered=obs.failure_triggers)
+                         triggered=failure_triggers(obs))
     memory = obs.memory
     # The live UIDs only bound what is remembered: nothing remembered, nothing to bound.
     live = obs.uids() if (memory.reported or memory.expected_gone
@@ -73,7 +74,7 @@ def step(obs: Observed) -> Planned[float | None]:
     restarts = plan_restarts(body, candidates, obs.clock)
     # Only the leaders it looks for: those marked exhausted.
     exhaust = {r.leader_uid: r for r in [*restarts.exhaust,
-                                         *unfinished_exhaustions(obs.exhausted_leaders)]}
+                                         *unfinished_exhaustions(exhausted_leaders(obs))]}
     before = memory.backoff_reported & live
     actions += [Record(backoff_event(d)) for d in restarts.deferred
                 if d.recreation.leader_uid not in before]

@@ -28,6 +28,7 @@ from lws_operator.logic.reconcile.plan import (
     core,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
+from lws_operator.logic.status.facts import confirmed_workers
 
 
 def admit(obs: Observed, admission: Admission) -> Plan:
@@ -47,4 +48,4 @@ def readiness(obs: Observed) -> Plan:
                "status": {"conditions": [group_ready_condition(change.ready, obs.moment)]}},
               strategic=True, subresource="status", common=Common(policy=GONE_OR_CHANGED_SKIP))
         for change in readiness_updates(obs.leaders, obs.statefulsets,
-                                        obs.confirmed_workers)))
+                                        confirmed_workers(obs))))

@@ -20,13 +20,18 @@ from lws_operator.logic.mutation.recreation import (
     REASON_NOT_RECREATED,
     REASON_RECREATING,
     SETTLE,
-    PodWebhook,
-    Recreation,
     decide,
     groups_of,
 )
 from lws_operator.logic.reconcile.plan import EMPTY, Delete, Plan, Planned, Record
-from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
+from lws_operator.logic.reconcile.snapshot import (
+    Memory,
+    Observed,
+    Options,
+    PodWebhook,
+    Recreation,
+    Remember,
+)
 from lws_operator.logic.rollout.deadline import OFF
 from lws_operator.logic.rollout.leader_step import ORDINAL
 

@@ -55,6 +55,7 @@ from lws_operator.logic.mutation import recreation, unmutated
 from lws_operator.logic.objects.meta import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.placement import gang, volcano
 from lws_operator.logic.reconcile.observed import POD_CONDITION_TYPES, POD_SPEC_SHAPE
+from lws_operator.logic.reconcile.snapshot import PodWebhook
 from lws_operator.logic.rollout import deadline, stall
 from lws_operator.logic.rollout.pacing import plan_rollout, rollout_snapshot
 from lws_operator.logic.rollout.stall import find_stall
@@ -349,7 +350,7 @@ READERS: dict[str, Reader] = {
     "recreation.decide": lambda w, pods: recreation.decide(
         "ns", str(w.lws["metadata"]["name"]), pods, pods,
         [w.leader_owner, *_workers_of(w)],
-        recreation.PodWebhook({"name": "mpod.kb.io", "rules": [{
+        PodWebhook({"name": "mpod.kb.io", "rules": [{
             "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
             "resources": ["pods"]}]}, 0.0), None, 0, 100.0),
     "budget.disrupted_groups": lambda w, pods: disrupted_groups(
@@ -363,7 +364,7 @@ TAKE_NO_PODS = frozenset({
     "gang.find_parent_workload",
     "gang.level_of", "gang.min_count_of", "gang.scheduling_condition", "gang.workload_name",
     "gang.workload_update", "hash_groups.group_ready_condition", "hash_groups.leader_deployment",
-    "memo.Memo", "recreation.PodWebhook",
+    "memo.Memo", "snapshot.PodWebhook",
     "relisting.deleted", "relisting.stale",  # (key, uid, resourceVersion) only
     "revision_decision.decide_revision", "difference.first_difference", "owners.owned_by",
     "revision_decision.revision_for_key", "restart.Recreation", "restart.recreating",
@@ -387,15 +388,16 @@ TAKE_NO_PODS = frozenset({
     "group_metrics.state_counts", "wakeups.statefulset_can_wait",
 })
 
-# The modules that hand cached pods to the logic: the controller's shell, and the steps and
-# scheduler providers of a pass (pure themselves, they call the policy modules with the pods of
-# the snapshot the shell built from the cache).
+# The modules that hand cached pods to the logic: the controller's shell, and the steps, shared
+# writes, snapshot facts and scheduler providers of a pass (pure themselves, they call the
+# policy modules with the pods of the snapshot the shell built from the cache).
 _PACKAGE = Path(lws_operator.__file__).parent
 CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py",
            "kube/watch.py", "kube/executor.py", "logic/reconcile/snapshot.py",
            "logic/leaderworkerset/pipeline.py",
            *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/*_step.py"))),
            *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/writes.py"))),
+           *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/facts.py"))),
            *(str(p.relative_to(_PACKAGE)) for p in
              sorted(_PACKAGE.glob("logic/placement/providers/*.py"))))
 
@@ -408,10 +410,11 @@ PASS_MODULES = ("lws_operator.logic.leaderworkerset.pipeline",
 
 
 def _is_step(module: str) -> bool:
-    """A step module of a feature package (``logic.<feature>.<name>_step``), or the plan actions
-    its steps share (``logic.<feature>.writes``): part of the pass."""
+    """A step module of a feature package (``logic.<feature>.<name>_step``), the plan actions
+    its steps share (``logic.<feature>.writes``) or the facts it derives from a snapshot
+    (``logic.<feature>.facts``): part of the pass."""
     last = module.rsplit(".", 1)[-1]
-    return last.endswith("_step") or last == "writes"
+    return last.endswith("_step") or last in ("writes", "facts")
 
 
 # Each reader once (several functions share one), named after the first function it covers.
