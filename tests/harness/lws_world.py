@@ -19,13 +19,13 @@ from typing import Any
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.controllers.passes import PassEnds, plan_through
 from lws_operator.kube.cache import ClusterCache
-from lws_operator.logic.identity import hash_groups
+from lws_operator.logic.hash_mode import hash_groups
 from lws_operator.logic.identity.revision import apply_revision
 from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.leaderworkerset.pipeline import configuration, reconcile
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.objects.meta import meta_of, name_of
-from lws_operator.logic.placement.providers import none
+from lws_operator.logic.providers import none
 from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Plan, Planned, Record
 from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset

@@ -17,7 +17,7 @@ import pytest
 
 from lws_operator.api.constants import FIELD_MANAGER
 from lws_operator.kube.client import APPLY_PATCH, KubeClient
-from lws_operator.logic.identity.hash_groups import leader_deployment
+from lws_operator.logic.hash_mode.hash_groups import leader_deployment
 from lws_operator.logic.objects.difference import first_difference
 from lws_operator.logic.objects.quantity import MILLI, NANO, same_quantity
 from lws_operator.logic.workloads.statefulsets import leader_statefulset

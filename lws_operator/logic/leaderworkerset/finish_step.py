@@ -61,7 +61,7 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
            requeue: float | None) -> Plan:
     """The status of revision ``key`` as ``owner`` computes it, with the conditions over it
     (module docstring); ``revisions`` other than ``key`` are deleted once it is rolled out.
-    ``scheduling``: the facts of the scheduling condition (``logic.placement.providers``), None
+    ``scheduling``: the facts of the scheduling condition (``logic.providers``), None
     without a provider that reports them; ``recreating``: the recreation of unmutated pods;
     ``requeue``: the earliest requeue earlier steps asked for."""
     decision = owner.status(obs, key)

@@ -3,7 +3,7 @@
 Ordinal groups (the default) have a leader StatefulSet whose partition and replicas pace the
 rollout (``logic.rollout.pacing``, upstream's rollingUpdateParameters
 (leaderworkerset_controller.go)); Hash groups have a leader Deployment and admit gated
-leaders as groups are torn down (``logic.identity.hash_groups``). Everything else in a pass is the
+leaders as groups are torn down (``logic.hash_mode.hash_groups``). Everything else in a pass is the
 same for both, so the pass (``logic.leaderworkerset.pipeline.reconcile``) asks each only these
 questions: what to decide before scheduling (``prepare``: the Ordinal rollout and progress
 deadline, ``Rollout``; the Hash admission), the owner to apply, which retained pods to release,
@@ -26,8 +26,8 @@ from lws_operator.api.constants import (
 from lws_operator.logic.failures.facts import retained_pods
 from lws_operator.logic.failures.release_step import release_plan
 from lws_operator.logic.failures.restart_budget import Release, plan_release, read_counts
-from lws_operator.logic.identity import hash_groups
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.hash_mode import hash_groups
+from lws_operator.logic.hash_mode.hash_groups import Admission
 from lws_operator.logic.identity.revision_step import Revision
 from lws_operator.logic.objects.difference import first_difference
 from lws_operator.logic.objects.events import Event

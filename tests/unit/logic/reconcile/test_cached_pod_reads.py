@@ -48,7 +48,7 @@ from lws_operator.logic.failures.restart_budget import (
     without_finalizer,
 )
 from lws_operator.logic.failures.termination import worker_sets_to_stop
-from lws_operator.logic.identity import hash_groups
+from lws_operator.logic.hash_mode import hash_groups
 from lws_operator.logic.identity.revision import apply_revision
 from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.mutation import recreation, unmutated
@@ -399,13 +399,13 @@ CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controlle
            *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/writes.py"))),
            *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/facts.py"))),
            *(str(p.relative_to(_PACKAGE)) for p in
-             sorted(_PACKAGE.glob("logic/placement/providers/*.py"))))
+             sorted(_PACKAGE.glob("logic/providers/*.py"))))
 
 # The pass's own modules, scanned as callers above: a call into one of them is not a call
 # into the policy the tables classify.
 PASS_MODULES = ("lws_operator.logic.leaderworkerset.pipeline",
                 "lws_operator.logic.leaderworkerset.finish_step",
-                "lws_operator.logic.placement.providers",
+                "lws_operator.logic.providers",
                 "lws_operator.logic.reconcile.plan", "lws_operator.logic.reconcile.snapshot")
 
 

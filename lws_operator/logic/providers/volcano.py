@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.hash_mode.hash_groups import Admission
 from lws_operator.logic.objects.events import failed_create
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import volcano

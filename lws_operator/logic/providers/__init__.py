@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from lws_operator.api.constants import SCHEDULER_PROVIDER_VOLCANO
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.hash_mode.hash_groups import Admission
 from lws_operator.logic.placement import gang
-from lws_operator.logic.placement.providers import native, none, volcano
+from lws_operator.logic.providers import native, none, volcano
 from lws_operator.logic.reconcile.plan import Plan, Planned
 from lws_operator.logic.reconcile.snapshot import Observed, Options
 

@@ -1,4 +1,4 @@
-"""Steps of Hash group identity only (``logic.identity.hash_groups``); the pass runs them for
+"""Steps of Hash group identity only (``logic.hash_mode.hash_groups``); the pass runs them for
 Hash sets alone.
 
 * ``admit``: the restart counts that move to admitted leaders, then (without native gang
@@ -11,7 +11,7 @@ Hash sets alone.
 from __future__ import annotations
 
 from lws_operator.logic.failures.writes import counts_patch
-from lws_operator.logic.identity.hash_groups import (
+from lws_operator.logic.hash_mode.hash_groups import (
     Admission,
     group_ready_condition,
     readiness_updates,
