@@ -11,7 +11,7 @@ resourceVersion (the same content), then the pass runs.
 
 * ``at-rest``: the real ``LeaderWorkerSetReconciler.reconcile`` (runner, executor): a set at rest
   plans nothing, so no request is made (a client that fails on any request proves it).
-* every state, ``plan`` mode: the real pass (``logic.reconcile.pipeline.reconcile``, with the
+* every state, ``plan`` mode: the real pass (``logic.leaderworkerset.pipeline.reconcile``, with the
   reconciler's own configuration and ``may_recreate``) and a ``run`` that calls the reconciler's
   own ``observe`` before every step, plans computed but not carried out (a write would change
   the world; here every pass decides the same), which is the pass's CPU minus the requests.
@@ -38,8 +38,8 @@ from typing import Any
 from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
 from lws_operator.controllers.passes import PassEnds, plan_through
 from lws_operator.kube.cache import ClusterCache, Key
+from lws_operator.logic.leaderworkerset.pipeline import reconcile
 from lws_operator.logic.mutation import unmutated
-from lws_operator.logic.reconcile.pipeline import reconcile
 from lws_operator.logic.reconcile.plan import Plan, Planned
 from tests.harness.lws_world import CLOCK, NOW, World, at_rest, built_world, manifest, plan_pass
 

@@ -53,8 +53,8 @@ from lws_operator.api.defaults import apply_defaults
 from lws_operator.kube.cache import lean
 from lws_operator.kube.client import ApiException, KubeClient, is_status
 from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.mutation.pod import mutate_pod
-from lws_operator.logic.reconcile.decisions import decide_revision
 from lws_operator.logic.workloads.services import shared_service, wants_shared_service
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 

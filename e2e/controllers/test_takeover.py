@@ -34,8 +34,9 @@ from e2e.kube import Kube, is_ready, polling, wait_for
 from lws_operator.api.constants import FIELD_MANAGER
 from lws_operator.controllers.runtime import ControllerRuntime
 from lws_operator.logic.identity.revision import apply_revision, fnv1_32, safe_encode
+from lws_operator.logic.objects.owners import lws_reference
 from lws_operator.logic.status.set_status import hpa_pod_selector
-from lws_operator.logic.workloads.services import lws_reference, shared_service
+from lws_operator.logic.workloads.services import shared_service
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 
 pytestmark = pytest.mark.full

@@ -179,3 +179,6 @@ ROLLBACK_ON_DEADLINE_ANNOTATION: Final = OPERATOR_DOMAIN + "rollback-on-deadline
 ROLLED_BACK_FROM_ANNOTATION: Final = OPERATOR_DOMAIN + "rolled-back-from"
 REASON_PROGRESS_DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
 REASON_ROLLED_BACK: Final = "RolledBack"
+# Progressing's reason while a rollout is stalled on pods the scheduler cannot place (ours,
+# ``logic.rollout.stall``); the group metrics read it too.
+REASON_ROLLOUT_STALLED: Final = "RolloutStalled"

@@ -2,7 +2,7 @@
 
 The upstream controller splits this work between an LWS controller and a pod controller; here one
 pass per LeaderWorkerSet does both (docs/architecture.md: every child event wakes the owning LWS).
-The pass is ``logic.reconcile.pipeline.reconcile``, its pure steps run by the shared runner
+The pass is ``logic.leaderworkerset.pipeline.reconcile``, its pure steps run by the shared runner
 (``controllers.passes``): before each step this module builds the snapshot it reads
 (``logic.reconcile.snapshot.Observed``) from the watch caches, and the executor (``kube.executor``)
 carries out the plan the step returns, storing each answer in the cache and applying each
@@ -27,14 +27,13 @@ from lws_operator.logic.failures.release_step import release_plan
 from lws_operator.logic.failures.restart_budget import is_retained, plan_release
 from lws_operator.logic.failures.termination import worker_sets_to_stop
 from lws_operator.logic.failures.termination_step import stop_workers
+from lws_operator.logic.leaderworkerset import pipeline
+from lws_operator.logic.leaderworkerset.pipeline import Configuration
 from lws_operator.logic.mutation import unmutated
-from lws_operator.logic.mutation.recreation import PodWebhook
 from lws_operator.logic.objects.meta import meta_of
-from lws_operator.logic.reconcile import pipeline
 from lws_operator.logic.reconcile.memo import Memo
-from lws_operator.logic.reconcile.pipeline import Configuration
 from lws_operator.logic.reconcile.plan import Plan
-from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
+from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, PodWebhook, Remember
 from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS
 
 NOT_SYNCED_REQUEUE = 1.0
@@ -148,7 +147,7 @@ class LeaderWorkerSetReconciler:
                                  fetched or {})
 
     def configuration(self, key: Key, lws: Mapping[str, Any]) -> Configuration:
-        """Which steps a pass over the set ``lws`` runs (``logic.reconcile.pipeline.
+        """Which steps a pass over the set ``lws`` runs (``logic.leaderworkerset.pipeline.
         Configuration``), answered once per set object and options (through the set's memo)."""
         options = self._options()
         return self._held(key).memo.get("configuration", (lws, options),

@@ -1,7 +1,7 @@
 """The runner every controller's pass shares: for each step the pass asks for, build the
 snapshot, plan, execute.
 
-A pass is one function that reads top to bottom (``logic.reconcile.pipeline.reconcile``): it
+A pass is one function that reads top to bottom (``logic.leaderworkerset.pipeline.reconcile``): it
 awaits ``run(step, *values)`` for each step in order, and gets back what the step decided for
 the steps after it (``logic.reconcile.plan.Planned``), which it hands on to them as arguments; a
 step it skips is an ``if`` in that function. For each step the runner asks the controller for a

@@ -63,7 +63,7 @@ from lws_operator.kube.watch import (
 )
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
-from lws_operator.logic.mutation.recreation import PodWebhook
+from lws_operator.logic.reconcile.snapshot import PodWebhook
 from lws_operator.logic.status.readiness import pod_running_and_ready
 from lws_operator.logic.workloads import wakeups
 

@@ -1,13 +1,12 @@
 """A LeaderWorkerSet's world for the reconciler's table tests: its objects in the operator's
 real watch cache, built as production builds them, and one pass planned over it.
 
-``plan_pass`` runs the pass (``logic.reconcile.pipeline.reconcile``) with a ``run`` that does what
-the controller's runner does, with no API server: before each step it builds the snapshot from
+``plan_pass`` runs the pass (``logic.leaderworkerset.pipeline.reconcile``) with a ``run`` that does
+what the controller's runner does, with no API server: before each step it builds the snapshot from
 the cache, and it stores what a create or an apply would leave in the cache (the object planned,
-with a UID), as the executor stores the answers, so later steps see them; a status patch is
-stored too. Deletes and other patches only appear in the plan (a pass that makes one ends, or
-moves on without reading it back). The result is the pass's actions in order, each as one short
-line.
+with a UID), as the executor stores the answers, so later steps see them; a status patch is stored
+too. Deletes and other patches only appear in the plan (a pass that makes one ends, or moves on
+without reading it back). The result is the pass's actions in order, each as one short line.
 """
 
 from __future__ import annotations
@@ -20,13 +19,13 @@ from typing import Any
 from lws_operator.controllers.leaderworkerset import Held
 from lws_operator.controllers.passes import PassEnds, plan_through
 from lws_operator.kube.cache import ClusterCache
-from lws_operator.logic.identity import hash_groups
+from lws_operator.logic.hash_mode import hash_groups
 from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.identity.revision_decision import decide_revision
+from lws_operator.logic.leaderworkerset.pipeline import configuration, reconcile
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.objects.meta import meta_of, name_of
-from lws_operator.logic.placement.providers import none
-from lws_operator.logic.reconcile.decisions import decide_revision
-from lws_operator.logic.reconcile.pipeline import configuration, reconcile
+from lws_operator.logic.providers import none
 from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Plan, Planned, Record
 from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
@@ -244,7 +243,7 @@ Planned_ = tuple[Callable[..., Any], Observed, Plan]
 
 def plan_pass(world: World, skip: bool = True, planned: list[Planned_] | None = None) -> Pass:
     """One pass's plan, step after step (module docstring). ``skip``: the steps the pass skips
-    for the set's spec and options (``logic.reconcile.pipeline.Configuration``) and the
+    for the set's spec and options (``logic.leaderworkerset.pipeline.Configuration``) and the
     recreation of unmutated pods when there are none are skipped here too; False runs them
     (a Parallel pass, the ``none`` provider asked, the recreation always asked). ``planned``
     receives each step run, its snapshot and its plan."""

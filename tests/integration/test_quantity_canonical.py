@@ -17,9 +17,9 @@ import pytest
 
 from lws_operator.api.constants import FIELD_MANAGER
 from lws_operator.kube.client import APPLY_PATCH, KubeClient
-from lws_operator.logic.identity.hash_groups import leader_deployment
+from lws_operator.logic.hash_mode.hash_groups import leader_deployment
+from lws_operator.logic.objects.difference import first_difference
 from lws_operator.logic.objects.quantity import MILLI, NANO, same_quantity
-from lws_operator.logic.reconcile.decisions import first_difference
 from lws_operator.logic.workloads.statefulsets import leader_statefulset
 from tests.harness.quantities import IN_RESOURCE_LIST, SINGLE
 

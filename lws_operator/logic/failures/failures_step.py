@@ -21,6 +21,7 @@ from lws_operator.api.constants import (
     REASON_RECREATE_GROUP,
 )
 from lws_operator.api.view import group_index, is_leader
+from lws_operator.logic.failures.facts import exhausted_leaders, failure_triggers
 from lws_operator.logic.failures.restart import (
     REASON_GROUP_UNSCHEDULABLE,
     Recreation,
@@ -33,6 +34,7 @@ from lws_operator.logic.failures.restart_budget import (
     plan_restarts,
     unfinished_exhaustions,
 )
+from lws_operator.logic.failures.writes import counts_patch, delete_leader
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.reconcile.plan import (
@@ -47,7 +49,6 @@ from lws_operator.logic.reconcile.plan import (
     core,
 )
 from lws_operator.logic.reconcile.snapshot import Observed, Remember
-from lws_operator.logic.reconcile.writes import counts_patch, delete_leader
 
 # A member of an exhausted group: gone is fine, changed ends the pass (decide again).
 _RETAIN = Policy(not_found=Then.SKIP, conflict=Then.STOP)
@@ -56,7 +57,7 @@ _RETAIN = Policy(not_found=Then.SKIP, conflict=Then.STOP)
 def step(obs: Observed) -> Planned[float | None]:
     body = obs.body
     scan = scan_failures(body, obs.pods, obs.statefulsets, obs.tombstones,
-                         triggered=obs.failure_triggers)
+                         triggered=failure_triggers(obs))
     memory = obs.memory
     # The live UIDs only bound what is remembered: nothing remembered, nothing to bound.
     live = obs.uids() if (memory.reported or memory.expected_gone
@@ -73,7 +74,7 @@ def step(obs: Observed) -> Planned[float | None]:
     restarts = plan_restarts(body, candidates, obs.clock)
     # Only the leaders it looks for: those marked exhausted.
     exhaust = {r.leader_uid: r for r in [*restarts.exhaust,
-                                         *unfinished_exhaustions(obs.exhausted_leaders)]}
+                                         *unfinished_exhaustions(exhausted_leaders(obs))]}
     before = memory.backoff_reported & live
     actions += [Record(backoff_event(d)) for d in restarts.deferred
                 if d.recreation.leader_uid not in before]

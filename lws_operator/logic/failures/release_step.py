@@ -14,6 +14,7 @@ from lws_operator.logic.failures.restart_budget import (
     read_counts,
     without_finalizer,
 )
+from lws_operator.logic.failures.writes import counts_patch
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.reconcile.plan import (
@@ -27,7 +28,6 @@ from lws_operator.logic.reconcile.plan import (
     core,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
-from lws_operator.logic.reconcile.writes import counts_patch
 
 # A pod gone is released; a pod changed since is released by a pass soon after.
 _FINALIZER = Policy(not_found=Then.SKIP, conflict=Then.REQUEUE)

@@ -15,7 +15,7 @@ Go's own JSON rendering of typed structs. That matters only when objects created
 controller are taken over, and then no key is recomputed: the revision a StatefulSet carries is
 compared by content (``template_difference``, where the two JSON renderings agree) and kept when
 the templates are the same, and one the previous controller rolled out completely is kept as it
-stands (``logic.rollout.adoption``).
+stands (``logic.identity.adoption``).
 
 ``maxGroupRestarts`` and ``restartBackoff`` are left out of the snapshot although they sit in
 ``leaderWorkerTemplate``: they tell the controller how to react to failures and change nothing

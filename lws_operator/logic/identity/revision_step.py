@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lws_operator.logic.reconcile.decisions import decide_revision
+from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.reconcile.plan import (
     CREATE_IF_ABSENT,
     Action,

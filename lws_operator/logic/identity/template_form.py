@@ -30,8 +30,8 @@ Two forms are equal here exactly when Go would decode them into equal typed obje
 
 A name missing from the pointer lists makes a zero value there compare equal to absent, so a user
 edit between the two would not roll; a name missing from ``_EMPTY_MEANS_ABSENT`` only makes a
-takeover compare unequal, which the rolled-out check (``logic.rollout.adoption``) still catches. The
-lists lean that way on purpose.
+takeover compare unequal, which the rolled-out check (``logic.identity.adoption``) still catches.
+The lists lean that way on purpose.
 """
 
 from __future__ import annotations

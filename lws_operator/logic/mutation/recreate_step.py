@@ -21,14 +21,14 @@ from lws_operator.logic.reconcile.plan import (
     Record,
     core,
 )
-from lws_operator.logic.reconcile.snapshot import Observed, Remember
+from lws_operator.logic.reconcile.snapshot import Observed, Recreation, Remember
 
 
 @dataclass(frozen=True)
 class Recreating:
     """The recreation's state after this pass (None: none), and when it asks to look again."""
 
-    state: recreation.Recreation | None = None
+    state: Recreation | None = None
     requeue: float | None = None
 
 

@@ -25,8 +25,9 @@ condition's message says what the operator is doing (``Recreation.note``). The p
 ``Deployment`` controls (Hash leaders, through a ReplicaSet the operator does not watch) are
 left to the user, as the condition's message says.
 
-What is decided lives in ``Memory.recreation`` (``logic.reconcile.snapshot``): lost on a restart or
-a change of leader, which only starts the attempts again under a webhook view that is new then.
+What is decided lives in ``Memory.recreation`` (``logic.reconcile.snapshot``, with ``Recreation``
+and ``PodWebhook``, the data it keeps across passes): lost on a restart or a change of leader, which
+only starts the attempts again under a webhook view that is new then.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from lws_operator.logic.mutation.scope import pod_scope
 from lws_operator.logic.mutation.unmutated import POD_WEBHOOK
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import labels_of, meta_of, name_of
-from lws_operator.logic.reconcile.decisions import owned_by
+from lws_operator.logic.objects.owners import owned_by
+from lws_operator.logic.reconcile.snapshot import PodWebhook, Recreation
 
 REASON_RECREATING: Final = "RecreatingUnmutatedPods"
 REASON_NOT_RECREATED: Final = "UnmutatedPodsNotRecreated"
@@ -56,34 +58,6 @@ MAX_ATTEMPTS: Final = 3  # deletions per group and webhook view
 MAX_IN_FLIGHT: Final = 4  # groups being recreated at once, over all sets
 
 Obj = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class PodWebhook:
-    """What the operator knows of its pod webhook: its configuration entry while it reaches
-    this operator and the listener answers (``hook``), and the clock when that view began."""
-
-    hook: Mapping[str, Any]
-    since: float
-
-
-@dataclass(frozen=True)
-class Recreation:
-    """A set's recreations under one webhook view (module docstring): the attempts per group,
-    the group in flight (its deleted pods' UIDs, when), the groups given up on, and the
-    sentence the condition's message ends with."""
-
-    since: float
-    attempts: tuple[tuple[str, int], ...] = ()
-    group: str | None = None
-    deleted: frozenset[str] = frozenset()
-    at: float = 0.0
-    given_up: frozenset[str] = frozenset()
-    note: str | None = None
-
-    @property
-    def in_flight(self) -> bool:
-        return self.group is not None
 
 
 @dataclass(frozen=True)

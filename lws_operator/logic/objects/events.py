@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lws_operator.api.constants import EVENT_ACTION_CREATE, EVENT_TYPE_WARNING, REASON_FAILED_CREATE
+
 
 @dataclass(frozen=True)
 class Event:
@@ -13,3 +15,8 @@ class Event:
     type: str
     action: str
     note: str
+
+
+def failed_create(note: str) -> Event:
+    """A FailedCreate Warning; ``{reason}`` in ``note`` becomes the API server's reason."""
+    return Event(REASON_FAILED_CREATE, EVENT_TYPE_WARNING, EVENT_ACTION_CREATE, note)

@@ -1,1 +1,3 @@
-"""One LeaderWorkerSet pass: the snapshot it reads, the plan it writes, the pass function."""
+"""The vocabulary every step of a pass speaks: the snapshot it reads (``snapshot``,
+``observed``, ``memo``) and the plan it writes (``plan``). It imports no feature package: the
+features import it, and the pass over them (``logic.leaderworkerset``) stands above them all."""

@@ -192,7 +192,7 @@ T_co = TypeVar("T_co", covariant=True)
 class Planned(Generic[T_co]):
     """A step's plan and what it decided for the steps after it: the runner carries ``plan``
     out and hands ``value`` back to the pass, which passes it on as an argument
-    (``logic.reconcile.pipeline.reconcile``)."""
+    (``logic.leaderworkerset.pipeline.reconcile``)."""
 
     plan: Plan
     value: T_co

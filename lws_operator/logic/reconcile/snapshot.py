@@ -4,13 +4,13 @@ The controller builds it from the watch caches before every step (``controllers.
 leaderworkerset``), so a step sees the answers of the writes the steps before it made (the
 executor stores each answer in the cache). What a later step needs of an earlier step's
 *decision* (the revision key, the rollout's partition, the admission of Hash leaders, the
-scheduling facts) is not here: the pass function (``logic.reconcile.pipeline.reconcile``) hands
-it to the later step as an argument.
+scheduling facts) is not here: the pass function (``logic.leaderworkerset.pipeline.reconcile``)
+hands it to the later step as an argument.
 
-``memory`` is the one thing that outlives a pass, and it is bounded and documented where it is
-kept (``Memory``); nothing a pass must not lose lives there: what must survive a failed pass or a
-change of leader is derived from the objects (pods, the restart annotations) and the tombstones
-the watch cache keeps.
+``memory`` is the one thing that outlives a pass, and it is bounded and documented where it is kept
+(``Memory``, with the data of the features it holds: ``Deferral``, ``Recreation``); nothing a pass
+must not lose lives there: what must survive a failed pass or a change of leader is derived from the
+objects (pods, the restart annotations) and the tombstones the watch cache keeps.
 """
 
 from __future__ import annotations
@@ -21,17 +21,52 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lws_operator.api.view import LeaderWorkerSetView, is_leader
-from lws_operator.logic.failures.restart import failure_trigger
-from lws_operator.logic.failures.restart_budget import exhausted, is_retained
-from lws_operator.logic.mutation.recreation import PodWebhook, Recreation
 from lws_operator.logic.objects.meta import meta_of, name_of
-from lws_operator.logic.reconcile.decisions import owned_by
+from lws_operator.logic.objects.owners import owned_by
 from lws_operator.logic.reconcile.memo import Memo
-from lws_operator.logic.rollout.stall import unschedulable
-from lws_operator.logic.status.pacing import Deferral
-from lws_operator.logic.status.readiness import confirmed_by_pods
 
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PodWebhook:
+    """What the operator knows of its pod webhook (``logic.mutation.recreation``): its
+    configuration entry while it reaches this operator and the listener answers (``hook``), and
+    the clock when that view began."""
+
+    hook: Mapping[str, Any]
+    since: float
+
+
+@dataclass(frozen=True)
+class Recreation:
+    """A set's recreations of its unmutated pods under one webhook view
+    (``logic.mutation.recreation``): the attempts per group, the group in flight (its deleted
+    pods' UIDs, when), the groups given up on, and the sentence the condition's message ends
+    with."""
+
+    since: float
+    attempts: tuple[tuple[str, int], ...] = ()
+    group: str | None = None
+    deleted: frozenset[str] = frozenset()
+    at: float = 0.0
+    given_up: frozenset[str] = frozenset()
+    note: str | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        return self.group is not None
+
+
+@dataclass(frozen=True)
+class Deferral:
+    """A counters-only status change not written yet (``logic.status.pacing``): when the first
+    one was seen (``since``), when the counters last moved (``moved``) and what they were then
+    (``counters``)."""
+
+    since: float
+    moved: float
+    counters: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -131,7 +166,8 @@ class Observed:
     fetched: Mapping[str, Obj] = field(default_factory=dict)
     # Facts derived from the fields above, shared by the snapshots of a set built over the
     # same objects (``logic.reconcile.memo``: reused only for identical inputs, so it decides
-    # nothing).
+    # nothing). The facts a feature's rules judge are derived in the feature (``facts`` of
+    # ``logic.failures``, ``logic.rollout``, ``logic.status``), memoized here all the same.
     memo: Memo = field(default_factory=Memo, compare=False, repr=False)
 
     def __init__(self, body: Obj, pods: tuple[Obj, ...], all_pods: tuple[Obj, ...],
@@ -197,31 +233,6 @@ class Observed:
         return list(self.leader_pods)
 
     @property
-    def failure_triggers(self) -> tuple[Obj, ...]:
-        """The ``pods`` that restarted or are deleting (``logic.failures.restart.failure_trigger``),
-        judged once per pod object (``logic.reconcile.memo.Memo.select``)."""
-        return self.memo.select("failure triggers", self.pods, failure_trigger)
-
-    @property
-    def retained_pods(self) -> tuple[Obj, ...]:
-        """The ``pods`` our cleanup finalizer retains
-        (``logic.failures.restart_budget.is_retained``), judged once per pod object."""
-        return self.memo.select("retained", self.pods, is_retained)
-
-    @property
-    def exhausted_leaders(self) -> tuple[Obj, ...]:
-        """The leaders marked as having exhausted their group's restart budget
-        (``logic.failures.restart_budget.exhausted``), judged once per leader object: the same tuple
-        while the leaders are the same objects."""
-        return self.memo.select("exhausted leaders", self.leader_pods, exhausted)
-
-    @property
-    def unschedulable_pods(self) -> tuple[Obj, ...]:
-        """The ``pods`` the scheduler could not place (``logic.rollout.stall.unschedulable``),
-        judged once per pod object."""
-        return self.memo.select("unschedulable", self.pods, unschedulable)
-
-    @property
     def moment(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.clock, dt.UTC)
 
@@ -248,15 +259,6 @@ class Observed:
             return tuple(s for s in self.statefulsets if s is not leader)
         return list(self.memo.get("worker_statefulsets", (self.statefulsets, self.body),
                                   compute))
-
-    @property
-    def confirmed_workers(self) -> frozenset[str]:
-        """The names of the set's StatefulSets that its pods show ready before their status
-        does (``readiness.confirmed_by_pods``): empty unless a StatefulSet is not ready by its
-        status, and compared by value in memo keys, so a worker's change that confirms nothing
-        new keeps what was derived from it."""
-        return self.memo.get("confirmed workers", (self.statefulsets, self.pods),
-                             lambda: confirmed_by_pods(self.statefulsets, self.pods))
 
     @property
     def own_revisions(self) -> list[Mapping[str, Any]]:

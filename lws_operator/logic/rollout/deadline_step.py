@@ -23,6 +23,7 @@ from lws_operator.logic.reconcile.plan import (
 from lws_operator.logic.reconcile.snapshot import Observed
 from lws_operator.logic.rollout import deadline as dl
 from lws_operator.logic.rollout.pacing import RolloutDecision, RolloutSnapshot
+from lws_operator.logic.status.facts import confirmed_workers
 from lws_operator.logic.status.set_status import count_groups
 
 # When to look again after a rollback: at once. The rollback's answer is cached before its own
@@ -43,7 +44,7 @@ def decide(obs: Observed, snapshot: RolloutSnapshot, key: str,
         return dl.OFF if seconds is None else dl.Deadline(seconds)
     lws = obs.lws
     counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
-                          obs.leaders, obs.worker_statefulsets, obs.confirmed_workers)
+                          obs.leaders, obs.worker_statefulsets, confirmed_workers(obs))
     started = dl.rollout_started(obs.body, counts, obs.now)
     since: float | None = None
     if started is not None:

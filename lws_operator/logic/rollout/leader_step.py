@@ -3,8 +3,8 @@
 Ordinal groups (the default) have a leader StatefulSet whose partition and replicas pace the
 rollout (``logic.rollout.pacing``, upstream's rollingUpdateParameters
 (leaderworkerset_controller.go)); Hash groups have a leader Deployment and admit gated
-leaders as groups are torn down (``logic.identity.hash_groups``). Everything else in a pass is the
-same for both, so the pass (``logic.reconcile.pipeline.reconcile``) asks each only these
+leaders as groups are torn down (``logic.hash_mode.hash_groups``). Everything else in a pass is the
+same for both, so the pass (``logic.leaderworkerset.pipeline.reconcile``) asks each only these
 questions: what to decide before scheduling (``prepare``: the Ordinal rollout and progress
 deadline, ``Rollout``; the Hash admission), the owner to apply, which retained pods to release,
 and the status. What ``prepare`` decides is handed back to ``apply`` and ``release`` by the pass.
@@ -23,14 +23,15 @@ from lws_operator.api.constants import (
     REASON_FAILED_CREATE,
     REASON_FAILED_UPDATE,
 )
+from lws_operator.logic.failures.facts import retained_pods
 from lws_operator.logic.failures.release_step import release_plan
 from lws_operator.logic.failures.restart_budget import Release, plan_release, read_counts
-from lws_operator.logic.identity import hash_groups
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.hash_mode import hash_groups
+from lws_operator.logic.hash_mode.hash_groups import Admission
 from lws_operator.logic.identity.revision_step import Revision
+from lws_operator.logic.objects.difference import first_difference
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of
-from lws_operator.logic.reconcile.decisions import first_difference
 from lws_operator.logic.reconcile.plan import (
     EMPTY,
     Apply,
@@ -46,6 +47,7 @@ from lws_operator.logic.rollout import deadline_step as progress_deadline
 from lws_operator.logic.rollout.deadline import Deadline
 from lws_operator.logic.rollout.pacing import RolloutDecision, plan_rollout, rollout_snapshot
 from lws_operator.logic.rollout.stall import unstall_view
+from lws_operator.logic.status.facts import confirmed_workers
 from lws_operator.logic.status.set_status import StatusDecision, compute_hash_status, compute_status
 from lws_operator.logic.workloads.statefulsets import leader_statefulset
 
@@ -100,7 +102,7 @@ class OrdinalLeader:
         key, updated = revision.key, revision.updated
         # Read: the set, its StatefulSets, its leader pods and the worker StatefulSets its pods
         # show ready (a worker pod's change keeps it unless it completes a group).
-        confirmed = obs.confirmed_workers
+        confirmed = confirmed_workers(obs)
         snapshot = obs.memo.get(
             "rollout snapshot",
             (obs.body, obs.statefulsets, obs.leader_pods, key, updated, confirmed),
@@ -127,7 +129,7 @@ class OrdinalLeader:
     def release(self, obs: Observed, key: str, rollout: Rollout) -> Plan:
         """The retained pods to let go (``logic.failures.release_step``); ends the pass when
         there are any."""
-        if not obs.retained_pods:
+        if not retained_pods(obs):
             return EMPTY  # what ``plan_release`` answers without retained pods
         return _released(obs, plan_release(list(obs.pods), replicas=rollout.decision.replicas,
                                            current_key=key,
@@ -138,7 +140,7 @@ class OrdinalLeader:
         if sts is None:
             raise LookupError("the leader StatefulSet is applied before the status")
         # Asked by the counts step and the status step of a pass, over the same objects.
-        confirmed = obs.confirmed_workers
+        confirmed = confirmed_workers(obs)
         return obs.memo.get(
             "status", (obs.body, key, obs.statefulsets, obs.leader_pods, obs.now, confirmed),
             lambda: compute_status(_status_view(obs), key, sts, obs.leaders,
@@ -160,7 +162,7 @@ class HashLeader:
                       obs.leader_deployment)
 
     def release(self, obs: Observed, key: str) -> Plan:
-        if not obs.retained_pods:
+        if not retained_pods(obs):
             return EMPTY  # what ``plan_release`` answers without retained pods
         pods = list(obs.pods)
         return _released(obs, plan_release(
@@ -168,7 +170,7 @@ class HashLeader:
             groups=hash_groups.release_scaled_down(obs.body, pods, key)))
 
     def status(self, obs: Observed, key: str) -> StatusDecision:
-        confirmed = obs.confirmed_workers
+        confirmed = confirmed_workers(obs)
         return obs.memo.get(
             "status", (obs.body, key, obs.statefulsets, obs.leader_pods, obs.now, confirmed),
             lambda: compute_hash_status(_status_view(obs), key, obs.leaders,

@@ -31,13 +31,13 @@ from lws_operator.api.constants import (
     MESSAGE_GROUPS_PROGRESSING,
     REASON_GROUPS_PROGRESSING,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_ROLLOUT_STALLED,
 )
 from lws_operator.api.view import deleting, revision_of
 from lws_operator.logic.mutation.unmutated import REASON_PODS_NOT_MUTATED
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import epoch_seconds, meta_of
 
-REASON_ROLLOUT_STALLED = "RolloutStalled"
 # The overlays on ``Progressing``: ours, the unmutated pods' and the progress deadline's
 # (``logic.rollout.deadline``).
 _OVERLAYS = frozenset({REASON_ROLLOUT_STALLED, REASON_PODS_NOT_MUTATED,

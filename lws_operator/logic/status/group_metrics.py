@@ -43,6 +43,7 @@ from lws_operator.api.constants import (
     CONDITION_PROGRESSING,
     CONDITION_UPDATE_IN_PROGRESS,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_ROLLOUT_STALLED,
     ROLLED_BACK_FROM_ANNOTATION,
 )
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
@@ -51,7 +52,6 @@ from lws_operator.logic.failures.restart import pending_state, restarted
 from lws_operator.logic.failures.restart_budget import count_key, exhausted, limits_of, read_counts
 from lws_operator.logic.objects.meta import epoch_seconds, host_name, meta_of
 from lws_operator.logic.placement.gang import gated
-from lws_operator.logic.rollout.stall import REASON_ROLLOUT_STALLED
 from lws_operator.logic.status.readiness import confirmed_by_pods, group_ready, revision_key
 
 STATES: Final = ("ready", "progressing", "failed", "gated", "unschedulable", "terminating",

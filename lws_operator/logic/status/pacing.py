@@ -33,7 +33,8 @@ on each of those steps:
   DisaggregatedSet creates a role's Services once every role has a Ready group. Anything else
   that serves reads the pods' readiness, not this counter, which waits like the others.
 
-The deferral is the controller's memory (``logic.reconcile.snapshot.Memory``), and losing it is
+The deferral is the controller's memory (``logic.reconcile.snapshot.Memory``, which holds the
+``Deferral`` data), and losing it is
 harmless: a new leader, or a restarted operator, computes the same desired status and either writes
 it or starts a new deferral, so the stored status is never more than ``LONGEST`` seconds (plus a
 pass) behind the counters. The status step asks to be looked at again when the deferral is due
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lws_operator.api.constants import CONDITION_AVAILABLE
+from lws_operator.logic.reconcile.snapshot import Deferral
 
 # The status fields whose change alone may wait.
 COUNTERS: Final = ("replicas", "readyReplicas", "updatedReplicas")
@@ -58,20 +60,11 @@ LONGEST: Final = 10.0  # seconds after the first deferred change a write happens
 SLACK: Final = 0.05
 
 
-@dataclass(frozen=True)
-class Deferral:
-    """A counters-only change not written yet: when the first one was seen (``since``), when
-    the counters last moved (``moved``) and what they were then (``counters``)."""
-
-    since: float
-    moved: float
-    counters: tuple[Any, ...]
-
-    def due(self, settled: bool) -> float:
-        """When to write: ``QUIET`` after the last move too once the set is ``settled``
-        (Available; module docstring)."""
-        longest = self.since + LONGEST
-        return min(self.moved + QUIET, longest) if settled else longest
+def due(deferral: Deferral, settled: bool) -> float:
+    """When to write ``deferral``: ``QUIET`` after the last move too once the set is ``settled``
+    (Available; module docstring)."""
+    longest = deferral.since + LONGEST
+    return min(deferral.moved + QUIET, longest) if settled else longest
 
 
 @dataclass(frozen=True)
@@ -128,7 +121,7 @@ def pace(desired: Mapping[str, Any], observed: Mapping[str, Any], clock: float,
         deferral = Deferral(clock, clock, counters)
     elif deferral.counters != counters:
         deferral = Deferral(deferral.since, clock, counters)
-    wait = deferral.due(available(desired)) - clock
+    wait = due(deferral, available(desired)) - clock
     if wait <= SLACK:
         return WRITE_NOW
     return Pacing(False, deferral, wait)

@@ -16,8 +16,7 @@ long before any of them reports Ready. The controllers create these Services onl
 and never update them, as upstream does; so the builders return the whole desired object and
 leave the create-if-absent decision to the caller.
 
-This module also holds the two small helpers the StatefulSet builders share with it: the
-controller ownerReference and the effective subdomain policy.
+This module also holds the effective subdomain policy, which the StatefulSet builders read too.
 """
 
 from __future__ import annotations
@@ -26,9 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lws_operator.api.constants import (
-    API_VERSION,
     GROUP_INDEX_LABEL,
-    KIND,
     NAME_LABEL,
     SUBDOMAIN_POLICY_SHARED,
     SUBDOMAIN_POLICY_UNIQUE_PER_REPLICA,
@@ -36,36 +33,7 @@ from lws_operator.api.constants import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import group_index, lws_view
 from lws_operator.logic.objects.meta import host_name, meta_of
-
-
-def controller_reference(owner: Mapping[str, Any], api_version: str,
-                         kind: str) -> dict[str, Any]:
-    """A controller ownerReference to ``owner`` that blocks its foreground deletion.
-
-    Raises ValueError when the owner has no name or uid: the API server would reject the reference,
-    and an object created without its owner would never be garbage-collected."""
-    metadata = meta_of(owner)
-    name, uid = metadata.get("name"), metadata.get("uid")
-    if not name or not uid:
-        raise ValueError(f"owner {kind} {name or '<unnamed>'} has no name or uid")
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def lws_reference(lws: LWS) -> dict[str, Any]:
-    """The controller ownerReference of an object owned by the LeaderWorkerSet itself."""
-    return controller_reference(lws_view(lws).raw, API_VERSION, KIND)
-
-
-def pod_reference(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The controller ownerReference of an object owned by a leader pod."""
-    return controller_reference(pod, "v1", "Pod")
+from lws_operator.logic.objects.owners import lws_reference, pod_reference
 
 
 def subdomain_policy(lws: LWS) -> str:

@@ -5,6 +5,7 @@ leader being deleted or still gated gets none yet."""
 
 from __future__ import annotations
 
+from lws_operator.logic.objects.events import failed_create
 from lws_operator.logic.objects.meta import host_name, meta_of
 from lws_operator.logic.placement import gang
 from lws_operator.logic.reconcile.plan import (
@@ -18,7 +19,6 @@ from lws_operator.logic.reconcile.plan import (
     core,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
-from lws_operator.logic.reconcile.writes import failed_create
 from lws_operator.logic.workloads.services import (
     replica_service,
     shared_service,

@@ -78,8 +78,8 @@ from lws_operator.api.view import LEADER_INDEX, LeaderWorkerSetView, SubGroupPol
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.logic.mutation.tpu import pod_requests_tpus
 from lws_operator.logic.objects.meta import host_name, meta_of
+from lws_operator.logic.objects.owners import lws_reference, pod_reference
 from lws_operator.logic.placement.gang import template_annotations, worker_template_annotations
-from lws_operator.logic.workloads.services import lws_reference, pod_reference
 
 _PVC_REQUIREMENTS = ("limits", "requests")
 _RETENTION_FIELDS = ("whenDeleted", "whenScaled")

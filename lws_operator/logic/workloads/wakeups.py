@@ -54,7 +54,7 @@ from lws_operator.api.view import deleting, is_leader
 from lws_operator.logic.failures.restart import failure_trigger
 from lws_operator.logic.failures.restart_budget import is_retained
 from lws_operator.logic.objects.meta import controller_ref, name_of
-from lws_operator.logic.reconcile.decisions import owned_by
+from lws_operator.logic.objects.owners import owned_by
 from lws_operator.logic.status.readiness import ready_by_pods, statefulset_ready
 
 

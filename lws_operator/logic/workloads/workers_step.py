@@ -23,10 +23,10 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.view import group_index, revision_of
 from lws_operator.logic.identity.revision import apply_revision
-from lws_operator.logic.objects.events import Event
+from lws_operator.logic.identity.revision_decision import revision_for_key
+from lws_operator.logic.objects.events import Event, failed_create
 from lws_operator.logic.objects.meta import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.placement import gang
-from lws_operator.logic.reconcile.decisions import revision_for_key
 from lws_operator.logic.reconcile.plan import (
     EMPTY,
     Action,
@@ -40,7 +40,6 @@ from lws_operator.logic.reconcile.plan import (
     apps,
 )
 from lws_operator.logic.reconcile.snapshot import Obj, Observed
-from lws_operator.logic.reconcile.writes import failed_create
 from lws_operator.logic.status.readiness import containers_ready, pod_ready
 from lws_operator.logic.workloads.statefulsets import exclusive_topology_key, worker_statefulset
 

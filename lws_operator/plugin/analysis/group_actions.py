@@ -6,7 +6,7 @@
   releases its pods. Only a leader marked ``group-restart-budget-exhausted`` can be recovered
   (the retained leader is terminating, held by the cleanup finalizer).
 * **restart**: a deliberate group recreation, done as the controller recreates a failed group
-  (``logic.reconcile.writes.delete_leader``): delete the leader pod with foreground propagation and
+  (``logic.failures.writes.delete_leader``): delete the leader pod with foreground propagation and
   a UID precondition, so the workers (owned through the worker StatefulSet) go with it and the
   leader StatefulSet (or Deployment) creates the group anew. A leader already terminating, or an
   exhausted group (whose retained leader a deletion would not bring back), is refused.

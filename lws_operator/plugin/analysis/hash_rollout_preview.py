@@ -1,7 +1,7 @@
 """A dry run of a Hash-mode rollout: the LWS docs' Hash step table ("Rolling Update Process",
 "Hash Mode"), from the leader Deployment's rolling update and our own admission decisions.
 
-In Hash mode the leader Deployment paces the rollout (``logic.identity.hash_groups``): its
+In Hash mode the leader Deployment paces the rollout (``logic.hash_mode.hash_groups``): its
 controller scales the new ReplicaSet up within ``maxSurge`` and the old one down within
 ``maxUnavailable``, counting as available only leaders whose whole group is Ready (the
 ``group-ready`` readiness gate). Every new leader starts behind the ``group-replacement``
@@ -40,7 +40,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.validation import scaled_value
 from lws_operator.api.view import LEADER_INDEX
-from lws_operator.logic.identity.hash_groups import plan_admission
+from lws_operator.logic.hash_mode.hash_groups import plan_admission
 from lws_operator.logic.objects.meta import meta_of
 
 READY: Final = "ready"  # the whole group Ready: available to the Deployment

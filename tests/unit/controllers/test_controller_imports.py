@@ -22,6 +22,6 @@ def test_the_disaggregatedset_controller_does_not_import_the_leaderworkerset_one
     modules = set(json.loads(out))
     assert "lws_operator.controllers.disaggregatedset" in modules
     for module in ("lws_operator.controllers.leaderworkerset",
-                   "lws_operator.logic.reconcile.pipeline",
+                   "lws_operator.logic.leaderworkerset.pipeline",
                    "lws_operator.logic.rollout.leader_step"):
         assert module not in modules, module

@@ -9,11 +9,12 @@ from lws_operator.api.constants import (
     PROGRESS_DEADLINE_ANNOTATION,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
     REASON_ROLLED_BACK,
+    REASON_ROLLOUT_STALLED,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
     ROLLED_BACK_FROM_ANNOTATION,
 )
 from lws_operator.api.view import lws_view
-from lws_operator.logic.rollout.stall import REASON_ROLLOUT_STALLED, find_stall, stall_message
+from lws_operator.logic.rollout.stall import find_stall, stall_message
 from lws_operator.plugin.analysis.diagnosis.scene import (
     PROGRESS_DEADLINE_EXCEEDED,
     ROLLED_BACK,

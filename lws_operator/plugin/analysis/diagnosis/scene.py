@@ -14,13 +14,14 @@ from lws_operator.api.constants import (
     MUTATE_POD_PATH,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
     REASON_ROLLED_BACK,
+    REASON_ROLLOUT_STALLED,
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
 )
 from lws_operator.api.view import count_of, lws_view
 from lws_operator.logic.mutation.unmutated import REASON_PODS_NOT_MUTATED
 from lws_operator.logic.objects.meta import epoch_seconds, meta_of
-from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS, REASON_ROLLOUT_STALLED
+from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS
 
 # The causes, in the order they are acted on (a lower rank is reported first).
 NOT_OBSERVED: Final = "NotObserved"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from lws_operator.logic.leaderworkerset import finish_step as finish
 from lws_operator.logic.mutation import recreate_step as recreate
 from lws_operator.logic.mutation import recreation
 from lws_operator.logic.mutation.recreation import (
@@ -19,14 +20,18 @@ from lws_operator.logic.mutation.recreation import (
     REASON_NOT_RECREATED,
     REASON_RECREATING,
     SETTLE,
-    PodWebhook,
-    Recreation,
     decide,
     groups_of,
 )
-from lws_operator.logic.reconcile import finish_step as finish
 from lws_operator.logic.reconcile.plan import EMPTY, Delete, Plan, Planned, Record
-from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
+from lws_operator.logic.reconcile.snapshot import (
+    Memory,
+    Observed,
+    Options,
+    PodWebhook,
+    Recreation,
+    Remember,
+)
 from lws_operator.logic.rollout.deadline import OFF
 from lws_operator.logic.rollout.leader_step import ORDINAL
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from lws_operator.api.constants import REASON_ROLLOUT_STALLED
 from lws_operator.logic.mutation.unmutated import (
     REASON_PODS_NOT_MUTATED,
     apply_unmutated,
@@ -17,7 +18,6 @@ from lws_operator.logic.mutation.unmutated import (
 )
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.rollout.stall import (
-    REASON_ROLLOUT_STALLED,
     apply_stall,
     find_stall,
     unstall_view,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from lws_operator.logic.objects.difference import first_difference
 from lws_operator.logic.objects.quantity import (
     MILLI,
     NANO,
@@ -18,7 +19,6 @@ from lws_operator.logic.objects.quantity import (
     quantity_unit,
     same_quantity,
 )
-from lws_operator.logic.reconcile.decisions import first_difference
 from tests.harness.quantities import IN_RESOURCE_LIST, SINGLE
 
 

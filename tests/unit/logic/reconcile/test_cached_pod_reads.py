@@ -48,13 +48,14 @@ from lws_operator.logic.failures.restart_budget import (
     without_finalizer,
 )
 from lws_operator.logic.failures.termination import worker_sets_to_stop
-from lws_operator.logic.identity import hash_groups
+from lws_operator.logic.hash_mode import hash_groups
 from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.mutation import recreation, unmutated
 from lws_operator.logic.objects.meta import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.placement import gang, volcano
-from lws_operator.logic.reconcile.decisions import decide_revision
 from lws_operator.logic.reconcile.observed import POD_CONDITION_TYPES, POD_SPEC_SHAPE
+from lws_operator.logic.reconcile.snapshot import PodWebhook
 from lws_operator.logic.rollout import deadline, stall
 from lws_operator.logic.rollout.pacing import plan_rollout, rollout_snapshot
 from lws_operator.logic.rollout.stall import find_stall
@@ -349,7 +350,7 @@ READERS: dict[str, Reader] = {
     "recreation.decide": lambda w, pods: recreation.decide(
         "ns", str(w.lws["metadata"]["name"]), pods, pods,
         [w.leader_owner, *_workers_of(w)],
-        recreation.PodWebhook({"name": "mpod.kb.io", "rules": [{
+        PodWebhook({"name": "mpod.kb.io", "rules": [{
             "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
             "resources": ["pods"]}]}, 0.0), None, 0, 100.0),
     "budget.disrupted_groups": lambda w, pods: disrupted_groups(
@@ -359,13 +360,14 @@ READERS: dict[str, Reader] = {
 # The logic functions a pass calls that never see a pod (their inputs are the LeaderWorkerSet,
 # other kinds, or values derived from pods by a reader above).
 TAKE_NO_PODS = frozenset({
-    "events.Event", "gang.Source", "gang.apply_condition", "gang.find_parent_workload",
+    "events.Event", "events.failed_create", "gang.Source", "gang.apply_condition",
+    "gang.find_parent_workload",
     "gang.level_of", "gang.min_count_of", "gang.scheduling_condition", "gang.workload_name",
     "gang.workload_update", "hash_groups.group_ready_condition", "hash_groups.leader_deployment",
-    "memo.Memo", "recreation.PodWebhook",
+    "memo.Memo", "snapshot.PodWebhook",
     "relisting.deleted", "relisting.stale",  # (key, uid, resourceVersion) only
-    "decisions.decide_revision", "decisions.first_difference", "decisions.owned_by",
-    "decisions.revision_for_key", "restart.Recreation", "restart.recreating",
+    "revision_decision.decide_revision", "difference.first_difference", "owners.owned_by",
+    "revision_decision.revision_for_key", "restart.Recreation", "restart.recreating",
     "restart_budget.Release", "restart_budget.backoff_event", "restart_budget.counted_for",
     "restart_budget.exhaustion_events", "restart_budget.plan_restarts",
     "restart_budget.read_counted", "restart_budget.read_counts", "restart_budget.render_counts",
@@ -386,28 +388,33 @@ TAKE_NO_PODS = frozenset({
     "group_metrics.state_counts", "wakeups.statefulset_can_wait",
 })
 
-# The modules that hand cached pods to the logic: the controller's shell, and the steps and
-# scheduler providers of a pass (pure themselves, they call the policy modules with the pods of
-# the snapshot the shell built from the cache).
+# The modules that hand cached pods to the logic: the controller's shell, and the steps, shared
+# writes, snapshot facts and scheduler providers of a pass (pure themselves, they call the
+# policy modules with the pods of the snapshot the shell built from the cache).
 _PACKAGE = Path(lws_operator.__file__).parent
 CALLERS = ("controllers/leaderworkerset.py", "kube/group_metrics.py", "controllers/runtime.py",
            "kube/watch.py", "kube/executor.py", "logic/reconcile/snapshot.py",
-           "logic/reconcile/pipeline.py", "logic/reconcile/writes.py",
+           "logic/leaderworkerset/pipeline.py",
            *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/*_step.py"))),
+           *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/writes.py"))),
+           *(str(p.relative_to(_PACKAGE)) for p in sorted(_PACKAGE.glob("logic/*/facts.py"))),
            *(str(p.relative_to(_PACKAGE)) for p in
-             sorted(_PACKAGE.glob("logic/placement/providers/*.py"))))
+             sorted(_PACKAGE.glob("logic/providers/*.py"))))
 
 # The pass's own modules, scanned as callers above: a call into one of them is not a call
 # into the policy the tables classify.
-PASS_MODULES = ("lws_operator.logic.reconcile.pipeline", "lws_operator.logic.reconcile.writes",
-                "lws_operator.logic.reconcile.finish_step",
-                "lws_operator.logic.placement.providers",
+PASS_MODULES = ("lws_operator.logic.leaderworkerset.pipeline",
+                "lws_operator.logic.leaderworkerset.finish_step",
+                "lws_operator.logic.providers",
                 "lws_operator.logic.reconcile.plan", "lws_operator.logic.reconcile.snapshot")
 
 
 def _is_step(module: str) -> bool:
-    """A step module of a feature package (``logic.<feature>.<name>_step``): part of the pass."""
-    return module.rsplit(".", 1)[-1].endswith("_step")
+    """A step module of a feature package (``logic.<feature>.<name>_step``), the plan actions
+    its steps share (``logic.<feature>.writes``) or the facts it derives from a snapshot
+    (``logic.<feature>.facts``): part of the pass."""
+    last = module.rsplit(".", 1)[-1]
+    return last.endswith("_step") or last in ("writes", "facts")
 
 
 # Each reader once (several functions share one), named after the first function it covers.
@@ -560,6 +567,7 @@ def test_every_logic_call_of_a_pass_is_classified() -> None:
     root = Path(lws_operator.__file__).parent
     called = set().union(*(_logic_calls(root / path) for path in CALLERS))
     assert "statefulsets.worker_statefulset" in called  # the scan works
+    assert "gang.gates_without_ours" in called  # and reaches the shared writes (ungate)
     unclassified = called - set(READERS) - TAKE_NO_PODS
     assert not unclassified, (
         f"{sorted(unclassified)}: called by a pass but not classified here; if it reads cached "

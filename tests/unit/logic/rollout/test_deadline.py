@@ -16,7 +16,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.validation import validate
 from lws_operator.logic.identity.revision import revision_key
-from lws_operator.logic.reconcile.decisions import decide_revision
+from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.rollout import deadline as dl
 from lws_operator.logic.rollout.pacing import GroupState
 from lws_operator.logic.rollout.stall import unstall_view

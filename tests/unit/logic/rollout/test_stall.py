@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from lws_operator.api.constants import REASON_ROLLOUT_STALLED
 from lws_operator.logic.rollout.stall import (
-    REASON_ROLLOUT_STALLED,
     Stall,
     apply_stall,
     find_stall,

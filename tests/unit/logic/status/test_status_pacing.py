@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from lws_operator.logic.reconcile.snapshot import Deferral
 from lws_operator.logic.status.pacing import (
     LONGEST,
     QUIET,
     SLACK,
-    Deferral,
     Pacing,
     only_counters_differ,
     pace,

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from lws_operator.logic.identity.hash_groups import leader_deployment
+from lws_operator.logic.hash_mode.hash_groups import leader_deployment
 from lws_operator.logic.identity.revision import apply_revision
-from lws_operator.logic.reconcile.decisions import decide_revision
+from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 from tests.harness.as_operated import NAMESPACE, cached, created_pod, env_of, running, stored_lws
 

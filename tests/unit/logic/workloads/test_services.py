@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from e2e.harness.builder import LeaderWorkerSet
+from lws_operator.logic.objects.owners import controller_reference
 from lws_operator.logic.workloads.services import (
-    controller_reference,
     replica_service,
     shared_service,
     subdomain_policy,

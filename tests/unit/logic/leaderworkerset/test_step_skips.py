@@ -1,5 +1,5 @@
 """The steps a pass skips by a set's configuration (the ``if``s of
-``logic.reconcile.pipeline.reconcile``) would have planned nothing: passes over sets of each
+``logic.leaderworkerset.pipeline.reconcile``) would have planned nothing: passes over sets of each
 configuration are run with those steps run anyway (Parallel termination, the ``none`` provider's
 hooks, the recreation of unmutated pods), and each step the configuration would have skipped must
 return an empty plan. Each also plans something where it is not skipped, so a skip that covered
@@ -15,10 +15,10 @@ import pytest
 
 from lws_operator.logic.failures import termination_step as termination
 from lws_operator.logic.failures.termination import parallel
-from lws_operator.logic.identity import hash_groups_step as hash_groups
+from lws_operator.logic.hash_mode import hash_groups_step as hash_groups
+from lws_operator.logic.leaderworkerset.pipeline import Configuration, configuration
 from lws_operator.logic.mutation import recreate_step as recreate
-from lws_operator.logic.placement.providers import none
-from lws_operator.logic.reconcile.pipeline import Configuration, configuration
+from lws_operator.logic.providers import none
 from lws_operator.logic.reconcile.plan import EMPTY, Plan
 from lws_operator.logic.reconcile.snapshot import Observed, Options
 from tests.harness.lws_world import (
@@ -131,7 +131,7 @@ def test_every_skip_is_taken_somewhere_and_its_step_plans_where_not() -> None:
             why = _skipped(step, obs)
             name = "provider" if getattr(step, "__self__", None) is not None and type(
                 step.__self__).__module__.startswith(  # type: ignore[attr-defined]
-                    "lws_operator.logic.placement.providers") else step.__qualname__
+                    "lws_operator.logic.providers") else step.__qualname__
             if why is not None:
                 skipped.add(name)
             elif plan != EMPTY:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.hash_mode.hash_groups import Admission
+from lws_operator.logic.objects.events import failed_create
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import volcano
 from lws_operator.logic.reconcile.plan import (
@@ -23,7 +24,6 @@ from lws_operator.logic.reconcile.plan import (
     group,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
-from lws_operator.logic.reconcile.writes import failed_create
 
 NO_FACTS: Planned[Mapping[str, Any] | None] = Planned(EMPTY, None)  # no condition of its own
 

@@ -1,19 +1,14 @@
-"""Revision decisions (upstream's Reconcile, leaderworkerset_controller.go) and the "already in
-place" check of a pass."""
+"""Revision decisions (upstream's Reconcile, leaderworkerset_controller.go)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-import pytest
-
 from lws_operator.logic.identity.revision import revision_key
-from lws_operator.logic.reconcile.decisions import (
-    contains,
+from lws_operator.logic.identity.revision_decision import (
     controller_revision,
     decide_revision,
-    owned_by,
     revision_for_key,
 )
 
@@ -31,34 +26,6 @@ def lws(image: str = "nginx:1") -> dict[str, Any]:
 
 def sts(key: str) -> dict[str, Any]:
     return {"metadata": {"name": "sample", "labels": {HASH: key}}}
-
-
-@pytest.mark.parametrize(
-    ("desired", "live", "expected"),
-    [
-        ({"a": 1}, {"a": 1, "b": 2}, True),
-        ({"a": {"b": 1}}, {"a": {"b": 1, "c": 3}}, True),
-        ({"a": [{"n": 1}]}, {"a": [{"n": 1, "x": 0}]}, True),
-        ({"a": [{"n": 1}]}, {"a": [{"n": 1}, {"n": 2}]}, False),
-        ({"a": 1}, {"a": 2}, False),
-        ({"a": 1}, {}, False),
-        ({"a": None}, {}, True),
-        ({"a": "1"}, {"a": 1}, False),
-        ({"a": {"b": 1}}, {"a": "x"}, False),
-        # Empty values the API server drops from omitempty fields (found by the bad-input
-        # fuzzing: a template with `args: []` or an env var `value: ""` was re-applied on
-        # every pass).
-        ({"env": [{"name": "M", "value": ""}]}, {"env": [{"name": "M"}]}, True),
-        ({"args": []}, {}, True),
-        ({"a": {}}, {}, True),
-        ({"hostNetwork": False}, {}, True),
-        ({"a": ""}, {"a": "x"}, False),
-        ({"args": []}, {"args": ["x"]}, False),
-        ({"a": 0}, {}, False),
-    ],
-)
-def test_contains(desired: Any, live: Any, expected: bool) -> None:
-    assert contains(desired, live) is expected
 
 
 def test_new_lws_creates_its_first_revision() -> None:
@@ -122,11 +89,3 @@ def test_revision_for_key_takes_the_highest_number() -> None:
     b = {"metadata": {"labels": {HASH: "k"}}, "revision": 3}
     assert revision_for_key([a, b], "k") is b
     assert revision_for_key([a, b], "x") is None
-
-
-def test_owned_by() -> None:
-    owner = {"metadata": {"uid": "p-1"}}
-    assert owned_by({"metadata": {"ownerReferences": [{"uid": "p-1", "controller": True}]}}, owner)
-    assert not owned_by({"metadata": {"ownerReferences": [{"uid": "p-2", "controller": True}]}},
-                        owner)
-    assert not owned_by({"metadata": {}}, owner)

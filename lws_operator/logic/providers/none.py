@@ -1,12 +1,12 @@
 """The default scheduler: pods are placed one by one, nothing to prepare or admit (the pass does
-not ask it: ``logic.placement.providers.scheduled``)."""
+not ask it: ``logic.providers.scheduled``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.hash_mode.hash_groups import Admission
 from lws_operator.logic.reconcile.plan import EMPTY, Plan, Planned
 from lws_operator.logic.reconcile.snapshot import Observed
 

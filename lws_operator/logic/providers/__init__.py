@@ -6,9 +6,9 @@ create the per-group objects (``groups``: PodGroups), and ``admit`` member pods 
 leaders whose PodGroups exist, clean up what nothing needs). A plan that ends the pass there says
 the pods may not be created yet. ``admit`` is handed the admission of a Hash set's leaders (only
 those may lose their gates) and its value is the facts of the scheduling condition, which the pass
-hands to the status step. The pass (``logic.reconcile.pipeline``) asks the provider the set's spec
-and the operator's options choose (``provider_for``), and asks nothing without one (``none``);
-a new provider is one module implementing ``Provider`` and one line in ``provider_for``.
+hands to the status step. The pass (``logic.leaderworkerset.pipeline``) asks the provider the
+set's spec and the operator's options choose (``provider_for``), and asks nothing without one
+(``none``); a new provider is one module implementing ``Provider`` and one line in ``provider_for``.
 
 * ``none``: the default scheduler places pods one by one; nothing to do.
 * ``native``: ``spec.scheduling`` asks for Kubernetes' own Workload and PodGroup
@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from lws_operator.api.constants import SCHEDULER_PROVIDER_VOLCANO
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.hash_mode.hash_groups import Admission
 from lws_operator.logic.placement import gang
-from lws_operator.logic.placement.providers import native, none, volcano
+from lws_operator.logic.providers import native, none, volcano
 from lws_operator.logic.reconcile.plan import Plan, Planned
 from lws_operator.logic.reconcile.snapshot import Observed, Options
 

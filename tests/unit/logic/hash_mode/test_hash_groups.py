@@ -12,7 +12,7 @@ import pytest
 from e2e.harness.builder import LeaderWorkerSet
 from lws_operator.logic.failures.restart import scan_failures
 from lws_operator.logic.failures.restart_budget import CLEANUP_FINALIZER
-from lws_operator.logic.identity.hash_groups import (
+from lws_operator.logic.hash_mode.hash_groups import (
     leader_deployment,
     plan_admission,
     readiness_updates,

@@ -71,9 +71,9 @@ from lws_operator.api.view import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.logic.failures.restart_budget import count_key, exhausted
 from lws_operator.logic.objects.meta import host_name, labels_of, meta_of
+from lws_operator.logic.objects.owners import lws_reference
 from lws_operator.logic.placement.gang import gated
 from lws_operator.logic.status.readiness import worker_statefulset_ready
-from lws_operator.logic.workloads.services import lws_reference
 from lws_operator.logic.workloads.statefulsets import (
     copied_annotations,
     hashed,

@@ -20,10 +20,11 @@ from typing import Any
 
 from lws_operator.api import disaggregated
 from lws_operator.api.view import revision_of
+from lws_operator.logic.failures.facts import exhausted_leaders
 from lws_operator.logic.failures.restart import apply_unschedulable
 from lws_operator.logic.failures.restart_budget import apply_degraded, read_counts, settled_counts
+from lws_operator.logic.failures.writes import counts_patch
 from lws_operator.logic.mutation import unmutated
-from lws_operator.logic.mutation.recreation import Recreation
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import gang
 from lws_operator.logic.reconcile.plan import (
@@ -36,12 +37,13 @@ from lws_operator.logic.reconcile.plan import (
     apps,
     earliest,
 )
-from lws_operator.logic.reconcile.snapshot import Observed, Remember
-from lws_operator.logic.reconcile.writes import counts_patch, status_patch
+from lws_operator.logic.reconcile.snapshot import Observed, Recreation, Remember
 from lws_operator.logic.rollout import deadline as progress_deadline
+from lws_operator.logic.rollout.facts import unschedulable_pods
 from lws_operator.logic.rollout.leader_step import ORDINAL, HashLeader, OrdinalLeader
 from lws_operator.logic.rollout.stall import NO_STALL, apply_stall, find_stall
 from lws_operator.logic.status.pacing import pace
+from lws_operator.logic.status.writes import status_patch
 from lws_operator.logic.workloads.statefulsets import spec_replicas
 
 
@@ -59,7 +61,7 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
            requeue: float | None) -> Plan:
     """The status of revision ``key`` as ``owner`` computes it, with the conditions over it
     (module docstring); ``revisions`` other than ``key`` are deleted once it is rolled out.
-    ``scheduling``: the facts of the scheduling condition (``logic.placement.providers``), None
+    ``scheduling``: the facts of the scheduling condition (``logic.providers``), None
     without a provider that reports them; ``recreating``: the recreation of unmutated pods;
     ``requeue``: the earliest requeue earlier steps asked for."""
     decision = owner.status(obs, key)
@@ -68,7 +70,7 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
     # An exceeded progress deadline outranks the stall (both would set Progressing).
     # Only the pods it reads: those the scheduler could not place.
     stall = NO_STALL if deadline.exceeded else find_stall(
-        obs.unschedulable_pods, key, obs.clock, obs.options.stall_grace)
+        unschedulable_pods(obs), key, obs.clock, obs.options.stall_grace)
     desired, stall_events = apply_stall(
         apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
     desired, deadline_events = progress_deadline.apply_deadline(
@@ -80,7 +82,7 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
         (*stall_events, *deadline_events),
         note=recreating.note if recreating is not None else None)
     # Only the leaders it reads: those marked exhausted.
-    desired = apply_degraded(desired, obs.exhausted_leaders, obs.lws.generation, obs.now)
+    desired = apply_degraded(desired, exhausted_leaders(obs), obs.lws.generation, obs.now)
     if scheduling is not None:
         desired = gang.apply_condition(desired, gang.scheduling_condition(
             observed.get("conditions") or [], now=obs.now, generation=obs.lws.generation,

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from lws_operator.kube.cache import lean
+from lws_operator.logic.identity.adoption import rolled_out
 from lws_operator.logic.identity.revision import fnv1_32, revision_key, revision_patch, safe_encode
-from lws_operator.logic.reconcile.decisions import decide_revision
-from lws_operator.logic.rollout.adoption import rolled_out
+from lws_operator.logic.identity.revision_decision import decide_revision
 
 HASH = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 NAME = "leaderworkerset.sigs.k8s.io/name"

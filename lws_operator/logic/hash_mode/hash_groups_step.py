@@ -1,4 +1,4 @@
-"""Steps of Hash group identity only (``logic.identity.hash_groups``); the pass runs them for
+"""Steps of Hash group identity only (``logic.hash_mode.hash_groups``); the pass runs them for
 Hash sets alone.
 
 * ``admit``: the restart counts that move to admitted leaders, then (without native gang
@@ -10,13 +10,15 @@ Hash sets alone.
 
 from __future__ import annotations
 
-from lws_operator.logic.identity.hash_groups import (
+from lws_operator.logic.failures.writes import counts_patch
+from lws_operator.logic.hash_mode.hash_groups import (
     Admission,
     group_ready_condition,
     readiness_updates,
 )
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import gang
+from lws_operator.logic.placement.writes import ungate
 from lws_operator.logic.reconcile.plan import (
     GONE_OR_CHANGED_SKIP,
     Action,
@@ -26,7 +28,7 @@ from lws_operator.logic.reconcile.plan import (
     core,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
-from lws_operator.logic.reconcile.writes import counts_patch, ungate
+from lws_operator.logic.status.facts import confirmed_workers
 
 
 def admit(obs: Observed, admission: Admission) -> Plan:
@@ -46,4 +48,4 @@ def readiness(obs: Observed) -> Plan:
                "status": {"conditions": [group_ready_condition(change.ready, obs.moment)]}},
               strategic=True, subresource="status", common=Common(policy=GONE_OR_CHANGED_SKIP))
         for change in readiness_updates(obs.leaders, obs.statefulsets,
-                                        obs.confirmed_workers)))
+                                        confirmed_workers(obs))))

@@ -24,11 +24,13 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.view import group_index
 from lws_operator.logic.failures.restart import Recreation
-from lws_operator.logic.identity.hash_groups import Admission
-from lws_operator.logic.objects.events import Event
+from lws_operator.logic.failures.writes import delete_leader
+from lws_operator.logic.hash_mode.hash_groups import Admission
+from lws_operator.logic.objects.events import Event, failed_create
 from lws_operator.logic.objects.meta import labels_of, meta_of, name_of
+from lws_operator.logic.objects.owners import owned_by
 from lws_operator.logic.placement import gang
-from lws_operator.logic.reconcile.decisions import owned_by
+from lws_operator.logic.placement.writes import ungate
 from lws_operator.logic.reconcile.plan import (
     EMPTY,
     GONE_OR_CHANGED_SKIP,
@@ -44,7 +46,7 @@ from lws_operator.logic.reconcile.plan import (
     group,
 )
 from lws_operator.logic.reconcile.snapshot import Observed
-from lws_operator.logic.reconcile.writes import delete_leader, failed_create, status_patch, ungate
+from lws_operator.logic.status.writes import status_patch
 
 API = gang.SCHEDULING_API_VERSION
 SCHEDULING_RETRY = 10.0
@@ -193,7 +195,7 @@ def _failure(name: str, live: Mapping[str, Any] | None, collected: tuple[str, ..
 
 
 def _may_ungate(obs: Observed, leader: Mapping[str, Any], admission: Admission | None) -> bool:
-    """A Hash leader only once admitted (``logic.identity.hash_groups``); an Ordinal one always."""
+    """A Hash leader only once admitted (``logic.hash_mode.hash_groups``); an Ordinal one always."""
     if not obs.lws.hashed or admission is None:
         return True
     return str(meta_of(leader).get("uid")) in {str(meta_of(p).get("uid"))

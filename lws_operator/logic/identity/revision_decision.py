@@ -1,12 +1,5 @@
-"""Decisions of one LeaderWorkerSet pass that are not about rollout pacing or status.
-
-* Which revision is current, and whether this pass must create one (upstream's Reconcile
-(leaderworkerset_controller.go)).
-* Whether a desired object is already in place, so a pass that changes nothing writes nothing:
-  the desired object must be contained in the live one (the server adds defaults and status, so
-  equality would never hold), and resource quantities must have the same value, not the same
-  text (the server stores them in canonical form).
-* The ControllerRevision object itself.
+"""Which revision is current, and whether this pass must create one (upstream's Reconcile
+(leaderworkerset_controller.go)), and the ControllerRevision object itself.
 """
 
 from __future__ import annotations
@@ -25,6 +18,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import lws_view, revision_of
+from lws_operator.logic.identity.adoption import rolled_out
 from lws_operator.logic.identity.revision import (
     canonical_json,
     revision_key,
@@ -33,80 +27,8 @@ from lws_operator.logic.identity.revision import (
     template_difference,
 )
 from lws_operator.logic.objects.events import Event
-from lws_operator.logic.objects.quantity import quantity_unit, same_quantity
+from lws_operator.logic.objects.owners import lws_reference
 from lws_operator.logic.reconcile.memo import Memo
-from lws_operator.logic.rollout.adoption import rolled_out
-from lws_operator.logic.workloads.services import lws_reference
-
-
-def contains(desired: Any, live: Any) -> bool:
-    """True if every field of ``desired`` has the same value in ``live``.
-
-    Maps may have extra keys in ``live`` (server defaults); lists must have the same length and
-    contain each other element-wise (their order is meaningful in Kubernetes objects).
-    """
-    return first_difference(desired, live) is None
-
-
-def first_difference(desired: Any, live: Any, path: str = "") -> str | None:
-    """The path of the first field of ``desired`` that ``live`` lacks or holds differently
-    (``.`` for the whole object), or None when ``live`` contains ``desired``.
-
-    Resource quantities are compared by value (``logic.objects.quantity``): the server stores them
-    in canonical form (``4`` as ``"4"``, ``"1024Mi"`` as ``"1Gi"``), the desired object holds the
-    template's values as written."""
-    return _difference(desired, live, path, ())
-
-
-def _difference(desired: Any, live: Any, path: str, keys: tuple[str, ...]) -> str | None:
-    if isinstance(desired, Mapping):
-        return _map_difference(desired, live, path, keys)
-    if isinstance(desired, list):
-        return _list_difference(desired, live, path, keys)
-    unit = quantity_unit(keys)
-    if unit is not None:
-        return None if same_quantity(desired, live, unit) else path or "."
-    return None if desired == live else path or "."
-
-
-def _map_difference(desired: Mapping[str, Any], live: Any, path: str,
-                    keys: tuple[str, ...]) -> str | None:
-    """``_difference`` of a map: every key of ``desired`` but those holding None, a key
-    ``live`` lacks being a difference unless the server may drop its value."""
-    if not isinstance(live, Mapping):
-        return path or "."
-    for key, value in desired.items():
-        if value is None:
-            continue
-        if key not in live:
-            if _omitted_when_empty(value):
-                continue
-            return f"{path}.{key}"
-        found = _difference(value, live[key], f"{path}.{key}", (*keys, str(key)))
-        if found is not None:
-            return found
-    return None
-
-
-def _list_difference(desired: list[Any], live: Any, path: str,
-                     keys: tuple[str, ...]) -> str | None:
-    """``_difference`` of a list: the same length, element by element."""
-    if not isinstance(live, list) or len(desired) != len(live):
-        return path or "."
-    for i, (d, x) in enumerate(zip(desired, live, strict=True)):
-        found = _difference(d, x, f"{path}[{i}]", keys)
-        if found is not None:
-            return found
-    return None
-
-
-def _omitted_when_empty(value: Any) -> bool:
-    """Whether the API server may drop ``value`` from what it stores: an empty string, list or
-    map, or false, in an ``omitempty`` field (a container's ``args: []``, an env var's
-    ``value: ""``). Comparing it with the missing key as a difference made every pass re-apply
-    the leader StatefulSet or Deployment of a set whose template held one (found by the
-    bad-input fuzzing)."""
-    return value is False or (isinstance(value, (str, list, Mapping)) and len(value) == 0)
 
 
 def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
@@ -192,7 +114,7 @@ def decide_revision(lws: LWS, leader_sts: Mapping[str, Any] | None,
     if difference is None:
         return RevisionDecision(sts_key, None, False)
     if rolled_out(view, sts_key, leader_sts, workers):
-        # The previous controller rolled this very spec out (logic.rollout.adoption): the stored
+        # The previous controller rolled this very spec out (logic.identity.adoption): the stored
         # revision is another rendering of the live templates. Record them under its key (the
         # highest revision of a key is the one used), so later passes compare exactly.
         note = (f"Creating revision with key {sts_key} for the rolled-out templates of existing "
@@ -204,10 +126,3 @@ def decide_revision(lws: LWS, leader_sts: Mapping[str, Any] | None,
     note = f"Creating revision with key {computed} for updated LWS"
     return RevisionDecision(computed, controller_revision(view, computed, revisions), True,
                             (_revision_event(note),))
-
-
-def owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
-    """Whether ``owner`` (by UID) is ``obj``'s controller."""
-    uid = (owner.get("metadata") or {}).get("uid")
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(r.get("controller") and r.get("uid") == uid for r in refs)

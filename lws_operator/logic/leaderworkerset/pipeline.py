@@ -4,7 +4,7 @@ The order of upstream's Reconcile (leaderworkerset_controller.go), with the pod 
 folded in (docs/architecture.md: every child event wakes the owning set): failures first (a
 recreation ends the pass), Parallel termination, the revision, the leader owner's rollout or
 admission (``logic.rollout.leader_step``: a StatefulSet for Ordinal groups, a Deployment for Hash
-groups), the scheduler provider (``logic.placement.providers``), the leader owner itself,
+groups), the scheduler provider (``logic.providers``), the leader owner itself,
 retained pods released, Hash admission, Services, worker StatefulSets, Hash group readiness, the
 recreation of pods the pod webhook never saw (``logic.mutation.recreate_step``), then restart
 counts and status.
@@ -15,7 +15,7 @@ later ones, which ``reconcile`` passes to them as arguments; where a plan ends t
 does not return. A step that plans nothing for a whole class of sets, known from the set's spec
 and the operator's options alone (``Configuration``), is not run at all, snapshot and all (building
 a snapshot for a step to return early was a visible part of a pass): the ``if`` in front of it
-says when. ``tests/unit/logic/reconcile/test_step_skips.py`` runs those steps anyway over sets
+says when. ``tests/unit/logic/leaderworkerset/test_step_skips.py`` runs those steps anyway over sets
 of every configuration and fails if one skipped would have planned anything.
 """
 
@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from lws_operator.api.view import lws_view
+from lws_operator.logic import providers
 from lws_operator.logic.failures import failures_step as failures
 from lws_operator.logic.failures import termination_step as termination
 from lws_operator.logic.failures.termination import parallel
-from lws_operator.logic.identity import hash_groups_step as hash_groups
+from lws_operator.logic.hash_mode import hash_groups_step as hash_groups
+from lws_operator.logic.hash_mode.hash_groups import Admission
 from lws_operator.logic.identity import revision_step as revision
-from lws_operator.logic.identity.hash_groups import Admission
+from lws_operator.logic.leaderworkerset import finish_step as finish
 from lws_operator.logic.mutation import recreate_step as recreate
-from lws_operator.logic.placement import providers
-from lws_operator.logic.reconcile import finish_step as finish
 from lws_operator.logic.reconcile.plan import Run, earliest
 from lws_operator.logic.reconcile.snapshot import Observed, Options
 from lws_operator.logic.rollout.deadline import OFF
