@@ -615,11 +615,10 @@ def _undo_path(path: Path, how: str) -> None:
         else:
             path.unlink(missing_ok=True)
         return
-    # Prune: what names our network or points into the run directory, then empty directories.
+    # Prune: what is ours (``_ours``), then empty directories.
     for entry in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
         with contextlib.suppress(OSError):
-            if CNI_NETWORK in entry.name or (
-                    entry.is_symlink() and str(RUN_DIR) in os.readlink(entry)):
+            if _ours(entry):
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry)
                 else:
@@ -628,6 +627,21 @@ def _undo_path(path: Path, how: str) -> None:
                 entry.rmdir()
     with contextlib.suppress(OSError):
         path.rmdir()
+
+
+def _ours(entry: Path) -> bool:
+    """Whether an entry of a shared path was made for our node: it names our network, points
+    into the run directory, or is a libcni cache file naming a sandbox under the run directory
+    (containerd's loopback results, ``cni-loopback-<sandbox>-lo``, which a sandbox torn down by
+    ``down`` rather than by the kubelet leaves behind)."""
+    if CNI_NETWORK in entry.name:
+        return True
+    if entry.is_symlink():
+        return str(RUN_DIR) in os.readlink(entry)
+    if entry.is_file():
+        with entry.open("rb") as f:
+            return str(RUN_DIR).encode() in f.read(1 << 20)
+    return False
 
 
 def ensure_node_built() -> Path:
