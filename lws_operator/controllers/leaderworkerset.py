@@ -131,6 +131,9 @@ class LeaderWorkerSetReconciler:
         self.recreating: set[Key] = set()
         self._recreating = frozenset[Key]()
         self._last_options = Options(stall_grace, scheduler_provider, self.native_scheduling)
+        # Whether the watches of pods and StatefulSets are open (``kube.watch.Watches.current``;
+        # ``lws-operator run`` wires it): see ``reconcile``.
+        self.caches_current: Callable[[], bool] = lambda: True
 
     def observe(self, key: Key, tombstones: tuple[dict[str, Any], ...],
                 collected: tuple[str, ...] = (),
@@ -204,6 +207,13 @@ class LeaderWorkerSetReconciler:
             return await self._clean_up_after(key, lws)
         self.cache.forget_departed(key)
         if not self.cache.synced:
+            return NOT_SYNCED_REQUEUE
+        if not self.caches_current():
+            # After a watch gap the kinds catch up one by one: a worker pod's deletion (its
+            # StatefulSet deleted meanwhile, the garbage collector removing its pods) can show
+            # while the cache still holds that StatefulSet, which would make the pod look like
+            # a failed member of its group and recreate a healthy group. Decide once the
+            # watches of pods and StatefulSets are open again; the tombstones wait.
             return NOT_SYNCED_REQUEUE
         buried = self.cache.tombstones(key)
         tombstones = tuple(unmutated.split(buried)[0])

@@ -142,6 +142,7 @@ class ControllerRuntime:
         self.group_metrics = GroupMetrics.for_registry(registry)
         self.watches = Watches(kube, self.cache, registry, WATCHED, self._changed,
                                list_chunk_size=options.list_chunk_size)
+        self.reconciler.caches_current = lambda: self.watches.current("Pod", "StatefulSet")
         # The DisaggregatedSet controller, when discovery finds its API served.
         self.disaggregated: DisaggregatedSetRuntime | None = None
         self._ds_crd_watched = False

@@ -22,6 +22,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
+from lws_operator.kube.list_watch import ListWatch
 from lws_operator.kube.watch import RELIST_BATCH, news
 from lws_operator.kube.workqueue import WorkQueue
 from tests.harness.clock import ManualClock, settle
@@ -357,3 +358,22 @@ async def test_a_long_relisting_is_delivered_in_batches_between_which_the_loop_r
     task.cancel()
     assert len(run.cache["Pod"]) == RELIST_BATCH + 10
     assert RELIST_BATCH in counts  # the loop ran between the batches
+
+
+def test_the_controller_decides_only_while_the_watches_of_pods_and_statefulsets_are_open(
+) -> None:
+    """``Watches.current``: a pass waits while the watch of pods or StatefulSets is not open
+    (a gap, a relisting), so a pod's deletion never shows against a stale StatefulSet; other
+    kinds' watches do not hold it."""
+    run, _clock, _registry = runtime()
+    watches = run.watches
+    for kind in ("Pod", "StatefulSet", "Service"):
+        watches.own[kind] = ListWatch(run.kube, kind, f"/{kind}", None,
+                                      watches._observe, watches._replace)
+    assert not run.reconciler.caches_current()  # nothing open yet
+    watches.own["Pod"].watching.set()
+    assert not run.reconciler.caches_current()
+    watches.own["StatefulSet"].watching.set()
+    assert run.reconciler.caches_current()  # the Service watch does not matter
+    watches.own["Pod"].watching.clear()  # the stream ended: resuming, or listing again
+    assert not run.reconciler.caches_current()

@@ -93,3 +93,14 @@ async def test_a_set_being_deleted_while_a_write_waits_gets_no_status_write() ->
     await reconciler.reconcile(world.key)  # the due pass
     assert world.key not in reconciler.memory
     assert kube.requests == []
+
+
+async def test_no_pass_decides_while_the_watch_of_pods_or_statefulsets_is_not_open() -> None:
+    """After a watch gap the cache of one kind may lag another's (``reconcile``): the pass
+    waits, writing nothing, and runs once the watches are open again."""
+    world, kube, reconciler, _clock = _setup()
+    reconciler.caches_current = lambda: False
+    assert await reconciler.reconcile(world.key) == 1.0
+    assert kube.requests == []
+    reconciler.caches_current = lambda: True
+    assert await reconciler.reconcile(world.key) == LONGEST
