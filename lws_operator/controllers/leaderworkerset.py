@@ -37,6 +37,9 @@ from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Pod
 from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS
 
 NOT_SYNCED_REQUEUE = 1.0
+# How soon a pass held back while a watch is not open looks again (``reconcile``): a stream the
+# server ended is resumed at once, so most such waits are a moment long.
+WATCH_GAP_REQUEUE = 0.25
 NO_MEMORY = Memory()
 
 
@@ -214,7 +217,7 @@ class LeaderWorkerSetReconciler:
             # while the cache still holds that StatefulSet, which would make the pod look like
             # a failed member of its group and recreate a healthy group. Decide once the
             # watches of pods and StatefulSets are open again; the tombstones wait.
-            return NOT_SYNCED_REQUEUE
+            return WATCH_GAP_REQUEUE
         buried = self.cache.tombstones(key)
         tombstones = tuple(unmutated.split(buried)[0])
 

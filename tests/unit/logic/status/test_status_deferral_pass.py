@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lws_operator.controllers.leaderworkerset import LeaderWorkerSetReconciler
+from lws_operator.controllers.leaderworkerset import WATCH_GAP_REQUEUE, LeaderWorkerSetReconciler
 from lws_operator.logic.reconcile.snapshot import Memory
 from lws_operator.logic.status.pacing import LONGEST
 from tests.harness.lws_world import CLOCK, NOW, World, at_rest, built_world, manifest
@@ -100,7 +100,7 @@ async def test_no_pass_decides_while_the_watch_of_pods_or_statefulsets_is_not_op
     waits, writing nothing, and runs once the watches are open again."""
     world, kube, reconciler, _clock = _setup()
     reconciler.caches_current = lambda: False
-    assert await reconciler.reconcile(world.key) == 1.0
+    assert await reconciler.reconcile(world.key) == WATCH_GAP_REQUEUE
     assert kube.requests == []
     reconciler.caches_current = lambda: True
     assert await reconciler.reconcile(world.key) == LONGEST
