@@ -1,1 +1,1 @@
-"""Rolling updates: partition and replica pacing, the progress deadline, stalls, adoption."""
+"""Rolling updates: partition and replica pacing, the progress deadline, stalls."""
