@@ -72,12 +72,10 @@ class CertificateMetrics(Collector):
         self.not_after: float | None = None
         registry.register(self)
 
-    def served(self, cert_pem: bytes) -> None:
-        """Record the leaf certificate of ``cert_pem`` (the first of the chain)."""
-        from cryptography import x509  # here: the admission child imports this module too
-
-        cert = x509.load_pem_x509_certificate(cert_pem)
-        self.not_after = cert.not_valid_after_utc.timestamp()
+    def served(self, not_after: float) -> None:
+        """Record the notAfter of the leaf certificate served now (read out of process,
+        ``kube.cert_planner.not_after``: neither process imports ``cryptography``)."""
+        self.not_after = not_after
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         if self.not_after is not None:

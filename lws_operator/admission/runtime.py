@@ -39,6 +39,8 @@ from lws_operator.admission.metrics import CertificateMetrics, WebhookMetrics
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.api.constants import MUTATE_POD_PATH
+from lws_operator.kube import cert_planner
+from lws_operator.kube.cert_planner import PlannerFailed
 from lws_operator.kube.certs import (
     CONFIG_PATHS,
     MUTATING,
@@ -309,9 +311,13 @@ class WebhookRuntime:
 
     async def _serve_certificate(self, cert: bytes, key: bytes) -> None:
         await self.server.serve(cert, key)
-        if self.cert_metrics is not None:
-            self.cert_metrics.served(cert)
         self.serving.set()
+        if self.cert_metrics is not None:
+            try:
+                self.cert_metrics.served(await cert_planner.not_after(cert))
+            except (PlannerFailed, OSError, ValueError, TimeoutError) as exc:
+                # The metric keeps the last value (or none); the certificate is served anyway.
+                log.warning("could not read the served certificate's expiry: %s", exc)
 
     async def refresh_metrics(self) -> None:
         """Before a scrape: fetch the admission process's metrics (nothing in-process)."""

@@ -124,6 +124,7 @@ class OutOfProcessPlanner:
 
 
 SELF_SIGNED = "self-signed"
+NOT_AFTER = "not-after"
 # How long a self-signed certificate of :func:`self_signed` holds (never rotated: it lives as
 # long as the process that made it).
 SELF_SIGNED_VALIDITY = dt.timedelta(days=3650)
@@ -157,6 +158,29 @@ def _make_self_signed(dns_names: list[str], ip_addresses: list[str]) -> dict[str
     return certs.encode(certs.CertState(cas=(ca,), ca_key=ca_key, cert=cert, key=key))
 
 
+async def not_after(cert_pem: bytes,
+                    command: tuple[str, ...] = (sys.executable, "-m", __name__)) -> float:
+    """The notAfter of the first certificate of ``cert_pem``, in Unix seconds, read by a child
+    for the reason the rotation plan is (module docstring): asked when a certificate starts
+    being served, for the expiry metric."""
+    import asyncio  # the parent's only (module docstring)
+
+    child = await asyncio.create_subprocess_exec(
+        *command, NOT_AFTER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(child.communicate(cert_pem), timeout=60)
+    if child.returncode != 0:
+        raise PlannerFailed(f"certificate planner exited {child.returncode}: "
+                            f"{err.decode(errors='replace')[-2000:]}")
+    return float(out)
+
+
+def _not_after(cert_pem: bytes) -> float:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
+
+
 def main() -> None:
     # A terminal's Ctrl-C, or a SIGTERM sent to the operator's whole process group, reaches
     # this child too; it answers within moments anyway, and the parent, which handles those
@@ -165,6 +189,9 @@ def main() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if sys.argv[1:] == [NOT_AFTER]:
+        sys.stdout.write(repr(_not_after(sys.stdin.buffer.read())))
+        return
     if sys.argv[1:] == [SELF_SIGNED]:
         dns_names, ip_addresses = pickle.load(sys.stdin.buffer)
         sys.stdout.buffer.write(pickle.dumps(_make_self_signed(dns_names, ip_addresses)))

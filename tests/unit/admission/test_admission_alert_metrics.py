@@ -9,6 +9,7 @@ import datetime as dt
 from prometheus_client import CollectorRegistry
 
 from lws_operator.admission.metrics import CertificateMetrics, ReadinessCollector
+from lws_operator.kube.cert_planner import not_after
 from lws_operator.logic.runtime import certs
 
 NOW = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
@@ -24,13 +25,14 @@ def _serving_pem(validity: dt.timedelta) -> bytes:
     return leaf + ca.public_bytes(serialization.Encoding.PEM)  # a chain: the leaf first
 
 
-def test_the_expiry_is_the_served_leafs_not_after() -> None:
+async def test_the_expiry_is_the_served_leafs_not_after() -> None:
+    """Read out of process (``kube.cert_planner.not_after``), the leaf's, not the CA's."""
     registry = CollectorRegistry()
     metrics = CertificateMetrics(registry)
     assert registry.get_sample_value(EXPIRY) is None  # nothing served yet: no series
-    metrics.served(_serving_pem(dt.timedelta(days=2)))
+    metrics.served(await not_after(_serving_pem(dt.timedelta(days=2))))
     assert registry.get_sample_value(EXPIRY) == (NOW + dt.timedelta(days=2)).timestamp()
-    metrics.served(_serving_pem(dt.timedelta(days=90)))  # a renewal moves it
+    metrics.served(await not_after(_serving_pem(dt.timedelta(days=90))))  # a renewal moves it
     assert registry.get_sample_value(EXPIRY) == (NOW + dt.timedelta(days=90)).timestamp()
 
 
