@@ -544,9 +544,8 @@ class Watches:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def current(self, *kinds: str) -> bool:
-        """Whether the watch of each of ``kinds`` is open now. While one is not (the API
-        server away, a stream being resumed, a kind being listed again after a gap) its cache
-        may lag the others': a pod's deletion can show before its StatefulSet's."""
+        """Whether the watch of each of ``kinds`` is open now. While one is not (a gap, a
+        relisting) its cache may lag the others': a pod's deletion before its StatefulSet's."""
         return all(own.watching.is_set() for kind, own in self.own.items() if kind in kinds)
 
     def halt(self) -> None:
