@@ -1,0 +1,24 @@
+"""The layout the structure rules ask for, held by a test so it stays: every module of the pure
+layer lives in a package named after its concept, and no module grows past what one reader
+takes in (600 lines); the import order between those packages is import-linter's
+(``acyclic_siblings`` in pyproject.toml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lws_operator
+
+PACKAGE = Path(lws_operator.__file__).parent
+LONGEST = 600
+
+
+def test_no_module_of_the_pure_layer_lies_outside_a_package() -> None:
+    loose = sorted(p.name for p in (PACKAGE / "logic").glob("*.py") if p.name != "__init__.py")
+    assert loose == [], f"{loose}: put each into the package of its concept"
+
+
+def test_no_module_is_longer_than_one_reader_takes_in() -> None:
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > LONGEST}
+    assert long == {}, f"modules over {LONGEST} lines: {long}; split them by concept"
