@@ -101,9 +101,9 @@ def _add_globals(parser: argparse.ArgumentParser, default: Any = None) -> None:
 def _subcommands() -> Sequence[ModuleType]:
     """The subcommand modules, in the order ``--help`` lists them (imported here: they import
     ``Session`` from this module)."""
-    from lws_operator.plugin import actions, plan, tree, why
+    from lws_operator.plugin import actions, plan, rollout, tree, why
 
-    return (tree, why, plan, actions)
+    return (tree, why, plan, rollout, actions)
 
 
 async def _main(args: argparse.Namespace) -> int:

@@ -47,7 +47,7 @@ def names(candidates: list[str]) -> list[str]:
 
 def test_subcommands_with_their_help_and_no_file_names() -> None:
     candidates, directive = complete([""], FakeCluster())
-    assert names(candidates) == ["tree", "why", "plan", "recover", "restart"]
+    assert names(candidates) == ["tree", "why", "plan", "rollout", "recover", "restart"]
     assert candidates[0] == "tree\tshow LeaderWorkerSets as set → groups → pods"
     assert directive == NO_FILES
     assert complete(["re"], FakeCluster()) == (
