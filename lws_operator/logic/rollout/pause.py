@@ -82,16 +82,19 @@ def _recorded(snapshot: RolloutSnapshot) -> int | None:
 def hold(rollout: RolloutDecision, snapshot: RolloutSnapshot) -> RolloutDecision:
     """The leader StatefulSet's partition and replicas while paused (module docstring): the
     replicas stay unless ``spec.replicas`` changed (then the new count plus the surge already
-    running); the partition never falls, covers every ordinal when a new revision starts, and
-    covers the new ordinals of a scale-up while a rollout is unfinished. The Events of moves
-    not made are dropped."""
+    running, no new one); the partition never falls, covers every ordinal when a new revision
+    starts, and covers the new ordinals of a scale-up while a rollout is unfinished. The
+    Events of moves not made are dropped."""
     sts = snapshot.leader_sts
     if sts is None:
         return rollout  # a new set: nothing to hold
     recorded = _recorded(snapshot)
     surge = max(0, sts.replicas - recorded) if recorded is not None else 0
     scaled = (recorded if recorded is not None else sts.replicas) != snapshot.replicas
-    replicas = snapshot.replicas + surge if scaled else sts.replicas
+    # Scaled: the new count, with the surge still running kept on top (never a new one: a
+    # scale-up's ordinals take the surge's place, as upstream's pacing does).
+    replicas = max(snapshot.replicas, min(sts.replicas, snapshot.replicas + surge)) if scaled \
+        else sts.replicas
     partition = max(sts.partition, snapshot.lws_partition)
     unfinished = not all(state.updated for state in snapshot.groups[:sts.replicas])
     if snapshot.lws_updated or (unfinished and replicas > sts.replicas):
