@@ -120,7 +120,10 @@ class OrdinalLeader:
             rollout = progress_deadline.held(rollout, snapshot)
         if pause.paused(obs.body):
             rollout = pause.hold(rollout, snapshot)
-        return Planned(Plan(tuple(Record(e) for e in rollout.events)), Rollout(rollout, deadline))
+        # The deadline's recheck, planned here as well as by the status step: a pass that ends
+        # before its status (the release of retained pods) still looks again at the deadline.
+        return Planned(Plan(tuple(Record(e) for e in rollout.events),
+                            requeue_after=deadline.recheck_after), Rollout(rollout, deadline))
 
     def apply(self, obs: Observed, key: str, rollout: Rollout) -> Plan:
         """The leader StatefulSet at the rollout's partition and replicas."""
