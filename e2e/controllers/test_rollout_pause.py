@@ -74,8 +74,12 @@ async def test_pause_mid_rollout_holds_across_a_restart_scales_and_resumes(env: 
         content_type=MERGE_PATCH)
 
     async def started() -> bool:
-        partition, _ = await leader_rollout()
-        return partition < 4
+        """The leader StatefulSet on the new revision and its partition below 4: a group is
+        being replaced (at rest before the change, the partition was 0 already)."""
+        sts = await kube.get("apps/v1", "StatefulSet", NAME, ns)
+        assert sts is not None
+        return (sts["metadata"]["labels"][P + "template-revision-hash"] != old
+                and sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] < 4)
 
     await wait_for(started, timeout=60, interval=0.1, what="the rollout under way")
     await kube.patch(API, KIND, NAME, {"metadata": {"annotations": {PAUSED: "true"}}}, ns,
