@@ -135,3 +135,71 @@ async def test_pause_mid_rollout_holds_across_a_restart_scales_and_resumes(env: 
     assert new != old
     assert await leader_rollout() == (0, 6)
     assert second.failures() == [], second.log_tail()
+
+
+async def test_a_paused_hash_set_holds_its_group_replacement(env: Env) -> None:
+    """Hash groups: the pause pauses the leader Deployment, so no further group is torn down
+    or added while paused (the live group keys and their revisions hold for 10 s, where
+    unpaused a group is replaced every few seconds); the resume completes the rollout."""
+    kube, ns, name = env.kube, env.namespace, "hashed"
+    operator = env.operator("pause-hash", "--leader-elect=false", "--workers", "2")
+    await operator.start()
+    await kube.create(LeaderWorkerSet(name).replicas(4).size(SIZE).image("engine:v1")
+                      .spec(groupIdentity="Hash")
+                      .rolling_update(maxUnavailable=1, maxSurge=1).build(), ns)
+
+    async def groups() -> dict[str, str]:
+        """Live leaders' group key -> revision."""
+        return {p["metadata"]["labels"][P + "group-key"]:
+                p["metadata"]["labels"][P + "template-revision-hash"]
+                for p in await kube.list("v1", "Pod", ns, label_selector=f"{P}name={name}")
+                if not p["metadata"].get("deletionTimestamp")
+                and p["metadata"]["labels"].get(P + "worker-index") == "0"}
+
+    async def ready_on_one_revision(other_than: str | None = None) -> str | None:
+        got = await kube.get(API, KIND, name, ns)
+        live = await kube.list("v1", "Pod", ns, label_selector=f"{P}name={name}")
+        live = [p for p in live if not p["metadata"].get("deletionTimestamp")]
+        keys = {p["metadata"]["labels"][P + "template-revision-hash"] for p in live}
+        if (condition(got, "Available") == "True" and len(live) == 4 * SIZE
+                and all(is_ready(p) for p in live) and len(keys) == 1):
+            key = keys.pop()
+            return key if key != other_than else None
+        return None
+
+    old = await wait_for(ready_on_one_revision, timeout=120, what="4 Hash groups Ready")
+    await kube.patch(API, KIND, name, {"spec": {"leaderWorkerTemplate": {"workerTemplate": {
+        "metadata": {"annotations": {READY_DELAY_ANNOTATION: "4s"}},
+        "spec": {"containers": [{"name": "engine", "image": "engine:v2"}]}}}}}, ns,
+        content_type=MERGE_PATCH)
+
+    async def under_way() -> bool:
+        return any(revision != old for revision in (await groups()).values())
+
+    await wait_for(under_way, timeout=60, interval=0.1, what="a group on the new revision")
+    await kube.patch(API, KIND, name, {"metadata": {"annotations": {PAUSED: "true"}}}, ns,
+                     content_type=MERGE_PATCH)
+
+    async def deployment_paused() -> bool:
+        got = await kube.get("apps/v1", "Deployment", name, ns)
+        return bool(((got or {}).get("spec") or {}).get("paused"))
+
+    await wait_for(deployment_paused, timeout=30, what="the leader Deployment paused")
+    await asyncio.sleep(2)  # what the Deployment started before its pause lands
+    held = await groups()
+    seen: list[dict[str, str]] = []
+
+    async def probe() -> None:
+        seen.append(await groups())
+
+    async with polling(probe, interval=0.5):
+        await asyncio.sleep(10)
+    assert all(s == held for s in seen), f"groups changed while paused: {seen}"
+    assert old in held.values(), f"paused mid-rollout: {held}"
+
+    await kube.patch(API, KIND, name, {"metadata": {"annotations": {PAUSED: None}}}, ns,
+                     content_type=MERGE_PATCH)
+    new = await wait_for(lambda: ready_on_one_revision(other_than=old), timeout=240,
+                         what="the Hash rollout completed after the resume")
+    assert new != old
+    assert not await deployment_paused()
