@@ -156,3 +156,14 @@ def test_hash_groups_pause_their_leader_deployment(annotations: dict[str, str]) 
                 and a.target.kind == "Deployment"]
     assert apply.body["spec"]["paused"] == (not annotations)
     del planned
+
+
+def test_a_paused_hash_set_says_so_on_a_template_change() -> None:
+    world = at_rest(built_world(manifest(size=2, groupIdentity="Hash", annotations=PAUSED)))
+    _edit(world, _new_image)
+    planned = plan_pass(world)
+    (apply,) = [a for a in planned.actions if isinstance(a, Apply)
+                and a.target.kind == "Deployment"]
+    assert apply.body["spec"]["paused"] is True  # its controller creates no ReplicaSet
+    assert (progressing(world)["status"], progressing(world)["reason"]) == (
+        "Unknown", "RolloutPaused")
