@@ -7,6 +7,7 @@ starts the rollout with a fresh deadline. Hash groups: the leader Deployment is 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -19,8 +20,9 @@ from tests.unit.logic.rollout.test_deadline_pass import later, progressing
 
 PAUSED = {PAUSED_ANNOTATION: "true"}
 DEADLINE = {PROGRESS_DEADLINE_ANNOTATION: "60"}
-SURGE = {"rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {
-    "maxUnavailable": 1, "maxSurge": 1}}}
+SURGE: dict[str, Any] = {"rolloutStrategy": {
+    "type": "RollingUpdate",
+    "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 1}}}
 
 
 def _edit(world: World, how: Any) -> None:
@@ -35,7 +37,7 @@ def _new_image(lws: dict[str, Any]) -> None:
     lws["metadata"].update(resourceVersion="500", generation=2)
 
 
-def annotate(world: World, annotations: dict[str, str | None]) -> None:
+def annotate(world: World, annotations: Mapping[str, str | None]) -> None:
     def how(lws: dict[str, Any]) -> None:
         mine = lws["metadata"].setdefault("annotations", {})
         for key, value in annotations.items():
