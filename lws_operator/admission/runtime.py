@@ -313,8 +313,11 @@ class WebhookRuntime:
         await self.server.serve(cert, key)
         self.serving.set()
         if self.cert_metrics is not None:
+            # The planner's answer named it when the Secret's certificate is ours (no child).
+            known = self.certs.planner.known_not_after(cert)
             try:
-                self.cert_metrics.served(await cert_planner.not_after(cert))
+                self.cert_metrics.served(known if known is not None
+                                         else await cert_planner.not_after(cert))
             except (PlannerFailed, OSError, ValueError, TimeoutError) as exc:
                 # The metric keeps the last value (or none); the certificate is served anyway.
                 log.warning("could not read the served certificate's expiry: %s", exc)
