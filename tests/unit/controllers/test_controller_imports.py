@@ -25,3 +25,21 @@ def test_the_disaggregatedset_controller_does_not_import_the_leaderworkerset_one
                    "lws_operator.logic.leaderworkerset.pipeline",
                    "lws_operator.logic.rollout.leader_step"):
         assert module not in modules, module
+
+
+OPERATOR = """
+import json
+import sys
+import lws_operator.__main__, lws_operator.controllers.runtime, lws_operator.admission.runtime
+import lws_operator.admission.health, lws_operator.admission.metrics_server
+import lws_operator.kube.leaderelection
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "kopf")))
+"""
+
+
+def test_the_operator_imports_kopf_only_for_a_signal_watch() -> None:
+    """kopf serves only the signal watches (``kube.signal_watch``), which an install with every
+    CRD never starts: the modules ``lws-operator run`` imports leave it out."""
+    out = subprocess.run([sys.executable, "-c", OPERATOR], check=True, capture_output=True,
+                         text=True).stdout
+    assert json.loads(out) == []
