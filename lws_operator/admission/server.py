@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 from lws_operator.admission.counts import FAILURE_CODES, WebhookCounts
 from lws_operator.admission.http_server import HttpServer, Respond
 from lws_operator.admission.listener import bind, close
-from lws_operator.admission.review import AsyncHandler, Handler, dump, review, review_async
+from lws_operator.admission.review import AsyncHandler, Handler, review, review_async
+from lws_operator.api.json_codec import dumps as dump
 from lws_operator.kube.tls_reads import read_records
 
 if TYPE_CHECKING:  # the admission process counts without prometheus_client (admission.counts)
