@@ -28,4 +28,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _subcommands() -> Sequence[ModuleType]:
     """The rollout subcommand modules, in the order ``--help`` lists them."""
-    return ()
+    from lws_operator.plugin.rollout import status
+
+    return (status,)

@@ -1,0 +1,264 @@
+"""``kubectl lws rollout status NAME``: wait for a set's rollout and say how it goes, as
+``kubectl rollout status`` does for a Deployment, with exit codes a CI pipeline can gate on.
+
+The shell half: read the set, judge it (``plugin.analysis.rollout_status``), print the judgement
+whenever it changes, and wait for the next change on a watch of that one object (a field
+selector on its name, from the resourceVersion read), never polling. A watch the server ends
+(its timeout) or expires (410 Gone) is followed by a fresh read and a new watch. Each change of
+the set brings a fresh read of what the judgement needs beside it: the leader StatefulSet or
+Deployment of a LeaderWorkerSet (its step), the child LeaderWorkerSets and role scalers of a
+DisaggregatedSet (each slice's step of the coordinated rollout). Their changes reach the set's
+status (counters, conditions), hence its watch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import quote
+
+from kubernetes.aio.client.exceptions import ApiException
+
+from lws_operator.api import constants as lws_api
+from lws_operator.api import disaggregated as ds_api
+from lws_operator.api.disaggregated import DisaggregatedSetView, RoleScalerView
+from lws_operator.api.view import lws_view
+from lws_operator.flags import boolean, duration
+from lws_operator.kube.client import KubeClient, loads, status_message
+from lws_operator.logic.disaggregated import scaling, slices
+from lws_operator.logic.disaggregated.revision import target_revision
+from lws_operator.plugin.analysis.ds_rollout import slice_rollout
+from lws_operator.plugin.analysis.rollout_status import (
+    COMPLETE,
+    FAILED,
+    Verdict,
+    ds_verdict,
+    lws_verdict,
+    rolled_back_from,
+)
+from lws_operator.plugin.rollout.target import Ambiguous, NotFound, Target, resolve
+
+if TYPE_CHECKING:
+    from lws_operator.plugin.cli import Session
+
+EXIT_COMPLETE, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_DEADLINE, EXIT_TIMEOUT, EXIT_NOT_FINISHED = 3, 4, 5
+WATCH_SECONDS = 300  # the server ends each watch after this; a new one follows
+
+DESCRIPTION = """\
+Wait until the rollout of a LeaderWorkerSet or DisaggregatedSet completes, printing its
+progress whenever it changes: for a LeaderWorkerSet the groups updated and ready of the total
+and the leader StatefulSet's partition (Hash group identity: the leader Deployment's updated
+groups); for a DisaggregatedSet each role's groups and each slice's step of the coordinated
+rollout (old|new groups per role, from the controller's own planner).
+
+The rollout is complete when the set is Available at its latest generation. It fails when it
+passes its progress deadline (lws-operator.dev/progress-deadline-seconds: Progressing=False,
+ProgressDeadlineExceeded), or when the operator rolls it back on that deadline while this
+command waits. A paused rollout (lws-operator.dev/paused: "true") is said to be paused, and the
+command keeps waiting, as kubectl does for a paused Deployment.
+
+The set is watched, not polled: a line is printed when it changes."""
+EPILOG = """\
+exit codes:
+  0  the rollout is complete
+  1  the set does not exist (or was deleted meanwhile), the API refused a read, the API
+     server could not be reached or the kubeconfig could not be loaded
+  2  bad command line, or NAME names both kinds (pass --kind)
+  3  the rollout failed: it passed its progress deadline (ProgressDeadlineExceeded), or the
+     operator rolled it back on that deadline
+  4  --timeout passed before the rollout completed
+  5  --watch=false only: the rollout is not finished yet
+  130  interrupted (Ctrl-C)
+
+examples:
+  kubectl lws rollout status my-llm                        wait, however long it takes
+  kubectl lws rollout status my-llm --timeout=10m          give up after ten minutes (exit 4)
+  kubectl lws rollout status my-llm --watch=false          the state now, then exit
+  kubectl lws rollout status my-disagg --kind disaggregatedset"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "status", help="wait for a rollout to complete, printing its progress",
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", metavar="NAME", help="the LeaderWorkerSet or DisaggregatedSet")
+    parser.add_argument("--timeout", type=duration, default=dt.timedelta(0), metavar="D",
+                        help="the longest wait, e.g. 30s, 5m, 1h (default 0: no limit)")
+    parser.add_argument("-w", "--watch", type=boolean, nargs="?", const=True, default=True,
+                        metavar="BOOL", help="wait for the rollout to finish (default true); "
+                        "--watch=false prints the state once")
+    parser.set_defaults(run=run, api_error_exit=EXIT_ERROR)
+
+
+# ------------------------------------------------------------------------------ judging
+
+
+async def _items(kube: KubeClient, path: str, selector: str) -> list[dict[str, Any]]:
+    answer = await kube.request("GET", path, query={"labelSelector": selector})
+    return [o for o in answer.get("items") or [] if not (o.get("metadata") or {}).get(
+        "deletionTimestamp")]
+
+
+async def judge_lws(kube: KubeClient, lws: Mapping[str, Any],
+                    rolled_back_before: str | None) -> Verdict:
+    view = lws_view(lws)
+    kind = "deployments" if view.hashed else "statefulsets"
+    workload = await kube.get(
+        f"/apis/apps/v1/namespaces/{view.namespace}/{kind}/{quote(view.name)}")
+    return lws_verdict(lws, workload, rolled_back_before)
+
+
+async def judge_ds(kube: KubeClient, ds: Mapping[str, Any]) -> Verdict:
+    """The set, its owned children and its role scalers; the target revision as the controller
+    decides it (``revision.target_revision``: an adopted one, else the spec's)."""
+    view = DisaggregatedSetView.of(ds)
+    selector = f"{ds_api.NAME_LABEL}={view.name}"
+    lws_list = f"/apis/{lws_api.API_VERSION}/namespaces/{view.namespace}/{lws_api.PLURAL}"
+    scaler_list = f"/apis/{ds_api.API_VERSION}/namespaces/{view.namespace}/{ds_api.SCALER_PLURAL}"
+    listed = await asyncio.gather(_items(kube, lws_list, selector),
+                                  _items(kube, scaler_list, selector))
+    children, scalers = (slices.owned(objects, view) for objects in listed)
+    revision = target_revision(view, children)
+    rollouts = [slice_rollout(view, children, revision, k, scalers) for k in range(view.slices)]
+    bound = {s.role: s for s in (RoleScalerView(x) for x in scalers)}
+    wants = {r.name: scaling.target_replicas(r, bound, 0) * view.slices for r in view.roles}
+    current = [c for c in children if slices.revision_label(c) == revision]
+    return ds_verdict(ds, wants, rollouts, current)
+
+
+class Judge:
+    """Judges one set from a fresh body of it; remembers what a LeaderWorkerSet's rollback
+    annotation said when the command began (a change of it is a rollback seen)."""
+
+    def __init__(self, kube: KubeClient, target: Target) -> None:
+        self.kube = kube
+        self.kind = target.kind
+        self.rolled_back_before = rolled_back_from(target.body)
+
+    async def __call__(self, body: Mapping[str, Any]) -> Verdict:
+        if self.kind == "leaderworkerset":
+            return await judge_lws(self.kube, body, self.rolled_back_before)
+        return await judge_ds(self.kube, body)
+
+
+# ------------------------------------------------------------------------------ waiting
+
+
+class Deleted(LookupError):
+    """The set was deleted while watched."""
+
+
+class Printer:
+    """Prints a verdict when it differs from the last one printed (kubectl prints each new
+    status line once)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.last: Verdict | None = None
+
+    def __call__(self, verdict: Verdict) -> None:
+        if verdict == self.last:
+            return
+        self.last = verdict
+        print(verdict.message, file=self.out)
+        for line in verdict.details:
+            print(f"  {line}", file=self.out)
+        self.out.flush()
+
+
+async def follow(kube: KubeClient, target: Target, judge: Judge, show: Printer) -> Verdict:
+    """Watch the set until its verdict is final; that verdict. Raises ``Deleted``."""
+    body: Mapping[str, Any] = target.body
+    collection, name = target.path.rsplit("/", 1)
+    while True:
+        verdict = await judge(body)
+        show(verdict)
+        if verdict.finished:
+            return verdict
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        changed = await _next_change(kube, collection, name, version)
+        if changed is None:  # the watch ended or expired: read afresh
+            changed = await kube.get(target.path)
+            if changed is None:
+                raise Deleted(f"{target.kind} {name} was deleted")
+        body = changed
+
+
+async def _next_change(kube: KubeClient, collection: str, name: str,
+                       version: str) -> dict[str, Any] | None:
+    """The set's body after its next change, from a watch starting at ``version``; None when
+    the server ended the watch or the version expired (the caller reads again)."""
+    query = {"watch": "true", "fieldSelector": f"metadata.name={name}",
+             "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
+    if version:
+        query["resourceVersion"] = version
+    async with kube.stream(collection, query=query) as lines:
+        async for line in lines:
+            if not line.strip():
+                continue
+            event = loads(line)
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "DELETED":
+                raise Deleted(f"{collection.rsplit('/', 1)[1]} {name} was deleted")
+            if kind == "ERROR":  # 410 Gone: the version is too old
+                return None
+            if kind in ("ADDED", "MODIFIED"):
+                return dict(obj)
+    return None
+
+
+async def run(session: Session, args: argparse.Namespace) -> int:
+    return await rollout_status(session.kube, session.namespace, args.name, args.kind,
+                                args.timeout, args.watch, sys.stdout, sys.stderr)
+
+
+async def _target(kube: KubeClient, namespace: str, name: str, kind: Any,
+                  err: TextIO) -> Target | int:
+    """The set NAME names, or the exit code of why there is none (said on ``err``)."""
+    try:
+        return await resolve(kube, namespace, name, kind)
+    except NotFound as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_ERROR
+    except Ambiguous as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    except ApiException as exc:
+        print(f"error: reading {name}: {status_message(exc)}", file=err)
+        return EXIT_ERROR
+
+
+async def rollout_status(kube: KubeClient, namespace: str, name: str, kind: Any,
+                         limit: dt.timedelta, watch: bool, out: TextIO, err: TextIO) -> int:
+    """The whole command; its exit code (the module's ``EXIT_*``). ``limit``: the longest wait
+    (0: none)."""
+    target = await _target(kube, namespace, name, kind, err)
+    if isinstance(target, int):
+        return target
+    judge, show = Judge(kube, target), Printer(out)
+    deadline = asyncio.timeout(limit.total_seconds() or None)
+    try:
+        if not watch:
+            verdict = await judge(target.body)
+            show(verdict)
+        else:
+            async with deadline:
+                verdict = await follow(kube, target, judge, show)
+    except TimeoutError:
+        if not deadline.expired():  # a request's own timeout: the API server is away
+            raise
+        print(f"error: timed out after {limit.total_seconds():g}s waiting for the rollout "
+              f"of {name}", file=err)
+        return EXIT_TIMEOUT
+    except (Deleted, ApiException) as exc:
+        text = status_message(exc) if isinstance(exc, ApiException) else str(exc)
+        print(f"error: {text}", file=err)
+        return EXIT_ERROR
+    return {COMPLETE: EXIT_COMPLETE, FAILED: EXIT_DEADLINE}.get(verdict.state,
+                                                                EXIT_NOT_FINISHED)
