@@ -122,10 +122,10 @@ def _rollout(ds: DisaggregatedSetView, k: int, revision: str, mine: Sequence[Obj
 
 def slice_rollout(ds: Obj | DisaggregatedSetView, children: Sequence[Obj], revision: str,
                   k: int, scalers: Sequence[Obj] = ()) -> SliceRollout:
-    """Slice ``k``'s rollout to ``revision`` from the set's owned children (every slice; those
-    being deleted left out by the caller) and its role scalers."""
+    """Slice ``k``'s rollout to ``revision`` from the set's children (every slice; those being
+    deleted left out by the caller; only those it controls count) and its role scalers."""
     view = DisaggregatedSetView.of(ds)
-    mine = slices.in_slice_objects(children, k)
+    mine = slices.in_slice_objects(slices.owned(children, view), k)
     return _rollout(view, k, revision, mine, _scalers(view, scalers), from_now=False)
 
 
@@ -136,7 +136,7 @@ def proposed_rollout(ds: Obj | DisaggregatedSetView, children: Sequence[Obj], re
     (its ``initial-replicas`` when a rollout is already under way, else its replicas); the
     walk starts from the live state."""
     view = DisaggregatedSetView.of(ds)
-    mine = slices.in_slice_objects(children, k)
+    mine = slices.in_slice_objects(slices.owned(children, view), k)
     return _rollout(view, k, revision, mine, _scalers(view, scalers), from_now=True)
 
 

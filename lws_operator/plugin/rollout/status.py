@@ -23,15 +23,11 @@ from urllib.parse import quote
 
 from kubernetes.aio.client.exceptions import ApiException
 
-from lws_operator.api import constants as lws_api
-from lws_operator.api import disaggregated as ds_api
-from lws_operator.api.disaggregated import DisaggregatedSetView, RoleScalerView
+from lws_operator.api.disaggregated import RoleScalerView
 from lws_operator.api.view import lws_view
 from lws_operator.flags import boolean, duration
 from lws_operator.kube.client import KubeClient, loads, status_message
 from lws_operator.logic.disaggregated import scaling, slices
-from lws_operator.logic.disaggregated.revision import target_revision
-from lws_operator.plugin.analysis.ds_rollout import slice_rollout
 from lws_operator.plugin.analysis.rollout_status import (
     COMPLETE,
     FAILED,
@@ -40,6 +36,7 @@ from lws_operator.plugin.analysis.rollout_status import (
     lws_verdict,
     rolled_back_from,
 )
+from lws_operator.plugin.disaggregated import read_scene
 from lws_operator.plugin.rollout.target import Ambiguous, NotFound, Target, resolve
 
 if TYPE_CHECKING:
@@ -99,12 +96,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 # ------------------------------------------------------------------------------ judging
 
 
-async def _items(kube: KubeClient, path: str, selector: str) -> list[dict[str, Any]]:
-    answer = await kube.request("GET", path, query={"labelSelector": selector})
-    return [o for o in answer.get("items") or [] if not (o.get("metadata") or {}).get(
-        "deletionTimestamp")]
-
-
 async def judge_lws(kube: KubeClient, lws: Mapping[str, Any],
                     rolled_back_before: str | None) -> Verdict:
     view = lws_view(lws)
@@ -115,21 +106,14 @@ async def judge_lws(kube: KubeClient, lws: Mapping[str, Any],
 
 
 async def judge_ds(kube: KubeClient, ds: Mapping[str, Any]) -> Verdict:
-    """The set, its owned children and its role scalers; the target revision as the controller
-    decides it (``revision.target_revision``: an adopted one, else the spec's)."""
-    view = DisaggregatedSetView.of(ds)
-    selector = f"{ds_api.NAME_LABEL}={view.name}"
-    lws_list = f"/apis/{lws_api.API_VERSION}/namespaces/{view.namespace}/{lws_api.PLURAL}"
-    scaler_list = f"/apis/{ds_api.API_VERSION}/namespaces/{view.namespace}/{ds_api.SCALER_PLURAL}"
-    listed = await asyncio.gather(_items(kube, lws_list, selector),
-                                  _items(kube, scaler_list, selector))
-    children, scalers = (slices.owned(objects, view) for objects in listed)
-    revision = target_revision(view, children)
-    rollouts = [slice_rollout(view, children, revision, k, scalers) for k in range(view.slices)]
-    bound = {s.role: s for s in (RoleScalerView(x) for x in scalers)}
+    """The set with its owned children and role scalers, at the target revision as the
+    controller decides it."""
+    scene = await read_scene(kube, ds)
+    view = scene.view
+    bound = {s.role: s for s in (RoleScalerView(x) for x in scene.scalers)}
     wants = {r.name: scaling.target_replicas(r, bound, 0) * view.slices for r in view.roles}
-    current = [c for c in children if slices.revision_label(c) == revision]
-    return ds_verdict(ds, wants, rollouts, current)
+    current = [c for c in scene.children if slices.revision_label(c) == scene.revision]
+    return ds_verdict(ds, wants, scene.rollouts(), current)
 
 
 class Judge:
