@@ -4,6 +4,7 @@ stands among the steps of the controller's planner."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -214,7 +215,7 @@ def test_the_walk_is_the_planners() -> None:
     rollout = slice_rollout(ds(TWO_ROLES), children, "new", 0)
     assert list(rollout.steps) == WALK
     assert rollout.roles == ("prefill", "decode")
-    assert [step_kind(a, b) for a, b in zip(WALK, WALK[1:], strict=False)] == [
+    assert [step_kind(a, b) for a, b in itertools.pairwise(WALK)] == [
         "scale up new", "drain old", "scale up new", "final drain"]
 
 
