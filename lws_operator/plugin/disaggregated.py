@@ -20,14 +20,15 @@ from urllib.parse import quote
 
 from lws_operator.api import constants as lws_api
 from lws_operator.api import disaggregated as ds_api
-from lws_operator.api.disaggregated import DisaggregatedSetView
+from lws_operator.api.disaggregated import DisaggregatedSetView, RoleScalerView
 from lws_operator.api.view import deleting, lws_view
 from lws_operator.kube.client import ApiException, KubeClient
-from lws_operator.logic.disaggregated import slices
+from lws_operator.logic.disaggregated import scaling, slices
 from lws_operator.logic.disaggregated.revision import target_revision
 from lws_operator.plugin.analysis.ds_rollout import SliceRollout, slice_rollout
 from lws_operator.plugin.analysis.ds_tree import DsNode, build_ds_tree
 from lws_operator.plugin.analysis.group_tree import build_tree
+from lws_operator.plugin.analysis.rollout_status import Verdict, ds_verdict
 
 Obj = dict[str, Any]
 
@@ -80,6 +81,15 @@ class DsScene:
         """Each slice's coordinated rollout to the target revision."""
         return [slice_rollout(self.ds, self.children, self.revision, k, self.scalers)
                 for k in range(self.view.slices)]
+
+    def verdict(self) -> Verdict:
+        """Where the rollout stands (``rollout_status.ds_verdict``): each role's wanted groups
+        over every slice, each slice's step, the target revision's children."""
+        view = self.view
+        bound = {s.role: s for s in (RoleScalerView(x) for x in self.scalers)}
+        wants = {r.name: scaling.target_replicas(r, bound, 0) * view.slices for r in view.roles}
+        current = [c for c in self.children if slices.revision_label(c) == self.revision]
+        return ds_verdict(self.ds, wants, self.rollouts(), current)
 
 
 async def read_scene(kube: KubeClient, ds: Mapping[str, Any], services: bool = False) -> DsScene:

@@ -23,16 +23,13 @@ from urllib.parse import quote
 
 from kubernetes.aio.client.exceptions import ApiException
 
-from lws_operator.api.disaggregated import RoleScalerView
 from lws_operator.api.view import lws_view
 from lws_operator.flags import boolean, duration
 from lws_operator.kube.client import KubeClient, loads, status_message
-from lws_operator.logic.disaggregated import scaling, slices
 from lws_operator.plugin.analysis.rollout_status import (
     COMPLETE,
     FAILED,
     Verdict,
-    ds_verdict,
     lws_verdict,
     rolled_back_from,
 )
@@ -108,12 +105,7 @@ async def judge_lws(kube: KubeClient, lws: Mapping[str, Any],
 async def judge_ds(kube: KubeClient, ds: Mapping[str, Any]) -> Verdict:
     """The set with its owned children and role scalers, at the target revision as the
     controller decides it."""
-    scene = await read_scene(kube, ds)
-    view = scene.view
-    bound = {s.role: s for s in (RoleScalerView(x) for x in scene.scalers)}
-    wants = {r.name: scaling.target_replicas(r, bound, 0) * view.slices for r in view.roles}
-    current = [c for c in scene.children if slices.revision_label(c) == scene.revision]
-    return ds_verdict(ds, wants, scene.rollouts(), current)
+    return (await read_scene(kube, ds)).verdict()
 
 
 class Judge:

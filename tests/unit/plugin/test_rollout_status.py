@@ -337,3 +337,65 @@ def test_ds_verdict_shows_each_slice_in_progress() -> None:
                           "new", 0)]
     assert not any(d.startswith("slice") for d in ds_verdict(
         body, {"prefill": 2, "decode": 1}, done, []).details)
+
+
+# ------------------------------------------------------------------------------ why, for a set
+
+def _diagnosis(name: str, *findings: Any) -> Any:
+    from lws_operator.plugin.analysis.diagnosis import Diagnosis
+
+    return Diagnosis(name=name, namespace="ns", group=None, ready=not findings,
+                     updated=not findings, summary="", findings=tuple(findings))
+
+
+def test_why_puts_the_sets_own_causes_then_the_target_revisions_children() -> None:
+    from lws_operator.plugin.analysis.diagnosis import Finding
+    from lws_operator.plugin.analysis.ds_diagnosis import (
+        ROLE_MISSING,
+        ROLLOUT_PAUSED,
+        SCALER_MISSING,
+        ChildDiagnosis,
+        ds_diagnosis,
+        set_findings,
+    )
+
+    body = ds([role("prefill", 2), {**role("decode", 1), "scaling": {"mode": "External"}}],
+              conditions=DS_PROGRESSING, annotations={PAUSED_ANNOTATION: "true"})
+    children = [child("prefill", "new", 2), child("prefill", "old", 1), child("decode", "old", 1)]
+    own = set_findings(body, children, [], "new")
+    assert [f.cause for f in own] == [ROLLOUT_PAUSED, SCALER_MISSING, ROLE_MISSING]
+    assert own[0].fix == "kubectl lws -n ns rollout resume dis"
+    assert own[2].summary == "slice 0 has no LeaderWorkerSet of revision new for role decode"
+    stuck = Finding("PodsNotReady", "2 pods not Ready")
+    warn = Finding("RolledBack", "rolled back", blocking=False)
+    report = ds_diagnosis(body, ds_verdict(body, {"prefill": 2, "decode": 1}), own, [
+        ChildDiagnosis("prefill", 0, "old", False, _diagnosis("dis-0-old-prefill", warn)),
+        ChildDiagnosis("prefill", 0, "new", True, _diagnosis("dis-0-new-prefill", stuck))])
+    assert [f.cause for f in report.findings] == [ROLLOUT_PAUSED, SCALER_MISSING, ROLE_MISSING,
+                                                  "PodsNotReady", "RolledBack"]
+    assert report.findings[3].summary == \
+        "role prefill (LeaderWorkerSet dis-0-new-prefill): 2 pods not Ready"
+    assert report.findings[4].summary == ("role prefill (LeaderWorkerSet dis-0-old-prefill, "
+                                          "old revision old): rolled back")
+    assert report.blocked
+    assert not report.available
+    assert report.summary.startswith('disaggregatedset "dis" rollout is paused')
+    only = ds_diagnosis(body, ds_verdict(body, {}), [], [
+        ChildDiagnosis("prefill", 0, "new", True, _diagnosis("a", stuck)),
+        ChildDiagnosis("decode", 0, "new", True, _diagnosis("b", warn))], role="decode")
+    assert [f.cause for f in only.findings] == ["RolledBack"]
+    assert not only.blocked
+    assert only.as_dict()["role"] == "decode"
+
+
+def test_why_of_a_settled_set_finds_nothing() -> None:
+    from lws_operator.plugin.analysis.ds_diagnosis import ds_diagnosis, set_findings
+
+    body = ds(TWO_ROLES, conditions=DS_AVAILABLE)
+    children = [child("prefill", "new", 2), child("decode", "new", 1)]
+    assert set_findings(body, children, [], "new") == []
+    report = ds_diagnosis(body, ds_verdict(body, {}), [], [])
+    assert report.available
+    assert not report.blocked
+    unobserved = {**body, "metadata": {**body["metadata"], "generation": 3}}
+    assert [f.cause for f in set_findings(unobserved, children, [], "new")] == ["NotObserved"]
