@@ -84,9 +84,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("name", metavar="NAME", help="the LeaderWorkerSet or DisaggregatedSet")
     parser.add_argument("--timeout", type=duration, default=dt.timedelta(0), metavar="D",
                         help="the longest wait, e.g. 30s, 5m, 1h (default 0: no limit)")
-    parser.add_argument("-w", "--watch", type=boolean, nargs="?", const=True, default=True,
-                        metavar="BOOL", help="wait for the rollout to finish (default true); "
-                        "--watch=false prints the state once")
+    parser.add_argument("--watch", type=boolean, default=True, metavar="BOOL",
+                        help="wait for the rollout to finish (default true); --watch=false "
+                        "prints the state once")
     parser.set_defaults(run=run, api_error_exit=EXIT_ERROR)
 
 
