@@ -44,21 +44,33 @@ def plain_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def kubectl_lws(operator: Operator) -> Plugin:
-    """Run ``kubectl-lws ARGS`` (stdin: ``stdin`` or /dev/null, so never a terminal)."""
+def runner(op: Operator, script: Path = SCRIPT) -> Plugin:
+    """Run ``kubectl-lws ARGS`` (or ``script``) against ``op`` (stdin: ``stdin`` or /dev/null,
+    so never a terminal), for at most ``timeout`` seconds."""
 
-    async def run(*args: str, stdin: str | None = None) -> Ran:
+    async def run(*args: str, stdin: str | None = None, timeout: float = 60) -> Ran:  # noqa: ASYNC109
         proc = await asyncio.create_subprocess_exec(
-            *command(operator, *args), env=plain_env(),
+            str(script), *command(op, *args)[1:], env=plain_env(),
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(
-            proc.communicate(stdin.encode() if stdin is not None else None), 60)
+            proc.communicate(stdin.encode() if stdin is not None else None), timeout)
         assert proc.returncode is not None
         return Ran(proc.returncode, out.decode(), err.decode())
 
     return run
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def kubectl_lws(operator: Operator) -> Plugin:
+    """Run ``kubectl-lws ARGS`` against the module's operator and namespace."""
+    return runner(operator)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def ds_kubectl_lws(ds_operator: Operator) -> Plugin:
+    """``kubectl_lws`` against the module's operator with the DisaggregatedSet CRDs."""
+    return runner(ds_operator)
 
 
 @dataclass
