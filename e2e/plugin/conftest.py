@@ -1,6 +1,7 @@
-"""Fixtures of the plugin's end-to-end tests: the real ``kubectl-lws`` console script run
-against the module's operator and namespace (``operator`` fixture), and sets made Ready once
-per module. Tests take everything from fixtures (never importing this module)."""
+"""Fixtures of the plugin's end-to-end tests: the real ``kubectl-lws`` console script (the
+package's, or the plugin wheel's installed alone) run against the module's operator and
+namespace (``operator`` or ``ds_operator`` fixture), and sets made Ready once per module.
+Tests take everything from fixtures (never importing this module)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from e2e.harness.converge import get_lws, pods_of, remove
 from e2e.harness.launcher import Operator
+from e2e.harness.plugin_wheel import index_unreachable, install_alone
 from e2e.kube import is_ready, wait_for
 
 SCRIPT = Path(sys.executable).parent / "kubectl-lws"
@@ -71,6 +74,19 @@ async def kubectl_lws(operator: Operator) -> Plugin:
 async def ds_kubectl_lws(ds_operator: Operator) -> Plugin:
     """``kubectl_lws`` against the module's operator with the DisaggregatedSet CRDs."""
     return runner(ds_operator)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def wheel_kubectl_lws(operator: Operator,
+                            tmp_path_factory: pytest.TempPathFactory) -> Plugin:
+    """``kubectl_lws``, but the ``kubectl-lws`` of the plugin's own wheel installed alone in a
+    fresh virtualenv (``e2e.harness.plugin_wheel``); skipped when pip cannot reach its package
+    index to build it."""
+    why = await asyncio.to_thread(index_unreachable, tmp_path_factory.mktemp("probe"))
+    if why is not None:
+        pytest.skip(f"the package index pip is configured with is unreachable: {why}")
+    installed = await asyncio.to_thread(install_alone, tmp_path_factory.mktemp("wheel"))
+    return runner(operator, installed.script("kubectl-lws"))
 
 
 @dataclass

@@ -46,7 +46,7 @@ from lws_operator.plugin.analysis.rollout_status import (
 
 def cond(kind: str, status: str, reason: str = "", message: str = "",
          generation: int | None = None) -> dict[str, Any]:
-    out = {"type": kind, "status": status, "reason": reason, "message": message}
+    out: dict[str, Any] = {"type": kind, "status": status, "reason": reason, "message": message}
     if generation is not None:
         out["observedGeneration"] = generation
     return out
