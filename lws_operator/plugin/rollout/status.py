@@ -2,9 +2,9 @@
 ``kubectl rollout status`` does for a Deployment, with exit codes a CI pipeline can gate on.
 
 The shell half: read the set, judge it (``plugin.analysis.rollout_status``), print the judgement
-whenever it changes, and wait for the next change on a watch of that one object (a field
-selector on its name, from the resourceVersion read), never polling. A watch the server ends
-(its timeout) or expires (410 Gone) is followed by a fresh read and a new watch. Each change of
+whenever it changes, and judge it again at each change a watch of that one object brings (a
+field selector on its name, from the resourceVersion read), never polling. A watch the server
+ends (its timeout) or expires (410 Gone) is followed by a fresh read and a new watch. Each change of
 the set brings a fresh read of what the judgement needs beside it: the leader StatefulSet or
 Deployment of a LeaderWorkerSet (its step), the child LeaderWorkerSets and role scalers of a
 DisaggregatedSet (each slice's step of the coordinated rollout). Their changes reach the set's
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import sys
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
@@ -158,18 +159,23 @@ async def follow(kube: KubeClient, target: Target, judge: Judge, show: Printer) 
         if verdict.finished:
             return verdict
         version = str((body.get("metadata") or {}).get("resourceVersion") or "")
-        changed = await _next_change(kube, collection, name, version)
-        if changed is None:  # the watch ended or expired: read afresh
-            changed = await kube.get(target.path)
-            if changed is None:
-                raise Deleted(f"{target.kind} {name} was deleted")
-        body = changed
+        async with contextlib.aclosing(_changes(kube, collection, name, version)) as changes:
+            async for body in changes:
+                verdict = await judge(body)
+                show(verdict)
+                if verdict.finished:
+                    return verdict
+        # The server ended the watch, or the version expired: read afresh, watch again.
+        fresh = await kube.get(target.path)
+        if fresh is None:
+            raise Deleted(f"{target.kind} {name} was deleted")
+        body = fresh
 
 
-async def _next_change(kube: KubeClient, collection: str, name: str,
-                       version: str) -> dict[str, Any] | None:
-    """The set's body after its next change, from a watch starting at ``version``; None when
-    the server ended the watch or the version expired (the caller reads again)."""
+async def _changes(kube: KubeClient, collection: str, name: str,
+                   version: str) -> AsyncGenerator[dict[str, Any]]:
+    """The set's body after each change, from one watch starting at ``version``, until the
+    server ends the watch or the version expires (410 Gone). Raises ``Deleted``."""
     query = {"watch": "true", "fieldSelector": f"metadata.name={name}",
              "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
     if version:
@@ -183,10 +189,9 @@ async def _next_change(kube: KubeClient, collection: str, name: str,
             if kind == "DELETED":
                 raise Deleted(f"{collection.rsplit('/', 1)[1]} {name} was deleted")
             if kind == "ERROR":  # 410 Gone: the version is too old
-                return None
+                return
             if kind in ("ADDED", "MODIFIED"):
-                return dict(obj)
-    return None
+                yield dict(obj)
 
 
 async def run(session: Session, args: argparse.Namespace) -> int:
