@@ -1,12 +1,13 @@
 """``kubectl lws why NAME [ROLE]`` for a DisaggregatedSet: the shell half.
 
 Reads the set with what it controls (``plugin.disaggregated``), runs the LeaderWorkerSet
-diagnosis on each child it controls (its reads are ``why``'s own, child by child), and hands
-everything to ``plugin.analysis.ds_diagnosis``. The exit codes are ``why``'s.
+diagnosis on each child it controls (its reads are ``why``'s own, the children's together),
+and hands everything to ``plugin.analysis.ds_diagnosis``. The exit codes are ``why``'s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -44,20 +45,17 @@ async def why_ds(kube: KubeClient, ds: Mapping[str, Any], role: str | None, outp
               f"(roles: {', '.join(r.name for r in view.roles)})", file=err)
         return EXIT_NOT_FOUND
     reader = Reader(kube)
-    children = []
-    for child in scene.children:
-        if role is not None and slices.role_of(child) != role:
-            continue
-        lws_scene = await read_lws_scene(kube, child, reader)
-        if any(s.startswith("pods:") for s in reader.skipped):
-            print(f"error: reading the pods of {view.namespace}/{view.name}: "
-                  f"{reader.skipped[0]}", file=err)
-            return EXIT_API_ERROR
-        revision = slices.revision_label(child)
-        children.append(ChildDiagnosis(
-            role=slices.role_of(child), slice=slices.slice_index_of(child) or 0,
-            revision=revision, current=revision == scene.revision,
-            diagnosis=diagnose(lws_scene)))
+    mine = [c for c in scene.children if role is None or slices.role_of(c) == role]
+    scenes = await asyncio.gather(*(read_lws_scene(kube, c, reader) for c in mine))
+    if any(s.startswith("pods:") for s in reader.skipped):
+        print(f"error: reading the pods of {view.namespace}/{view.name}: "
+              f"{reader.skipped[0]}", file=err)
+        return EXIT_API_ERROR
+    children = [ChildDiagnosis(role=slices.role_of(c), slice=slices.slice_index_of(c) or 0,
+                               revision=slices.revision_label(c),
+                               current=slices.revision_label(c) == scene.revision,
+                               diagnosis=diagnose(lws_scene))
+                for c, lws_scene in zip(mine, scenes, strict=True)]
     own = set_findings(ds, scene.children, scene.scalers, scene.revision)
     diagnosis = ds_diagnosis(ds, scene.verdict(), own, children, role)
     if output == "text":
