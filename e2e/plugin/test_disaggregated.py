@@ -19,7 +19,7 @@ import yaml
 
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
 from e2e.harness.builder import DS_API, DS_KIND, DisaggregatedSet, Role
-from e2e.harness.disaggregated import PAUSE, Converged, wait_converged
+from e2e.harness.disaggregated import PAUSE, Converged, ds_services, wait_converged
 from e2e.harness.launcher import Operator
 from e2e.kube import MERGE_PATCH, wait_for
 
@@ -38,8 +38,16 @@ def two_roles(image: str, ready_delay: str = "1s") -> dict[str, Any]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def live(ds_operator: Operator) -> Converged:
-    await ds_operator.kube.create(two_roles(PAUSE), ds_operator.namespace)
-    return await wait_converged(ds_operator.kube, ds_operator.namespace, NAME)
+    """The set converged, with its two Services (made once every role is Ready)."""
+    ns = ds_operator.namespace
+    await ds_operator.kube.create(two_roles(PAUSE), ns)
+    got = await wait_converged(ds_operator.kube, ns, NAME)
+
+    async def services() -> bool:
+        return len(await ds_services(ds_operator.kube, ns, NAME)) == 2
+
+    await wait_for(services, timeout=60, what="a Service per role")
+    return got
 
 
 # The planner's walk for prefill 2, decode 1 with the default budgets (surge 1, unavailable 0).
@@ -65,8 +73,7 @@ async def test_tree_is_the_sets_children_pods_and_services(
     pods = {p["metadata"]["name"] for p in live.pods}
     assert {p["name"] for c in children for g in c["tree"]["groups"] for p in g["pods"]} == pods
     assert all(g["state"] == "Ready" for c in children for g in c["tree"]["groups"])
-    services = await ds_operator.kube.list("v1", "Service", ns,
-                                           label_selector=f"disaggregatedset.x-k8s.io/name={NAME}")
+    services = await ds_services(ds_operator.kube, ns, NAME)
     assert sorted(s["name"] for s in got["services"]) == sorted(
         s["metadata"]["name"] for s in services)
     assert len(got["services"]) == 2
