@@ -123,18 +123,23 @@ def rolled_back_from(obj: Obj) -> str | None:
 
 
 def lws_step(view: LeaderWorkerSetView, workload: Obj | None) -> str:
-    """The leader workload's step: an Ordinal set's leader StatefulSet partition (groups from it
-    up are on the new revision) and surge; a Hash set's leader Deployment's updated groups."""
+    """The leader workload's step, which moves group by group while the set's own counters are
+    written in batches: an Ordinal set's leader StatefulSet partition (groups from it up are on
+    the new revision), surge and leader pods updated and ready; a Hash set's leader
+    Deployment's updated groups."""
     if workload is None:
         return ""
+    status = workload.get("status") or {}
     if view.hashed:
-        status = workload.get("status") or {}
         return (f"leader Deployment: {_count(status, 'updatedReplicas')} updated, "
                 f"{_count(status, 'replicas')} groups")
     sts = StatefulSetView.of(workload)
     surge = sts.replicas - view.replicas
     text = f"partition {sts.partition}"
-    return text + (f", {surge} surge group{'s' if surge != 1 else ''}" if surge > 0 else "")
+    if surge > 0:
+        text += f", {surge} surge group{'s' if surge != 1 else ''}"
+    return (text + f": {_count(status, 'updatedReplicas')} of {sts.replicas} leader pods "
+            f"updated, {_count(status, 'readyReplicas')} ready")
 
 
 def lws_verdict(lws: Obj, workload: Obj | None = None,

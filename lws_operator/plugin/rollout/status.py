@@ -4,11 +4,12 @@
 The shell half: read the set, judge it (``plugin.analysis.rollout_status``), print the judgement
 whenever it changes, and judge it again at each change a watch of that one object brings (a
 field selector on its name, from the resourceVersion read), never polling. A watch the server
-ends (its timeout) or expires (410 Gone) is followed by a fresh read and a new watch. Each change of
-the set brings a fresh read of what the judgement needs beside it: the leader StatefulSet or
-Deployment of a LeaderWorkerSet (its step), the child LeaderWorkerSets and role scalers of a
-DisaggregatedSet (each slice's step of the coordinated rollout). Their changes reach the set's
-status (counters, conditions), hence its watch.
+ends (its timeout) or expires (410 Gone) is followed by a fresh read and a new watch. Each
+judgement reads afresh what it needs beside the set: the leader StatefulSet or Deployment of a
+LeaderWorkerSet (its step), the child LeaderWorkerSets and role scalers of a DisaggregatedSet
+(each slice's step of the coordinated rollout). A LeaderWorkerSet's leader workload is watched
+too, since its partition moves group by group while the set's counters are written in batches;
+a DisaggregatedSet's status follows its children at every pass of its controller.
 """
 
 from __future__ import annotations
@@ -94,12 +95,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 # ------------------------------------------------------------------------------ judging
 
 
-async def judge_lws(kube: KubeClient, lws: Mapping[str, Any],
-                    rolled_back_before: str | None) -> Verdict:
+def leader_workload_path(lws: Mapping[str, Any]) -> str:
+    """A LeaderWorkerSet's leader StatefulSet (Ordinal) or Deployment (Hash), named after it."""
     view = lws_view(lws)
     kind = "deployments" if view.hashed else "statefulsets"
-    workload = await kube.get(
-        f"/apis/apps/v1/namespaces/{view.namespace}/{kind}/{quote(view.name)}")
+    return f"/apis/apps/v1/namespaces/{view.namespace}/{kind}/{quote(view.name)}"
+
+
+async def judge_lws(kube: KubeClient, lws: Mapping[str, Any],
+                    rolled_back_before: str | None) -> Verdict:
+    workload = await kube.get(leader_workload_path(lws))
     return lws_verdict(lws, workload, rolled_back_before)
 
 
@@ -122,6 +127,13 @@ class Judge:
         if self.kind == "leaderworkerset":
             return await judge_lws(self.kube, body, self.rolled_back_before)
         return await judge_ds(self.kube, body)
+
+    def companions(self, body: Mapping[str, Any]) -> list[str]:
+        """The objects beside the set whose changes move the judgement on: a LeaderWorkerSet's
+        leader workload, whose partition moves group by group while the set's own status
+        counters are written in batches (``logic.status.pacing``). A DisaggregatedSet's
+        status follows its children at each pass: nothing beside it."""
+        return [leader_workload_path(body)] if self.kind == "leaderworkerset" else []
 
 
 # ------------------------------------------------------------------------------ waiting
@@ -149,27 +161,86 @@ class Printer:
         self.out.flush()
 
 
+Item = dict[str, Any] | BaseException | None  # a change, how a watch failed, or its end
+
+
+class Follower:
+    """The watches of one ``follow``: the set's and its companions' (``Judge.companions``), each
+    a task putting what it sees on one queue."""
+
+    def __init__(self, kube: KubeClient, target: Target) -> None:
+        self.kube = kube
+        self.target = target
+        self.queue: asyncio.Queue[tuple[str, Item]] = asyncio.Queue()
+        self.pumps: dict[str, asyncio.Task[None]] = {}
+
+    def start(self, path: str, version: str) -> None:
+        self.pumps[path] = asyncio.create_task(_pump(self.kube, path, version, self.queue))
+
+    async def stop(self) -> None:
+        for task in self.pumps.values():
+            task.cancel()
+        await asyncio.gather(*self.pumps.values(), return_exceptions=True)
+
+    async def next_body(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The set as it is after the next change of it or of a companion. The set's watch is
+        renewed from a fresh read when the server ends it (``Deleted`` when the set is gone);
+        a companion's from now when it ends (its first event is its state), never when it
+        failed (forbidden, say): the set's own changes still move the judgement on."""
+        path, item = await self.queue.get()
+        if path != self.target.path:
+            if item is None:
+                self.start(path, "")
+            return body
+        if isinstance(item, BaseException):
+            raise item
+        if item is None:
+            fresh = await self.kube.get(self.target.path)
+            if fresh is None:
+                raise Deleted(f"{self.target.kind} {self.target.path.rsplit('/', 1)[1]} was "
+                              "deleted")
+            self.start(path, _version(fresh))
+            return fresh
+        return item
+
+
 async def follow(kube: KubeClient, target: Target, judge: Judge, show: Printer) -> Verdict:
-    """Watch the set until its verdict is final; that verdict. Raises ``Deleted``."""
+    """Watch the set, and its companions, until its verdict is final; that verdict. Raises
+    ``Deleted``. Every change of either is judged with the set as last seen."""
     body: Mapping[str, Any] = target.body
-    collection, name = target.path.rsplit("/", 1)
-    while True:
-        verdict = await judge(body)
-        show(verdict)
-        if verdict.finished:
-            return verdict
-        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+    verdict = await judge(body)
+    show(verdict)
+    follower = Follower(kube, target)
+    follower.start(target.path, _version(body))
+    for path in judge.companions(body):
+        follower.start(path, "")
+    try:
+        while not verdict.finished:
+            body = await follower.next_body(body)
+            verdict = await judge(body)
+            show(verdict)
+    finally:
+        await follower.stop()
+    return verdict
+
+
+def _version(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+
+async def _pump(kube: KubeClient, path: str, version: str,
+                queue: asyncio.Queue[tuple[str, Item]]) -> None:
+    """Put each change of the object at ``path`` on ``queue``, then None when the watch ends,
+    or the exception it failed with."""
+    collection, name = path.rsplit("/", 1)
+    try:
         async with contextlib.aclosing(_changes(kube, collection, name, version)) as changes:
             async for body in changes:
-                verdict = await judge(body)
-                show(verdict)
-                if verdict.finished:
-                    return verdict
-        # The server ended the watch, or the version expired: read afresh, watch again.
-        fresh = await kube.get(target.path)
-        if fresh is None:
-            raise Deleted(f"{target.kind} {name} was deleted")
-        body = fresh
+                await queue.put((path, body))
+    except Exception as exc:  # handed to follow, which raises the set's own
+        await queue.put((path, exc))
+        return
+    await queue.put((path, None))
 
 
 async def _changes(kube: KubeClient, collection: str, name: str,

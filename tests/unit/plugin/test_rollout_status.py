@@ -81,9 +81,10 @@ def lws(*, replicas: int = 3, generation: int = 2, observed: int | None = 2,
             "spec": spec, "status": status}
 
 
-def sts(partition: int, replicas: int) -> dict[str, Any]:
+def sts(partition: int, replicas: int, updated: int = 0, ready: int = 0) -> dict[str, Any]:
     return {"spec": {"replicas": replicas,
-                     "updateStrategy": {"rollingUpdate": {"partition": partition}}}}
+                     "updateStrategy": {"rollingUpdate": {"partition": partition}}},
+            "status": {"updatedReplicas": updated, "readyReplicas": ready}}
 
 
 LWS_CASES = [
@@ -98,10 +99,11 @@ LWS_CASES = [
      "spec update to be observed"),
     ("not observed outranks Available", lws(observed=1, conditions=[AVAILABLE]), None, None,
      PROGRESSING, "spec update to be observed"),
-    ("groups not updated, the partition", lws(conditions=UPDATING, updated=1), sts(2, 3),
-     None, PROGRESSING, "1 out of 3 groups have been updated (partition 2)"),
-    ("a surge group", lws(conditions=UPDATING, updated=1), sts(2, 4), None, PROGRESSING,
-     "(partition 2, 1 surge group)"),
+    ("groups not updated, the partition", lws(conditions=UPDATING, updated=1), sts(2, 3, 1, 3),
+     None, PROGRESSING, "1 out of 3 groups have been updated (partition 2: 1 of 3 leader pods "
+     "updated, 3 ready)..."),
+    ("a surge group", lws(conditions=UPDATING, updated=1), sts(2, 4, 2, 3), None, PROGRESSING,
+     "(partition 2, 1 surge group: 2 of 4 leader pods updated, 3 ready)"),
     ("old groups pending termination", lws(conditions=UPDATING, total=4), sts(0, 4), None,
      PROGRESSING, "1 old groups are pending termination"),
     ("updated groups not ready", lws(conditions=UPDATING, ready=1), sts(0, 3), None,
@@ -124,8 +126,8 @@ LWS_CASES = [
      "revision bad2"),
     ("paused by the annotation", lws(conditions=UPDATING, updated=1,
                                      annotations={PAUSED_ANNOTATION: "true"}), sts(2, 3), None,
-     PAUSED, "rollout is paused: 1 of 3 groups updated, 3 ready (partition 2); resume it with "
-     "`kubectl lws rollout resume llm`"),
+     PAUSED, "rollout is paused: 1 of 3 groups updated, 3 ready (partition 2: 0 of 3 leader pods "
+     "updated, 0 ready); resume it with `kubectl lws rollout resume llm`"),
     ("paused by the condition", lws(conditions=[cond("Progressing", "False",
                                                      REASON_ROLLOUT_PAUSED)], updated=1),
      None, None, PAUSED, "rollout is paused"),
