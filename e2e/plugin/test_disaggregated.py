@@ -128,7 +128,7 @@ async def test_plan_of_a_change_is_the_planners_walk(live: Converged,
     assert ran.code == 0, ran.err
     data = json.loads(ran.out)
     assert data["rollout"] is True
-    assert data["cause"].startswith("role prefill: ")
+    assert data["cause"].startswith("role prefill's templates change (first difference: ")
     (only,) = data["slices"]
     assert only["roles"] == ["prefill", "decode"]
     assert only["oldRevisions"] == [live.revision]

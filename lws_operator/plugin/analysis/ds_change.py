@@ -68,7 +68,7 @@ def rollout_cause(live: Mapping[str, Any], new: Mapping[str, Any]) -> str | None
         old = before.role(role.name)
         difference = role_difference(role, {"spec": old.spec if old else {}})
         if difference is not None:
-            return f"role {role.name}: {difference}"
+            return f"role {role.name}'s templates change (first difference: {difference})"
     return None
 
 

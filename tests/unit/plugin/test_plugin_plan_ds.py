@@ -56,7 +56,8 @@ def test_a_manifest_of_another_object_is_refused(manifest: dict[str, Any], messa
 
 CAUSES = [
     ("an image", ds(role("prefill", 2, "vllm:2"), role("decode", 1)),
-     "role prefill: ", []),
+     "role prefill's templates change (first difference: .template.workerTemplate.spec."
+     "containers[0].image)", []),
     ("replicas only", ds(role("prefill", 3), role("decode", 1)), None, ["prefill 2 → 3"]),
     ("a reorder", ds(role("decode", 1), role("prefill", 2)), None, []),
     ("a role added", ds(role("prefill", 2), role("decode", 1), role("encode", 1)),
@@ -68,7 +69,7 @@ CAUSES = [
             "restartPolicy": "RecreateGroupOnPodRestart"}}}, role("decode", 1)), None, []),
     ("group identity", ds({**role("prefill", 2), "spec": {**role("prefill", 2)["spec"],
                                                           "groupIdentity": "Hash"}},
-                          role("decode", 1)), "role prefill", []),
+                          role("decode", 1)), "role prefill's templates change", []),
 ]
 
 
