@@ -181,7 +181,7 @@ def main() -> int:
     print(f"""
 Explore:  export KUBECONFIG={cluster.kubeconfig} PATH={cluster.bin}:{PLUGIN.parent}:$PATH
           kubectl lws tree {name} --watch               # the plugin: groups as a tree
-          kubectl lws tree {DS_NAME}            # a DisaggregatedSet
+          kubectl lws tree {DS_NAME}                         # a DisaggregatedSet: its roles
           kubectl lws rollout status {name}             # wait for a rollout, like kubectl's
           kubectl lws plan {name} --set-image vllm=vllm/vllm-openai:v2   # a dry run
           kubectl get lws,sts,pods,svc -o wide
