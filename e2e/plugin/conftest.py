@@ -6,6 +6,7 @@ Tests take everything from fixtures (never importing this module)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -95,6 +96,7 @@ class Watching:
 
     proc: asyncio.subprocess.Process
     out: str = ""
+    err: str = ""
 
     async def until(self, predicate: Callable[[str], bool], what: str) -> str:
         """Read stdout until ``predicate(all output so far)`` holds."""
@@ -124,6 +126,15 @@ class Watching:
         return self.proc.returncode
 
 
+    async def finish(self, timeout: float = 330) -> int:  # noqa: ASYNC109
+        """Wait for the process to end by itself; its exit code (the rest of its output read)."""
+        out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        self.out += out.decode()
+        self.err += err.decode()
+        assert self.proc.returncode is not None
+        return self.proc.returncode
+
+
 def _interruptible() -> None:
     """In the child before exec: Ctrl-C's default action, as in a terminal. A shell starts a
     background job (``make test &``, a CI runner's script) with SIGINT ignored, exec keeps an
@@ -132,24 +143,41 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def watch(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
-    """Start ``kubectl-lws ARGS`` in the background (for ``--watch``); killed at the end."""
+@contextlib.asynccontextmanager
+async def _background(op: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
+    """Start ``kubectl-lws ARGS`` against ``op`` in the background; killed at the end."""
     started: list[Watching] = []
 
     async def start(*args: str) -> Watching:
         proc = await asyncio.create_subprocess_exec(
-            *command(operator, *args), env=plain_env(), stdin=asyncio.subprocess.DEVNULL,
+            *command(op, *args), env=plain_env(), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             preexec_fn=_interruptible)
         started.append(Watching(proc))
         return started[-1]
 
-    yield start
-    for watching in started:
-        if watching.proc.returncode is None:
-            watching.proc.kill()
-            await watching.proc.wait()
+    try:
+        yield start
+    finally:
+        for watching in started:
+            if watching.proc.returncode is None:
+                watching.proc.kill()
+                await watching.proc.wait()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def watch(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
+    """Start ``kubectl-lws ARGS`` in the background (``--watch``, ``rollout status``); killed
+    at the end."""
+    async with _background(operator) as start:
+        yield start
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def ds_watch(ds_operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
+    """``watch`` against the operator with the DisaggregatedSet CRDs."""
+    async with _background(ds_operator) as start:
+        yield start
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

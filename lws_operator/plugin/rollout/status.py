@@ -9,7 +9,7 @@ judgement reads afresh what it needs beside the set: the leader StatefulSet or D
 LeaderWorkerSet (its step), the child LeaderWorkerSets and role scalers of a DisaggregatedSet
 (each slice's step of the coordinated rollout). A LeaderWorkerSet's leader workload is watched
 too, since its partition moves group by group while the set's counters are written in batches;
-a DisaggregatedSet's status follows its children at every pass of its controller.
+so are a DisaggregatedSet's children, scaled at each step of the coordinated rollout.
 """
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ import contextlib
 import datetime as dt
 import sys
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from kubernetes.aio.client.exceptions import ApiException
 
+from lws_operator.api.disaggregated import NAME_LABEL as DS_NAME_LABEL
+from lws_operator.api.disaggregated import DisaggregatedSetView
 from lws_operator.api.view import lws_view
 from lws_operator.flags import boolean, duration
 from lws_operator.kube.client import KubeClient, loads, status_message
@@ -35,7 +38,7 @@ from lws_operator.plugin.analysis.rollout_status import (
     lws_verdict,
     rolled_back_from,
 )
-from lws_operator.plugin.disaggregated import read_scene
+from lws_operator.plugin.disaggregated import children_path, read_scene
 from lws_operator.plugin.rollout.target import Ambiguous, NotFound, Target, resolve
 
 if TYPE_CHECKING:
@@ -128,12 +131,17 @@ class Judge:
             return await judge_lws(self.kube, body, self.rolled_back_before)
         return await judge_ds(self.kube, body)
 
-    def companions(self, body: Mapping[str, Any]) -> list[str]:
-        """The objects beside the set whose changes move the judgement on: a LeaderWorkerSet's
-        leader workload, whose partition moves group by group while the set's own status
-        counters are written in batches (``logic.status.pacing``). A DisaggregatedSet's
-        status follows its children at each pass: nothing beside it."""
-        return [leader_workload_path(body)] if self.kind == "leaderworkerset" else []
+    def companions(self, body: Mapping[str, Any]) -> list[Watch]:
+        """What beside the set moves the judgement on, watched with it. A LeaderWorkerSet's
+        leader workload: its partition moves group by group while the set's own counters are
+        written in batches (``logic.status.pacing``). A DisaggregatedSet's children: each
+        step of the coordinated rollout scales them, while the set's status sums their
+        counters, batched likewise."""
+        if self.kind == "leaderworkerset":
+            return [Watch.named(leader_workload_path(body))]
+        view = DisaggregatedSetView.of(body)
+        return [Watch(children_path(view.namespace),
+                      ("labelSelector", f"{DS_NAME_LABEL}={view.name}"))]
 
 
 # ------------------------------------------------------------------------------ waiting
@@ -161,21 +169,37 @@ class Printer:
         self.out.flush()
 
 
+@dataclass(frozen=True)
+class Watch:
+    """One watch: a collection and the selector that narrows it."""
+
+    collection: str
+    selector: tuple[str, str]  # ("fieldSelector", ...) or ("labelSelector", ...)
+
+    @classmethod
+    def named(cls, path: str) -> Watch:
+        """The watch of the one object at ``path``."""
+        collection, name = path.rsplit("/", 1)
+        return cls(collection, ("fieldSelector", f"metadata.name={name}"))
+
+
 Item = dict[str, Any] | BaseException | None  # a change, how a watch failed, or its end
 
 
 class Follower:
-    """The watches of one ``follow``: the set's and its companions' (``Judge.companions``), each
-    a task putting what it sees on one queue."""
+    """The watches of one ``follow``: the set's own and its companions'
+    (``Judge.companions``), each a task putting what it sees on one queue."""
 
     def __init__(self, kube: KubeClient, target: Target) -> None:
         self.kube = kube
         self.target = target
-        self.queue: asyncio.Queue[tuple[str, Item]] = asyncio.Queue()
-        self.pumps: dict[str, asyncio.Task[None]] = {}
+        self.own = Watch.named(target.path)
+        self.queue: asyncio.Queue[tuple[Watch, Item]] = asyncio.Queue()
+        self.pumps: dict[Watch, asyncio.Task[None]] = {}
 
-    def start(self, path: str, version: str) -> None:
-        self.pumps[path] = asyncio.create_task(_pump(self.kube, path, version, self.queue))
+    def start(self, watch: Watch, version: str) -> None:
+        self.pumps[watch] = asyncio.create_task(
+            _pump(self.kube, watch, version, watch == self.own, self.queue))
 
     async def stop(self) -> None:
         for task in self.pumps.values():
@@ -185,12 +209,12 @@ class Follower:
     async def next_body(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """The set as it is after the next change of it or of a companion. The set's watch is
         renewed from a fresh read when the server ends it (``Deleted`` when the set is gone);
-        a companion's from now when it ends (its first event is its state), never when it
+        a companion's from now when it ends (its first events are its state), never when it
         failed (forbidden, say): the set's own changes still move the judgement on."""
-        path, item = await self.queue.get()
-        if path != self.target.path:
+        watch, item = await self.queue.get()
+        if watch != self.own:
             if item is None:
-                self.start(path, "")
+                self.start(watch, "")
             return body
         if isinstance(item, BaseException):
             raise item
@@ -199,7 +223,7 @@ class Follower:
             if fresh is None:
                 raise Deleted(f"{self.target.kind} {self.target.path.rsplit('/', 1)[1]} was "
                               "deleted")
-            self.start(path, _version(fresh))
+            self.start(watch, _version(fresh))
             return fresh
         return item
 
@@ -211,9 +235,9 @@ async def follow(kube: KubeClient, target: Target, judge: Judge, show: Printer) 
     verdict = await judge(body)
     show(verdict)
     follower = Follower(kube, target)
-    follower.start(target.path, _version(body))
-    for path in judge.companions(body):
-        follower.start(path, "")
+    follower.start(follower.own, _version(body))
+    for watch in judge.companions(body):
+        follower.start(watch, "")
     try:
         while not verdict.finished:
             body = await follower.next_body(body)
@@ -228,40 +252,41 @@ def _version(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
 
-async def _pump(kube: KubeClient, path: str, version: str,
-                queue: asyncio.Queue[tuple[str, Item]]) -> None:
-    """Put each change of the object at ``path`` on ``queue``, then None when the watch ends,
-    or the exception it failed with."""
-    collection, name = path.rsplit("/", 1)
+async def _pump(kube: KubeClient, watch: Watch, version: str, own: bool,
+                queue: asyncio.Queue[tuple[Watch, Item]]) -> None:
+    """Put each change ``watch`` sees on ``queue``, then None when it ends, or the exception
+    it failed with (``own``: the set's, whose deletion is ``Deleted``)."""
     try:
-        async with contextlib.aclosing(_changes(kube, collection, name, version)) as changes:
+        async with contextlib.aclosing(_changes(kube, watch, version, own)) as changes:
             async for body in changes:
-                await queue.put((path, body))
+                await queue.put((watch, body))
     except Exception as exc:  # handed to follow, which raises the set's own
-        await queue.put((path, exc))
+        await queue.put((watch, exc))
         return
-    await queue.put((path, None))
+    await queue.put((watch, None))
 
 
-async def _changes(kube: KubeClient, collection: str, name: str,
-                   version: str) -> AsyncGenerator[dict[str, Any]]:
-    """The set's body after each change, from one watch starting at ``version``, until the
-    server ends the watch or the version expires (410 Gone). Raises ``Deleted``."""
-    query = {"watch": "true", "fieldSelector": f"metadata.name={name}",
+async def _changes(kube: KubeClient, watch: Watch, version: str,
+                   own: bool) -> AsyncGenerator[dict[str, Any]]:
+    """Each object ``watch`` sees change, from ``version`` on (empty: from now, its current
+    objects first), until the server ends the watch or the version expires (410 Gone).
+    ``own``: the set's watch, where a deletion raises ``Deleted``."""
+    query = {"watch": "true", watch.selector[0]: watch.selector[1],
              "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
     if version:
         query["resourceVersion"] = version
-    async with kube.stream(collection, query=query) as lines:
+    async with kube.stream(watch.collection, query=query) as lines:
         async for line in lines:
             if not line.strip():
                 continue
             event = loads(line)
             kind, obj = event.get("type"), event.get("object") or {}
-            if kind == "DELETED":
-                raise Deleted(f"{collection.rsplit('/', 1)[1]} {name} was deleted")
             if kind == "ERROR":  # 410 Gone: the version is too old
                 return
-            if kind in ("ADDED", "MODIFIED"):
+            if kind == "DELETED" and own:
+                raise Deleted(f"{watch.collection.rsplit('/', 1)[1]} "
+                              f"{watch.selector[1].split('=', 1)[1]} was deleted")
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
                 yield dict(obj)
 
 
