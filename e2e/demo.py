@@ -118,11 +118,6 @@ def plugin(cluster: LocalCluster, *args: str, capture: bool = True) -> str:
                           text=True).stdout.rstrip("\n")
 
 
-def tree(cluster: LocalCluster, name: str) -> str:
-    """LeaderWorkerSet → groups → pods, as ``kubectl lws tree NAME`` draws it."""
-    return plugin(cluster, "tree", name)
-
-
 def ds_children(cluster: LocalCluster) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = get(cluster, "lws", "-n", "default", "-l",
                                       f"{NAME_LABEL}={DS_NAME}")["items"]
