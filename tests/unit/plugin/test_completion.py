@@ -91,9 +91,12 @@ def test_set_names_in_the_namespace_and_context_typed_before() -> None:
 
 def test_the_nested_rollout_subcommands_and_their_flags() -> None:
     candidates, directive = complete(["rollout", ""], FakeCluster())
-    assert names(candidates) == ["status"]
-    assert candidates[0].startswith("status\twait for a rollout to complete")
+    assert "status" in names(candidates)  # beside the other rollout subcommands
+    assert "status\twait for a rollout to complete, printing its progress" in candidates
+    assert "tree" not in names(candidates)
     assert directive == NO_FILES
+    assert complete(["rollout", "st"], FakeCluster())[0] == [
+        "status\twait for a rollout to complete, printing its progress"]
     assert names(complete(["rollout", "status", "--"], FakeCluster())[0])[:4] == [
         "--help", "--timeout", "--watch", "--kind"]
     assert complete(["rollout", "status", "x", "--watch="], FakeCluster()) == (
