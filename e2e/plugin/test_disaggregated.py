@@ -10,7 +10,9 @@ rollout under way at its live step and ``rollout status`` times out.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +20,9 @@ import pytest_asyncio
 import yaml
 
 from e2e.cluster.stages import READY_DELAY_ANNOTATION
-from e2e.harness.builder import DS_API, DS_KIND, DisaggregatedSet, Role
+from e2e.harness.builder import DS_API, DS_KIND, DisaggregatedSet, LeaderWorkerSet, Role
 from e2e.harness.disaggregated import PAUSE, Converged, ds_services, wait_converged
+from e2e.harness.disaggregated import children as ds_children
 from e2e.harness.launcher import Operator
 from e2e.kube import MERGE_PATCH, wait_for
 
@@ -198,3 +201,53 @@ async def test_a_rollout_held_by_a_role_never_ready(ds_operator: Operator, live:
     assert plan.out.startswith("Rollout under way of DisaggregatedSet ")
     marked = [line for line in plan.out.splitlines() if line.endswith("◀ now")]
     assert marked == ["1     2|1              1|1             scale up new  ◀ now"]
+
+
+def token_kubeconfig(source: Path, token: str, path: Path) -> Path:
+    """``source`` with its users authenticating by ``token`` instead."""
+    config = yaml.safe_load(source.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_a_user_who_may_not_read_disaggregatedsets_still_sees_leaderworkersets(
+        ds_operator: Operator, live: Converged, ds_kubectl_lws: Any, tmp_path: Path) -> None:
+    """A service account allowed LeaderWorkerSets (and their pods and StatefulSets) but no
+    DisaggregatedSet: ``tree`` and ``rollout status`` of its sets work as before the plugin
+    knew DisaggregatedSets; a DisaggregatedSet's name is refused as the API refuses it."""
+    ns = ds_operator.namespace
+    await ds_operator.kube.create(LeaderWorkerSet("plain").replicas(1).size(1).image(PAUSE)
+                                  .build(), ns)
+    kubectl = ds_operator.cluster.kubectl
+    for args in (("create", "serviceaccount", "lws-only"),
+                 ("create", "role", "lws-only", "--verb=get,list,watch",
+                  "--resource=leaderworkersets.leaderworkerset.x-k8s.io,pods,"
+                  "statefulsets.apps,deployments.apps"),
+                 ("create", "rolebinding", "lws-only", "--role=lws-only",
+                  f"--serviceaccount={ns}:lws-only")):
+        await asyncio.to_thread(kubectl, *args, "-n", ns)
+    token = (await asyncio.to_thread(kubectl, "create", "token", "lws-only", "-n", ns)).strip()
+    path = await asyncio.to_thread(token_kubeconfig, Path(ds_operator.kubeconfig), token,
+                                   tmp_path / "lws-only")
+
+    one = await ds_kubectl_lws("tree", "plain", "--kubeconfig", str(path))
+    assert one.code == 0, one.err
+    assert one.out.startswith(f"LeaderWorkerSet {ns}/plain  (Ordinal; replicas 1, size 1;")
+    every = await ds_kubectl_lws("tree", "--kubeconfig", str(path), "-o", "json")
+    assert every.code == 0, every.err
+    names = [i["name"] for i in json.loads(every.out)["items"]]
+    assert "plain" in names
+    assert NAME not in names  # the set is not readable; its children are shown on their own
+    assert sorted(n for n in names if n.startswith(f"{NAME}-")) == sorted(
+        f"{NAME}-0-{revision}-{role}" for revision in {
+            c["metadata"]["labels"]["disaggregatedset.x-k8s.io/revision"]
+            for c in await ds_children(ds_operator.kube, ns, NAME)}
+        for role in ("prefill", "decode"))
+    status = await ds_kubectl_lws("rollout", "status", "plain", "--kubeconfig", str(path),
+                                  "--timeout=2m")
+    assert status.code == 0, (status.out, status.err)
+    refused = await ds_kubectl_lws("tree", NAME, "--kubeconfig", str(path))
+    assert refused.code == 1
+    assert refused.err.startswith("Error: 403 Forbidden")

@@ -59,8 +59,14 @@ async def items(kube: KubeClient, path: str, selector: str | None = None,
 
 
 async def list_sets(kube: KubeClient, namespace: str | None) -> list[Obj]:
-    """Every DisaggregatedSet in ``namespace`` (None: every namespace)."""
-    return await items(kube, ds_path(namespace))
+    """Every DisaggregatedSet in ``namespace`` (None: every namespace); none when the user may
+    not list them (``kubectl lws tree`` still shows the LeaderWorkerSets they may)."""
+    try:
+        return await items(kube, ds_path(namespace))
+    except ApiException as exc:
+        if exc.status == 403:
+            return []
+        raise
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from kubernetes.aio.client.exceptions import ApiException
 
 from lws_operator.api.constants import API_VERSION, NAME_LABEL, PLURAL
-from lws_operator.api.disaggregated import controlled_by_a_set
+from lws_operator.api.disaggregated import DisaggregatedSetView, controlled_by
 from lws_operator.api.view import lws_view
 from lws_operator.plugin.analysis.ds_tree import DsNode, ds_tree_data
 from lws_operator.plugin.analysis.group_tree import (
@@ -120,9 +120,10 @@ async def read_trees(session: Session, name: str | None, kind: Kind | None = Non
         sets = [found.body]
         selector = f"{NAME_LABEL}={name}"
     else:
-        sets = [s for s in (await session.kube.request("GET", lws_path(namespace))).get(
-            "items") or [] if not controlled_by_a_set(s)]
         disaggregated = await list_sets(session.kube, namespace)
+        drawn = {DisaggregatedSetView.of(d).uid for d in disaggregated}
+        sets = [s for s in (await session.kube.request("GET", lws_path(namespace))).get(
+            "items") or [] if not any(controlled_by(s, uid) for uid in drawn)]
         selector = NAME_LABEL
     pods = (await session.kube.request(
         "GET", pods_path(namespace), query={"labelSelector": selector})).get("items") or []
