@@ -251,3 +251,25 @@ async def test_a_user_who_may_not_read_disaggregatedsets_still_sees_leaderworker
     refused = await ds_kubectl_lws("tree", NAME, "--kubeconfig", str(path))
     assert refused.code == 1
     assert refused.err.startswith("Error: 403 Forbidden")
+
+
+async def test_a_name_both_kinds_carry_needs_the_kind(ds_operator: Operator, live: Converged,
+                                                      ds_kubectl_lws: Any) -> None:
+    """A LeaderWorkerSet named as the DisaggregatedSet: the name alone is refused (exit 2),
+    ``--kind`` picks one."""
+    ns = ds_operator.namespace
+    await ds_operator.kube.create(LeaderWorkerSet(NAME).replicas(1).size(1).image(PAUSE)
+                                  .build(), ns)
+    both = await ds_kubectl_lws("tree", NAME)
+    assert both.code == 2
+    assert both.err == (f'Error: "{NAME}" names both a LeaderWorkerSet and a DisaggregatedSet '
+                        f'in namespace "{ns}": pass --kind\n')
+    status = await ds_kubectl_lws("rollout", "status", NAME, "--watch=false")
+    assert status.code == 2
+    assert "pass --kind" in status.err
+    lws = await ds_kubectl_lws("tree", NAME, "--kind", "leaderworkerset")
+    assert lws.code == 0, lws.err
+    assert lws.out.startswith(f"LeaderWorkerSet {ns}/{NAME}  ")
+    ds = await ds_kubectl_lws("tree", NAME, "--kind=disaggregatedset", "-o", "json")
+    assert ds.code == 0, ds.err
+    assert json.loads(ds.out)["kind"] == "DisaggregatedSet"
