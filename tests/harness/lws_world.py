@@ -26,7 +26,16 @@ from lws_operator.logic.leaderworkerset.pipeline import configuration, reconcile
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.providers import none
-from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Plan, Planned, Record
+from lws_operator.logic.reconcile.plan import (
+    Apply,
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Planned,
+    Record,
+    earliest,
+)
 from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 from tests.harness.as_operated import NAMESPACE, cached, created_pod, running, stored_lws
@@ -249,7 +258,7 @@ def plan_pass(world: World, skip: bool = True, planned: list[Planned_] | None = 
     receives each step run, its snapshot and its plan."""
     lines: list[str] = []
     actions: list[Any] = []
-    last: list[float | None] = [None]  # the last plan's requeue
+    last: list[float | None] = [None]  # the soonest requeue any plan asked for
 
     async def run(step: Callable[..., Plan | Planned[Any]], /, *args: Any, **kwargs: Any) -> Any:
         obs = world.observe({})
@@ -275,7 +284,7 @@ def plan_pass(world: World, skip: bool = True, planned: list[Planned_] | None = 
                 lines.extend(f"event {e.reason}: {e.note}" for e in action.common.events)
         if planned is not None:
             planned.append((step, obs, plan))
-        last[0] = plan.requeue_after
+        last[0] = earliest(last[0], plan.requeue_after)  # as the controller returns it
         if plan.stop:
             raise PassEnds(gone=False)
         return result.value if isinstance(result, Planned) else None

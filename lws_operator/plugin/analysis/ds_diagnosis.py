@@ -21,15 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lws_operator.api.constants import PAUSED_ANNOTATION
 from lws_operator.api.disaggregated import DisaggregatedSetView
 from lws_operator.logic.disaggregated import slices
 from lws_operator.plugin.analysis.diagnosis import Diagnosis, Finding
-from lws_operator.plugin.analysis.rollout_status import (
-    PAUSED_ANNOTATION,
-    Verdict,
-    observed_generation,
-    paused,
-)
+from lws_operator.plugin.analysis.rollout_status import Verdict, observed_generation, paused
 
 NOT_OBSERVED: Final = "NotObserved"
 ROLLOUT_PAUSED: Final = "RolloutPaused"

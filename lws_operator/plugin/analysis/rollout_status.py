@@ -34,18 +34,14 @@ from typing import Any, Final, Literal
 from lws_operator.api.constants import (
     CONDITION_AVAILABLE,
     CONDITION_PROGRESSING,
-    OPERATOR_DOMAIN,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_ROLLOUT_PAUSED,
     ROLLED_BACK_FROM_ANNOTATION,
 )
 from lws_operator.api.disaggregated import DisaggregatedSetView
 from lws_operator.api.view import LeaderWorkerSetView, StatefulSetView, lws_view
+from lws_operator.api.view import paused as is_paused
 from lws_operator.plugin.analysis.ds_rollout import SliceRollout, progress_line
-
-# Pause (issue 45, item 1): the annotation that holds a rollout and the reason Progressing then
-# gives. Both are the controller's; spelled here so the plugin reads them without importing it.
-PAUSED_ANNOTATION: Final = OPERATOR_DOMAIN + "paused"
-REASON_ROLLOUT_PAUSED: Final = "RolloutPaused"
 
 State = Literal["complete", "progressing", "paused", "failed"]
 COMPLETE: Final[State] = "complete"
@@ -100,11 +96,10 @@ def observed_generation(obj: Obj) -> int | None:
 
 
 def paused(obj: Obj) -> bool:
-    """Held by the user: the annotation, or the controller's ``RolloutPaused`` reason."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    """Held by the user: the annotation (``api.view.paused``), or the controller's
+    ``RolloutPaused`` reason still standing."""
     cond = condition(obj, CONDITION_PROGRESSING)
-    return (annotations.get(PAUSED_ANNOTATION) == "true"
-            or (cond is not None and cond.get("reason") == REASON_ROLLOUT_PAUSED))
+    return is_paused(obj) or (cond is not None and cond.get("reason") == REASON_ROLLOUT_PAUSED)
 
 
 def deadline_exceeded(obj: Obj) -> Mapping[str, Any] | None:

@@ -22,12 +22,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for module in _subcommands():
         module.register(inner)
     for sub in inner.choices.values():
+        # kubectl's global options after the inner subcommand too (``kubectl lws rollout pause
+        # NAME -n ns``) are added by ``cli``, which gives them to every nested parser.
         sub.add_argument("--kind", choices=KINDS, default=None,
                          help="the kind NAME is (default: whichever exists; both is an error)")
 
 
 def _subcommands() -> Sequence[ModuleType]:
     """The rollout subcommand modules, in the order ``--help`` lists them."""
-    from lws_operator.plugin.rollout import status
+    from lws_operator.plugin.rollout import pause, status
 
-    return (status,)
+    return (status, pause)

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import (
+    PAUSED_ANNOTATION,
     PROGRESS_DEADLINE_ANNOTATION,
+    REASON_ROLLOUT_PAUSED,
     ROLLED_BACK_FROM_ANNOTATION,
 )
 from lws_operator.api.disaggregated import (
@@ -35,9 +37,7 @@ from lws_operator.plugin.analysis.rollout_status import (
     COMPLETE,
     FAILED,
     PAUSED,
-    PAUSED_ANNOTATION,
     PROGRESSING,
-    REASON_ROLLOUT_PAUSED,
     ds_verdict,
     lws_verdict,
     observed_generation,
