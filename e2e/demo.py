@@ -6,9 +6,10 @@ Brings the full-tier cluster up (building it on first use), installs the CRD, st
 size 4), waits until every group is Ready, and prints the groups as ``kubectl lws tree`` draws
 them (the package's ``kubectl-lws`` plugin): LeaderWorkerSet → group → pods, with node,
 readiness, revision and restarts. Then a two-role DisaggregatedSet (prefill and decode),
-shown as a tree (DisaggregatedSet → role LeaderWorkerSets → groups → pods, and the per-role
-Services), and a rollout of it printed step by step: each line one state of the coordinated
-rolling update, old|new groups per role. ``make cluster-down`` stops everything, operator
+shown by the plugin as a tree (DisaggregatedSet → role LeaderWorkerSets → groups → pods, and
+the per-role Services), the coordinated rollout a new image would take (``kubectl lws plan``),
+and that rollout followed by ``kubectl lws rollout status``: each role's groups and each step,
+old|new groups per role, as it happens. ``make cluster-down`` stops everything, operator
 included.
 """
 
@@ -29,7 +30,6 @@ from e2e.harness.disaggregated import (
     NAME_LABEL,
     REVISION_LABEL,
     ROLE_LABEL,
-    SLICE_LABEL,
     install_crds,
 )
 
@@ -118,66 +118,15 @@ def plugin(cluster: LocalCluster, *args: str, capture: bool = True) -> str:
                           text=True).stdout.rstrip("\n")
 
 
-def tree(cluster: LocalCluster, name: str) -> str:
-    """LeaderWorkerSet → groups → pods, as ``kubectl lws tree NAME`` draws it."""
-    return plugin(cluster, "tree", name)
-
-
 def ds_children(cluster: LocalCluster) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = get(cluster, "lws", "-n", "default", "-l",
                                       f"{NAME_LABEL}={DS_NAME}")["items"]
     return [o for o in items if not o["metadata"].get("deletionTimestamp")]
 
 
-def ds_tree(cluster: LocalCluster) -> str:
-    """DisaggregatedSet → its LeaderWorkerSets (slice, revision, role) → groups → pods, then
-    the per-role Services."""
-    ds = get(cluster, "disaggregatedset", DS_NAME, "-n", "default")
-    conditions = {c["type"]: c["status"] for c in (ds.get("status") or {}).get(
-        "conditions") or []}
-    lines = [f"DisaggregatedSet {DS_NAME}  (roles "
-             f"{', '.join(r['name'] for r in ds['spec']['roles'])}; Available "
-             f"{conditions.get('Available', '-')})"]
-    order = [r["name"] for r in ds["spec"]["roles"]]  # spec order, slice by slice
-    children = sorted(ds_children(cluster), key=lambda o: (
-        o["metadata"]["labels"][SLICE_LABEL], o["metadata"]["labels"][REVISION_LABEL],
-        order.index(o["metadata"]["labels"][ROLE_LABEL])))
-    services = get(cluster, "svc", "-n", "default", "-l", f"{NAME_LABEL}={DS_NAME}")["items"]
-    for i, lws in enumerate(children):
-        labels = lws["metadata"]["labels"]
-        last = i == len(children) - 1 and not services
-        sub = tree(cluster, lws["metadata"]["name"]).splitlines()
-        lines.append(f"{'└' if last else '├'}── role {labels[ROLE_LABEL]} (slice "
-                     f"{labels[SLICE_LABEL]}, revision {labels[REVISION_LABEL]}): {sub[0]}")
-        lines += [f"{' ' if last else '│'}   {line}" for line in sub[1:]]
-    for i, svc in enumerate(sorted(services, key=lambda s: s["metadata"]["name"])):
-        lines.append(f"{'└' if i == len(services) - 1 else '├'}── Service "
-                     f"{svc['metadata']['name']} (headless, selects role "
-                     f"{svc['spec']['selector'].get(ROLE_LABEL)} at revision "
-                     f"{svc['spec']['selector'].get(REVISION_LABEL)})")
-    return "\n".join(lines)
-
-
-def ds_state(cluster: LocalCluster, old: str) -> tuple[str, bool]:
-    """One line: old|new groups (spec.replicas) per role, and whether the rollout is done
-    (only the new revision left, every group ready)."""
-    children = ds_children(cluster)
-    parts, done = [], bool(children)
-    for role, replicas, _ in DS_ROLES:
-        mine = [o for o in children if o["metadata"]["labels"][ROLE_LABEL] == role]
-        old_n = sum(o["spec"].get("replicas", 1) for o in mine
-                    if o["metadata"]["labels"][REVISION_LABEL] == old)
-        new = [o for o in mine if o["metadata"]["labels"][REVISION_LABEL] != old]
-        new_n = sum(o["spec"].get("replicas", 1) for o in new)
-        ready = sum((o.get("status") or {}).get("readyReplicas", 0) for o in new)
-        parts.append(f"{role} {old_n}|{new_n} (new ready {ready})")
-        done = done and old_n == 0 and not any(
-            o["metadata"]["labels"][REVISION_LABEL] == old for o in mine) and ready == replicas
-    return "  ".join(parts), done
-
-
 def ds_demo(cluster: LocalCluster) -> None:
-    """The two-role set as a tree, then a rollout of it step by step."""
+    """The two-role set as the plugin draws it, the rollout a new image would take (``kubectl
+    lws plan``), then that rollout followed by ``kubectl lws rollout status``, step by step."""
     body = disaggregated("vllm/vllm-openai:v1")
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(body))
 
@@ -190,24 +139,16 @@ def ds_demo(cluster: LocalCluster) -> None:
             return revisions.pop()
         return None
 
-    old = wait_until("the DisaggregatedSet to be Ready", converged, timeout=180)
+    wait_until("the DisaggregatedSet to be Ready", converged, timeout=180)
     print()
-    print(ds_tree(cluster))
-    print("\nRolling it to vllm/vllm-openai:v2; each line is one state (old|new groups):")
+    plugin(cluster, "tree", DS_NAME, capture=False)
+    print("\nThe rollout a new image would take (kubectl lws plan, nothing written):")
+    plugin(cluster, "plan", DS_NAME, "--set-image", "vllm=vllm/vllm-openai:v2", capture=False)
+    print("\nRolling it to vllm/vllm-openai:v2 (kubectl lws rollout status):")
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(disaggregated("vllm/vllm-openai:v2")))
-    last, step, deadline = "", 0, time.monotonic() + 300
-    while time.monotonic() < deadline:
-        line, done = ds_state(cluster, old)
-        if line != last:
-            print(f"  step {step:>2}  {line}")
-            last, step = line, step + 1
-        if done:
-            break
-        time.sleep(0.3)
-    else:
-        raise SystemExit("timed out waiting for the rollout")
+    plugin(cluster, "rollout", "status", DS_NAME, "--timeout=5m", capture=False)
     print()
-    print(ds_tree(cluster))
+    plugin(cluster, "tree", DS_NAME, capture=False)
 
 
 def main() -> int:
@@ -235,6 +176,8 @@ def main() -> int:
     print(f"""
 Explore:  export KUBECONFIG={cluster.kubeconfig} PATH={cluster.bin}:{PLUGIN.parent}:$PATH
           kubectl lws tree {name} --watch               # the plugin: groups as a tree
+          kubectl lws tree {DS_NAME}                         # a DisaggregatedSet: its roles
+          kubectl lws rollout status {name}             # wait for a rollout, like kubectl's
           kubectl lws plan {name} --set-image vllm=vllm/vllm-openai:v2   # a dry run
           kubectl get lws,sts,pods,svc -o wide
           kubectl get disaggregatedsets,lws,pods,svc

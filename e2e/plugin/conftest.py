@@ -1,10 +1,12 @@
-"""Fixtures of the plugin's end-to-end tests: the real ``kubectl-lws`` console script run
-against the module's operator and namespace (``operator`` fixture), and sets made Ready once
-per module. Tests take everything from fixtures (never importing this module)."""
+"""Fixtures of the plugin's end-to-end tests: the real ``kubectl-lws`` console script (the
+package's, or the plugin wheel's installed alone) run against the module's operator and
+namespace (``operator`` or ``ds_operator`` fixture), and sets made Ready once per module.
+Tests take everything from fixtures (never importing this module)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -13,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from e2e.harness.converge import get_lws, pods_of, remove
 from e2e.harness.launcher import Operator
+from e2e.harness.plugin_wheel import index_unreachable, install_alone
 from e2e.kube import is_ready, wait_for
 
 SCRIPT = Path(sys.executable).parent / "kubectl-lws"
@@ -44,21 +48,46 @@ def plain_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def kubectl_lws(operator: Operator) -> Plugin:
-    """Run ``kubectl-lws ARGS`` (stdin: ``stdin`` or /dev/null, so never a terminal)."""
+def runner(op: Operator, script: Path = SCRIPT) -> Plugin:
+    """Run ``kubectl-lws ARGS`` (or ``script``) against ``op`` (stdin: ``stdin`` or /dev/null,
+    so never a terminal), for at most ``timeout`` seconds."""
 
-    async def run(*args: str, stdin: str | None = None) -> Ran:
+    async def run(*args: str, stdin: str | None = None, timeout: float = 60) -> Ran:  # noqa: ASYNC109
         proc = await asyncio.create_subprocess_exec(
-            *command(operator, *args), env=plain_env(),
+            str(script), *command(op, *args)[1:], env=plain_env(),
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(
-            proc.communicate(stdin.encode() if stdin is not None else None), 60)
+            proc.communicate(stdin.encode() if stdin is not None else None), timeout)
         assert proc.returncode is not None
         return Ran(proc.returncode, out.decode(), err.decode())
 
     return run
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def kubectl_lws(operator: Operator) -> Plugin:
+    """Run ``kubectl-lws ARGS`` against the module's operator and namespace."""
+    return runner(operator)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def ds_kubectl_lws(ds_operator: Operator) -> Plugin:
+    """``kubectl_lws`` against the module's operator with the DisaggregatedSet CRDs."""
+    return runner(ds_operator)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def wheel_kubectl_lws(operator: Operator,
+                            tmp_path_factory: pytest.TempPathFactory) -> Plugin:
+    """``kubectl_lws``, but the ``kubectl-lws`` of the plugin's own wheel installed alone in a
+    fresh virtualenv (``e2e.harness.plugin_wheel``); skipped when pip cannot reach its package
+    index to build it."""
+    why = await asyncio.to_thread(index_unreachable, tmp_path_factory.mktemp("probe"))
+    if why is not None:
+        pytest.skip(f"the package index pip is configured with is unreachable: {why}")
+    installed = await asyncio.to_thread(install_alone, tmp_path_factory.mktemp("wheel"))
+    return runner(operator, installed.script("kubectl-lws"))
 
 
 @dataclass
@@ -67,6 +96,7 @@ class Watching:
 
     proc: asyncio.subprocess.Process
     out: str = ""
+    err: str = ""
 
     async def until(self, predicate: Callable[[str], bool], what: str) -> str:
         """Read stdout until ``predicate(all output so far)`` holds."""
@@ -96,6 +126,15 @@ class Watching:
         return self.proc.returncode
 
 
+    async def finish(self, timeout: float = 330) -> int:  # noqa: ASYNC109
+        """Wait for the process to end by itself; its exit code (the rest of its output read)."""
+        out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        self.out += out.decode()
+        self.err += err.decode()
+        assert self.proc.returncode is not None
+        return self.proc.returncode
+
+
 def _interruptible() -> None:
     """In the child before exec: Ctrl-C's default action, as in a terminal. A shell starts a
     background job (``make test &``, a CI runner's script) with SIGINT ignored, exec keeps an
@@ -104,24 +143,41 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def watch(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
-    """Start ``kubectl-lws ARGS`` in the background (for ``--watch``); killed at the end."""
+@contextlib.asynccontextmanager
+async def _background(op: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
+    """Start ``kubectl-lws ARGS`` against ``op`` in the background; killed at the end."""
     started: list[Watching] = []
 
     async def start(*args: str) -> Watching:
         proc = await asyncio.create_subprocess_exec(
-            *command(operator, *args), env=plain_env(), stdin=asyncio.subprocess.DEVNULL,
+            *command(op, *args), env=plain_env(), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             preexec_fn=_interruptible)
         started.append(Watching(proc))
         return started[-1]
 
-    yield start
-    for watching in started:
-        if watching.proc.returncode is None:
-            watching.proc.kill()
-            await watching.proc.wait()
+    try:
+        yield start
+    finally:
+        for watching in started:
+            if watching.proc.returncode is None:
+                watching.proc.kill()
+                await watching.proc.wait()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def watch(operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
+    """Start ``kubectl-lws ARGS`` in the background (``--watch``, ``rollout status``); killed
+    at the end."""
+    async with _background(operator) as start:
+        yield start
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def ds_watch(ds_operator: Operator) -> AsyncIterator[Callable[..., Awaitable[Watching]]]:
+    """``watch`` against the operator with the DisaggregatedSet CRDs."""
+    async with _background(ds_operator) as start:
+        yield start
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

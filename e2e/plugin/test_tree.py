@@ -143,8 +143,8 @@ async def test_text_tree_and_every_set(operator: Operator, sets: tuple[str, str]
 
     missing = await kubectl_lws("tree", "no-such-set")
     assert missing.code == 1
-    assert f'leaderworkerset "no-such-set" not found in namespace "{operator.namespace}"' \
-        in missing.err
+    assert ('leaderworkerset or disaggregatedset "no-such-set" not found in namespace '
+            f'"{operator.namespace}"') in missing.err
 
 
 async def test_watch_redraws_until_interrupted(operator: Operator, sets: tuple[str, str],

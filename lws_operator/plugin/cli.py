@@ -81,10 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
     for module in _subcommands():
         module.register(subparsers)
     for sub in subparsers.choices.values():
-        # kubectl takes its global options anywhere (`kubectl lws tree -A`); given after the
-        # subcommand they override the ones before it, and absent they leave them alone.
-        _add_globals(sub, argparse.SUPPRESS)
+        _globals_anywhere(sub)
     return parser
+
+
+def _globals_anywhere(parser: argparse.ArgumentParser) -> None:
+    """kubectl takes its global options anywhere (`kubectl lws tree -A`, `kubectl lws rollout
+    status x -n ns`): a subcommand's parser, and a nested subcommand's, take them too; given
+    after the subcommand they override the ones before it, and absent they leave them
+    alone."""
+    _add_globals(parser, argparse.SUPPRESS)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _globals_anywhere(sub)
 
 
 def _add_globals(parser: argparse.ArgumentParser, default: Any = None) -> None:

@@ -10,8 +10,10 @@ flags first, so the words are the plugin's alone.
 The candidates come from the plugin's own parser (``cli.build_parser``), walked the way argparse
 reads the words: subcommands, each parser's flags and their fixed choices, so a subcommand or flag
 added to the parser completes without a change here. Names come from where kubectl would find
-them: contexts from the kubeconfig, namespaces and LeaderWorkerSet names (and a set's group
-indices) from the cluster, asked once with a short deadline. Any failure there (no kubeconfig, no
+them: contexts from the kubeconfig, namespaces and set names (LeaderWorkerSets, and
+DisaggregatedSets where the subcommand takes one: tree, why, plan, rollout ...; ``--kind``
+narrows it) and a set's group indices (a DisaggregatedSet's roles) from the cluster, asked
+once with a short deadline. Any failure there (no kubeconfig, no
 network, no permission) completes nothing rather than printing an error into the user's shell.
 """
 
@@ -25,7 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lws_operator.flags import boolean
+from lws_operator.kube.client import KubeClient
 from lws_operator.plugin.cli import build_parser, connect
+from lws_operator.plugin.disaggregated import ds_path
+from lws_operator.plugin.rollout.target import KINDS
 from lws_operator.plugin.tree import lws_path
 
 # cobra's ShellCompDirective values: 0 lets the shell complete file names, 4 forbids it.
@@ -36,6 +42,9 @@ CLUSTER_DEADLINE = 2.0
 FILE_DESTS = frozenset({"kubeconfig", "filename"})
 # Group indices offered for a set, at most (a set may have thousands of groups).
 MAX_GROUPS = 200
+# The subcommands whose NAME may be a DisaggregatedSet as well as a LeaderWorkerSet (the
+# others, recover and restart, act on a LeaderWorkerSet's groups).
+EITHER_KIND = frozenset({"tree", "why", "plan", "rollout"})
 
 
 @dataclass
@@ -46,6 +55,7 @@ class Scope:
     context: str | None = None
     kubeconfig: str | None = None
     all_namespaces: bool = False
+    kind: str | None = None  # --kind, where the subcommand has it
 
     def args(self) -> argparse.Namespace:
         return argparse.Namespace(namespace=self.namespace, context=self.context,
@@ -67,37 +77,63 @@ class Cluster:
         return [str(c["name"]) for c in listed]
 
     def namespaces(self, scope: Scope) -> list[str]:
-        return self._ask(scope, lambda s: "/api/v1/namespaces", _names)
+        return self._ask(scope, lambda s: ["/api/v1/namespaces"], _names)
 
-    def sets(self, scope: Scope) -> list[str]:
-        return self._ask(
-            scope, lambda s: lws_path(None if scope.all_namespaces else s.namespace), _names)
+    def sets(self, scope: Scope, kinds: Sequence[str] = ("leaderworkerset",)) -> list[str]:
+        """The names of the sets of ``kinds`` in scope (a kind the cluster does not serve has
+        none)."""
+        def paths(session: Any) -> list[str]:
+            namespace = None if scope.all_namespaces else session.namespace
+            return [lws_path(namespace) if kind == "leaderworkerset" else ds_path(namespace)
+                    for kind in kinds]
+
+        return self._ask(scope, paths, _names)
 
     def groups(self, scope: Scope, name: str) -> list[str]:
+        """A LeaderWorkerSet's group indices, or a DisaggregatedSet's roles (``why``'s second
+        word for one)."""
         def indices(found: dict[str, Any]) -> list[str]:
-            replicas = (found.get("spec") or {}).get("replicas", 1)
+            spec = found.get("spec") or {}
+            if isinstance(spec.get("roles"), list):
+                return [str(r.get("name")) for r in spec["roles"] if isinstance(r, dict)]
+            replicas = spec.get("replicas", 1)
             count = replicas if isinstance(replicas, int) else 0
             return [str(i) for i in range(min(count, MAX_GROUPS))]
 
-        return self._ask(scope, lambda s: lws_path(s.namespace, name), indices)
+        return self._ask(scope, lambda s: [lws_path(s.namespace, name),
+                                           ds_path(s.namespace, name)], indices, first=True)
 
-    def _ask(self, scope: Scope, path: Callable[[Any], str],
-             read: Callable[[dict[str, Any]], list[str]]) -> list[str]:
+    def _ask(self, scope: Scope, paths: Callable[[Any], list[str]],
+             read: Callable[[dict[str, Any]], list[str]], first: bool = False) -> list[str]:
+        """``read`` of each object found at ``paths`` (``first``: of the first found only),
+        the names together, sorted when there are several."""
         async def ask() -> list[str]:
             # The kubeconfig's credentials may run a program (an exec plugin): under the
             # deadline too.
             async with asyncio.timeout(CLUSTER_DEADLINE):
                 session = await connect(scope.args())
                 try:
-                    found = await session.kube.get(path(session))
+                    found = []
+                    for path in paths(session):
+                        got = await _get(session.kube, path)
+                        if got is not None:
+                            found.append(got)
+                            if first:
+                                break
                 finally:
                     await session.kube.close()
-            return read(found) if found else []
+            names = [n for f in found for n in read(f)]
+            return sorted(set(names)) if len(found) > 1 else names
 
         try:
             return asyncio.run(ask())
         except Exception:  # no kubeconfig, unreachable, forbidden, too slow: no candidates
             return []
+
+
+async def _get(kube: KubeClient, path: str) -> dict[str, Any] | None:
+    """The object at ``path``; None when it, or its API, does not exist."""
+    return await kube.get(path)
 
 
 def _names(found: dict[str, Any]) -> list[str]:
@@ -127,7 +163,7 @@ def _takes_value(action: argparse.Action) -> bool:
 
 
 def _remember(scope: Scope, action: argparse.Action, value: str) -> None:
-    if action.dest in ("namespace", "context", "kubeconfig"):
+    if action.dest in ("namespace", "context", "kubeconfig", "kind"):
         setattr(scope, action.dest, value)
 
 
@@ -183,6 +219,8 @@ def _values(action: argparse.Action, position: _Position, cluster: Cluster,
     """The values an option or positional may take."""
     if action.choices is not None:
         return [prefix + str(c) for c in action.choices], NO_FILES
+    if action.type is boolean:
+        return [prefix + "true", prefix + "false"], NO_FILES
     if action.dest in FILE_DESTS:
         return [], FILES
     scope = position.scope
@@ -191,12 +229,21 @@ def _values(action: argparse.Action, position: _Position, cluster: Cluster,
     elif action.dest == "context":
         found = cluster.contexts(scope)
     elif action.dest == "name":
-        found = cluster.sets(scope)
+        found = cluster.sets(scope, _kinds(position))
     elif action.dest == "group" and position.positionals:
         found = cluster.groups(scope, position.positionals[0])
     else:
         found = []
     return [prefix + name for name in found], NO_FILES
+
+
+def _kinds(position: _Position) -> tuple[str, ...]:
+    """The kinds NAME may be at this position: ``--kind`` when typed, else both for the
+    subcommands that take either (``EITHER_KIND``), else a LeaderWorkerSet."""
+    if position.scope.kind in KINDS:
+        return (position.scope.kind,)
+    words = position.parser.prog.split()
+    return KINDS if len(words) > 2 and words[2] in EITHER_KIND else ("leaderworkerset",)
 
 
 def _options(parser: argparse.ArgumentParser, word: str, position: _Position,

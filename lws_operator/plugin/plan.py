@@ -50,6 +50,7 @@ from lws_operator.plugin.analysis.rollout_preview import (
 )
 from lws_operator.plugin.analysis.set_change import (
     ChangeError,
+    ImageChange,
     parse_image,
     proposed,
     refusal,
@@ -59,7 +60,8 @@ from lws_operator.plugin.cli import Session
 from lws_operator.plugin.output import Paint, add_output_option, colour_enabled, dump
 from lws_operator.plugin.tree import lws_path, pods_path
 
-HELP = "dry-run a change: the rolling update's step table (nothing is written)"
+HELP = ("dry-run a change: the rolling update's step table (DisaggregatedSets: the "
+        "coordinated rollout's); nothing is written")
 DESCRIPTION = """\
 Show what a change to a LeaderWorkerSet would do, without writing anything: whether it
 replaces groups at all (a change of the leader/worker templates or size does; replicas, the
@@ -90,7 +92,15 @@ group tearing down is gone one stage later, an ungated group Ready two stages af
 ungated; --ready-order does not apply. Live groups keep their group keys (first 8
 characters); G-1, G-2, ... stand for the random keys of groups the rollout creates.
   ✅ Ready   ⏳ starting (ungated, not Ready yet)   🔒 SchedulingGated (group-replacement)
-  🗑️ tearing down (leader terminating, pods still exist)"""
+  🗑️ tearing down (leader terminating, pods still exist)
+
+A DisaggregatedSet (-f with its new manifest, or --set-image applied to every role): whether
+the change rolls it (a change of the roles or of a role's templates does; replicas, budgets,
+slices and placement do not), then the coordinated rollout's steps from the controller's own
+planner, one row per step, each role's old|new groups: scale up the new revision, drain the
+old, both in one step, the final drain. Without a change, the rollout under way, its live step
+marked. Each step is taken once the new revision's groups are all Ready; a slice like an
+earlier one is not shown twice."""
 EPILOG = """\
 examples:
   kubectl lws plan my-set --set-image engine=vllm/vllm-openai:v0.9
@@ -99,14 +109,16 @@ examples:
   kubectl lws plan my-set --size 8 --replicas 6                  resize and scale together
   kubectl lws plan my-set --replicas 6                           a scale: no group replaced
   kubectl lws plan my-set --set-image vllm:v2 --ready-order one -o yaml
-  kubectl lws plan my-hash-set --set-image vllm:v2               a Hash set: Deployment stages"""
+  kubectl lws plan my-hash-set --set-image vllm:v2               a Hash set: Deployment stages
+  kubectl lws plan my-disaggregated --set-image model=vllm:v2    every role's new revision
+  kubectl lws plan my-disaggregated                              the rollout under way"""
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "plan", help=HELP, description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", metavar="NAME", help="the LeaderWorkerSet")
+    parser.add_argument("name", metavar="NAME", help="the LeaderWorkerSet or DisaggregatedSet")
     parser.add_argument("-f", "--filename", metavar="FILE",
                         help="the new manifest (YAML or JSON; - for stdin): its spec replaces "
                         "the live one")
@@ -312,6 +324,21 @@ async def _simulate_ordinal(session: Session, args: argparse.Namespace,
     return preview, None
 
 
+async def _plan_ds(session: Session, args: argparse.Namespace, images: list[ImageChange],
+                   manifest: dict[str, Any] | None) -> int:
+    """NAME is no LeaderWorkerSet: a DisaggregatedSet's plan (``plugin.plan_ds``), or not
+    found."""
+    from lws_operator.plugin.disaggregated import ds_path
+    from lws_operator.plugin.plan_ds import plan_ds
+
+    live = await session.kube.get(ds_path(session.namespace, args.name))
+    if live is None:
+        print(f'Error: leaderworkerset or disaggregatedset "{args.name}" not found in namespace '
+              f'"{session.namespace}"', file=sys.stderr)
+        return 1
+    return await plan_ds(session.kube, live, args, images, manifest)
+
+
 async def run(session: Session, args: argparse.Namespace) -> int:
     out = sys.stdout
     try:
@@ -320,17 +347,15 @@ async def run(session: Session, args: argparse.Namespace) -> int:
     except (ChangeError, OSError, yaml.YAMLError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
-    if manifest is None and not images and args.replicas is None and args.size is None:
-        print("Error: nothing to plan: give -f, --set-image, --replicas or --size",
-              file=sys.stderr)
-        return 2
     ns = session.namespace
     try:
         live = await session.kube.get(lws_path(ns, args.name))
         if live is None:
-            print(f'Error: leaderworkerset "{args.name}" not found in namespace "{ns}"',
+            return await _plan_ds(session, args, images, manifest)
+        if manifest is None and not images and args.replicas is None and args.size is None:
+            print("Error: nothing to plan: give -f, --set-image, --replicas or --size",
                   file=sys.stderr)
-            return 1
+            return 2
         try:
             new = proposed(live, manifest=manifest, images=images, replicas=args.replicas,
                            size=args.size)

@@ -1,4 +1,5 @@
-"""``kubectl lws tree``: LeaderWorkerSet → groups → pods, once or live.
+"""``kubectl lws tree``: LeaderWorkerSet → groups → pods, or DisaggregatedSet → its
+LeaderWorkerSets → groups → pods, once or live.
 
 The model is ``lws_operator.plugin.analysis.group_tree``'s; this module reads the objects and draws
 it. ``--watch`` polls about once a second and redraws when the picture changed. Polling rather than
@@ -19,7 +20,9 @@ from typing import Any, TextIO
 from kubernetes.aio.client.exceptions import ApiException
 
 from lws_operator.api.constants import API_VERSION, NAME_LABEL, PLURAL
+from lws_operator.api.disaggregated import DisaggregatedSetView, controlled_by
 from lws_operator.api.view import lws_view
+from lws_operator.plugin.analysis.ds_tree import DsNode, ds_tree_data
 from lws_operator.plugin.analysis.group_tree import (
     EXHAUSTED,
     NOT_READY,
@@ -32,14 +35,22 @@ from lws_operator.plugin.analysis.group_tree import (
     tree_data,
 )
 from lws_operator.plugin.cli import Session
+from lws_operator.plugin.disaggregated import list_sets
+from lws_operator.plugin.disaggregated import read_tree as read_ds_tree
 from lws_operator.plugin.output import Paint, add_output_option, colour_enabled, dump
+from lws_operator.plugin.rollout.target import KINDS, Ambiguous, Kind, NotFound, resolve
 
-HELP = "show LeaderWorkerSets as set → groups → pods"
+HELP = "show LeaderWorkerSets as set → groups → pods (DisaggregatedSets: → role sets)"
 DESCRIPTION = """\
 Show a LeaderWorkerSet the way its users think of it: the set, each group (replica) with its
 state and revision, and each group's pods with their node, readiness, template revision,
 container restarts and subgroup. Hash group identity shows each group's key. With no NAME,
-every LeaderWorkerSet in the namespace (or, with -A, in every namespace).
+every LeaderWorkerSet and DisaggregatedSet in the namespace (or, with -A, in every namespace).
+
+A DisaggregatedSet is drawn as the set (each role's ready groups, its target revision and
+conditions), then each child LeaderWorkerSet it controls (role, slice, revision; an old
+revision's in colour while a rollout replaces it) with its own tree, then the per-role
+Services. Its children are not drawn again on their own.
 
 Group states: Ready (every pod running and ready), NotReady, Terminating (the leader is being
 deleted), RestartBudgetExhausted (stopped after maxGroupRestarts, a feature of lws-operator
@@ -50,6 +61,7 @@ Colour is used when stdout is a terminal and NO_COLOR is unset."""
 EPILOG = """\
 examples:
   kubectl lws tree my-set                 the tree of one set
+  kubectl lws tree my-disaggregated-set   a DisaggregatedSet: its roles' sets and Services
   kubectl lws tree -A                     every set in every namespace
   kubectl lws tree my-set --watch         redraw about once a second until Ctrl-C
   kubectl lws tree my-set -o json         the same model as data
@@ -61,7 +73,10 @@ def register(subparsers: Any) -> None:
         "tree", help=HELP, description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", nargs="?", metavar="NAME",
-                        help="the LeaderWorkerSet (default: every one in scope)")
+                        help="the LeaderWorkerSet or DisaggregatedSet (default: every one "
+                        "of both kinds in scope)")
+    parser.add_argument("--kind", choices=KINDS, default=None,
+                        help="the kind NAME is (default: whichever exists; both is an error)")
     parser.add_argument("-w", "--watch", action="store_true",
                         help="redraw when anything changes (polled about once a second) "
                         "until Ctrl-C")
@@ -87,21 +102,28 @@ async def leader_workload(session: Session, lws: Mapping[str, Any]) -> dict[str,
         f"/apis/apps/v1/namespaces/{view.namespace}/{kind}/{view.name}")
 
 
-class NotFound(Exception):
-    pass
+Node = SetNode | DsNode
 
 
-async def read_trees(session: Session, name: str | None) -> list[SetNode]:
-    """The trees of ``name`` (in the session's namespace) or of every set in scope."""
+async def read_trees(session: Session, name: str | None, kind: Kind | None = None,
+                     ) -> list[Node]:
+    """The trees of ``name`` (in the session's namespace; a LeaderWorkerSet or a
+    DisaggregatedSet, ``target.resolve`` says which) or of every set of either kind in scope:
+    a DisaggregatedSet's children are drawn inside it, not again on their own. Raises
+    ``target.NotFound`` or ``target.Ambiguous``."""
     namespace = None if session.all_namespaces and name is None else session.namespace
+    disaggregated: list[dict[str, Any]] = []
     if name is not None:
-        lws = await session.kube.get(lws_path(namespace, name))
-        if lws is None:
-            raise NotFound(f'leaderworkerset "{name}" not found in namespace "{namespace}"')
-        sets = [lws]
+        found = await resolve(session.kube, session.namespace, name, kind)
+        if found.kind == "disaggregatedset":
+            return [await read_ds_tree(session.kube, found.body)]
+        sets = [found.body]
         selector = f"{NAME_LABEL}={name}"
     else:
-        sets = (await session.kube.request("GET", lws_path(namespace))).get("items") or []
+        disaggregated = await list_sets(session.kube, namespace)
+        drawn = {DisaggregatedSetView.of(d).uid for d in disaggregated}
+        sets = [s for s in (await session.kube.request("GET", lws_path(namespace))).get(
+            "items") or [] if not any(controlled_by(s, uid) for uid in drawn)]
         selector = NAME_LABEL
     pods = (await session.kube.request(
         "GET", pods_path(namespace), query={"labelSelector": selector})).get("items") or []
@@ -111,8 +133,9 @@ async def read_trees(session: Session, name: str | None) -> list[SetNode]:
         key = (str(meta.get("namespace")), str((meta.get("labels") or {}).get(NAME_LABEL)))
         by_set.setdefault(key, []).append(pod)
     workloads = await asyncio.gather(*(leader_workload(session, s) for s in sets))
-    trees = [build_tree(s, by_set.get(lws_view(s).key, []), w)
-             for s, w in zip(sets, workloads, strict=True)]
+    trees: list[Node] = [build_tree(s, by_set.get(lws_view(s).key, []), w)
+                         for s, w in zip(sets, workloads, strict=True)]
+    trees += await asyncio.gather(*(read_ds_tree(session.kube, d) for d in disaggregated))
     return sorted(trees, key=lambda t: (t.namespace, t.name))
 
 
@@ -192,20 +215,58 @@ def render(tree: SetNode, paint: Paint) -> list[str]:
     return lines
 
 
-def render_all(trees: Sequence[SetNode], paint: Paint) -> str:
+def render_ds(node: DsNode, paint: Paint) -> list[str]:
+    """A DisaggregatedSet's lines: the set, then each child LeaderWorkerSet (role, slice,
+    revision) with its own tree beneath, then the Services."""
+    conditions = " ".join(f"{t}={s}" for t, s in sorted(node.conditions.items()))
+    counts = {str(e.get("name")): e for e in node.role_statuses}
+    roles = ", ".join(f"{r} ready {int(counts.get(r, {}).get('readyReplicas') or 0)}/"
+                      f"{int(counts.get(r, {}).get('replicas') or 0)}" for r in node.roles)
+    lines = [f"{paint('DisaggregatedSet', 'bold')} {node.namespace}/{node.name}  (roles "
+             f"{roles}; slices {node.slices}; revision {short(node.revision)})"
+             + (f"  {conditions}" if conditions else "")]
+    rows: list[tuple[str, list[str]]] = []
+    for child in node.children:
+        revision = f"revision {child.revision}"
+        if not child.current:
+            revision = paint(revision + " (old)", "magenta")
+        sub = render(child.tree, paint)
+        rows.append((f"role {paint(child.role, 'bold')}  slice {child.slice}  {revision}: "
+                     f"{sub[0]}", sub[1:]))
+    rows += [(f"Service {s.name}  (headless; role {s.role}, revision {s.revision})", [])
+             for s in node.services]
+    if not rows:
+        lines.append("└── (no LeaderWorkerSets)")
+    for i, (head, body) in enumerate(rows):
+        last = i == len(rows) - 1
+        lines.append(f"{'└' if last else '├'}── {head}")
+        lines += [f"{' ' if last else '│'}   {line}" for line in body]
+    return lines
+
+
+def render_node(node: Node, paint: Paint) -> list[str]:
+    return render_ds(node, paint) if isinstance(node, DsNode) else render(node, paint)
+
+
+def render_all(trees: Sequence[Node], paint: Paint) -> str:
     if not trees:
-        return "No LeaderWorkerSets found.\n"
-    return "\n\n".join("\n".join(render(t, paint)) for t in trees) + "\n"
+        return "No LeaderWorkerSets or DisaggregatedSets found.\n"
+    return "\n\n".join("\n".join(render_node(t, paint)) for t in trees) + "\n"
 
 
-def as_data(trees: Sequence[SetNode], single: bool) -> Any:
-    """One set's model, or ``{"items": [...]}`` for every set in scope (like kubectl get)."""
+def node_data(node: Node) -> dict[str, Any]:
+    return ds_tree_data(node) if isinstance(node, DsNode) else tree_data(node)
+
+
+def as_data(trees: Sequence[Node], single: bool) -> Any:
+    """One set's model, or ``{"items": [...]}`` for every set in scope (like kubectl get; a
+    DisaggregatedSet's says ``kind: DisaggregatedSet``)."""
     if single:
-        return tree_data(trees[0])
-    return {"items": [tree_data(t) for t in trees]}
+        return node_data(trees[0])
+    return {"items": [node_data(t) for t in trees]}
 
 
-def draw(trees: Sequence[SetNode], args: argparse.Namespace, out: TextIO) -> str:
+def draw(trees: Sequence[Node], args: argparse.Namespace, out: TextIO) -> str:
     if args.output:
         return dump(as_data(trees, args.name is not None), args.output)
     return render_all(trees, Paint(colour_enabled(out)))
@@ -214,10 +275,10 @@ def draw(trees: Sequence[SetNode], args: argparse.Namespace, out: TextIO) -> str
 async def run(session: Session, args: argparse.Namespace) -> int:
     out = sys.stdout
     try:
-        trees = await read_trees(session, args.name)
-    except NotFound as exc:
+        trees = await read_trees(session, args.name, args.kind)
+    except (NotFound, Ambiguous) as exc:
         print(f"Error: {exc}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(exc, NotFound) else 2
     except ApiException as exc:
         print(f"Error: {exc.status} {exc.reason}", file=sys.stderr)
         return 1
@@ -237,7 +298,7 @@ async def _watch(session: Session, args: argparse.Namespace, out: TextIO, text: 
     while True:
         await asyncio.sleep(1.0)
         try:
-            trees = await read_trees(session, args.name)
+            trees = await read_trees(session, args.name, args.kind)
         except NotFound as exc:  # deleted while watched
             print(f"Error: {exc}", file=sys.stderr)
             return 1

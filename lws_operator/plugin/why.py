@@ -40,6 +40,12 @@ DESCRIPTION = """\
 Say why a LeaderWorkerSet, or one of its groups, is not Ready or not updated: the first
 blocking cause found, with its evidence and, where there is one, the command that fixes it.
 
+For a DisaggregatedSet: its own causes first (NotObserved, RolloutPaused, ScalerMissing: an
+External role without its scaler, RoleMissing: a role without a LeaderWorkerSet of the target
+revision), then the findings of each role LeaderWorkerSet below, marked with its role and name
+(the target revision's first: the coordinated rollout waits on its groups). The first line
+says where the rollout stands, role by role and slice by slice.
+
 Causes looked for, in the order they are reported (what stops everything comes first, then
 each group's first cause):
   NotObserved             the controller has not processed the latest spec (operator down?)
@@ -74,7 +80,7 @@ exit codes:
   0  nothing blocks (the set or group is Ready and updated, or only warnings were found)
   1  a blocking cause was found (printed first)
   2  bad command line
-  3  the LeaderWorkerSet, or the group, does not exist
+  3  the set (LeaderWorkerSet or DisaggregatedSet), or the group or role, does not exist
   4  the API refused or failed a read the diagnosis needs (the set, its pods), the API
      server could not be reached, or the kubeconfig could not be loaded
 
@@ -83,18 +89,21 @@ examples:
   kubectl lws -n serving why my-llm 2     # group 2 only (Hash mode: its group key prefix)
   kubectl lws why my-llm -o yaml          # every finding as data
   kubectl lws why my-llm -o json | jq -r '.findings[0].fix'
+  kubectl lws why my-disaggregated prefill   # a DisaggregatedSet's prefill role only
 """
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "why", help="why a LeaderWorkerSet or group is not Ready or not updated",
+        "why", help="why a LeaderWorkerSet or group (a DisaggregatedSet or role) is not Ready "
+        "or not updated",
         description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", metavar="NAME", help="the LeaderWorkerSet")
+    parser.add_argument("name", metavar="NAME", help="the LeaderWorkerSet or DisaggregatedSet")
     parser.add_argument("group", metavar="GROUP", nargs="?",
                         help="one group: its index (Hash mode: its group key or a prefix of "
-                             "it), or the name of one of its pods")
+                             "it), or the name of one of its pods; for a DisaggregatedSet, "
+                             "one role")
     parser.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
                         help="text for people (default), or the findings as json or yaml")
     parser.set_defaults(run=run, api_error_exit=EXIT_API_ERROR)
@@ -241,6 +250,26 @@ async def run(session: Session, args: argparse.Namespace) -> int:
                      sys.stdout, sys.stderr)
 
 
+async def _why_ds(kube: KubeClient, namespace: str, name: str, role: str | None, output: str,
+                  out: TextIO, err: TextIO) -> int:
+    """NAME is no LeaderWorkerSet: a DisaggregatedSet's diagnosis (``plugin.why_ds``), or not
+    found."""
+    from lws_operator.plugin.disaggregated import ds_path
+    from lws_operator.plugin.why_ds import why_ds
+
+    try:
+        ds = await kube.get(ds_path(namespace, name))
+    except ApiException as exc:
+        print(f"error: reading DisaggregatedSet {namespace}/{name}: {status_message(exc)}",
+              file=err)
+        return EXIT_API_ERROR
+    if ds is None:
+        print(f"error: LeaderWorkerSet or DisaggregatedSet {namespace}/{name} not found",
+              file=err)
+        return EXIT_NOT_FOUND
+    return await why_ds(kube, ds, role, output, out, err)
+
+
 async def why(kube: KubeClient, namespace: str, name: str, group: str | None, output: str,
               out: TextIO, err: TextIO) -> int:
     """The whole command; its exit code."""
@@ -252,8 +281,7 @@ async def why(kube: KubeClient, namespace: str, name: str, group: str | None, ou
               file=err)
         return EXIT_API_ERROR
     if lws is None:
-        print(f"error: LeaderWorkerSet {namespace}/{name} not found", file=err)
-        return EXIT_NOT_FOUND
+        return await _why_ds(kube, namespace, name, group, output, out, err)
     reader = Reader(kube)
     scene = await read_scene(kube, lws, reader)
     if any(s.startswith("pods:") for s in reader.skipped):

@@ -21,18 +21,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     inner = parser.add_subparsers(dest="rollout_command", required=True, metavar="SUBCOMMAND")
     for module in _subcommands():
         module.register(inner)
-    from lws_operator.plugin.cli import _add_globals
-
     for sub in inner.choices.values():
+        # kubectl's global options after the inner subcommand too (``kubectl lws rollout pause
+        # NAME -n ns``) are added by ``cli``, which gives them to every nested parser.
         sub.add_argument("--kind", choices=KINDS, default=None,
                          help="the kind NAME is (default: whichever exists; both is an error)")
-        # kubectl's global options anywhere, after the inner subcommand too (as ``cli`` does
-        # for the top-level ones): ``kubectl lws rollout pause NAME -n ns``.
-        _add_globals(sub, argparse.SUPPRESS)
 
 
 def _subcommands() -> Sequence[ModuleType]:
     """The rollout subcommand modules, in the order ``--help`` lists them."""
-    from lws_operator.plugin.rollout import pause
+    from lws_operator.plugin.rollout import pause, status
 
-    return (pause,)
+    return (status, pause)

@@ -8,7 +8,7 @@ import http.server
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -32,9 +32,10 @@ class FakeCluster(Cluster):
         self.asked.append(("namespaces", scope))
         return ["default", "serving"]
 
-    def sets(self, scope: Scope) -> list[str]:
+    def sets(self, scope: Scope, kinds: Sequence[str] = ("leaderworkerset",)) -> list[str]:
         self.asked.append(("sets", scope))
-        return ["llama", "mistral"]
+        self.kinds = tuple(kinds)
+        return ["llama", "mistral"] + (["disagg"] if "disaggregatedset" in kinds else [])
 
     def groups(self, scope: Scope, name: str) -> list[str]:
         self.asked.append((f"groups of {name}", scope))
@@ -48,7 +49,8 @@ def names(candidates: list[str]) -> list[str]:
 def test_subcommands_with_their_help_and_no_file_names() -> None:
     candidates, directive = complete([""], FakeCluster())
     assert names(candidates) == ["tree", "why", "plan", "rollout", "recover", "restart"]
-    assert candidates[0] == "tree\tshow LeaderWorkerSets as set → groups → pods"
+    assert candidates[0] == ("tree\tshow LeaderWorkerSets as set → groups → pods "
+                             "(DisaggregatedSets: → role sets)")
     assert directive == NO_FILES
     assert complete(["re"], FakeCluster()) == (
         ["recover\trecover a group whose restart budget is exhausted",
@@ -61,7 +63,7 @@ def test_no_words_at_all_is_the_first_word_empty() -> None:
 
 def test_flags_of_the_subcommand_including_the_global_ones() -> None:
     candidates, directive = complete(["tree", "--"], FakeCluster())
-    assert names(candidates) == ["--help", "--watch", "--output", "--namespace",
+    assert names(candidates) == ["--help", "--kind", "--watch", "--output", "--namespace",
                                  "--all-namespaces", "--context", "--kubeconfig"]
     assert directive == NO_FILES
     top = names(complete(["--"], FakeCluster())[0])
@@ -85,6 +87,40 @@ def test_set_names_in_the_namespace_and_context_typed_before() -> None:
     cluster = FakeCluster()
     complete(["tree", "-A", "--kubeconfig=/k", "-nserving", ""], cluster)
     assert cluster.asked == [("sets", Scope("serving", None, "/k", all_namespaces=True))]
+
+
+def test_the_nested_rollout_subcommands_and_their_flags() -> None:
+    candidates, directive = complete(["rollout", ""], FakeCluster())
+    assert "status" in names(candidates)  # beside the other rollout subcommands
+    assert "status\twait for a rollout to complete, printing its progress" in candidates
+    assert "tree" not in names(candidates)
+    assert directive == NO_FILES
+    assert complete(["rollout", "st"], FakeCluster())[0] == [
+        "status\twait for a rollout to complete, printing its progress"]
+    assert names(complete(["rollout", "status", "--"], FakeCluster())[0])[:4] == [
+        "--help", "--timeout", "--watch", "--kind"]
+    assert complete(["rollout", "status", "x", "--watch="], FakeCluster()) == (
+        ["--watch=true", "--watch=false"], NO_FILES)
+    assert complete(["rollout", "status", "x", "--kind", "d"], FakeCluster()) == (
+        ["disaggregatedset"], NO_FILES)
+
+
+@pytest.mark.parametrize(("words", "kinds"), [
+    (["tree", ""], ("leaderworkerset", "disaggregatedset")),
+    (["why", ""], ("leaderworkerset", "disaggregatedset")),
+    (["plan", ""], ("leaderworkerset", "disaggregatedset")),
+    (["rollout", "status", ""], ("leaderworkerset", "disaggregatedset")),
+    (["rollout", "status", "--kind", "disaggregatedset", ""], ("disaggregatedset",)),
+    (["tree", "--kind=leaderworkerset", ""], ("leaderworkerset",)),
+    (["recover", ""], ("leaderworkerset",)),
+    (["restart", ""], ("leaderworkerset",)),
+])
+def test_disaggregatedset_names_where_the_subcommand_takes_one(
+        words: list[str], kinds: tuple[str, ...]) -> None:
+    cluster = FakeCluster()
+    candidates, _ = complete(words, cluster)
+    assert cluster.kinds == kinds
+    assert ("disagg" in candidates) == ("disaggregatedset" in kinds)
 
 
 def test_group_indices_of_the_set_named_before() -> None:
@@ -133,6 +169,11 @@ class Api(http.server.BaseHTTPRequestHandler):
             "/apis/leaderworkerset.x-k8s.io/v1/namespaces/team/leaderworkersets/llama":
                 {"metadata": {"name": "llama"}, "spec": {"replicas": 3}},
             "/api/v1/namespaces": {"items": [{"metadata": {"name": "team"}}]},
+            "/apis/disaggregatedset.x-k8s.io/v1/namespaces/team/disaggregatedsets":
+                {"items": [{"metadata": {"name": "disagg"}}, {"metadata": {"name": "llama"}}]},
+            "/apis/disaggregatedset.x-k8s.io/v1/namespaces/team/disaggregatedsets/disagg":
+                {"metadata": {"name": "disagg"},
+                 "spec": {"roles": [{"name": "prefill"}, {"name": "decode"}]}},
         }
         found = answers.get(self.path.split("?")[0])
         body = json.dumps(found or {"kind": "Status", "code": 404}).encode()
@@ -178,7 +219,12 @@ def test_names_from_the_kubeconfig_and_the_api_server(api: str, tmp_path: Path) 
     assert cluster.groups(scope, "llama") == ["0", "1", "2"]
     assert cluster.groups(scope, "absent") == []
     assert cluster.namespaces(scope) == ["team"]
+    both = ("leaderworkerset", "disaggregatedset")
+    assert cluster.sets(scope, both) == ["disagg", "gemma", "llama"]
+    assert cluster.sets(scope, ("disaggregatedset",)) == ["disagg", "llama"]
+    assert cluster.groups(scope, "disagg") == ["prefill", "decode"]  # a set's roles
     scope.all_namespaces = True
+    assert cluster.sets(scope, both) == ["gemma", "llama"]  # no DisaggregatedSet API there
     assert cluster.sets(scope) == ["gemma", "llama"]
     assert Api.paths[-1].startswith("/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets")
 

@@ -5,18 +5,18 @@ the wheel, installed alone in a fresh virtualenv, runs."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tomllib
-import venv
 from pathlib import Path
 from typing import Any
 
 import grimp
 import pytest
 
+from e2e.harness.plugin_wheel import index_unreachable, install_alone, run
+
 ROOT = Path(__file__).resolve().parents[3]
-PLUGIN = ROOT / "plugin"
+PLUGIN = ROOT / "plugin"  # the same as e2e.harness.plugin_wheel's
 # The two console scripts' modules; the rest is what they import.
 ENTRY_POINTS = ("lws_operator.plugin.cli", "lws_operator.plugin.completion")
 # The operator's dependencies that a laptop must not need (uvloop has no Windows build).
@@ -109,48 +109,30 @@ def test_dependencies_are_what_the_modules_import_pinned_as_the_operator_pins_th
     assert set(plugin["scripts"]) == {"kubectl-lws", "kubectl_complete-lws"}
 
 
-def _run(*args: str | Path, timeout: float = 600, env: dict[str, str] | None = None,
-         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
 @pytest.fixture(scope="module")
 def index_reachable(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Skip unless pip reaches the package index it is configured with: the build fetches
     hatchling from it, and the install the client's dependencies."""
-    probe = _run(sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                 "--disable-pip-version-check", "-d", tmp_path_factory.mktemp("probe"),
-                 "hatchling>=1.33,<2", timeout=120)
-    if probe.returncode != 0:
-        pytest.skip("the package index pip is configured with is unreachable: "
-                    + (probe.stderr.strip().splitlines() or ["no answer"])[-1])
+    why = index_unreachable(tmp_path_factory.mktemp("probe"))
+    if why is not None:
+        pytest.skip(f"the package index pip is configured with is unreachable: {why}")
 
 
 @pytest.mark.usefixtures("index_reachable")
 def test_the_wheel_installed_alone_in_a_fresh_virtualenv_runs(tmp_path: Path) -> None:
-    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
-                 "--disable-pip-version-check", "-w", tmp_path / "dist", PLUGIN)
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp_path / "dist").glob("kubectl_lws-*.whl")
-
-    venv.create(tmp_path / "venv", with_pip=True)
-    bindir = tmp_path / "venv" / ("Scripts" if os.name == "nt" else "bin")
-    python = bindir / ("python.exe" if os.name == "nt" else "python")
-    installed = _run(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                     wheel)
-    assert installed.returncode == 0, installed.stderr
-    listed = _run(python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check")
+    installed = install_alone(tmp_path)
+    python, bindir = installed.python, installed.bindir
+    listed = run(python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check")
     distributions = {line.split("==")[0].lower().replace("_", "-")
                      for line in listed.stdout.splitlines()}
     assert "kubectl-lws" in distributions
     assert not distributions & {"kopf", "uvloop", "cryptography", "prometheus-client",
                                 "httptools", "lws-operator"}
-    assert _run(python, "-m", "pip", "check", "--disable-pip-version-check").returncode == 0
+    assert run(python, "-m", "pip", "check", "--disable-pip-version-check").returncode == 0
 
     # Every module in the wheel imports there (the selection is complete where it runs), and
     # none of the operator's dependencies is importable.
-    check = _run(python, "-c", f"""
+    check = run(python, "-c", f"""
 import importlib, importlib.metadata, importlib.util, sys
 files = importlib.metadata.files("kubectl-lws")
 for f in files:
@@ -163,19 +145,19 @@ print(sum(f.suffix == ".py" for f in files))
     assert int(check.stdout) == len(_selected())
 
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
-    helped = _run(bindir / "kubectl-lws", "--help", env=env)
+    helped = run(bindir / "kubectl-lws", "--help", env=env)
     assert helped.returncode == 0, helped.stderr
     assert "tree" in helped.stdout
     assert "why" in helped.stdout
-    version = _run(bindir / "kubectl-lws", "--version", env=env)
+    version = run(bindir / "kubectl-lws", "--version", env=env)
     assert version.stdout.startswith("kubectl-lws ")
-    unconfigured = _run(bindir / "kubectl-lws", "tree", env=env)
+    unconfigured = run(bindir / "kubectl-lws", "tree", env=env)
     assert unconfigured.returncode == 1
     assert unconfigured.stderr.startswith("error: kubeconfig ")
-    completed = _run(bindir / "kubectl_complete-lws", "tr", env=env)
+    completed = run(bindir / "kubectl_complete-lws", "tr", env=env)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines()[0].startswith("tree\t")
     assert completed.stdout.splitlines()[-1] == ":4"
     # No kubeconfig: the names are not completed, and nothing is said about it.
-    names = _run(bindir / "kubectl_complete-lws", "why", "", env=env)
+    names = run(bindir / "kubectl_complete-lws", "why", "", env=env)
     assert (names.stdout, names.stderr) == (":4\n", "")

@@ -162,6 +162,9 @@ def test_every_subcommand_has_complete_help(command: str,
     (["tree", "-A"], None, True, None),  # kubectl's options after the subcommand, too
     (["-n", "a", "tree", "-n", "b", "--kubeconfig", "k"], "b", False, "k"),
     (["-A", "--kubeconfig", "k", "tree", "x"], None, True, "k"),
+    # and after a nested subcommand's
+    (["-n", "a", "rollout", "status", "x", "-n", "b", "--kubeconfig", "k"], "b", False, "k"),
+    (["--kubeconfig", "k", "rollout", "-n", "b", "status", "x"], "b", False, "k"),
 ])
 def test_global_options_before_or_after_the_subcommand(
         argv: list[str], namespace: str | None, everywhere: bool, kubeconfig: str | None) -> None:
