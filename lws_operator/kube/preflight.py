@@ -117,7 +117,7 @@ def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: st
                  ("apps", "deployments", ("list", "watch", "patch")),  # Hash leaders
                  ("", "pods", ("list", "watch", "patch", "delete")),
                  ("", "services", ("list", "watch", "create")),
-                 ("apps", "controllerrevisions", ("list", "watch", "create", "delete"))]
+                 ("apps", "controllerrevisions", ("list", "watch", "create", "patch", "delete"))]
         out += [Permission(verb, group, resource)
                 for group, resource, verbs in kinds for verb in verbs]
         out.append(Permission("patch", GROUP, PLURAL, "status"))

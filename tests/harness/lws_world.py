@@ -4,9 +4,10 @@ real watch cache, built as production builds them, and one pass planned over it.
 ``plan_pass`` runs the pass (``logic.leaderworkerset.pipeline.reconcile``) with a ``run`` that does
 what the controller's runner does, with no API server: before each step it builds the snapshot from
 the cache, and it stores what a create or an apply would leave in the cache (the object planned,
-with a UID), as the executor stores the answers, so later steps see them; a status patch is stored
-too. Deletes and other patches only appear in the plan (a pass that makes one ends, or moves on
-without reading it back). The result is the pass's actions in order, each as one short line.
+with a UID), as the executor stores the answers, so later steps see them; a patch of a set, a
+pod or a ControllerRevision is stored too. Deletes and other patches only appear in the plan
+(a pass that makes one ends, or moves on without reading it back). The result is the pass's
+actions in order, each as one short line.
 """
 
 from __future__ import annotations
@@ -212,12 +213,13 @@ def _store(world: World, action: Any) -> None:
                 meta["uid"] = meta_of(live).get("uid")
                 body["status"] = live.get("status")
         world.cache[kind].upsert(body)
-    elif isinstance(action, Patch) and kind in ("LeaderWorkerSet", "Pod"):
+    elif isinstance(action, Patch) and kind in ("LeaderWorkerSet", "Pod", "ControllerRevision"):
         live = world.cache[kind].get(NAMESPACE, action.name)
         if live is None:
             return
         obj = _merged(copy.deepcopy(live), action.body, action.strategic)
-        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"].get("resourceVersion")
+                                                      or 0) + 1)
         world.cache[kind].upsert(obj)
 
 
