@@ -60,15 +60,11 @@ from lws_operator.api.constants import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, lws_view, revision_of
 from lws_operator.logic.identity import history
-from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.identity.revision import restore_spec_patch
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import epoch_seconds, labels_of, meta_of, name_of
 from lws_operator.logic.rollout.pacing import GroupState
 from lws_operator.logic.status.set_status import GroupCounts, merge_conditions, select_conditions
-
-# Fields of leaderWorkerTemplate the controller reads from the live object and revisions leave
-# out (``logic.identity.revision``): a rollback keeps the live values.
-_CONTROLLER_ONLY = ("maxGroupRestarts", "restartBackoff")
 
 
 def deadline_seconds(lws: LWS) -> int | None:
@@ -332,36 +328,12 @@ def rollback_target(lws: LWS, revisions: Iterable[Mapping[str, Any]],
     return rollback_choice(lws, revisions, current_key).target
 
 
-def merge_patch(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) turning ``old`` into ``new``: removed keys are null.
-    Custom resources take no strategic merge patch, so a revision's ``$patch: replace`` is
-    carried out as this."""
-    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
-        return new
-    out: dict[str, Any] = {key: None for key in old if key not in new}
-    for key, value in new.items():
-        if key not in old:
-            out[key] = value
-        elif old[key] != value:
-            out[key] = merge_patch(old[key], value)
-    return out
-
-
 def rollback_body(lws: LWS, revision: Mapping[str, Any], current_key: str) -> dict[str, Any]:
     """The merge patch putting ``revision``'s templates back onto ``lws``, guarded by its
     resourceVersion, with the revision rolled back from recorded (:func:`rollback_target`).
     The controller-only fields of the live template are kept."""
     view = lws_view(lws)
-    restored = apply_revision(view.raw, dict(revision.get("data") or {}))
-    spec = dict(restored.get("spec") or {})
-    template = dict(spec.get("leaderWorkerTemplate") or {})
-    for field in _CONTROLLER_ONLY:
-        if field in view.template:
-            template[field] = view.template[field]
-    live_spec = view.raw.get("spec") or {}
-    patch = {key: merge_patch(live_spec.get(key), value) for key, value in
-             (("leaderWorkerTemplate", template), ("networkConfig", spec.get("networkConfig")))
-             if value is not None and live_spec.get(key) != value}
+    patch = restore_spec_patch(view.raw, dict(revision.get("data") or {}))
     return {"metadata": {"resourceVersion": view.resource_version,
                          "annotations": {ROLLED_BACK_FROM_ANNOTATION: current_key}},
             "spec": patch}

@@ -16,7 +16,7 @@ from lws_operator.api.constants import (
     ROLLED_BACK_FROM_ANNOTATION,
 )
 from lws_operator.api.validation import validate
-from lws_operator.logic.identity.revision import revision_key
+from lws_operator.logic.identity.revision import merge_patch, revision_key
 from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.rollout import deadline as dl
 from lws_operator.logic.rollout.pacing import GroupState
@@ -380,7 +380,7 @@ def test_the_rollback_write_restores_the_revision_and_keeps_the_controller_field
     ({"a": 1}, {"a": 1, "c": {"d": 1}}, {"c": {"d": 1}}),
 ])
 def test_merge_patch(old: dict[str, Any], new: dict[str, Any], patch: dict[str, Any]) -> None:
-    assert dl.merge_patch(old, new) == patch
+    assert merge_patch(old, new) == patch
     assert _merge(old, patch) == new
 
 
