@@ -27,5 +27,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _subcommands() -> Sequence[ModuleType]:
-    """The rollout subcommand modules, in the order ``--help`` lists them."""
-    return ()
+    """The rollout subcommand modules, in the order ``--help`` lists them (imported here: they
+    import this package's ``target``)."""
+    from lws_operator.plugin.rollout import history, undo
+
+    return (history, undo)
