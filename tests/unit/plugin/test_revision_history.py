@@ -59,9 +59,12 @@ def test_the_table() -> None:
     lines = text.splitlines()
     assert lines[0].split() == ["REVISION", "HASH", "CREATED", "EVER-FULLY-READY",
                                 "CHANGE-CAUSE"]
-    assert lines[1].split()[0] == "1" and lines[1].endswith("<none>")
-    assert f"yes, {READY_AT}" in lines[2] and lines[2].endswith("image 2")
-    assert lines[3].startswith("3 (current)") and " no " in lines[3]
+    assert lines[1].split()[0] == "1"
+    assert lines[1].endswith("<none>")
+    assert f"yes, {READY_AT}" in lines[2]
+    assert lines[2].endswith("image 2")
+    assert lines[3].startswith("3 (current)")
+    assert " no " in lines[3]
     assert lines[3].endswith("image 3")
     assert rh.rows(lws("app:3"), HISTORY)[2].as_data()["everFullyReady"] is False
 
@@ -114,7 +117,8 @@ def test_the_undo_patch_puts_the_templates_and_the_cause_back() -> None:
     # The controller-only fields are the live set's, not in any revision.
     assert after["spec"]["leaderWorkerTemplate"]["restartBackoff"] == {"baseSeconds": 5}
     assert after["spec"]["leaderWorkerTemplate"]["maxGroupRestarts"] == 3
-    assert after["spec"]["replicas"] == 2 and after["metadata"]["name"] == "sample"
+    assert after["spec"]["replicas"] == 2
+    assert after["metadata"]["name"] == "sample"
 
 
 def test_an_undo_to_a_revision_without_a_cause_removes_the_sets() -> None:
