@@ -4,9 +4,10 @@ real watch cache, built as production builds them, and one pass planned over it.
 ``plan_pass`` runs the pass (``logic.leaderworkerset.pipeline.reconcile``) with a ``run`` that does
 what the controller's runner does, with no API server: before each step it builds the snapshot from
 the cache, and it stores what a create or an apply would leave in the cache (the object planned,
-with a UID), as the executor stores the answers, so later steps see them; a patch of a set, a
-pod or a ControllerRevision is stored too. Deletes and other patches only appear in the plan
-(a pass that makes one ends, or moves on without reading it back). The result is the pass's
+with a UID), as the executor stores the answers, so later steps see them; a patch of a set or
+a pod, and an update (of a ControllerRevision) unless its resourceVersion is stale, are stored
+too. Deletes and other patches only appear in the plan (a pass that makes one ends, or moves on
+without reading it back). The result is the pass's
 actions in order, each as one short line.
 """
 
@@ -27,7 +28,16 @@ from lws_operator.logic.leaderworkerset.pipeline import configuration, reconcile
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.providers import none
-from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Plan, Planned, Record
+from lws_operator.logic.reconcile.plan import (
+    Apply,
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Planned,
+    Record,
+    Update,
+)
 from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
 from tests.harness.as_operated import NAMESPACE, cached, created_pod, running, stored_lws
@@ -176,6 +186,8 @@ def _line(action: Any) -> str:
     if isinstance(action, Patch):
         what = "status" if action.subresource == "status" else "patch"
         return f"{what} {kind} {action.name}"
+    if isinstance(action, Update):
+        return f"update {kind} {action.name}"
     assert isinstance(action, Delete)
     return f"delete {kind} {action.name}"
 
@@ -213,7 +225,16 @@ def _store(world: World, action: Any) -> None:
                 meta["uid"] = meta_of(live).get("uid")
                 body["status"] = live.get("status")
         world.cache[kind].upsert(body)
-    elif isinstance(action, Patch) and kind in ("LeaderWorkerSet", "Pod", "ControllerRevision"):
+    elif isinstance(action, Update):
+        live = world.cache[kind].get(NAMESPACE, action.name)
+        if live is None or meta_of(live).get("resourceVersion") != meta_of(
+                action.body).get("resourceVersion"):
+            return  # gone or changed: the API server's 404 or 409
+        body = copy.deepcopy(dict(action.body))
+        body["metadata"]["resourceVersion"] = str(int(body["metadata"].get("resourceVersion")
+                                                      or 0) + 1)
+        world.cache[kind].upsert(body)
+    elif isinstance(action, Patch) and kind in ("LeaderWorkerSet", "Pod"):
         live = world.cache[kind].get(NAMESPACE, action.name)
         if live is None:
             return

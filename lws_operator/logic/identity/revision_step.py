@@ -14,14 +14,12 @@ from typing import Any
 
 from lws_operator.logic.identity.history import current_revision_patch, revision_for_key
 from lws_operator.logic.identity.revision_decision import decide_revision
-from lws_operator.logic.objects.meta import name_of
+from lws_operator.logic.identity.writes import revision_update
 from lws_operator.logic.reconcile.plan import (
     CREATE_IF_ABSENT,
-    GONE_OR_CHANGED_SKIP,
     Action,
     Common,
     Create,
-    Patch,
     Plan,
     Planned,
     Record,
@@ -55,10 +53,9 @@ def step(obs: Observed, hashed: bool) -> Planned[Revision]:
         revisions.append(decision.create)
     else:
         patch = current_revision_patch(obs.body, revisions, decision.current_key)
-        if patch is not None:
-            current = revision_for_key(revisions, decision.current_key)
-            actions.append(Patch(target, name_of(current), patch,
-                                 common=Common(policy=GONE_OR_CHANGED_SKIP)))
+        current = revision_for_key(revisions, decision.current_key)
+        if patch is not None and current is not None:
+            actions.append(revision_update(obs.lws.namespace, current, patch))
     actions += [Record(event) for event in decision.events]
     return Planned(Plan(tuple(actions)),
                    Revision(decision.current_key, decision.updated, tuple(revisions)))

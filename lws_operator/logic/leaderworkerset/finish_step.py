@@ -25,6 +25,7 @@ from lws_operator.logic.failures.restart import apply_unschedulable
 from lws_operator.logic.failures.restart_budget import apply_degraded, read_counts, settled_counts
 from lws_operator.logic.failures.writes import counts_patch
 from lws_operator.logic.identity import history
+from lws_operator.logic.identity.writes import revision_update
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import gang
@@ -34,7 +35,6 @@ from lws_operator.logic.reconcile.plan import (
     Action,
     Common,
     Delete,
-    Patch,
     Plan,
     apps,
     earliest,
@@ -115,12 +115,12 @@ def _history(obs: Observed, key: str, revisions: tuple[Mapping[str, Any], ...],
         return []
     target = apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision")
     actions: list[Action] = []
-    current = history.revision_for_key(revisions, key)
+    # The cached revision as it is now (this pass's revision step may have updated it).
+    current = history.revision_for_key(obs.own_revisions, key)
     mark = history.fully_ready_patch(current, obs.now) \
         if history.fully_ready(update_done, obs.lws.replicas) else None
     if current is not None and mark is not None:
-        actions.append(Patch(target, name_of(current), mark,
-                             common=Common(policy=GONE_OR_CHANGED_SKIP)))
+        actions.append(revision_update(obs.lws.namespace, current, mark))
     actions += [Delete(target, name_of(revision), str(meta_of(revision).get("uid")),
                        forget=revision, common=Common(policy=GONE_OR_CHANGED_SKIP))
                 for revision in history.to_prune(revisions, key, history.history_limit(obs.body))]

@@ -17,7 +17,7 @@ from lws_operator.api.constants import (
 )
 from lws_operator.logic.identity.revision import revision_key
 from lws_operator.logic.identity.revision_decision import controller_revision
-from lws_operator.logic.reconcile.plan import Delete, Patch
+from lws_operator.logic.reconcile.plan import Delete, Update
 from tests.harness import lws_world as rw
 from tests.harness.lws_world import World, at_rest, built_world, manifest, plan_pass
 
@@ -48,10 +48,21 @@ def with_history(world: World, older: int, current: int | None = None) -> World:
 
 
 def revision_writes(planned: rw.Pass) -> list[tuple[str, str, Any]]:
-    return [("delete" if isinstance(a, Delete) else "patch", a.name,
-             None if isinstance(a, Delete) else a.body)
-            for a in planned.actions if isinstance(a, (Delete, Patch))
-            and a.target.kind == "ControllerRevision"]
+    """Each write of a ControllerRevision: deleted, or updated (the merge patch the update
+    falls back to: what it changes)."""
+    return [("delete", a.name, None) if isinstance(a, Delete) else
+            ("patch", a.name, _change(a.fallback.body))
+            for a in planned.actions if isinstance(a, (Delete, Update))
+            and a.target.kind == "ControllerRevision" and (isinstance(a, Delete) or a.fallback)]
+
+
+def _change(body: Any) -> Any:
+    """The patch without its resourceVersion guard."""
+    out = copy.deepcopy(dict(body))
+    out["metadata"].pop("resourceVersion", None)
+    if not out["metadata"]:
+        out.pop("metadata")
+    return out
 
 
 def own_name(world: World) -> str:
