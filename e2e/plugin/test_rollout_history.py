@@ -33,10 +33,12 @@ def body(name: str, image: str, cause: str, annotations: dict[str, str] | None =
 
 
 async def revisions(op: Operator, name: str) -> list[dict[str, Any]]:
-    """The set's ControllerRevisions not being deleted, by number."""
+    """The set's ControllerRevisions not being deleted, by number (not its StatefulSets',
+    which carry its name label too)."""
     found = await op.kube.list("apps/v1", "ControllerRevision", op.namespace,
                                label_selector=f"{P}name={name}")
-    return sorted((r for r in found if not r["metadata"].get("deletionTimestamp")),
+    return sorted((r for r in found if not r["metadata"].get("deletionTimestamp")
+                   and r["metadata"]["ownerReferences"][0]["kind"] == KIND),
                   key=lambda r: r["revision"])
 
 
@@ -69,7 +71,16 @@ async def rolled_out(op: Operator, name: str, image: str, numbers: list[int]) ->
                 and [r["revision"] for r in kept] == numbers
                 and READY_AT in (kept[-1]["metadata"].get("annotations") or {}))
 
-    await wait_for(done, timeout=120, what=f"{name} rolled out on {image}, revisions {numbers}")
+    try:
+        await wait_for(done, timeout=120,
+                       what=f"{name} rolled out on {image}, revisions {numbers}")
+    except AssertionError:  # what was there instead, in the test's output
+        pods = await pods_of(op, name)
+        print([(p["metadata"]["name"], is_ready(p), images([p])) for p in pods])
+        print((await get_lws(op, name)).get("status"))
+        print([(r["revision"], r["metadata"].get("annotations"))
+               for r in await revisions(op, name)])
+        raise
 
 
 def table(out: str) -> list[list[str]]:
