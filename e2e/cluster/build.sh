@@ -152,6 +152,13 @@ build_helm() {
   "$out/bin/helm" version --short >&2
 }
 
+# One build at a time per cache: two at once (make in two checkouts, a test starting a cluster while
+# make builds) would share each component's bin.tmp and src directories. The second waits, then
+# finds the binaries built and returns.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.build.lock"
+flock 9
+
 what=${1:-all}
 case "$what" in
   etcd) build_etcd ;;

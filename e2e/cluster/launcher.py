@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -36,12 +35,12 @@ from pathlib import Path
 import yaml
 
 from . import node as real_node
+from .host import HERE, cache_root, free_port, terminate, versions
 from .nodes import NodeLayout, node_manifests
 from .pki import Pki, ensure_pki
 from .stages import STORAGE_CLASS, kwok_configuration, render_stages
 
 REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 TIERS = ("api", "full", "node")
 WITH_CONTROLLERS = ("full", "node")  # the tiers with kcm, scheduler and kwok
 CRD_FILE = REPO / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
@@ -85,21 +84,6 @@ CONTROLLERS = (
 )
 
 
-def versions() -> dict[str, str]:
-    """The pinned versions in ``versions.env`` (shared with ``build.sh``)."""
-    out = {}
-    for line in (HERE / "versions.env").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            out[key] = value
-    return out
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("LWS_CACHE", Path.home() / ".cache" / "lws-operator"))
-
-
 @dataclass(frozen=True)
 class Binaries:
     """Where the pinned, cached builds live (see ``build.sh``)."""
@@ -133,13 +117,6 @@ def ensure_built() -> Binaries:
     if bins.missing():
         subprocess.run(["bash", str(HERE / "build.sh"), "all"], check=True)
     return bins
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -245,7 +222,7 @@ class LocalCluster:
             pid_file = self.pids / f"{name}.pid"
             pid = self._live_pid(name)
             if pid is not None:
-                _terminate(pid)
+                terminate(pid)
             pid_file.unlink(missing_ok=True)
 
     def state(self) -> State | None:
@@ -318,7 +295,7 @@ class LocalCluster:
             if kill:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            _terminate(pid, grace=grace)
+            terminate(pid, grace=grace)
         (self.pids / "kube-apiserver.pid").unlink(missing_ok=True)
 
     def start_apiserver(self, timeout: float = 120.0) -> None:
@@ -358,7 +335,7 @@ class LocalCluster:
             if pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                _terminate(pid)
+                terminate(pid)
             (self.pids / f"{name}.pid").unlink(missing_ok=True)
             kubeconfig.unlink(missing_ok=True)
 
@@ -397,7 +374,7 @@ class LocalCluster:
                   "kube-scheduler": self._start_scheduler, "kwok": self._start_kwok}
         pid = self._live_pid(name)
         if pid is not None:
-            _terminate(pid)
+            terminate(pid)
         starts[name](state)
         if name != "kwok":
             self._wait_healthz(state, name, time.monotonic() + timeout)
@@ -728,20 +705,3 @@ class LocalCluster:
             lines = log.read_text(errors="replace").splitlines()[-25:]
             print(f"--- {log.name} (last {len(lines)} lines)", file=sys.stderr)
             print("\n".join(lines), file=sys.stderr)
-
-
-def _terminate(pid: int, grace: float = 10.0) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        # Reap it if it is our own child (a launcher that stayed alive, as in pytest).
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)

@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .containerd import CNI_NETWORK, Runtime, build_images, ensure_packages
+from .host import HERE, cache_root, free_port, terminate, versions
 from .pki import Pki, issue_cert
 
 if TYPE_CHECKING:
@@ -363,8 +364,6 @@ def start(cluster: LocalCluster, state: State, deadline: float, bin_dir: Path,
           image_cache: Path) -> None:
     """Start containerd, import the pause and probe images, start the kubelet and kube-proxy,
     and wait until the node is Ready and kube-proxy has synced its rules."""
-    from .launcher import free_port
-
     pki = Pki(cluster.dir / "pki")
     port = state.ports["apiserver"]
     ports = {n: free_port() for n in ("kubelet", "kubelet-healthz", "kube-proxy-healthz",
@@ -456,8 +455,6 @@ def healthy(cluster: LocalCluster) -> bool:
 
 def stop(cluster: LocalCluster) -> None:
     """Stop this cluster's node processes and, if it holds the claim, undo the host changes."""
-    from .launcher import _terminate
-
     ours = holds(cluster.dir)
     if not ours and not any(cluster.running(name) for name in PROCESSES):
         return
@@ -466,7 +463,7 @@ def stop(cluster: LocalCluster) -> None:
         if name == "containerd" and ours:
             _kill_containers()
         if pid is not None:
-            _terminate(pid)
+            terminate(pid)
         (cluster.pids / f"{name}.pid").unlink(missing_ok=True)
     if holds(cluster.dir):
         release(HostRecord.load())
@@ -646,8 +643,6 @@ def _ours(entry: Path) -> bool:
 
 def ensure_node_built() -> Path:
     """The kubelet and kube-proxy of the pinned Kubernetes, built into the cache if missing."""
-    from .launcher import HERE, cache_root, versions
-
     out = cache_root() / "k8s-node" / f"v{versions()['K8S_VERSION']}" / "bin"
     if not ((out / "kubelet").exists() and (out / "kube-proxy").exists()):
         subprocess.run(["bash", str(HERE / "build.sh"), "node"], check=True)
@@ -655,8 +650,6 @@ def ensure_node_built() -> Path:
 
 
 def image_cache() -> Path:
-    from .launcher import cache_root, versions
-
     return cache_root() / "k8s-node" / f"v{versions()['K8S_VERSION']}" / "images"
 
 

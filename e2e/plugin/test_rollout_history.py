@@ -135,7 +135,7 @@ async def test_undo_rolls_back_and_history_shows_it(
     generation = (await get_lws(operator, name))["metadata"]["generation"]
     refused = await kubectl_lws("rollout", "undo", name, "--to-revision=2")
     assert refused.code == 1
-    assert refused.err.strip() == (f'Error: revision 2 of LeaderWorkerSet "{name}" does not '
+    assert refused.err.strip() == (f'error: revision 2 of LeaderWorkerSet "{name}" does not '
                                    "exist (pruned beyond the history limit, or never made); "
                                    "revisions kept: 3, 4, 5")
     assert (await get_lws(operator, name))["metadata"]["generation"] == generation

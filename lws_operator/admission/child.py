@@ -22,12 +22,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from prometheus_client.metrics import disable_created_metrics
-from prometheus_client.registry import CollectorRegistry
-
 from lws_operator.admission import review
-from lws_operator.admission.metrics import WebhookMetrics
-from lws_operator.admission.process import (
+from lws_operator.admission.counts import WebhookCounts
+from lws_operator.admission.protocol import (
     CERTIFICATE,
     EVICTION,
     EVICTION_FORWARD_TIMEOUT,
@@ -75,15 +72,14 @@ class ParentEvictions:
 
 async def serve(settings: ChildSettings, control: socket.socket,
                 listeners: list[socket.socket]) -> None:
-    disable_created_metrics()  # as the parent's registry (kube.metrics)
-    registry = CollectorRegistry()
+    counts = WebhookCounts()  # served by the parent (admission.counts)
     tls = ServingTLS(settings.tls_min_version, settings.tls_ciphers)
     reader, writer = await asyncio.open_unix_connection(sock=control)
     evictions = ParentEvictions(writer)
     server = AdmissionServer(
         tls=tls, handlers=review.serving_handlers(settings.scheduler_provider,
                                                   evictions.handle),
-        host=settings.host, port=settings.port, metrics=WebhookMetrics(registry),
+        host=settings.host, port=settings.port, metrics=counts,
         shutdown_timeout=settings.shutdown_timeout)
     server.adopt(listeners)
     # Everything imported so far lives as long as the process: keep it out of the collector's
@@ -100,7 +96,7 @@ async def serve(settings: ChildSettings, control: socket.socket,
             elif kind == EVICTION:
                 evictions.answered(message[1], message[2])
             elif kind == METRICS:
-                await send(writer, (METRICS, list(registry.collect())))
+                await send(writer, (METRICS, counts.snapshot()))
             elif kind == STOP:
                 break
         else:

@@ -54,7 +54,7 @@ from urllib.parse import quote
 
 from prometheus_client import CollectorRegistry
 
-from lws_operator.admission.review import allowed, denied
+from lws_operator.admission.answers import allowed, denied
 from lws_operator.api import disruption
 from lws_operator.api.constants import (
     EVENT_ACTION_DELETE,

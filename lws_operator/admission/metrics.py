@@ -9,19 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics import Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
 
-# controller-runtime's buckets (Prometheus' defaults) and three below 5 ms, where admissions
-# are answered: without them every answer falls in one bucket and a p99 says nothing.
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, *Histogram.DEFAULT_BUCKETS)
+from lws_operator.admission.counts import FAILURE_CODES, LATENCY_BUCKETS, Snapshot
 
+__all__ = ["FAILURE_CODES", "LATENCY_BUCKETS", "CertificateMetrics", "ReadinessCollector",
+           "WebhookMetrics", "child_families"]
 
-# The codes of a failed admission (controller-runtime's ``Errored``): a request that could not
-# be read (400) and a handler that raised (500). Refusals by policy (403, the eviction budget's
-# 429) are answers, not failures.
-FAILURE_CODES = (400, 500)
+# Name and help of each webhook metric, shared by ``WebhookMetrics`` and ``child_families``.
+REQUESTS = ("controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code.")
+LATENCY = ("controller_runtime_webhook_latency_seconds",
+           "Histogram of the latency of processing admission requests")
+IN_FLIGHT = ("controller_runtime_webhook_requests_in_flight",
+             "Current number of admission requests being served.")
+CONNECTIONS = ("lws_operator_webhook_connections_accepted_total",
+               "TCP connections accepted by the admission webhook server (each one a TLS "
+               "handshake).")
+FAILURES = ("lws_operator_webhook_failures_total",
+            "Admission requests answered with a failure (400: unreadable, 500: the webhook "
+            "raised), by webhook path and code.")
 
 
 class WebhookMetrics:
@@ -36,26 +47,36 @@ class WebhookMetrics:
     Fail`` each one refused a LeaderWorkerSet write or pod."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            "controller_runtime_webhook_requests_total",
-            "Total number of admission requests by HTTP status code.",
-            ["webhook", "code"], registry=registry)
-        self.latency = Histogram(
-            "controller_runtime_webhook_latency_seconds",
-            "Histogram of the latency of processing admission requests",
-            ["webhook"], registry=registry, buckets=LATENCY_BUCKETS)
-        self.in_flight = Gauge(
-            "controller_runtime_webhook_requests_in_flight",
-            "Current number of admission requests being served.",
-            ["webhook"], registry=registry)
-        self.connections = Counter(
-            "lws_operator_webhook_connections_accepted_total",
-            "TCP connections accepted by the admission webhook server (each one a TLS "
-            "handshake).", registry=registry)
-        self.failures = Counter(
-            "lws_operator_webhook_failures_total",
-            "Admission requests answered with a failure (400: unreadable, 500: the webhook "
-            "raised), by webhook path and code.", ["webhook", "code"], registry=registry)
+        self.requests = Counter(*REQUESTS, ["webhook", "code"], registry=registry)
+        self.latency = Histogram(*LATENCY, ["webhook"], registry=registry,
+                                 buckets=LATENCY_BUCKETS)
+        self.in_flight = Gauge(*IN_FLIGHT, ["webhook"], registry=registry)
+        self.connections = Counter(*CONNECTIONS, registry=registry)
+        self.failures = Counter(*FAILURES, ["webhook", "code"], registry=registry)
+
+
+def child_families(snapshot: Snapshot) -> list[Metric]:
+    """The families ``WebhookMetrics`` would export for the admission process's counts
+    (``admission.counts.WebhookCounts.snapshot``), in the same order: the parent serves them."""
+    requests = CounterMetricFamily(*REQUESTS, labels=["webhook", "code"])
+    for key, value in snapshot["requests"]:
+        requests.add_metric(key, value)
+    latency = HistogramMetricFamily(*LATENCY, labels=["webhook"])
+    bounds = [floatToGoString(b) for b in LATENCY_BUCKETS]
+    for key, counts, total in snapshot["latency"]:
+        cumulative, running = [], 0.0
+        for bound, count in zip(bounds, counts, strict=True):
+            running += count
+            cumulative.append((bound, running))
+        latency.add_metric(key, cumulative, total)
+    in_flight = GaugeMetricFamily(*IN_FLIGHT, labels=["webhook"])
+    for key, value in snapshot["in_flight"]:
+        in_flight.add_metric(key, value)
+    connections = CounterMetricFamily(*CONNECTIONS, value=snapshot["connections"])
+    failures = CounterMetricFamily(*FAILURES, labels=["webhook", "code"])
+    for key, value in snapshot["failures"]:
+        failures.add_metric(key, value)
+    return [requests, latency, in_flight, connections, failures]
 
 
 class CertificateMetrics(Collector):

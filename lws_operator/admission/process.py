@@ -34,85 +34,54 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import os
-import pickle
 import socket
-import struct
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from lws_operator.admission.counts import Snapshot
 from lws_operator.admission.listener import bind, close
+from lws_operator.admission.metrics import child_families
+from lws_operator.admission.protocol import (
+    CERTIFICATE,
+    EVICTION,
+    EVICTION_FORWARD_TIMEOUT,
+    METRICS,
+    SERVING,
+    STOP,
+    ChildSettings,
+    fingerprint,
+    inherited_sockets,
+    receive,
+    send,
+)
+
+__all__ = [  # the wire's names, for callers that know only this module
+    "CERTIFICATE", "EVICTION", "EVICTION_FORWARD_TIMEOUT", "METRICS", "SERVING", "STOP",
+    "AdmissionProcess", "ChildMetrics", "ChildSettings", "fingerprint", "inherited_sockets",
+    "receive", "send",
+]
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct("!I")
-# Messages, as tuples whose first item names them.
-CERTIFICATE = "certificate"  # parent -> child: (cert PEM, key PEM)
-SERVING = "serving"  # child -> parent: the SHA-256 of the certificate now served
-METRICS = "metrics"  # parent -> child: a request; child -> parent: the metric families
-STOP = "stop"  # parent -> child: drain and exit
-# child -> parent: (id, AdmissionRequest) of an eviction; parent -> child: (id, response).
-EVICTION = "eviction"
-# Seconds the child waits for the parent's eviction answer before allowing the eviction, as
-# the webhook's failurePolicy Ignore would (its timeout is longer, so the API server hears
-# this answer rather than its own timeout).
-EVICTION_FORWARD_TIMEOUT = 3.0
 _ANSWER_TIMEOUT = 30.0
 _METRICS_TIMEOUT = 2.0
 
 
-@dataclass(frozen=True)
-class ChildSettings:
-    """What the child needs to serve (everything else stays in the parent)."""
-
-    host: str
-    port: int
-    scheduler_provider: str | None = None
-    tls_min_version: str | None = None
-    tls_ciphers: str | None = None
-    shutdown_timeout: float = 10.0
-    log_level: str = "info"
-    log_format: str = "text"
-
-
-def fingerprint(cert_pem: bytes) -> str:
-    return hashlib.sha256(cert_pem).hexdigest()
-
-
-async def send(writer: asyncio.StreamWriter, message: tuple[Any, ...]) -> None:
-    """One message: its length, then its pickle (both ends are this package, over a socket
-    pair nobody else holds)."""
-    data = pickle.dumps(message)
-    writer.write(_HEADER.pack(len(data)) + data)
-    await writer.drain()
-
-
-async def receive(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
-    """The next message, or None at the end of the stream (the other side is gone)."""
-    try:
-        header = await reader.readexactly(_HEADER.size)
-        data = await reader.readexactly(_HEADER.unpack(header)[0])
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return None
-    message: tuple[Any, ...] = pickle.loads(data)  # only this package writes to the pair
-    return message
-
-
 class ChildMetrics(Collector):
-    """The child's metric families as last fetched, served from the parent's registry."""
+    """The child's counts as last fetched (``admission.counts``), served from the parent's
+    registry as the metric families the child would have exported."""
 
     def __init__(self) -> None:
-        self.families: list[Metric] = []
+        self.snapshot: Snapshot | None = None
 
     def collect(self) -> Iterable[Metric]:
-        return list(self.families)
+        return child_families(self.snapshot) if self.snapshot is not None else []
 
     def describe(self) -> Iterable[Metric]:
         return []  # unknown until the child answers: no name check at registration
@@ -207,7 +176,7 @@ class AdmissionProcess:
         if kind == SERVING:
             self._serving = message[1]
         elif kind == METRICS:
-            self.metrics.families = message[1]
+            self.metrics.snapshot = message[1]
         future = self._answers.pop(kind, None)
         if future is not None and not future.done():
             future.set_result(message[1])
@@ -313,12 +282,3 @@ def _encode(settings: dict[str, Any]) -> str:
     import json
 
     return json.dumps(settings, separators=(",", ":"))
-
-
-def inherited_sockets(fds: Sequence[int]) -> list[socket.socket]:
-    """The bound sockets the parent handed over, by descriptor."""
-    out = []
-    for fd in fds:
-        os.set_inheritable(fd, False)
-        out.append(socket.socket(fileno=fd))
-    return out

@@ -24,11 +24,11 @@ JSON is read and written with orjson where it can (``load``, ``dump``: ``api.jso
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from lws_operator.admission.answers import allowed, denied
 from lws_operator.admission.patch import diff
 from lws_operator.api import defaults, disaggregated, disaggregated_validation, validation
 from lws_operator.api.constants import (
@@ -38,7 +38,6 @@ from lws_operator.api.constants import (
     VALIDATE_LWS_PATH,
     VALIDATE_POD_PATH,
 )
-from lws_operator.api.json_codec import dumps as dump
 from lws_operator.api.json_codec import loads as load
 from lws_operator.logic.mutation import pod as pod_mutation
 
@@ -51,21 +50,6 @@ AsyncHandler = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 class BadRequest(ValueError):
     """The AdmissionReview itself is malformed (answered with code 400)."""
-
-
-def allowed(patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    response: dict[str, Any] = {"allowed": True}
-    if patch:
-        response["patch"] = base64.b64encode(dump(patch)).decode()
-        response["patchType"] = "JSONPatch"
-    return response
-
-
-def denied(code: int, message: str, reason: str | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {"status": "Failure", "message": message, "code": code}
-    if reason:
-        status["reason"] = reason
-    return {"allowed": False, "status": status}
 
 
 def forbidden(message: str) -> dict[str, Any]:

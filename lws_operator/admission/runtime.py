@@ -29,15 +29,14 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from lws_operator.admission import registration, review
+from lws_operator.admission import registration
 from lws_operator.admission.eviction import EvictionEndpoint
 from lws_operator.admission.metrics import CertificateMetrics, WebhookMetrics
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
-from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 from lws_operator.api.constants import MUTATE_POD_PATH
 from lws_operator.kube import cert_planner
 from lws_operator.kube.cert_planner import PlannerFailed
@@ -53,6 +52,9 @@ from lws_operator.kube.named_watch import NamedObject, until_stop
 from lws_operator.logic.mutation import scope as webhook_scope
 from lws_operator.logic.mutation.unmutated import POD_WEBHOOK
 from lws_operator.logic.runtime import certs
+
+if TYPE_CHECKING:  # the in-process server's modules: imported only when it runs (__init__)
+    from lws_operator.admission.server import AdmissionServer, Observer, ServingTLS
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +152,8 @@ class WebhookRuntime:
         """In-process, ``metrics`` (made on ``registry`` if not given) and ``observer`` see
         each admission; isolated, the child's metrics are served from ``registry``."""
         self.options = options
-        # The in-process server's TLS context (an isolated child has its own).
-        self.tls = ServingTLS(options.tls_min_version, options.tls_ciphers)
+        # The in-process server's TLS context (an isolated child has its own: None).
+        self.tls: ServingTLS | None = None
         # The group disruption budget's path: allows every eviction until the controllers'
         # caches give it a guard (``admission.eviction``).
         self.evictions = EvictionEndpoint()
@@ -164,6 +166,12 @@ class WebhookRuntime:
                 log_level=options.log_level, log_format=options.log_format), registry)
             self.server.on_eviction = self.evictions.handle
         else:
+            # The webhooks' own modules (review, mutation, the HTTP server) load only in the
+            # process that serves them: in-process here, else only the child imports them.
+            from lws_operator.admission import review
+            from lws_operator.admission.server import AdmissionServer, ServingTLS
+
+            self.tls = ServingTLS(options.tls_min_version, options.tls_ciphers)
             if metrics is None and registry is not None:
                 metrics = WebhookMetrics(registry)
             self.server = AdmissionServer(
@@ -313,8 +321,11 @@ class WebhookRuntime:
         await self.server.serve(cert, key)
         self.serving.set()
         if self.cert_metrics is not None:
+            # The planner's answer named it when the Secret's certificate is ours (no child).
+            known = self.certs.planner.known_not_after(cert)
             try:
-                self.cert_metrics.served(await cert_planner.not_after(cert))
+                self.cert_metrics.served(known if known is not None
+                                         else await cert_planner.not_after(cert))
             except (PlannerFailed, OSError, ValueError, TimeoutError) as exc:
                 # The metric keeps the last value (or none); the certificate is served anyway.
                 log.warning("could not read the served certificate's expiry: %s", exc)

@@ -28,13 +28,17 @@ import socket
 import ssl
 import tempfile
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from lws_operator.admission.counts import FAILURE_CODES, WebhookCounts
 from lws_operator.admission.http_server import HttpServer, Respond
 from lws_operator.admission.listener import bind, close
-from lws_operator.admission.metrics import FAILURE_CODES, WebhookMetrics
-from lws_operator.admission.review import AsyncHandler, Handler, dump, review, review_async
+from lws_operator.admission.review import AsyncHandler, Handler, review, review_async
+from lws_operator.api.json_codec import dumps as dump
 from lws_operator.kube.tls_reads import read_records
+
+if TYPE_CHECKING:  # the admission process counts without prometheus_client (admission.counts)
+    from lws_operator.admission.metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +114,7 @@ class AdmissionServer:
         handlers: Mapping[str, Handler | AsyncHandler],
         host: str,
         port: int = 9443,
-        metrics: WebhookMetrics | None = None,
+        metrics: WebhookMetrics | WebhookCounts | None = None,
         observer: Observer | None = None,
         shutdown_timeout: float = 10.0,
     ) -> None:
@@ -212,7 +216,7 @@ class AdmissionServer:
 Failed = Callable[[dict[str, Any]], None]
 
 
-def _failures(metrics: WebhookMetrics | None, path: str) -> Failed | None:
+def _failures(metrics: WebhookMetrics | WebhookCounts | None, path: str) -> Failed | None:
     """What counts a path's failed answers (``WebhookMetrics.failures``), its series created
     at 0 so that the first failure is an increase."""
     if metrics is None:

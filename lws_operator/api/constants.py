@@ -80,6 +80,13 @@ REASON_EVICTION_REFUSED: Final = "EvictionRefused"
 # The budget's reservations (written by the operator only): the groups whose eviction was just
 # allowed, shared by every replica through the set itself (``logic.disruption.reservations``).
 EVICTION_RESERVATIONS_ANNOTATION: Final = OPERATOR_DOMAIN + "eviction-reservations"
+# Pause (ours, beyond upstream): ``"true"`` holds a rollout where it stands, as a Deployment's
+# ``spec.paused`` does (``logic.rollout.pause``); any other value, or none, does not. Progressing
+# says so with ``RolloutPaused`` (status Unknown, as a paused Deployment's), and the first pass
+# after the annotation goes says ``RolloutResumed``, whose time restarts the progress deadline.
+PAUSED_ANNOTATION: Final = OPERATOR_DOMAIN + "paused"
+REASON_ROLLOUT_PAUSED: Final = "RolloutPaused"
+REASON_ROLLOUT_RESUMED: Final = "RolloutResumed"
 
 # DisaggregatedSet labels that may be merged into our templates by a parent controller.
 DISAGGREGATEDSET_NAME_LABEL: Final = "disaggregatedset.x-k8s.io/name"

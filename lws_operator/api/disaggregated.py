@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from lws_operator.api.constants import DISAGGREGATEDSET_NAME_LABEL
-from lws_operator.api.view import ObjectView, _map, metadata
+from lws_operator.api.view import ObjectView, _map, metadata, paused
 
 GROUP: Final = "disaggregatedset.x-k8s.io"
 VERSION: Final = "v1"
@@ -148,6 +148,12 @@ class DisaggregatedSetView(ObjectView):
 
     def role(self, name: str) -> RoleView | None:
         return next((r for r in self.roles if r.name == name), None)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the coordinated rollout is paused (``lws-operator.dev/paused: "true"``,
+        ``logic.disaggregated.steps``)."""
+        return paused(self.raw)
 
     @property
     def slices_field(self) -> int | None:

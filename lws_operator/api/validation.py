@@ -50,6 +50,7 @@ from .constants import (
     MAX_DISRUPTED_GROUPS_ANNOTATION,
     MAX_INT32,
     MAX_REPLICAS,
+    PAUSED_ANNOTATION,
     PROGRESS_DEADLINE_ANNOTATION,
     REVISION_HISTORY_LIMIT_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
@@ -289,11 +290,17 @@ def _validate_restarts(spec: dict[str, Any]) -> list[FieldError]:
 def _validate_progress_deadline(lws: dict[str, Any]) -> list[FieldError]:
     """Our progress deadline and rollback opt-ins (``logic.rollout.deadline``): a whole number of
     seconds from 1, ``"true"`` or ``"false"``, the rollback only with a deadline, and neither
-    with Hash groups, whose rollout (admission as groups go) the deadline does not hold."""
+    with Hash groups, whose rollout (admission as groups go) the deadline does not hold; and
+    the pause (``logic.rollout.pause``) ``"true"`` or ``"false"``, so a typo ("yes", "True")
+    is refused rather than silently not pausing."""
     annotations = field_at(lws, "metadata", "annotations") or {}
     deadline = annotations.get(PROGRESS_DEADLINE_ANNOTATION)
     rollback = annotations.get(ROLLBACK_ON_DEADLINE_ANNOTATION)
     errors = []
+    paused = annotations.get(PAUSED_ANNOTATION)
+    if paused is not None and paused not in ("true", "false"):
+        errors.append(FieldError(f"metadata.annotations.{PAUSED_ANNOTATION}",
+                                 'must be "true" or "false"', paused))
     path = f"metadata.annotations.{PROGRESS_DEADLINE_ANNOTATION}"
     if deadline is not None and not (isinstance(deadline, str) and deadline.isdigit()
                                      and 1 <= int(deadline) <= MAX_INT32):

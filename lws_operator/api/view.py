@@ -24,6 +24,7 @@ from lws_operator.api.constants import (
     EXCLUSIVE_TOPOLOGY_ANNOTATION,
     GROUP_IDENTITY_HASH,
     GROUP_INDEX_LABEL,
+    PAUSED_ANNOTATION,
     RECREATE_GROUP_AFTER_START_ANNOTATION,
     REPLICAS_ANNOTATION,
     SUBDOMAIN_POLICY_SHARED,
@@ -68,6 +69,13 @@ def labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 def annotations_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     return _map(metadata(obj).get("annotations"))
+
+
+def paused(obj: Mapping[str, Any] | None) -> bool:
+    """Whether a set (a LeaderWorkerSet or a DisaggregatedSet) carries
+    ``lws-operator.dev/paused: "true"`` (the webhook refuses any value but ``"true"`` and
+    ``"false"``)."""
+    return annotations_of(obj).get(PAUSED_ANNOTATION) == "true"
 
 
 def is_leader(pod: Mapping[str, Any] | None) -> bool:
@@ -188,6 +196,12 @@ class ObjectView:
     @property
     def annotations(self) -> Mapping[str, str]:
         return _map(self.meta.get("annotations"))
+
+    @property
+    def paused(self) -> bool:
+        """Whether the set's rollout is paused (``logic.rollout.pause``): the annotation says
+        ``"true"``, as :func:`paused` reads it on any object."""
+        return paused(self.raw)
 
     @property
     def deleting(self) -> bool:

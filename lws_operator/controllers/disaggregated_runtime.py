@@ -56,6 +56,7 @@ WATCHED: tuple[Watch, ...] = (
     ("Service", "", "v1", "services", "/api/v1/services", NAME_LABEL),
 )
 KINDS = tuple(w[0] for w in WATCHED)
+CHILD_KINDS = KINDS[1:]  # the set's own watch is no child's: its events are what wake a pass
 
 
 class DisaggregatedSetRuntime:
@@ -74,6 +75,7 @@ class DisaggregatedSetRuntime:
         self.replica_metrics = DisaggregatedSetMetrics.for_registry(registry)
         self.watches = Watches(kube, self.cache, registry, WATCHED, self._changed,
                                owner_kind=KIND, list_chunk_size=list_chunk_size)
+        self.reconciler.caches_current = lambda: self.watches.current(*CHILD_KINDS)
         self.primed = False
 
     def _changed(self, _kind: str, _event_type: str | None, owner: Key,

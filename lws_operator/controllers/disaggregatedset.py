@@ -28,6 +28,9 @@ from lws_operator.logic.disaggregated.snapshot import DsObserved
 from lws_operator.logic.objects.meta import meta_of
 
 NOT_SYNCED_REQUEUE = 1.0
+# While a child kind's watch is not open (a gap, a relisting), its cache may lag the set's:
+# look again soon rather than decide on it.
+WATCH_GAP_REQUEUE = 0.25
 LWS = "LeaderWorkerSet"
 SERVICE = "Service"
 
@@ -51,6 +54,8 @@ class DisaggregatedSetReconciler:
         # Per set: what its snapshots are built from, while the cache has not changed for it
         # (the set object and the change marks of its children; dropped with the set).
         self.held: dict[Key, tuple[tuple[object, ...], tuple[Any, ...]]] = {}
+        # Whether the watches of the children are open (the runtime wires ``Watches.current``).
+        self.caches_current: Callable[[], bool] = lambda: True
 
     def observe(self, key: Key, collected: tuple[str, ...] = (),
                 fetched: Mapping[str, dict[str, Any]] | None = None) -> DsObserved | None:
@@ -84,6 +89,11 @@ class DisaggregatedSetReconciler:
             return None
         if not self.cache.synced:
             return NOT_SYNCED_REQUEUE
+        if not self.caches_current():
+            # After a watch gap the kinds catch up one by one: a new revision's LeaderWorkerSet
+            # could show Ready from before the gap while its watch relists, and the coordinated
+            # rollout would take an old role's capacity down on it. Decide once they are open.
+            return WATCH_GAP_REQUEUE
 
         def observe(collected: tuple[str, ...],
                     fetched: Mapping[str, dict[str, Any]]) -> DsObserved | None:

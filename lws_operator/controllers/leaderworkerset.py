@@ -243,7 +243,10 @@ class LeaderWorkerSetReconciler:
             lambda run: pipeline.reconcile(run, config, lambda: self.may_recreate(key)),
             observe, lambda obs: obs.body, adopt=adopt, settle=settle,
             owner=("leaderworkersets", key[1]))
-        return None if ran.gone else ran.requeue_after
+        # The soonest any plan asked for, not the last plan's: a pass that ends early (the
+        # release of retained pods) must keep what an earlier step asked for, such as the
+        # progress deadline's recheck, which its ``prepare`` plans too.
+        return None if ran.gone else ran.soonest
 
     def _remember(self, key: Key, memory: Memory) -> None:
         if memory.recreation is not None and memory.recreation.in_flight:

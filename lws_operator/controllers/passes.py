@@ -49,8 +49,9 @@ class Observe(Protocol[S_co]):
 
 @dataclass(frozen=True)
 class Ran(Generic[R]):
-    """How a pass ended: ``requeue_after`` of the last plan carried out (the LeaderWorkerSet
-    controller's result), the ``soonest`` requeue any plan asked for, whether the owner was
+    """How a pass ended: ``requeue_after`` of the last plan carried out, the ``soonest`` requeue
+    any plan asked for (both controllers' result: a pass that ends early keeps what an
+    earlier step asked for), whether the owner was
     ``gone`` or a plan ``stopped`` the pass, what the pass function returned (``result``; None
     when it did not get to the end), and every failure reason the plans collected
     (``logic.reconcile.plan.Policy.collect``), in order."""

@@ -23,6 +23,12 @@ while it lives, and the operator's memory is counted as the sum over its process
 answers are the ones a child asked then would give, by the rule above; an input that differs
 (another key in the Secret, a write that failed) asks a child as before.
 
+Each answer also carries the notAfter of the serving certificate of the Secret it leaves (the
+written data, or the data asked about when nothing is written): the expiry metric wants it for
+the certificate about to be served, and reading it had been a second child at every start, alive
+while the admission process starts (``known_not_after``; ``not_after`` still asks a child for a
+certificate no answer named, one mounted from outside).
+
 The child imports only what planning needs (``asyncio`` and ``subprocess`` are the parent's).
 """
 
@@ -62,6 +68,8 @@ FOLLOW_UPS = (False, True)
 # What the child answers: (data, bundle_injected, plan) per question, the asked one first (plain
 # tuples: the child runs this module as ``__main__``, whose classes the parent cannot unpickle).
 Answers = list[tuple[dict[str, bytes] | None, bool, certs.Plan]]
+# The notAfter (Unix seconds) of each serving certificate the answers leave in the Secret, by PEM.
+NotAfters = dict[bytes, float]
 
 
 def answers(data: dict[str, bytes] | None, now: dt.datetime, policy: certs.CertPolicy,
@@ -77,6 +85,19 @@ def answers(data: dict[str, bytes] | None, now: dt.datetime, policy: certs.CertP
     return out
 
 
+def served_not_afters(answered: Answers) -> NotAfters:
+    """The notAfter of the serving certificate each answer leaves in the Secret (module
+    docstring). A plan that writes nothing found the data asked about usable, so its
+    certificate parses."""
+    out: NotAfters = {}
+    for data, _, plan in answered:
+        left = plan.data if plan.data is not None else data
+        pem = (left or {}).get(certs.TLS_CERT_KEY)
+        if pem and pem not in out:
+            out[pem] = _not_after(pem)
+    return out
+
+
 class OutOfProcessPlanner:
     """``logic.runtime.certs.plan``, asked of a child process (module docstring)."""
 
@@ -85,6 +106,12 @@ class OutOfProcessPlanner:
         self.processes = 0  # children run so far
         # The last child's answers (the question asked, then its follow-ups).
         self._known_answers: list[tuple[Question, certs.Plan]] = []
+        # The notAfter of the serving certificates those answers leave (module docstring).
+        self._not_afters: NotAfters = {}
+
+    def known_not_after(self, cert_pem: bytes) -> float | None:
+        """The notAfter of ``cert_pem`` if the last child's answers left it in the Secret."""
+        return self._not_afters.get(cert_pem)
 
     def _known(self, question: Question) -> certs.Plan | None:
         """A known answer that holds for ``question`` too: the same inputs but the clock, a
@@ -113,13 +140,16 @@ class OutOfProcessPlanner:
         if process.returncode != 0:
             raise PlannerFailed(f"certificate planner exited {process.returncode}: "
                                 f"{err.decode(errors='replace')[-2000:]}")
-        answered = pickle.loads(out)
+        reply = pickle.loads(out)
+        answered, not_afters = reply if isinstance(reply, tuple) and len(reply) == 2 else (
+            None, None)
         if not (isinstance(answered, list) and answered
                 and all(isinstance(a, tuple) and len(a) == 3 and isinstance(a[2], certs.Plan)
-                        for a in answered)):
-            raise PlannerFailed(f"certificate planner answered {type(answered).__name__}")
+                        for a in answered) and isinstance(not_afters, dict)):
+            raise PlannerFailed(f"certificate planner answered {type(reply).__name__}")
         self._known_answers = [(Question(d, now, policy, injected), p)
                                for d, injected, p in answered]
+        self._not_afters = not_afters
         return answered[0][2]  # type: ignore[no-any-return]
 
 
@@ -197,7 +227,8 @@ def main() -> None:
         sys.stdout.buffer.write(pickle.dumps(_make_self_signed(dns_names, ip_addresses)))
         return
     data, now, policy, bundle_injected = pickle.load(sys.stdin.buffer)
-    sys.stdout.buffer.write(pickle.dumps(answers(data, now, policy, bundle_injected)))
+    answered = answers(data, now, policy, bundle_injected)
+    sys.stdout.buffer.write(pickle.dumps((answered, served_not_afters(answered))))
 
 
 if __name__ == "__main__":

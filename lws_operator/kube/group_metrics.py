@@ -120,6 +120,16 @@ class GroupMetrics:
             "lws_evictions_total",
             "Evictions of the LeaderWorkerSet's pods decided by its group disruption budget",
             [*lws, "decision"], registry=registry)
+        # Each family with its label names: ``forget`` removes one set's series from all.
+        self._label_names: dict[Gauge | Counter | Histogram, tuple[str, ...]] = {
+            family: tuple(labels) for family, labels in (
+                (self.groups, [*lws, "state"]), (self.recreations, [*lws, "reason"]),
+                (self.ready_seconds, lws), (self.step_seconds, lws),
+                (self.rollout_seconds, lws), (self.budget, [*lws, "group"]),
+                (self.in_progress, lws), (self.stalled, lws),
+                (self.rollout_groups, [*lws, "state"]), (self.deadline_exceeded, lws),
+                (self.rollbacks, lws), (self.disrupted, lws),
+                (self.evictions, [*lws, "decision"]))}
         self.clock = clock
         self._memory: dict[Key, derive.Memory] = {}
         self._budget_groups: dict[Key, set[str]] = {}
@@ -272,18 +282,21 @@ class GroupMetrics:
         if self._memory.pop(key, None) is None and key not in self._budget_groups:
             return
         namespace, name = key
-        for family in (self.groups, self.recreations, self.ready_seconds, self.step_seconds,
-                       self.rollout_seconds, self.budget, self.in_progress, self.stalled,
-                       self.rollout_groups, self.deadline_exceeded, self.rollbacks,
-                       self.disrupted, self.evictions):
-            for labels in _label_sets(family, namespace, name):
+        for family, names in self._label_names.items():
+            for labels in _label_sets(family, names, namespace, name):
                 family.remove(*labels)
         self._budget_groups.pop(key, None)
 
 
-def _label_sets(family: Gauge | Counter | Histogram, namespace: str,
-                name: str) -> list[tuple[str, ...]]:
-    """The label values of ``family``'s children that belong to one LeaderWorkerSet."""
-    children = family._metrics  # prometheus_client keeps them here; there is no public list
-    with family._lock:
-        return [tuple(labels) for labels in children if tuple(labels[:2]) == (namespace, name)]
+def _label_sets(family: Gauge | Counter | Histogram, names: tuple[str, ...], namespace: str,
+                name: str) -> set[tuple[str, ...]]:
+    """The label values (in the order of ``names``, the family's label names) of
+    ``family``'s children that belong to one LeaderWorkerSet, read from its public
+    ``collect()`` (a histogram's bucket samples add ``le``, which ``names`` leaves out)."""
+    found: set[tuple[str, ...]] = set()
+    for metric in family.collect():
+        for sample in metric.samples:
+            labels = sample.labels
+            if labels.get("namespace") == namespace and labels.get("name") == name:
+                found.add(tuple(labels[n] for n in names))
+    return found

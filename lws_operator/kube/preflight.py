@@ -151,11 +151,25 @@ def disaggregated_permissions() -> list[Permission]:
     return out
 
 
+# SelfSubjectAccessReviews in flight at once (``missing``). All of them at once (about 50 at a
+# start) opened as many TLS connections to the API server, each a handshake, which idled out of
+# the pool seconds later while the memory they had taken stayed with the process; a few reuse
+# their connections and take no longer (docs/performance.md, "Memory").
+REVIEWS_IN_FLIGHT = 4
+
+
 async def missing(kube: KubeClient, permissions: Iterable[Permission]) -> list[Permission]:
-    """The ``permissions`` this identity lacks (SelfSubjectAccessReviews, in parallel)."""
+    """The ``permissions`` this identity lacks (SelfSubjectAccessReviews, ``REVIEWS_IN_FLIGHT``
+    at a time)."""
     wanted = list(permissions)
-    allowed = await asyncio.gather(*(_allowed(kube, p) for p in wanted))
-    return [p for p, ok in zip(wanted, allowed, strict=True) if not ok]
+    slots = asyncio.Semaphore(REVIEWS_IN_FLIGHT)
+
+    async def allowed(permission: Permission) -> bool:
+        async with slots:
+            return await _allowed(kube, permission)
+
+    answers = await asyncio.gather(*(allowed(p) for p in wanted))
+    return [p for p, ok in zip(wanted, answers, strict=True) if not ok]
 
 
 async def _allowed(kube: KubeClient, permission: Permission) -> bool:

@@ -27,11 +27,8 @@ involved: every watch that expires relists, and every relisting is complete, emp
 included.
 
 kopf remains for what its semantics suffice for: the watches that only signal (``signal_on``,
-a CustomResourceDefinition installed later), which cache nothing, so a relisting's plain events
-are harmless there (``docs/architecture.md``, "Watching and caching"). It runs in a
-thread of its own with its own event loop (kopf's documented embedding), and only when some
-signal is wanted: when it exits it cancels every task of its loop that it did not see start,
-which in a shared loop would include the webhooks' request handlers.
+a CustomResourceDefinition installed later), in a thread of its own and only when some signal
+is wanted (``kube.signal_watch``, imported only then).
 
 An event of an owner (a LeaderWorkerSet) that brings nothing new wakes no pass: when what the
 cache keeps of it (``kube.cache.lean``: no managedFields) equals what it kept before but for
@@ -48,15 +45,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
-import kopf
 from prometheus_client import CollectorRegistry
 
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
@@ -69,25 +63,6 @@ from lws_operator.logic.objects.meta import meta_of
 from lws_operator.logic.runtime import relisting
 
 log = logging.getLogger(__name__)
-
-# kopf warns with this when it starts outside the main thread (SignalsForwarded).
-KOPF_RUNNING_LOGGER = "kopf._core.reactor.running"
-KOPF_SIGNALS_IGNORED = "OS signals are ignored: running not in the main thread"
-
-# kopf's watch timeouts for the signal watches (its defaults are none but the 70 s inactivity
-# one): a watch request the server ends every few minutes, a client-side cap on one request in
-# case the server never does (a half-open connection), and a bound on connecting to an API
-# server that is down.
-# Whole seconds: kopf sends the server timeout as str(value), and the API server rejects
-# "300.0" (400 Bad Request, which stops every watch).
-WATCH_SERVER_TIMEOUT = 300
-WATCH_CLIENT_TIMEOUT = WATCH_SERVER_TIMEOUT + 60
-WATCH_CONNECT_TIMEOUT = 10
-
-# kopf runs one task per object with events, which holds that object's last event until no
-# event came for this long (kopf's default: 5 s); a signal handler has nothing left to do after
-# handing the event over.
-KOPF_WORKER_IDLE = 0.2
 
 # Objects of a relisting delivered in one step of the main loop (``Watches._replace``), so a
 # relisting of 50,000 pods never holds the loop (and with it the Lease's renewals) up for long.
@@ -139,90 +114,6 @@ VOLCANO: tuple[Watch, ...] = (
 )
 
 
-class _NoDiffBase(kopf.DiffBaseStorage):
-    """kopf keeps a "last handled" essence of every object to detect changes for its change
-    handlers, building it (a deep copy) on every event even when, as here, only event handlers
-    are registered: the benchmark's profile showed that copy as the operator's top hotspot. We
-    have no change handlers, so there is nothing to build, store or compare."""
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
-
-
-class _NoProgress(kopf.ProgressStorage):
-    """kopf's progress storage records the state of change handlers in annotations or status;
-    with event handlers only it holds nothing, yet kopf still asks it to clear its keys from
-    every event's essence (a deep copy of the default storages' making). Nothing to clear,
-    fetch, store or purge here; and kopf writes nothing to our objects either way."""
-
-    def fetch(self, *, key: kopf.HandlerId, body: kopf.Body) -> kopf.ProgressRecord | None:
-        return None
-
-    def store(self, *, key: kopf.HandlerId, record: kopf.ProgressRecord, body: kopf.Body,
-              patch: kopf.Patch) -> None:
-        return None
-
-    def purge(self, *, key: kopf.HandlerId, body: kopf.Body, patch: kopf.Patch) -> None:
-        return None
-
-    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
-        return None
-
-    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
-        return essence
-
-
-class SignalsForwarded(logging.Filter):
-    """Drops kopf's warning ``OS signals are ignored: running not in the main thread`` from
-    the thread kopf runs in, which the operator's log would otherwise show at every start.
-
-    kopf logs it whenever its loop is not the main thread's, because it can then install no
-    signal handlers of its own (``kopf._core.reactor.running.spawn_tasks``), and there is no
-    setting to say that someone else handles them. Here someone does: ``__main__`` handles
-    SIGTERM and SIGINT on the main thread's loop by setting ``stop``, and the controller's
-    ``run`` turns ``stop`` into kopf's ``stop_flag`` (:meth:`Watches.halt`), the termination
-    kopf's docs ("Embedding") ask an embedder running it in a thread to provide. So the premise of
-    the warning is false, and running kopf on the main thread instead is no option: at exit it
-    cancels every task of its loop it did not see start (the module docstring). Only that one
-    record of that one thread is dropped; every other kopf record passes."""
-
-    def __init__(self, thread: int) -> None:
-        super().__init__()
-        self.thread = thread
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.thread == self.thread
-                    and record.getMessage().startswith(KOPF_SIGNALS_IGNORED))
-
-    @classmethod
-    def install(cls) -> SignalsForwarded:
-        """For the calling thread, which must pass kopf a ``stop_flag``."""
-        forwarded = cls(threading.get_ident())
-        logging.getLogger(KOPF_RUNNING_LOGGER).addFilter(forwarded)
-        return forwarded
-
-    def uninstall(self) -> None:
-        logging.getLogger(KOPF_RUNNING_LOGGER).removeFilter(self)
-
-
-def kopf_identity() -> Any:
-    """The name this process gives kopf for itself (``kopf.operator(identity=...)``).
-
-    Left to itself kopf names the process after ``getpass.getuser()``, which raises
-    ``KeyError`` for a uid without a passwd entry and no ``USER``/``LOGNAME`` in the
-    environment: exactly the image's user 65532 in a pod, so the operator crashed at start. The
-    identity only names a peer in kopf's peering, which runs standalone here; the pod's name
-    (``POD_NAME``, set by the chart) or else the host name is enough. Typed ``Any``: kopf's
-    ``Identity`` is a ``NewType`` of ``str`` that it does not export."""
-    return f"lws-operator@{os.environ.get('POD_NAME') or socket.gethostname()}"
-
-
 class Watches:
     """The watches of ``watched`` kinds into ``cache``, each event reported to ``changed``.
 
@@ -240,8 +131,6 @@ class Watches:
         self.list_chunk_size = list_chunk_size
         self.watched: list[Watch] = list(watched)
         self.signals: list[tuple[Signal, Signalled]] = []
-        self.kopf_registry = self._build_registry()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_stop = threading.Event()
         self.watch_metrics = WatchMetrics.for_registry(registry)
         # The resourceVersion of each kind's priming listing, where its watch starts.
@@ -383,48 +272,6 @@ class Watches:
             if not token:
                 return
 
-    # ---------------------------------------------------------------------------- kopf
-
-    def _build_registry(self) -> kopf.OperatorRegistry:
-        """kopf's handlers: the signal watches only (module docstring)."""
-        registry = kopf.OperatorRegistry()
-        kube = self.kube
-
-        @kopf.on.login(registry=registry)
-        def login(**_: Any) -> kopf.ConnectionInfo:
-            return connection_info(kube)
-
-        for (group, version, plural, _selector), told in self.signals:
-
-            async def signal(type: str | None, body: kopf.Body, _told: Signalled = told,
-                             **_: Any) -> None:
-                loop = self._loop
-                assert loop is not None, "events arrive only while the watches run"
-                loop.call_soon_threadsafe(_told, type, dict(body))
-
-            kopf.on.event(group, version, plural, registry=registry,
-                          id=f"signal-{plural}.{group}")(signal)
-        return registry
-
-    def settings(self) -> kopf.OperatorSettings:
-        settings = kopf.OperatorSettings()
-        settings.persistence.diffbase_storage = _NoDiffBase()
-        settings.persistence.progress_storage = _NoProgress()
-        settings.posting.enabled = False
-        settings.peering.standalone = True
-        settings.watching.chunk_size = self.list_chunk_size
-        settings.networking.request_timeout = 60
-        settings.networking.connect_timeout = WATCH_CONNECT_TIMEOUT
-        settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
-        settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT
-        settings.watching.connect_timeout = WATCH_CONNECT_TIMEOUT
-        settings.scanning.disabled = True
-        settings.queueing.idle_timeout = KOPF_WORKER_IDLE
-        for (group, version, plural, selector), _told in self.signals:
-            settings.watching.field_selectors[group, version, plural] = selector
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-        return settings
-
     # ---------------------------------------------------------------------------- priming
 
     async def served(self, group_version_path: str, *plurals: str) -> bool:
@@ -447,7 +294,6 @@ class Watches:
         for kind in self.cache.stores:
             if kind not in watched:
                 self.cache[kind].synced = True
-        self.kopf_registry = self._build_registry()
 
     async def _list(self, path: str, query: dict[str, str], attempts: int = 30
                     ) -> dict[str, Any]:
@@ -487,17 +333,6 @@ class Watches:
 
     # ---------------------------------------------------------------------------- running
 
-    def _watch(self, stop: threading.Event) -> None:
-        """kopf's thread: its own event loop, until ``stop`` (set from the main loop, where
-        the process's signals are handled: ``SignalsForwarded``)."""
-        forwarded = SignalsForwarded.install()
-        try:
-            asyncio.run(kopf.operator(registry=self.kopf_registry, settings=self.settings(),
-                                      clusterwide=True, standalone=True, stop_flag=stop,
-                                      identity=cast(Any, kopf_identity())))
-        finally:
-            forwarded.uninstall()
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[asyncio.Future[None]]:
         """Run the watches while the block runs: every cached kind's on this loop
@@ -505,7 +340,6 @@ class Watches:
         that is done only if one of them ended on its own (an error: kopf stopped, or a watch
         failed unexpectedly). On exit every watch is stopped (``halt``, which the block may
         call earlier) and awaited."""
-        self._loop = asyncio.get_running_loop()
         self._thread_stop = threading.Event()
         self.own = {}
         for kind, _group, _version, _plural, path, selector in self.watched:
@@ -529,8 +363,10 @@ class Watches:
                  for kind, own in self.own.items()]
         tasks: list[asyncio.Future[None]] = list(lists)
         if self.signals:
-            tasks.append(asyncio.ensure_future(asyncio.to_thread(self._watch,
-                                                                 self._thread_stop)))
+            from lws_operator.kube import signal_watch  # kopf, only now (its module docstring)
+
+            tasks.append(signal_watch.run_in_thread(self.kube, self.signals,
+                                                    self.list_chunk_size, self._thread_stop))
         try:
             if not tasks:
                 await asyncio.Event().wait()  # nothing to watch: until cancelled
@@ -578,23 +414,3 @@ def news(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> b
 
 
 _ABSENT = object()
-
-
-def connection_info(kube: KubeClient) -> kopf.ConnectionInfo:
-    """kopf's credentials, taken from the operator's own client configuration (kubeconfig or
-    in-cluster), so both talk to the same server as the same identity."""
-    conf = kube.api.configuration
-    token = None
-    for key in ("BearerToken", "authorization"):
-        value = (conf.api_key or {}).get(key)
-        if value:
-            token = str(value).removeprefix("Bearer ").removeprefix("bearer ")
-    return kopf.ConnectionInfo(
-        server=str(conf.host),
-        ca_path=conf.ssl_ca_cert,
-        insecure=not conf.verify_ssl,
-        certificate_path=conf.cert_file,
-        private_key_path=conf.key_file,
-        token=token,
-        scheme="Bearer" if token else None,
-    )

@@ -49,6 +49,8 @@ each group's first cause):
   RestartBudgetExhausted  a group stopped for good by maxGroupRestarts; how to recover it
   SchedulingGated         a scheduling gate on the group's pods, and who should lift it
   PodGroupIncomplete      a gang (PodGroup minCount, volcano minMember) cannot be placed
+  RolloutPaused           the rollout is paused (lws-operator.dev/paused); resume it with
+                          kubectl lws rollout resume NAME (a warning while no update runs)
   ProgressDeadlineExceeded  the rollout passed its progress deadline and is held
   RolloutStalled          new-revision pods unschedulable while old groups hold capacity
   Unschedulable           pods the scheduler cannot place, with its message
@@ -62,9 +64,9 @@ Warnings, which block nothing of the set's:
                           of a healthy group will be refused
   RolledBack              the operator rolled the templates back on the progress deadline
 Causes about features only lws-operator has (restart budget, group-ready and
-group-replacement gates, native gang scheduling, RolloutStalled, the progress deadline and
-its rollback, the group disruption budget) say so: they do not occur under the upstream Go
-controller, whose objects this command reads all the same.
+group-replacement gates, native gang scheduling, RolloutStalled, the pause, the progress
+deadline and its rollback, the group disruption budget) say so: they do not occur under the
+upstream Go controller, whose objects this command reads all the same.
 """
 
 EPILOG = """\

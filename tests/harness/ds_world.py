@@ -226,11 +226,13 @@ class DsWorld:
 
     # --------------------------------------------------------------------------- a pass
 
-    def reconcile(self) -> Pass:
-        """One pass of the real reconciler; the requests and Events it made, in order."""
+    def reconcile(self, caches_current: bool = True) -> Pass:
+        """One pass of the real reconciler; the requests and Events it made, in order.
+        ``caches_current``: whether the children's watches are open (False: a watch gap)."""
         start = len(self.log)
         reconciler = DisaggregatedSetReconciler(
             SimulatedExecutor(self), self.cache, now=lambda: NOW)
+        reconciler.caches_current = lambda: caches_current
         error: str | None = None
         requeue: float | None = None
         try:

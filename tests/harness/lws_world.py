@@ -37,6 +37,7 @@ from lws_operator.logic.reconcile.plan import (
     Planned,
     Record,
     Update,
+    earliest,
 )
 from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
 from lws_operator.logic.workloads.statefulsets import leader_statefulset, worker_statefulset
@@ -272,7 +273,7 @@ def plan_pass(world: World, skip: bool = True, planned: list[Planned_] | None = 
     receives each step run, its snapshot and its plan."""
     lines: list[str] = []
     actions: list[Any] = []
-    last: list[float | None] = [None]  # the last plan's requeue
+    last: list[float | None] = [None]  # the soonest requeue any plan asked for
 
     async def run(step: Callable[..., Plan | Planned[Any]], /, *args: Any, **kwargs: Any) -> Any:
         obs = world.observe({})
@@ -298,7 +299,7 @@ def plan_pass(world: World, skip: bool = True, planned: list[Planned_] | None = 
                 lines.extend(f"event {e.reason}: {e.note}" for e in action.common.events)
         if planned is not None:
             planned.append((step, obs, plan))
-        last[0] = plan.requeue_after
+        last[0] = earliest(last[0], plan.requeue_after)  # as the controller returns it
         if plan.stop:
             raise PassEnds(gone=False)
         return result.value if isinstance(result, Planned) else None

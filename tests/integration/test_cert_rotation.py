@@ -144,7 +144,9 @@ async def test_rotation_under_load_fails_no_admission(cluster: LocalCluster,
 
         # Both replicas serve the Secret's certificate.
         async def same_certificate() -> bool:
-            return b.tls.cert_pem is not None and b.tls.cert_pem == a.runtime.tls.cert_pem
+            served_a, served_b = a.runtime.tls, b.tls
+            return (served_a is not None and served_b is not None
+                    and served_b.cert_pem is not None and served_b.cert_pem == served_a.cert_pem)
 
         await wait_for(same_certificate, timeout=30, what="both replicas to serve one cert")
     finally:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lws_operator.api.constants import PAUSED_ANNOTATION, REASON_ROLLOUT_PAUSED
 from lws_operator.api.disaggregated import (
     CONDITION_AVAILABLE,
     CONDITION_PROGRESSING,
@@ -34,6 +35,10 @@ AVAILABLE_MESSAGE: Final = ("All roles have reached their desired replica count,
 PROGRESSING_REASON: Final = "RolloutInProgress"
 PROGRESSING_MESSAGE: Final = ("Not all roles have reached their desired replica count, ready and "
                               "updated to the current revision")
+# Ours: Progressing's reason while the set is paused (``logic.disaggregated.steps``).
+PAUSED_REASON: Final = REASON_ROLLOUT_PAUSED
+PAUSED_MESSAGE: Final = (f"Rollout paused ({PAUSED_ANNOTATION}): every role holds at its "
+                         "current step until it is resumed (kubectl lws rollout resume {name})")
 _PAIR: Final = (CONDITION_AVAILABLE, CONDITION_PROGRESSING)
 
 Obj = Mapping[str, Any]
@@ -76,10 +81,15 @@ def is_available(ds: DS, scalers: Mapping[str, ScalerLike],
 
 
 def computed_condition(ds: DS, available: bool, now: str) -> dict[str, Any]:
-    """The True member of the pair this pass computes, stamped ``now``."""
-    generation = DisaggregatedSetView.of(ds).generation
+    """The True member of the pair this pass computes, stamped ``now``; ``Progressing`` says
+    ``RolloutPaused`` (ours) while the set is paused."""
+    view = DisaggregatedSetView.of(ds)
+    generation = view.generation
     if available:
         kind, reason, message = CONDITION_AVAILABLE, AVAILABLE_REASON, AVAILABLE_MESSAGE
+    elif view.paused:
+        kind, reason = CONDITION_PROGRESSING, PAUSED_REASON
+        message = PAUSED_MESSAGE.format(name=view.name)
     else:
         kind, reason, message = CONDITION_PROGRESSING, PROGRESSING_REASON, PROGRESSING_MESSAGE
     return {"type": kind, "status": "True", "observedGeneration": generation,

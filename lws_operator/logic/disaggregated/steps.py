@@ -339,8 +339,17 @@ def _rollout(obs: DsObserved, k: int, rev: str, live: Sequence[Child],
              old: Sequence[Child]) -> Planned[str | None]:
     """Upstream's rollout path: start (the new revision's children at 0, the old ones'
     baselines recorded), then, once every new child is ready at its replicas, one planner step
-    per pass: scale the new children up, drain the old ones newest revision first."""
+    per pass: scale the new children up, drain the old ones newest revision first.
+
+    A paused set (``lws-operator.dev/paused: "true"``, ours, as for a LeaderWorkerSet:
+    ``logic.rollout.pause``) holds every role at its current step: no start (a set paused
+    before its templates change creates no child of the new revision), no planner step. The
+    children keep their replicas; a replicas change of a role reaches the rollout's target
+    once resumed (the planner scales the new revision to it), not the old revision's
+    children meanwhile, whose baselines the planner paces the drain by."""
     ds = obs.ds
+    if ds.paused:
+        return Planned(EMPTY, None)
     new = {slices.role_of(lws): lws for lws in live if slices.revision_label(lws) == rev}
     ns = ds.namespace
     if not new:

@@ -18,7 +18,8 @@ things make that group-aware:
   exhausting its restart budget holds back one gated leader, and at most ``replicas`` groups of
   one revision are ungated at a time (surplus surge leaders stay gated, and as unscheduled pods
   they are the first a scale-down removes).
-* **outdated leaders**: only leaders of the set's current revision are admitted. When the
+* **outdated leaders**: only leaders of the set's current revision are admitted, except while
+  the set is paused. When the
   template and ``replicas`` change together, the Deployment controller first scales the old
   ReplicaSet (a scaling event is applied to the existing ReplicaSets before the rollout starts),
   which creates leaders of the old revision; gating must keep them from ever scheduling or
@@ -26,6 +27,9 @@ things make that group-aware:
   "Combined Template Update and Scale-Up"). Without this they were admitted whenever fewer
   than ``replicas`` groups of their revision ran, under either policy. They are not counted
   among the ``G`` gated leaders of PostTermination's ``G - T``, since they replace nothing.
+  A paused set's Deployment (paused too, ``logic.rollout.pause``) scales the ReplicaSets it
+  has: a scale-up's leaders are of the revision already running, and are admitted, so scaling
+  works while paused (the rollout replaces them once resumed).
 
 Decisions:
 
@@ -109,7 +113,9 @@ def leader_deployment(lws: LWS, key: str) -> dict[str, Any]:
     percentages; the Deployment scales them against ``replicas`` itself). The pod template is the
     leader StatefulSet's plus the Hash marker the pod webhook reads and the headless Service as
     subdomain; ``revisionHistoryLimit`` is 0 because the LeaderWorkerSet keeps its own history in
-    ControllerRevisions."""
+    ControllerRevisions. A paused set (``logic.rollout.pause``) pauses its Deployment, whose
+    controller then replaces no leader and, on a template change, creates no ReplicaSet; it is
+    written either way (``false`` is what the server omits), so a resume is applied."""
     view = lws_view(lws)
     meta = view.meta
     name = view.name
@@ -140,6 +146,7 @@ def leader_deployment(lws: LWS, key: str) -> dict[str, Any]:
         },
         "spec": {
             "replicas": view.replicas,
+            "paused": view.paused,
             "revisionHistoryLimit": 0,
             "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: LEADER_INDEX}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {
@@ -196,7 +203,8 @@ def plan_admission(lws: LWS, pods: Iterable[Mapping[str, Any]],
     pods = list(pods)
     leaders = [p for p in pods if is_leader(p) and not deleting(p)]
     gated_leaders = sorted((p for p in leaders if gated(p)), key=_age_order)
-    waiting = [p for p in gated_leaders if revision_of(p) == current]
+    held_on = lws_view(lws).paused  # a paused Deployment scales the ReplicaSets it has
+    waiting = [p for p in gated_leaders if held_on or revision_of(p) == current]
     down = tearing_down(pods)
     retained = sum(1 for p in pods if is_leader(p) and exhausted(p))
     held = retained if immediate(lws) else max(len(down), retained)

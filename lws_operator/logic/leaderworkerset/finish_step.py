@@ -2,15 +2,15 @@
 
 * ``counts``: once an update is done, the restart counts of revisions that are gone are
   pruned (Ordinal only: Hash moves and drops its counts as it admits leaders).
-* ``status``: the computed status with the stall, unschedulable, unmutated-pods, Degraded and
-  scheduling conditions over it, one write if it differs (with its Events), at once or, when
+* ``status``: the computed status with the pause, stall, unschedulable, unmutated-pods, Degraded
+  and scheduling conditions over it, one write if it differs (with its Events), at once or, when
   only the group counters differ, once that is due (``logic.status.pacing``); then, once the
   update is done, the current revision is recorded as fully Ready and the revisions beyond the
-  history limit are deleted (``logic.identity.history``). Its requeue is the
-  pass's: the earliest of what earlier steps asked for, the stall's next check, the progress
-  deadline (``logic.rollout.deadline``, which outranks the stall while exceeded) and a deferred
-  write's due time. What earlier steps decided comes in as arguments (the revision, the
-  deadline, the scheduling facts, the recreation, their requeues).
+  history limit are deleted (``logic.identity.history``). Its requeue is the pass's: the
+  earliest of what earlier steps asked for, the stall's next check, the progress deadline
+  (``logic.rollout.deadline``, which outranks the stall while exceeded) and a deferred write's
+  due time. What earlier steps decided comes in as arguments (the revision, the deadline, the
+  scheduling facts, the recreation, their requeues).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from lws_operator.logic.reconcile.plan import (
 )
 from lws_operator.logic.reconcile.snapshot import Observed, Recreation, Remember
 from lws_operator.logic.rollout import deadline as progress_deadline
+from lws_operator.logic.rollout import pause
 from lws_operator.logic.rollout.facts import unschedulable_pods
 from lws_operator.logic.rollout.leader_step import ORDINAL, HashLeader, OrdinalLeader
 from lws_operator.logic.rollout.stall import NO_STALL, apply_stall, find_stall
@@ -69,19 +70,23 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
     decision = owner.status(obs, key)
     observed: dict[str, Any] = obs.body.get("status") or {}
     pods = list(obs.pods)
-    # An exceeded progress deadline outranks the stall (both would set Progressing).
+    # A paused rollout says so, and is not judged stalled; the stall and the deadline, which
+    # outranks it (both would set Progressing), replace a resumed one's condition.
+    paused = pause.paused(obs.body)
+    desired, pause_events = pause.apply_pause(
+        apply_unschedulable(decision.status, obs.body, pods), observed, paused, obs.lws.name,
+        obs.now)
     # Only the pods it reads: those the scheduler could not place.
-    stall = NO_STALL if deadline.exceeded else find_stall(
+    stall = NO_STALL if deadline.exceeded or paused else find_stall(
         unschedulable_pods(obs), key, obs.clock, obs.options.stall_grace)
-    desired, stall_events = apply_stall(
-        apply_unschedulable(decision.status, obs.body, pods), observed, stall, obs.now)
+    desired, stall_events = apply_stall(desired, observed, stall, obs.now)
     desired, deadline_events = progress_deadline.apply_deadline(
         desired, observed, deadline, key, obs.now)
     # Only the pods it reads: those the webhook never saw, and the leaders. The message ends
     # with what the recreation of those pods is doing (``logic.mutation.recreation``).
     desired, progressing_events = unmutated.apply_unmutated(
         desired, observed, obs.lws.namespace, obs.unmutated_pods, obs.now,
-        (*stall_events, *deadline_events),
+        (*pause_events, *stall_events, *deadline_events),
         note=recreating.note if recreating is not None else None)
     # Only the leaders it reads: those marked exhausted.
     desired = apply_degraded(desired, exhausted_leaders(obs), obs.lws.generation, obs.now)

@@ -17,6 +17,10 @@ current revision becoming Ready. When a rollout goes that long without progress:
   bad revision; when no revision is known to have been, the hold stays and the condition's
   message says why.
 
+While the set is paused (``logic.rollout.pause``) no deadline runs, as for a paused Deployment;
+the resume is progress (its time, from the ``RolloutResumed`` condition, is a lower bound on the
+last progress), and a deadline exceeded before the pause is judged afresh.
+
 Once exceeded, the deadline stays exceeded for that revision (the condition names it) until the
 templates change again (a fix or a revert starts a new rollout and the clock again), the update
 ends, or the annotation is removed: unlike a Deployment's, a bad revision's group coming up for

@@ -22,6 +22,7 @@ from lws_operator.logic.reconcile.plan import (
 )
 from lws_operator.logic.reconcile.snapshot import Observed
 from lws_operator.logic.rollout import deadline as dl
+from lws_operator.logic.rollout import pause
 from lws_operator.logic.rollout.pacing import RolloutDecision, RolloutSnapshot
 from lws_operator.logic.status.facts import confirmed_workers
 from lws_operator.logic.status.set_status import count_groups
@@ -38,9 +39,10 @@ def decide(obs: Observed, snapshot: RolloutSnapshot, key: str,
            revisions: tuple[Mapping[str, Any], ...]) -> dl.Deadline:
     """The deadline of this pass, for the revision ``key`` among the set's ``revisions``; a
     pass that starts a new revision decides it too (its requeue at the deadline), though the
-    rollout's own rule for it stands (``acts``)."""
+    rollout's own rule for it stands (``acts``). A paused rollout has no deadline, and the
+    resume is progress (``logic.rollout.pause``)."""
     seconds = dl.deadline_seconds(obs.body)
-    if seconds is None or snapshot.leader_sts is None:
+    if seconds is None or snapshot.leader_sts is None or pause.paused(obs.body):
         return dl.OFF if seconds is None else dl.Deadline(seconds)
     lws = obs.lws
     counts = count_groups(lws.name, lws.replicas, lws.size, lws.rolling_update.partition, key,
@@ -52,6 +54,9 @@ def decide(obs: Observed, snapshot: RolloutSnapshot, key: str,
         born = dl.revision_born(revisions, key)
         if born is not None:
             since = max(since, _epoch(born, obs.clock))
+        resumed = pause.resumed_at(lws.status, obs.clock)
+        if resumed is not None:
+            since = max(since, resumed)
     deadline = dl.decide(seconds, since, snapshot.groups,
                          dl.groups_ready_since(lws.name, obs.pods, key), obs.clock,
                          stuck=dl.exceeded_on(lws.status) == key,

@@ -44,6 +44,7 @@ from lws_operator.logic.reconcile.plan import (
 )
 from lws_operator.logic.reconcile.snapshot import Obj, Observed
 from lws_operator.logic.rollout import deadline_step as progress_deadline
+from lws_operator.logic.rollout import pause
 from lws_operator.logic.rollout.deadline import Deadline
 from lws_operator.logic.rollout.pacing import RolloutDecision, plan_rollout, rollout_snapshot
 from lws_operator.logic.rollout.stall import unstall_view
@@ -98,7 +99,8 @@ class OrdinalLeader:
 
     def prepare(self, obs: Observed, revision: Revision) -> Planned[Rollout]:
         """The rollout of ``revision`` (``logic.rollout.pacing``) and the progress deadline,
-        which holds it or, opted in, rolls the set back and ends the pass."""
+        which holds it or, opted in, rolls the set back and ends the pass; a paused set's
+        rollout held where it stands (``logic.rollout.pause``; no deadline runs then)."""
         key, updated = revision.key, revision.updated
         # Read: the set, its StatefulSets, its leader pods and the worker StatefulSets its pods
         # show ready (a worker pod's change keeps it unless it completes a group).
@@ -116,7 +118,12 @@ class OrdinalLeader:
             if rollback is not None:
                 return Planned(rollback, Rollout(rollout, deadline))  # the pass ends there
             rollout = progress_deadline.held(rollout, snapshot)
-        return Planned(Plan(tuple(Record(e) for e in rollout.events)), Rollout(rollout, deadline))
+        if pause.paused(obs.body):
+            rollout = pause.hold(rollout, snapshot)
+        # The deadline's recheck, planned here as well as by the status step: a pass that ends
+        # before its status (the release of retained pods) still looks again at the deadline.
+        return Planned(Plan(tuple(Record(e) for e in rollout.events),
+                            requeue_after=deadline.recheck_after), Rollout(rollout, deadline))
 
     def apply(self, obs: Observed, key: str, rollout: Rollout) -> Plan:
         """The leader StatefulSet at the rollout's partition and replicas."""

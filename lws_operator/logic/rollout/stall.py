@@ -31,6 +31,8 @@ from lws_operator.api.constants import (
     MESSAGE_GROUPS_PROGRESSING,
     REASON_GROUPS_PROGRESSING,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_ROLLOUT_PAUSED,
+    REASON_ROLLOUT_RESUMED,
     REASON_ROLLOUT_STALLED,
 )
 from lws_operator.api.view import deleting, revision_of
@@ -38,10 +40,11 @@ from lws_operator.logic.mutation.unmutated import REASON_PODS_NOT_MUTATED
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import epoch_seconds, meta_of
 
-# The overlays on ``Progressing``: ours, the unmutated pods' and the progress deadline's
-# (``logic.rollout.deadline``).
+# The overlays on ``Progressing``: ours, the unmutated pods', the progress deadline's
+# (``logic.rollout.deadline``) and the pause's (``logic.rollout.pause``).
 _OVERLAYS = frozenset({REASON_ROLLOUT_STALLED, REASON_PODS_NOT_MUTATED,
-                       REASON_PROGRESS_DEADLINE_EXCEEDED})
+                       REASON_PROGRESS_DEADLINE_EXCEEDED, REASON_ROLLOUT_PAUSED,
+                       REASON_ROLLOUT_RESUMED})
 DEFAULT_GRACE_SECONDS = 60.0
 
 
@@ -110,8 +113,9 @@ def _progressing(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 def unstall_view(status: Mapping[str, Any] | None) -> dict[str, Any]:
     """The observed status with our ``RolloutStalled`` (or ``PodsNotMutated``, the overlay of
-    ``logic.mutation.unmutated``, or ``ProgressDeadlineExceeded``, ``logic.rollout.deadline``'s)
-    shown as the ``Progressing=True`` it overrides, for upstream's updateStatus computation."""
+    ``logic.mutation.unmutated``, ``ProgressDeadlineExceeded``, ``logic.rollout.deadline``'s, or
+    ``RolloutPaused``/``RolloutResumed``, ``logic.rollout.pause``'s) shown as the
+    ``Progressing=True`` it overrides, for upstream's updateStatus computation."""
     view = dict(status or {})
     conditions = [dict(c) for c in view.get("conditions") or []]
     for cond in conditions:

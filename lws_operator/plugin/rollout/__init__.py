@@ -21,14 +21,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     inner = parser.add_subparsers(dest="rollout_command", required=True, metavar="SUBCOMMAND")
     for module in _subcommands():
         module.register(inner)
+    from lws_operator.plugin.cli import _add_globals
+
     for sub in inner.choices.values():
         sub.add_argument("--kind", choices=KINDS, default=None,
                          help="the kind NAME is (default: whichever exists; both is an error)")
+        # kubectl's global options anywhere, after the inner subcommand too (as ``cli`` does
+        # for the top-level ones): ``kubectl lws rollout pause NAME -n ns``.
+        _add_globals(sub, argparse.SUPPRESS)
 
 
 def _subcommands() -> Sequence[ModuleType]:
     """The rollout subcommand modules, in the order ``--help`` lists them (imported here: they
     import this package's ``target``)."""
-    from lws_operator.plugin.rollout import history, undo
+    from lws_operator.plugin.rollout import history, pause, undo
 
-    return (history, undo)
+    return (pause, history, undo)

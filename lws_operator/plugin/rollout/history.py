@@ -88,10 +88,10 @@ async def leaderworkerset(session: Session, args: argparse.Namespace) -> Target 
     try:
         found = await resolve(session.kube, session.namespace, args.name, args.kind)
     except (NotFound, Ambiguous) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return None
     if found.kind == "disaggregatedset":
-        print(f"Error: {NO_DS_HISTORY.format(name=args.name)}", file=sys.stderr)
+        print(f"error: {NO_DS_HISTORY.format(name=args.name)}", file=sys.stderr)
         return None
     return found
 
@@ -103,13 +103,13 @@ async def run(session: Session, args: argparse.Namespace) -> int:
             return EXIT_FAILED
         revisions = await revisions_of(session.kube, session.namespace, args.name)
     except ApiException as exc:
-        print(f"Error: {status_message(exc)}", file=sys.stderr)
+        print(f"error: {status_message(exc)}", file=sys.stderr)
         return EXIT_FAILED
     if args.revision:
         mine = rh.owned(found.body, revisions)
         chosen = next((r for r in mine if history.number(r) == args.revision), None)
         if chosen is None:
-            print(f"Error: revision {args.revision} of LeaderWorkerSet \"{args.name}\" does not "
+            print(f"error: revision {args.revision} of LeaderWorkerSet \"{args.name}\" does not "
                   f"exist; revisions kept: "
                   f"{', '.join(str(history.number(r)) for r in reversed(mine)) or 'none'}",
                   file=sys.stderr)

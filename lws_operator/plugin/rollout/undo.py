@@ -67,7 +67,7 @@ async def run(session: Session, args: argparse.Namespace) -> int:
         try:
             choice = rh.undo_target(found.body, revisions, args.to_revision or None)
         except rh.NoSuchRevision as exc:
-            print(f"Error: {exc}", file=sys.stderr)
+            print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
         number = history.number(choice.target)
         if choice.already:
@@ -83,10 +83,10 @@ async def run(session: Session, args: argparse.Namespace) -> int:
                                    content_type=MERGE_PATCH)
     except ApiException as exc:
         if exc.status == 409:
-            print(f'Error: LeaderWorkerSet "{name}" changed while the undo was prepared; '
+            print(f'error: LeaderWorkerSet "{name}" changed while the undo was prepared; '
                   "nothing was written, run it again", file=sys.stderr)
         else:
-            print(f"Error: {status_message(exc)}", file=sys.stderr)
+            print(f"error: {status_message(exc)}", file=sys.stderr)
         return EXIT_FAILED
     print(f"leaderworkerset.leaderworkerset.x-k8s.io/{name} rolled back to revision {number}")
     return EXIT_OK

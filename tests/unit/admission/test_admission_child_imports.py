@@ -8,10 +8,12 @@ import subprocess
 import sys
 
 # Never in the admission process: the controllers' framework and API client, the validation
-# models, and aiohttp (it parses HTTP/1.1 with httptools, ``admission.http_server``).
-ABSENT = ("kopf", "kubernetes", "pydantic", "aiohttp", "multidict", "yarl", "importlib.metadata")
+# models, aiohttp (it parses HTTP/1.1 with httptools, ``admission.http_server``), and
+# prometheus_client with the HTTP server its package imports (it counts in ``admission.counts``).
+ABSENT = ("kopf", "kubernetes", "pydantic", "aiohttp", "multidict", "yarl", "importlib.metadata",
+          "prometheus_client", "http.server", "email")
 # What it serves with.
-PRESENT = ("httptools", "ssl", "prometheus_client", "lws_operator.logic.mutation.pod",
+PRESENT = ("httptools", "ssl", "lws_operator.admission.counts", "lws_operator.logic.mutation.pod",
            "lws_operator.api.validation")
 
 

@@ -88,9 +88,35 @@ def test_the_planners_child_imports_neither_asyncio_nor_the_package_metadata() -
     out = subprocess.run([sys.executable, "-c", code], input=pickled, capture_output=True,
                          check=True)
     assert out.stderr.decode().strip() == "[]"
-    answered = pickle.loads(out.stdout)
+    answered, not_afters = pickle.loads(out.stdout)
+    assert list(not_afters) == [answered[0][2].data["tls.crt"]]
     assert [(injected, plan.data is None) for _, injected, plan in answered] == [
         (False, False), (False, True), (True, True)]
+
+
+async def test_an_answer_names_the_served_certificates_not_after() -> None:
+    """The expiry metric reads the served certificate's notAfter from the planner's answer:
+    for the certificate a plan writes and for the one a plan that writes nothing leaves; a
+    certificate no answer left is not known (a child reads it, ``not_after``)."""
+    from cryptography import x509
+
+    def leaf_not_after(data: dict[str, bytes]) -> float:
+        return x509.load_pem_x509_certificate(
+            data["tls.crt"]).not_valid_after_utc.timestamp()
+
+    planner = OutOfProcessPlanner()
+    fresh = await planner.plan(None, now=NOW, policy=POLICY, bundle_injected=False)
+    assert fresh.data is not None
+    assert planner.known_not_after(fresh.data["tls.crt"]) == leaf_not_after(fresh.data)
+
+    other = {**fresh.data, "extra": b"x"}
+    at_rest = await planner.plan(other, now=NOW, policy=POLICY, bundle_injected=True)
+    assert at_rest.data is None
+    assert planner.known_not_after(other["tls.crt"]) == leaf_not_after(fresh.data)
+    assert planner.processes == 2
+
+    elsewhere = self_signed(["localhost"], ["127.0.0.1"])
+    assert planner.known_not_after(elsewhere["tls.crt"]) is None
 
 
 async def test_a_failed_child_is_an_error_with_its_stderr() -> None:

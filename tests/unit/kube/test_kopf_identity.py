@@ -1,19 +1,19 @@
-"""kopf is given the operator's own identity (``kube.watch.kopf_identity``): left to itself it
-asks ``getpass.getuser()``, which raises ``KeyError`` for the image's user 65532 (no passwd
-entry, no ``USER`` in a pod's environment), and the operator crashed at start in its pod."""
+"""kopf is given the operator's own identity (``kube.signal_watch.kopf_identity``): left to
+itself it asks ``getpass.getuser()``, which raises ``KeyError`` for the image's user 65532 (no
+passwd entry, no ``USER`` in a pod's environment), and the operator crashed at start in its
+pod."""
 
 from __future__ import annotations
 
 import getpass
 import threading
-from types import SimpleNamespace
 from typing import Any
 
 import kopf
 import pytest
 from kopf._core.reactor import running
 
-from lws_operator.kube.watch import Watches, kopf_identity
+from lws_operator.kube.signal_watch import kopf_identity, watch
 
 
 def _no_user() -> str:
@@ -49,9 +49,9 @@ class _Spawned(Exception):
 
 def test_the_kopf_thread_gives_kopf_its_identity(monkeypatch: pytest.MonkeyPatch,
                                                  passwdless: None) -> None:
-    """``Watches._watch`` runs the real ``kopf.operator`` up to its ``spawn_tasks``, where kopf
-    detects an identity unless given one; the tasks are not spawned (they would need a
-    cluster)."""
+    """``signal_watch.watch`` (kopf's thread) runs the real ``kopf.operator`` up to its
+    ``spawn_tasks``, where kopf detects an identity unless given one; the tasks are not spawned
+    (they would need a cluster)."""
     seen: dict[str, Any] = {}
 
     async def spawn_tasks(**kwargs: Any) -> Any:
@@ -59,8 +59,6 @@ def test_the_kopf_thread_gives_kopf_its_identity(monkeypatch: pytest.MonkeyPatch
         raise _Spawned
 
     monkeypatch.setattr(running, "spawn_tasks", spawn_tasks)
-    watches = SimpleNamespace(kopf_registry=kopf.OperatorRegistry(),
-                              settings=kopf.OperatorSettings)
     with pytest.raises(_Spawned):
-        Watches._watch(watches, threading.Event())  # type: ignore[arg-type]
+        watch(kopf.OperatorRegistry(), kopf.OperatorSettings(), threading.Event())
     assert str(seen["identity"]).startswith("lws-operator@")

@@ -1,6 +1,6 @@
 """kopf's ``OS signals are ignored`` warning is dropped only where it is false: from the thread
 kopf runs in, which gets the process's SIGTERM/SIGINT through its ``stop_flag``
-(``kube.watch.SignalsForwarded``). Every other record passes."""
+(``kube.signal_watch.SignalsForwarded``). Every other record passes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from lws_operator.kube.watch import (
+from lws_operator.kube.signal_watch import (
     KOPF_RUNNING_LOGGER,
     KOPF_SIGNALS_IGNORED,
     SignalsForwarded,

@@ -20,6 +20,11 @@ from lws_operator.api.constants import (
     NAME_LABEL,
     WORKER_INDEX_LABEL,
 )
+from lws_operator.controllers.disaggregated_runtime import (
+    CHILD_KINDS,
+    KINDS,
+    DisaggregatedSetRuntime,
+)
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.list_watch import ListWatch
@@ -376,4 +381,25 @@ def test_the_controller_decides_only_while_the_watches_of_pods_and_statefulsets_
     watches.own["StatefulSet"].watching.set()
     assert run.reconciler.caches_current()  # the Service watch does not matter
     watches.own["Pod"].watching.clear()  # the stream ended: resuming, or listing again
+    assert not run.reconciler.caches_current()
+
+
+def test_the_disaggregatedset_controller_decides_only_while_its_childrens_watches_are_open(
+) -> None:
+    """The DisaggregatedSet controller's pass waits while the watch of its LeaderWorkerSets,
+    Services or role scalers is not open; its own kind's watch does not hold it."""
+    kube = KubeClient(client.ApiClient(configuration=client.Configuration()))
+    run = DisaggregatedSetRuntime(kube, CollectorRegistry())
+    watches = run.watches
+    for kind in KINDS:
+        watches.own[kind] = ListWatch(kube, kind, f"/{kind}", None,
+                                      watches._observe, watches._replace)
+    watches.own[KINDS[0]].watching.set()
+    assert not run.reconciler.caches_current()
+    for kind in CHILD_KINDS:
+        watches.own[kind].watching.set()
+    assert run.reconciler.caches_current()
+    watches.own[KINDS[0]].watching.clear()
+    assert run.reconciler.caches_current()  # the sets' own watch wakes passes, holds none
+    watches.own["LeaderWorkerSet"].watching.clear()
     assert not run.reconciler.caches_current()

@@ -179,6 +179,12 @@ def hash_leader(ready_gate: str | None, containers: bool = True) -> dict[str, An
     return leader
 
 
+def paused(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with its rollout paused (``lws-operator.dev/paused: "true"``)."""
+    body["metadata"]["annotations"] = {"lws-operator.dev/paused": "true"}
+    return body
+
+
 CASES: list[tuple[str, Scene, str, str]] = [
     # (id, scene, first cause, its summary)
     ("ready", scene(), "", ""),
@@ -259,6 +265,13 @@ CASES: list[tuple[str, Scene, str, str]] = [
          volcano_groups=[VOLCANO_PG]),
      "PodGroupIncomplete", "group 0: volcano PodGroup demo-0-new1234 needs 2 pods placed "
      "together and has 0: the scheduler places none until all fit"),
+    ("rollout paused (before the new revision's pods not Ready)",
+     scene(paused(lws(conditions=[cond("UpdateInProgress"), cond(
+         "Progressing", "Unknown", "RolloutPaused", "Rollout paused ...")], replicas=2)),
+         pods=[*group("0", revision=OLD), *group("1", ready=False)],
+         statefulsets=[leader_sts(partition=1)]),
+     "RolloutPaused", "the rollout is paused: no further group is replaced or surged until it "
+     "is resumed"),
     ("progress deadline exceeded (our condition)",
      scene(lws(conditions=[cond("UpdateInProgress"), cond(
          "Progressing", "False", "ProgressDeadlineExceeded", "Rollout made no progress ...")],
@@ -446,6 +459,20 @@ def test_the_deadline_says_how_to_resume_and_to_opt_in_to_rollback() -> None:
             f"-n {NS}") in found.hint
     assert "lws-operator.dev/rollback-on-deadline=true" in found.hint
     assert found.as_dict()["onlyLwsOperator"]
+
+
+def test_the_pause_says_how_to_resume_and_warns_at_rest() -> None:
+    given = CASES[[c[0] for c in CASES].index(
+        "rollout paused (before the new revision's pods not Ready)")][1]
+    (found, *_) = diagnose(given).findings
+    assert found.fix == "kubectl lws rollout resume demo -n ns"
+    assert found.evidence == ("annotation lws-operator.dev/paused=true",
+                              f"condition Progressing=Unknown RolloutPaused since {T0}")
+    assert found.as_dict()["onlyLwsOperator"]
+    at_rest = diagnose(scene(paused(lws()), pods=group()))
+    assert [(f.cause, f.blocking) for f in at_rest.findings] == [("RolloutPaused", False)]
+    assert not at_rest.blocked
+    assert diagnose(scene(lws(), pods=group())).findings == ()
 
 
 def test_the_stall_fix_is_the_guides_ordinal_remedy() -> None:

@@ -64,14 +64,14 @@ def test_a_disaggregatedset_keeps_no_history(capsys: pytest.CaptureFixture[str])
     for argv in (("history", "s"), ("undo", "s")):
         assert run(kube, *argv) == 1
         err = capsys.readouterr().err
-        assert err.startswith('Error: DisaggregatedSet "s" keeps no revision history')
+        assert err.startswith('error: DisaggregatedSet "s" keeps no revision history')
     assert kube.sent == []
 
 
 def test_a_missing_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(Canned({}), "history", "s") == 1
     assert capsys.readouterr().err == (
-        'Error: leaderworkerset or disaggregatedset "s" not found in namespace "ns"\n')
+        'error: leaderworkerset or disaggregatedset "s" not found in namespace "ns"\n')
 
 
 def test_undo_writes_one_guarded_patch(capsys: pytest.CaptureFixture[str]) -> None:

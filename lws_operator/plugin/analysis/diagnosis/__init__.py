@@ -13,7 +13,7 @@ where there is one, the command that fixes it.
 Several causes are this operator's own features, absent from the upstream Go controller
 (the documented restart budget and backoff, the ``group-replacement`` scheduling gate and the
 ``group-ready`` readiness gate, native gang scheduling, ``RolloutStalled``, ``PodsNotMutated``,
-the progress deadline's ``ProgressDeadlineExceeded``);
+the progress deadline's ``ProgressDeadlineExceeded``, the pause's ``RolloutPaused``);
 their findings say so (``ours``), so a user of upstream's controller knows the advice does not
 apply to it. A stalled rollout is detected here too (``logic.rollout.stall``) when the controller
 did not write ``RolloutStalled``, so the diagnosis works over upstream's objects as well.
@@ -46,6 +46,7 @@ from lws_operator.plugin.analysis.diagnosis.scene import (
     RANK,
     RESTART_BUDGET_EXHAUSTED,
     ROLLED_BACK,
+    ROLLOUT_PAUSED,
     ROLLOUT_STALLED,
     SCHEDULING_GATED,
     UNSCHEDULABLE,
@@ -63,7 +64,8 @@ __all__ = [
     "DISRUPTION_BUDGET_USED", "EVICTIONS_REFUSED", "FAILED_CREATE", "GROUP_INCOMPLETE",
     "GROUP_READY_GATE", "NOT_OBSERVED", "PODS_NOT_MUTATED", "PODS_NOT_READY",
     "POD_GROUP_INCOMPLETE", "PROGRESS_DEADLINE_EXCEEDED", "RANK", "RESTART_BUDGET_EXHAUSTED",
-    "ROLLED_BACK", "ROLLOUT_STALLED", "SCHEDULING_GATED", "UNSCHEDULABLE", "WEBHOOK_UNREACHABLE",
+    "ROLLED_BACK", "ROLLOUT_PAUSED", "ROLLOUT_STALLED", "SCHEDULING_GATED", "UNSCHEDULABLE",
+    "WEBHOOK_UNREACHABLE",
     "Diagnosis", "EventFact", "Finding", "Group", "Scene", "Webhook", "condition",
     "current_revision", "diagnose", "event_fact", "find_group", "group_size", "groups_of",
     "selector_matches", "webhook_services", "webhooks_for",

@@ -33,6 +33,7 @@ from lws_operator.plugin.analysis.diagnosis.readiness import (
 from lws_operator.plugin.analysis.diagnosis.rollout import (
     deadline_exceeded,
     rolled_back,
+    rollout_paused,
     rollout_stalled,
 )
 from lws_operator.plugin.analysis.diagnosis.scene import (
@@ -124,6 +125,7 @@ def diagnose(scene: Scene, group: str | None = None) -> Diagnosis:
         *not_observed(scene, operator_ns), *webhook_findings(scene, failures, settled),
         *pods_not_mutated(scene), *failed_creates(scene, failures)]
     if chosen is None:
+        findings += rollout_paused(scene)
         findings += deadline_exceeded(scene)
         findings += rollout_stalled(scene, current)
         findings += evictions_refused(scene)

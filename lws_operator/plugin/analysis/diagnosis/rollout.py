@@ -1,11 +1,12 @@
-"""Set-level causes about the rollout itself: held at its progress deadline, stalled for
-capacity, or rolled back by the operator."""
+"""Set-level causes about the rollout itself: paused by the user, held at its progress
+deadline, stalled for capacity, or rolled back by the operator."""
 
 from __future__ import annotations
 
 from lws_operator.api.constants import (
     CONDITION_PROGRESSING,
     CONDITION_UPDATE_IN_PROGRESS,
+    PAUSED_ANNOTATION,
     PROGRESS_DEADLINE_ANNOTATION,
     REASON_PROGRESS_DEADLINE_EXCEEDED,
     REASON_ROLLED_BACK,
@@ -18,6 +19,7 @@ from lws_operator.logic.rollout.stall import find_stall, stall_message
 from lws_operator.plugin.analysis.diagnosis.scene import (
     PROGRESS_DEADLINE_EXCEEDED,
     ROLLED_BACK,
+    ROLLOUT_PAUSED,
     ROLLOUT_STALLED,
     Finding,
     Scene,
@@ -27,6 +29,31 @@ from lws_operator.plugin.analysis.diagnosis.scene import (
     kubectl,
     recent_events,
 )
+
+
+def rollout_paused(scene: Scene) -> list[Finding]:
+    """The pause (``logic.rollout.pause``): read from the annotation, so it is named whether or
+    not the controller has written its condition yet (or runs at all). It blocks while an update
+    is in progress (the rollout waits for the resume); at rest it is only a warning, since the
+    next template change will not roll."""
+    view = lws_view(scene.lws)
+    if not view.paused:
+        return []
+    updating = condition_true(scene.lws, CONDITION_UPDATE_IN_PROGRESS)
+    evidence = [f"annotation {PAUSED_ANNOTATION}=true"]
+    cond = condition(scene.lws, CONDITION_PROGRESSING)
+    if cond and cond.get("reason") == ROLLOUT_PAUSED:
+        evidence.append(f"condition Progressing={cond.get('status')} RolloutPaused since "
+                        f"{cond.get('lastTransitionTime')}")
+    summary = ("the rollout is paused: no further group is replaced or surged until it is "
+               "resumed" if updating else "the set is paused: a template change will not roll "
+               "out until it is resumed")
+    return [Finding(ROLLOUT_PAUSED, summary, evidence=tuple(evidence),
+                    fix=kubectl(scene, "lws", "rollout", "resume", view.name),
+                    hint="look at the groups already on the new revision first "
+                         f"({kubectl(scene, 'lws', 'tree', view.name)}); a scale of "
+                         "spec.replicas is followed while paused",
+                    ours="rollout pause", blocking=updating)]
 
 
 def deadline_exceeded(scene: Scene) -> list[Finding]:

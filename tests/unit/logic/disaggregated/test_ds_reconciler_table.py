@@ -21,6 +21,7 @@ from lws_operator.api.disaggregated import (
     SCALER_KIND,
     SLICE_LABEL,
 )
+from lws_operator.controllers.disaggregatedset import WATCH_GAP_REQUEUE
 from lws_operator.logic.disaggregated import children
 from lws_operator.logic.disaggregated.names import legacy_lws_name, lws_name, service_name
 from lws_operator.logic.disaggregated.revision import compute_revision
@@ -122,6 +123,21 @@ def test_no_scale_down_until_new_ready() -> None:
     assert [line for line in held.writes() if not line.startswith("status")] == []
     assert world.by_revision(PD)[OLD_A] == (4, 4)
     assert held.requeue == 1.0
+
+
+def test_a_watch_gap_holds_the_pass_until_the_childrens_watches_are_open() -> None:
+    """The final drain decided on a cache whose LeaderWorkerSet watch is relisting could take
+    the old revision down on the new one's readiness from before the gap: the pass writes
+    nothing and looks again soon; with the watches open it drains."""
+    world, rev = world_of(role("prefill", 4), role("decode", 4))
+    old_revision(world, OLD_A, (4, 4), T0, annotate=True)
+    new_children(world, rev, (4, 4))
+    held = world.reconcile(caches_current=False)
+    assert held.lines == []
+    assert held.requeue == WATCH_GAP_REQUEUE
+    assert world.by_revision(PD)[OLD_A] == (4, 4)
+    drained = world.reconcile()
+    assert drained.lines[0] == f"scale {name(OLD_A, 'prefill')} to 0"
 
 
 def test_scales_down_when_new_ready() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from e2e.harness.builder import LeaderWorkerSet
+from lws_operator.api.constants import PAUSED_ANNOTATION
 from lws_operator.logic.failures.restart import scan_failures
 from lws_operator.logic.failures.restart_budget import CLEANUP_FINALIZER
 from lws_operator.logic.hash_mode.hash_groups import (
@@ -190,6 +191,24 @@ def test_outdated_leaders_of_a_combined_update_and_scale_up_stay_gated(policy: s
     admission = plan_admission(lws(replicas=4, policy=policy), pods, {}, "r2")
     assert names(admission.ungate) == ["s-abcde-e"]
     assert admission.waiting == 2
+
+
+@pytest.mark.parametrize(("paused", "admitted"), [
+    (False, []),  # the template changed: the old revision's new leaders never schedule
+    (True, ["s-abcde-c", "s-abcde-d"]),  # paused: the Deployment scales what it has; they go
+])
+def test_a_paused_set_admits_a_scale_up_on_the_running_revision(
+        paused: bool, admitted: list[str]) -> None:
+    """Paused (``logic.rollout.pause``), the leader Deployment is paused too: a template change
+    creates no ReplicaSet, and a scale (2 -> 4) adds leaders to the old one. They are the
+    set's groups until the resume replaces them, so they are admitted."""
+    pods = [leader("a", rev="r1"), leader("b", rev="r1"),
+            leader("c", rev="r1", gated=True, created=1),
+            leader("d", rev="r1", gated=True, created=2)]
+    body = lws(replicas=4)
+    if paused:
+        body["metadata"]["annotations"] = {PAUSED_ANNOTATION: "true"}
+    assert names(plan_admission(body, pods, {}, "r2").ungate) == admitted
 
 
 def test_tearing_down_keys_off_pods_not_the_leader() -> None:

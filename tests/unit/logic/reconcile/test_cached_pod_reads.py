@@ -388,6 +388,7 @@ TAKE_NO_PODS = frozenset({
     "deadline.rolled_back_event",
     "deadline.rollout_started", "meta.epoch_seconds", "termination.parallel",
     "group_metrics.state_counts", "wakeups.statefulset_can_wait",
+    "pause.apply_pause", "pause.hold", "pause.paused", "pause.resumed_at",
 })
 
 # The modules that hand cached pods to the logic: the controller's shell, and the steps, shared

@@ -12,11 +12,13 @@ import pytest
 
 from lws_operator.api.constants import (
     FULLY_READY_ANNOTATION,
+    GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
     PROGRESS_DEADLINE_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
     ROLLED_BACK_FROM_ANNOTATION,
     TEMPLATE_REVISION_HASH_LABEL,
 )
+from lws_operator.logic.failures.restart_budget import CLEANUP_FINALIZER
 from lws_operator.logic.reconcile.plan import Apply, Delete, Patch
 from lws_operator.logic.rollout.deadline_step import RESUME_NOW
 from tests.harness import lws_world as rw
@@ -215,3 +217,35 @@ def test_released_leaders_are_left_to_the_statefulset(ready: bool) -> None:
         planned[name] = plan_pass(world)
     assert planned["deadline"].writes() == planned["upstream"].writes()
     assert not [a for a in planned["deadline"].actions if isinstance(a, Delete)]
+
+
+def _retained_and_exhausted(world: World, pod_name: str) -> None:
+    """``pod_name``'s group stopped by its restart budget and kept (our cleanup finalizer), its
+    leader terminating: a group the rollout releases (``logic.failures.release_step``)."""
+    pod = copy.deepcopy(world.cache["Pod"].get(rw.NAMESPACE, pod_name))
+    assert pod is not None
+    pod["metadata"]["finalizers"] = [CLEANUP_FINALIZER]
+    pod["metadata"].setdefault("annotations", {})[
+        GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION] = "true"
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:09:00Z"
+    world.cache["Pod"].upsert(pod)
+
+
+@pytest.mark.parametrize(("annotations", "requeue"), [
+    (DEADLINE, 60.0),  # the deadline's recheck survives the pass's early end
+    ({}, None),  # no deadline: nothing to look at again, as before
+])
+def test_a_pass_that_ends_early_keeps_the_deadline_recheck(
+        annotations: dict[str, str], requeue: float | None) -> None:
+    """A pass that ends before its status step (here: the release of a retained group of the
+    old revision, which the rollout reached) asks for the deadline's recheck all the same: it
+    decided the deadline in ``prepare``, and a pass ending on the release returned no requeue
+    (the controller returned the last plan's), so nothing but a later event would have looked
+    at the deadline again."""
+    world = updating(annotations)
+    plan_pass(world)
+    _retained_and_exhausted(world, "sample-1")
+    ended = plan_pass(world)
+    assert ended.writes()[-1] == "patch Pod sample-1"  # the release, which ends the pass
+    assert "status LeaderWorkerSet sample" not in ended.writes()
+    assert ended.requeue == requeue
