@@ -21,6 +21,7 @@ from e2e.harness.builder import API, KIND, LeaderWorkerSet, P
 from e2e.harness.converge import converged, pods_of
 from e2e.harness.launcher import Operator, start_controllers
 from e2e.kube import MERGE_PATCH, is_ready, wait_for
+from lws_operator.api.constants import FULLY_READY_ANNOTATION
 from lws_operator.controllers.runtime import ControllerRuntime
 
 pytestmark = pytest.mark.full
@@ -134,13 +135,20 @@ async def test_rolling_update_of_the_template(operator: Operator) -> None:
     assert len(after) == 1
     assert after.isdisjoint(before)
 
-    async def pruned() -> bool:
+    async def kept() -> bool:
+        """Once the update is done, the old revision is kept as history (unlike upstream's,
+        which deletes it), numbered below the new one, and both were fully Ready."""
         revisions = await op.kube.list("apps/v1", "ControllerRevision", ns,
                                        label_selector=f"{P}name=rolled")
-        ours = [r for r in revisions if r["metadata"]["ownerReferences"][0]["kind"] == KIND]
-        return [r["metadata"]["labels"][P + "template-revision-hash"] for r in ours] == list(after)
+        ours = sorted((r for r in revisions
+                       if r["metadata"]["ownerReferences"][0]["kind"] == KIND),
+                      key=lambda r: r["revision"])
+        return ([r["metadata"]["labels"][P + "template-revision-hash"] for r in ours]
+                == [*before, *after] and all(
+                    FULLY_READY_ANNOTATION in (r["metadata"].get("annotations") or {})
+                    for r in ours))
 
-    await wait_for(pruned, what="old revisions pruned once the update is done")
+    await wait_for(kept, what="the old revision kept once the update is done")
 
 
 async def test_unique_per_replica_services(operator: Operator) -> None:

@@ -8,7 +8,9 @@ webhook of ours serves the namespace), its ControllerRevision ``<lws>-<key>-1`` 
 shared Service, the leader StatefulSet applied by field manager ``lws`` with that key, a worker
 StatefulSet created per leader pod from the revision, and the status of a finished rollout. Pods
 come up through the pod webhook (upstream's and ours label pods identically). Then the operator
-starts, and no pod, no StatefulSet template and no revision key may change.
+starts, and no pod, no StatefulSet template and no revision key may change; the revision, kept
+in the history from then on, is recorded fully Ready with its Go bytes untouched. Handing a set
+with a kept history to the upstream controller and back is ``test_handback``'s.
 
 The templates hold zero values Go's ``omitempty`` drops from the revision while the live object
 keeps them (env ``value: ""``, ``args: []``, ``workingDir: ""``, ``stdin: false``), next to a
@@ -27,11 +29,12 @@ from typing import Any
 
 import pytest
 
+from e2e.cluster import LocalCluster
 from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import start_controllers
 from e2e.kube import Kube, is_ready, polling, wait_for
-from lws_operator.api.constants import FIELD_MANAGER
+from lws_operator.api.constants import FIELD_MANAGER, FULLY_READY_ANNOTATION
 from lws_operator.controllers.runtime import ControllerRuntime
 from lws_operator.logic.identity.revision import apply_revision, fnv1_32, safe_encode
 from lws_operator.logic.objects.owners import lws_reference
@@ -103,15 +106,19 @@ async def pods_of(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
             if not p["metadata"].get("deletionTimestamp")]
 
 
-async def leave_as_upstream(kube: Kube, ns: str, s: Upstream, lws: dict[str, Any]) -> None:
+async def leave_as_upstream(cluster: LocalCluster, kube: Kube, ns: str, s: Upstream,
+                            lws: dict[str, Any]) -> None:
     """Everything upstream's controllers would have written for ``lws``, in their order."""
     data = json.loads(s.go_data)
-    await kube.create({
+    # Created by a Go client (kubectl), as upstream creates it: its data is stored as Go's
+    # compact JSON, which decides how the operator may later write the revision's number and
+    # annotations (``logic.identity.writes``).
+    await asyncio.to_thread(cluster.kubectl, "-n", ns, "create", "-f", "-", stdin=json.dumps({
         "apiVersion": "apps/v1", "kind": "ControllerRevision",
         "metadata": {"name": f"{s.name}-{s.key}-1", "namespace": ns,
                      "labels": {P + "name": s.name, P + "template-revision-hash": s.key},
                      "ownerReferences": [lws_reference(lws)]},
-        "data": data, "revision": 1}, ns)
+        "data": data, "revision": 1}))
     await kube.create(shared_service(lws), ns)
     res = await kube.dyn.resources.get(api_version="apps/v1", kind="StatefulSet")
     await kube.dyn.server_side_apply(res, body=leader_statefulset(lws, s.key, 0, s.replicas),
@@ -214,7 +221,7 @@ async def test_takeover_from_upstream_restarts_nothing(clusters: Clusters) -> No
         hooks = await start_webhooks(kubeconfig, options_for(ns))  # pod admission
         try:
             for s in SETS:
-                await leave_as_upstream(kube, ns, s, stored[s.name])
+                await leave_as_upstream(cluster, kube, ns, s, stored[s.name])
             for s in SETS:
                 await finish_as_upstream(kube, ns, s)
             before = await observed(kube, ns)
@@ -229,6 +236,15 @@ async def test_takeover_from_upstream_restarts_nothing(clusters: Clusters) -> No
                     assert snapshot[s.name]["statefulsets"] == before[s.name]["statefulsets"], \
                         f"{s.name}: a StatefulSet changed its template or key on takeover"
                     assert snapshot[s.name]["revision keys"] == [s.key]
+            # The history kept from here on: upstream's revision, as it was, recorded fully Ready
+            # (the set is: every group updated and Ready), which no pod noticed.
+            for s in SETS:
+                (revision,) = [r for r in await kube.list(
+                    "apps/v1", "ControllerRevision", ns, label_selector=f"{P}name={s.name}")
+                    if r["metadata"]["ownerReferences"][0]["kind"] == KIND]
+                assert revision["data"] == json.loads(s.go_data)
+                assert revision["revision"] == 1
+                assert FULLY_READY_ANNOTATION in (revision["metadata"].get("annotations") or {})
         finally:
             for s in SETS:
                 await kube.delete(API, KIND, s.name, ns)

@@ -286,6 +286,14 @@ class OperatorProcess:
                    metrics_port=free_port(), workers=workers, log_level="info",
                    truncate_log=True, extra_args=list(extra_args or []))
 
+    def _env(self) -> dict[str, str]:
+        """This process's environment; for another installed copy, without ``PYTHONPATH``
+        (tests run from a worktree set it to the checkout, which would shadow that copy's own
+        code)."""
+        if self.command[:1] in ([str(CURRENT)], [sys.executable]):
+            return dict(os.environ)
+        return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
     def argv(self) -> list[str]:
         mutating, validating = self.configurations
         argv = [*self.command, "run", "--kubeconfig", self.kubeconfig,
@@ -321,7 +329,7 @@ class OperatorProcess:
         with self.log_path.open("wb" if self.truncate_log else "ab") as log:
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv(), cwd=self.cwd, stdout=log, stderr=log,
-                stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+                stdin=asyncio.subprocess.DEVNULL, start_new_session=True, env=self._env())
         deadline = time.monotonic() + self.ready_timeout
         while not await asyncio.to_thread(answers_ready, self.health_port):
             if self.process.returncode is not None:

@@ -189,3 +189,14 @@ REASON_ROLLED_BACK: Final = "RolledBack"
 # Progressing's reason while a rollout is stalled on pods the scheduler cannot place (ours,
 # ``logic.rollout.stall``); the group metrics read it too.
 REASON_ROLLOUT_STALLED: Final = "RolloutStalled"
+
+# Revision history (ours, beyond upstream, which keeps only the current and the update revision):
+# how many revisions besides the current one a set keeps (an opt-out annotation on the set, like
+# a Deployment's revisionHistoryLimit), the change cause kubectl and users record on the set
+# (copied onto its revision, as a Deployment's onto its ReplicaSet), and the time the operator
+# first saw the set fully Ready on a revision (written on the ControllerRevision by the operator
+# only; ``logic.identity.history``).
+REVISION_HISTORY_LIMIT_ANNOTATION: Final = OPERATOR_DOMAIN + "revision-history-limit"
+DEFAULT_REVISION_HISTORY_LIMIT: Final = 10
+CHANGE_CAUSE_ANNOTATION: Final = "kubernetes.io/change-cause"
+FULLY_READY_ANNOTATION: Final = OPERATOR_DOMAIN + "fully-ready-at"

@@ -52,6 +52,7 @@ from .constants import (
     MAX_REPLICAS,
     PAUSED_ANNOTATION,
     PROGRESS_DEADLINE_ANNOTATION,
+    REVISION_HISTORY_LIMIT_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
     STATEFULSET_NAME_LIMIT,
     SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -329,7 +330,20 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     errors += validate_scheduling(lws)
     errors += _validate_progress_deadline(lws)
     errors += _validate_disruption_budget(lws)
+    errors += _validate_history_limit(lws)
     return errors
+
+
+def _validate_history_limit(lws: dict[str, Any]) -> list[FieldError]:
+    """The revision history limit (ours, ``logic.identity.history``): a whole number from 0,
+    as a Deployment's ``revisionHistoryLimit``."""
+    annotations = field_at(lws, "metadata", "annotations") or {}
+    value = annotations.get(REVISION_HISTORY_LIMIT_ANNOTATION) \
+        if isinstance(annotations, dict) else None
+    if value is None or (isinstance(value, str) and value.isdigit() and int(value) <= MAX_INT32):
+        return []
+    return [FieldError(f"metadata.annotations.{REVISION_HISTORY_LIMIT_ANNOTATION}",
+                       "must be a whole number from 0", value)]
 
 
 def _validate_disruption_budget(lws: dict[str, Any]) -> list[FieldError]:

@@ -43,6 +43,7 @@ from lws_operator.logic.reconcile.plan import (
     Read,
     Record,
     Then,
+    Update,
     earliest,
 )
 
@@ -107,13 +108,16 @@ class Executor:
         try:
             answer = await self._send(action)
         except ApiException as exc:
+            if isinstance(action, Update) and action.fallback is not None and exc.status == 422:
+                await self._one(action.fallback, regarding, outcome)
+                return
             await self._failed(action, exc, regarding, outcome)
             return
         self._store(action, answer)
         for event in common.events:
             self.events.record(regarding, event, related=common.related)
 
-    async def _send(self, action: Apply | Create | Patch | Delete) -> dict[str, Any]:
+    async def _send(self, action: Apply | Create | Patch | Update | Delete) -> dict[str, Any]:
         target = action.target
         if isinstance(action, Apply):
             name = str((action.body.get("metadata") or {}).get("name"))
@@ -127,13 +131,16 @@ class Executor:
             return await self.kube.request(
                 "PATCH", target.item(action.name, action.subresource), body=action.body,
                 content_type=STRATEGIC_MERGE_PATCH if action.strategic else MERGE_PATCH)
+        if isinstance(action, Update):
+            return await self.kube.request("PUT", target.item(action.name), body=action.body)
         body: dict[str, Any] = {}
         if action.propagation is not None:
             body["propagationPolicy"] = action.propagation
         body["preconditions"] = {"uid": action.uid}
         return await self.kube.request("DELETE", target.item(action.name), body=body)
 
-    def _store(self, action: Apply | Create | Patch | Delete, answer: Mapping[str, Any]) -> None:
+    def _store(self, action: Apply | Create | Patch | Update | Delete,
+               answer: Mapping[str, Any]) -> None:
         """The answer into the cache: a created, applied or patched object as it now is; a
         deleted one that is still there (a foreground deletion), or forgotten."""
         kind = action.target.kind
@@ -148,7 +155,7 @@ class Executor:
         if answer.get("kind") not in (None, "Status"):
             self.cache[kind].upsert(answer)
 
-    async def _failed(self, action: Apply | Create | Patch | Delete, exc: ApiException,
+    async def _failed(self, action: Apply | Create | Patch | Update | Delete, exc: ApiException,
                       regarding: Mapping[str, Any], outcome: Outcome) -> None:
         """Apply the action's policy to a failed request (re-raising ``exc`` when it says
         so)."""

@@ -117,7 +117,9 @@ def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: st
                  ("apps", "deployments", ("list", "watch", "patch")),  # Hash leaders
                  ("", "pods", ("list", "watch", "patch", "delete")),
                  ("", "services", ("list", "watch", "create")),
-                 ("apps", "controllerrevisions", ("list", "watch", "create", "delete"))]
+                 # update and patch: a revision's number and annotations (logic.identity.writes)
+                 ("apps", "controllerrevisions",
+                  ("list", "watch", "create", "update", "patch", "delete"))]
         out += [Permission(verb, group, resource)
                 for group, resource, verbs in kinds for verb in verbs]
         out.append(Permission("patch", GROUP, PLURAL, "status"))

@@ -4,9 +4,11 @@ real watch cache, built as production builds them, and one pass planned over it.
 ``plan_pass`` runs the pass (``logic.leaderworkerset.pipeline.reconcile``) with a ``run`` that does
 what the controller's runner does, with no API server: before each step it builds the snapshot from
 the cache, and it stores what a create or an apply would leave in the cache (the object planned,
-with a UID), as the executor stores the answers, so later steps see them; a status patch is stored
+with a UID), as the executor stores the answers, so later steps see them; a patch of a set or
+a pod, and an update (of a ControllerRevision) unless its resourceVersion is stale, are stored
 too. Deletes and other patches only appear in the plan (a pass that makes one ends, or moves on
-without reading it back). The result is the pass's actions in order, each as one short line.
+without reading it back). The result is the pass's
+actions in order, each as one short line.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from lws_operator.logic.reconcile.plan import (
     Plan,
     Planned,
     Record,
+    Update,
     earliest,
 )
 from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, Remember
@@ -184,6 +187,8 @@ def _line(action: Any) -> str:
     if isinstance(action, Patch):
         what = "status" if action.subresource == "status" else "patch"
         return f"{what} {kind} {action.name}"
+    if isinstance(action, Update):
+        return f"update {kind} {action.name}"
     assert isinstance(action, Delete)
     return f"delete {kind} {action.name}"
 
@@ -221,12 +226,22 @@ def _store(world: World, action: Any) -> None:
                 meta["uid"] = meta_of(live).get("uid")
                 body["status"] = live.get("status")
         world.cache[kind].upsert(body)
+    elif isinstance(action, Update):
+        live = world.cache[kind].get(NAMESPACE, action.name)
+        if live is None or meta_of(live).get("resourceVersion") != meta_of(
+                action.body).get("resourceVersion"):
+            return  # gone or changed: the API server's 404 or 409
+        body = copy.deepcopy(dict(action.body))
+        body["metadata"]["resourceVersion"] = str(int(body["metadata"].get("resourceVersion")
+                                                      or 0) + 1)
+        world.cache[kind].upsert(body)
     elif isinstance(action, Patch) and kind in ("LeaderWorkerSet", "Pod"):
         live = world.cache[kind].get(NAMESPACE, action.name)
         if live is None:
             return
         obj = _merged(copy.deepcopy(live), action.body, action.strategic)
-        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"].get("resourceVersion")
+                                                      or 0) + 1)
         world.cache[kind].upsert(obj)
 
 

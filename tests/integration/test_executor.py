@@ -10,6 +10,8 @@ written what it queued: ``record`` only queues).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from lws_operator.kube.cache import ClusterCache
 from lws_operator.kube.client import ApiException, KubeClient
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor, Outcome
+from lws_operator.logic.identity.writes import revision_update
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.reconcile.plan import (
     CREATE_IF_ABSENT,
@@ -483,3 +486,46 @@ async def test_read_returns_the_object_at_each_path(world: World) -> None:
         assert raised.value.status == 404
     finally:
         await world.kube.delete("v1", "Node", name)
+
+
+# --- Update (a ControllerRevision) -------------------------------------------------------------
+
+
+REVISION_DATA = {"spec": {"leaderWorkerTemplate": {"size": 1, "workerTemplate": {"spec": {
+    "containers": [{"name": "m", "image": "x", "command": ["sh", "-c", "a > b && c"]}]}},
+    "$patch": "replace"}}}
+
+
+def revision(name: str) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": {"name": name, "labels": {NAME_LABEL: OWNER}},
+            "data": REVISION_DATA, "revision": 1}
+
+
+@pytest.mark.parametrize("created_by", ["this client", "a Go client"])
+async def test_a_revision_is_updated_whoever_created_it(world: World, cluster: LocalCluster,
+                                                        created_by: str) -> None:
+    """Its immutable ``data`` is compared byte for byte: a patch keeps a Go client's bytes and
+    refuses ours, a PUT keeps ours and refuses a Go client's (``logic.identity.writes``)."""
+    if created_by == "this client":
+        created = await world.executor.kube.request(
+            "POST", f"/apis/apps/v1/namespaces/{world.namespace}/controllerrevisions",
+            body=revision("rev"))
+    else:
+        await asyncio.to_thread(cluster.kubectl, "-n", world.namespace, "create", "-f", "-",
+                                stdin=json.dumps(revision("rev")))
+        created = await world.kube.get("apps/v1", "ControllerRevision", "rev", world.namespace)
+        assert created is not None
+    world.cache["ControllerRevision"].upsert(created)
+    update = revision_update(world.namespace, created, {
+        "revision": 5, "metadata": {"annotations": {"lws-operator.dev/fully-ready-at": "now"}}})
+    outcome = await world.run(Plan((update,)))
+    assert outcome == Outcome()
+    stored = await world.kube.get("apps/v1", "ControllerRevision", "rev", world.namespace)
+    assert stored is not None
+    assert stored["revision"] == 5
+    assert stored["metadata"]["annotations"] == {"lws-operator.dev/fully-ready-at": "now"}
+    assert stored["data"] == REVISION_DATA
+    cached = world.cache["ControllerRevision"].get(world.namespace, "rev")
+    assert cached is not None
+    assert cached["revision"] == 5

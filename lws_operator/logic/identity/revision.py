@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from lws_operator.api.constants import SUBDOMAIN_POLICY_SHARED
@@ -109,6 +110,39 @@ def apply_revision(live: LWS, patch: dict[str, Any]) -> dict[str, Any]:
     """The live LWS with the templates stored in revision ``patch`` (live metadata, replicas and
     rollout strategy are kept): what the old groups of a rollout are rebuilt from."""
     return _strategic_replace(dict(lws_view(live).raw), patch)
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) turning ``old`` into ``new``: removed keys are null.
+    Custom resources take no strategic merge patch, so a revision's ``$patch: replace`` is
+    carried out as this."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return new
+    out: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        if key not in old:
+            out[key] = value
+        elif old[key] != value:
+            out[key] = merge_patch(old[key], value)
+    return out
+
+
+def restore_spec_patch(live: LWS, patch: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch of ``live``'s spec putting back the templates stored in revision
+    ``patch`` (a rollback, an undo): ``leaderWorkerTemplate`` and ``networkConfig`` as stored,
+    the controller-only fields of the live template kept (they are not in revisions), only the
+    fields that differ. Empty when the templates are those already."""
+    view = lws_view(live)
+    restored = apply_revision(view.raw, patch)
+    spec = dict(restored.get("spec") or {})
+    template = dict(spec.get("leaderWorkerTemplate") or {})
+    for field in _NOT_IN_REVISION:
+        if field in view.template:
+            template[field] = view.template[field]
+    live_spec = view.raw.get("spec") or {}
+    return {key: merge_patch(live_spec.get(key), value) for key, value in
+            (("leaderWorkerTemplate", template), ("networkConfig", spec.get("networkConfig")))
+            if value is not None and live_spec.get(key) != value}
 
 
 def template_difference(lws: LWS, patch: dict[str, Any]) -> str | None:

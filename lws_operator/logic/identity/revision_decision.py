@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lws_operator.api.constants import (
+    CHANGE_CAUSE_ANNOTATION,
     EVENT_ACTION_CREATE,
     EVENT_TYPE_NORMAL,
     KIND,
@@ -19,6 +20,7 @@ from lws_operator.api.constants import (
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import lws_view, revision_of
 from lws_operator.logic.identity.adoption import rolled_out
+from lws_operator.logic.identity.history import change_cause, number, revision_for_key
 from lws_operator.logic.identity.revision import (
     canonical_json,
     revision_key,
@@ -31,29 +33,29 @@ from lws_operator.logic.objects.owners import lws_reference
 from lws_operator.logic.reconcile.memo import Memo
 
 
-def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
-    """The revision labelled with ``key`` (the highest ``revision`` number if several)."""
-    matching = [r for r in revisions if revision_of(r) == key]
-    return max(matching, key=lambda r: int(r.get("revision") or 0), default=None)
-
-
 def controller_revision(lws: LWS, key: str,
                         revisions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """A ControllerRevision holding ``lws``'s current templates, labelled ``key``, numbered one
-    above the highest existing revision."""
-    meta = lws_view(lws).meta
-    number = 1 + max((int(r.get("revision") or 0) for r in revisions), default=0)
+    above the highest existing revision, with the set's change cause
+    (``logic.identity.history``)."""
+    view = lws_view(lws)
+    meta = view.meta
+    next_number = 1 + max((number(r) for r in revisions), default=0)
+    metadata: dict[str, Any] = {
+        "name": revision_name(str(meta.get("name")), key, next_number),
+        "namespace": meta.get("namespace"),
+        "labels": {NAME_LABEL: meta.get("name"), TEMPLATE_REVISION_HASH_LABEL: key},
+        "ownerReferences": [lws_reference(lws)],
+    }
+    cause = change_cause(view.raw)
+    if cause is not None:
+        metadata["annotations"] = {CHANGE_CAUSE_ANNOTATION: cause}
     return {
         "apiVersion": "apps/v1",
         "kind": "ControllerRevision",
-        "metadata": {
-            "name": revision_name(str(meta.get("name")), key, number),
-            "namespace": meta.get("namespace"),
-            "labels": {NAME_LABEL: meta.get("name"), TEMPLATE_REVISION_HASH_LABEL: key},
-            "ownerReferences": [lws_reference(lws)],
-        },
+        "metadata": metadata,
         "data": revision_patch(lws),
-        "revision": number,
+        "revision": next_number,
     }
 
 

@@ -1,8 +1,10 @@
 """Step: the current revision (upstream's Reconcile (leaderworkerset_controller.go)) in both
 identity modes: the revision the leader StatefulSet or Deployment carries, created when missing,
-with its Events. Its value (``Revision``) is what the later steps of the pass are handed: the
-key, whether this pass is a template update, and the set's revisions (the new one included, even
-when its create found it existing before the cache did)."""
+with its Events, and brought up to date when it exists (renumbered when it became current again,
+the set's change cause: ``logic.identity.history``). Its value (``Revision``) is what the later
+steps of the pass are handed: the key, whether this pass is a template update, and the set's
+revisions (the new one included, even when its create found it existing before the cache
+did)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lws_operator.logic.identity.history import current_revision_patch, revision_for_key
 from lws_operator.logic.identity.revision_decision import decide_revision
+from lws_operator.logic.identity.writes import revision_update
 from lws_operator.logic.reconcile.plan import (
     CREATE_IF_ABSENT,
     Action,
@@ -43,10 +47,15 @@ def step(obs: Observed, hashed: bool) -> Planned[Revision]:
     revisions = obs.own_revisions
     decision = decide_revision(obs.body, live, revisions, workers, obs.memo)
     actions: list[Action] = []
+    target = apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision")
     if decision.create is not None:
-        actions.append(Create(apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision"),
-                              decision.create, common=Common(policy=CREATE_IF_ABSENT)))
+        actions.append(Create(target, decision.create, common=Common(policy=CREATE_IF_ABSENT)))
         revisions.append(decision.create)
+    else:
+        patch = current_revision_patch(obs.body, revisions, decision.current_key)
+        current = revision_for_key(revisions, decision.current_key)
+        if patch is not None and current is not None:
+            actions.append(revision_update(obs.lws.namespace, current, patch))
     actions += [Record(event) for event in decision.events]
     return Planned(Plan(tuple(actions)),
                    Revision(decision.current_key, decision.updated, tuple(revisions)))

@@ -4,8 +4,9 @@
   pruned (Ordinal only: Hash moves and drops its counts as it admits leaders).
 * ``status``: the computed status with the pause, stall, unschedulable, unmutated-pods, Degraded
   and scheduling conditions over it, one write if it differs (with its Events), at once or, when
-  only the group counters differ, once that is due (``logic.status.pacing``); then the revisions
-  other than the current one are deleted once the update is done. Its requeue is the pass's: the
+  only the group counters differ, once that is due (``logic.status.pacing``); then, once the
+  update is done, the current revision is recorded as fully Ready and the revisions beyond the
+  history limit are deleted (``logic.identity.history``). Its requeue is the pass's: the
   earliest of what earlier steps asked for, the stall's next check, the progress deadline
   (``logic.rollout.deadline``, which outranks the stall while exceeded) and a deferred write's
   due time. What earlier steps decided comes in as arguments (the revision, the deadline, the
@@ -19,11 +20,12 @@ from dataclasses import replace
 from typing import Any
 
 from lws_operator.api import disaggregated
-from lws_operator.api.view import revision_of
 from lws_operator.logic.failures.facts import exhausted_leaders
 from lws_operator.logic.failures.restart import apply_unschedulable
 from lws_operator.logic.failures.restart_budget import apply_degraded, read_counts, settled_counts
 from lws_operator.logic.failures.writes import counts_patch
+from lws_operator.logic.identity import history
+from lws_operator.logic.identity.writes import revision_update
 from lws_operator.logic.mutation import unmutated
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.placement import gang
@@ -61,7 +63,7 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
            scheduling: Mapping[str, Any] | None, recreating: Recreation | None,
            requeue: float | None) -> Plan:
     """The status of revision ``key`` as ``owner`` computes it, with the conditions over it
-    (module docstring); ``revisions`` other than ``key`` are deleted once it is rolled out.
+    (module docstring); once it is rolled out, the history is kept to its limit (``_history``).
     ``scheduling``: the facts of the scheduling condition (``logic.providers``), None
     without a provider that reports them; ``recreating``: the recreation of unmutated pods;
     ``requeue``: the earliest requeue earlier steps asked for."""
@@ -99,16 +101,32 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
                   serving_read=disaggregated.controlled_by_a_set(obs.body))
     if pacing.write:
         actions.append(status_patch(obs, desired, events))
-    if decision.update_done:
-        actions += [
-            Delete(apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision"),
-                   name_of(revision), str(meta_of(revision).get("uid")),
-                   forget=revision, common=Common(policy=GONE_OR_CHANGED_SKIP))
-            for revision in revisions
-            if revision_of(revision) != key]
+    actions += _history(obs, key, revisions, decision.update_done)
     requeue = earliest(requeue, stall.recheck_after, deadline.recheck_after,
                        pacing.recheck_after)
     if pacing.deferral == memory.status_deferral:
         return Plan(tuple(actions), requeue_after=requeue)
     remembered = replace(memory, status_deferral=pacing.deferral)
     return Plan(tuple(actions), requeue_after=requeue, carry=Remember(remembered))
+
+
+def _history(obs: Observed, key: str, revisions: tuple[Mapping[str, Any], ...],
+             update_done: bool) -> list[Action]:
+    """Once the update to ``key`` is done: the current revision recorded as fully Ready (with a
+    group at least), and the revisions beyond the set's history limit deleted, oldest first
+    (``logic.identity.history``). Nothing while an update is in progress: its groups may run on
+    any older revision."""
+    if not update_done:
+        return []
+    target = apps(obs.lws.namespace, "controllerrevisions", "ControllerRevision")
+    actions: list[Action] = []
+    # The cached revision as it is now (this pass's revision step may have updated it).
+    current = history.revision_for_key(obs.own_revisions, key)
+    mark = history.fully_ready_patch(current, obs.now) \
+        if history.fully_ready(update_done, obs.lws.replicas) else None
+    if current is not None and mark is not None:
+        actions.append(revision_update(obs.lws.namespace, current, mark))
+    actions += [Delete(target, name_of(revision), str(meta_of(revision).get("uid")),
+                       forget=revision, common=Common(policy=GONE_OR_CHANGED_SKIP))
+                for revision in history.to_prune(revisions, key, history.history_limit(obs.body))]
+    return actions

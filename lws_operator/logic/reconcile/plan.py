@@ -133,6 +133,22 @@ class Patch:
 
 
 @dataclass(frozen=True)
+class Update:
+    """Replace ``name`` with ``body`` (PUT), guarded by the ``metadata.resourceVersion`` it
+    holds. ``fallback``: the patch sent instead when the API server refuses the update as
+    invalid (422). A ControllerRevision needs both: its ``data`` is immutable and compared byte
+    for byte, and a patch re-encodes it (compact JSON), which only leaves the bytes of a revision
+    a Go client created as they were; a PUT sends them as this client encoded them when it
+    created the revision, which only leaves ours."""
+
+    target: Target
+    name: str
+    body: Mapping[str, Any]
+    fallback: Patch | None = None
+    common: Common = Common()
+
+
+@dataclass(frozen=True)
 class Delete:
     """Delete ``name`` with a UID precondition. ``forget``: drop ``obj`` from the cache
     whatever the answer (objects no pass needs to see terminating); else the answer, when it
@@ -162,7 +178,7 @@ class Read:
     path: str
 
 
-Action: TypeAlias = Apply | Create | Patch | Delete | Record
+Action: TypeAlias = Apply | Create | Patch | Update | Delete | Record
 
 
 @dataclass(frozen=True)

@@ -63,15 +63,12 @@ from lws_operator.api.constants import (
 )
 from lws_operator.api.view import LeaderWorkerSetLike as LWS
 from lws_operator.api.view import deleting, lws_view, revision_of
-from lws_operator.logic.identity.revision import apply_revision
+from lws_operator.logic.identity import history
+from lws_operator.logic.identity.revision import restore_spec_patch
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import epoch_seconds, labels_of, meta_of, name_of
 from lws_operator.logic.rollout.pacing import GroupState
 from lws_operator.logic.status.set_status import GroupCounts, merge_conditions, select_conditions
-
-# Fields of leaderWorkerTemplate the controller reads from the live object and revisions leave
-# out (``logic.identity.revision``): a rollback keeps the live values.
-_CONTROLLER_ONLY = ("maxGroupRestarts", "restartBackoff")
 
 
 def deadline_seconds(lws: LWS) -> int | None:
@@ -261,11 +258,6 @@ def apply_deadline(desired: dict[str, Any], observed: Mapping[str, Any] | None,
     return out, (exceeded_event(deadline, current_key),)
 
 
-def _number(revision: Mapping[str, Any]) -> int:
-    value = revision.get("revision")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def _ever_available(lws: LWS) -> bool:
     """Whether the set was ever Available: upstream's status rules add the ``Available``
     condition only when it turns True and never remove it (a set that goes unready keeps it,
@@ -276,30 +268,33 @@ def _ever_available(lws: LWS) -> bool:
 
 def last_fully_ready(lws: LWS, revisions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The alive revision the set was last fully Ready on (every group Ready on it, the update
-    done), or None when no alive revision is known to have been. Derived from what is stored,
-    so nothing is written to know it:
+    done), or None when no alive revision is known to have been:
 
-    * once an update is done every other revision is deleted (upstream's truncateHistory, the
-      status step), so of the revisions alive only the oldest (the lowest ``revision`` number)
-      can have been fully Ready: any later one that was would have deleted it;
-    * a revision is numbered one above the highest alive when it is created, so the oldest
-      numbered 2 or more was created while another revision lived, which is gone now: deleted
-      when the oldest's own update was done (or by hand);
-    * the oldest numbered 1 was created while no other revision lived: the set's first one (or
-      one recreated after every revision was deleted). It was fully Ready if the set was ever
-      Available (:func:`_ever_available`): before a later revision's update is done (which
-      would have deleted it) the set is Available only on it.
+    * the highest-numbered revision carrying ``lws-operator.dev/fully-ready-at``
+      (``logic.identity.history``: written when an update is done, and numbers rise each time a
+      revision becomes current, so the highest is the one the set was on last);
+    * when no alive revision carries it, they all come from before the operator kept history
+      (the upstream controller's, an earlier release's), which deleted every other revision once
+      an update was done. Then of the revisions alive only the oldest (the lowest number) can
+      have been fully Ready: any later one that was would have deleted it. The oldest numbered 2
+      or more was created while another revision lived, which is gone now: deleted when the
+      oldest's own update was done (or by hand). The oldest numbered 1 was created while no
+      other revision lived: the set's first one (or one recreated after every revision was
+      deleted). It was fully Ready if the set was ever Available (:func:`_ever_available`):
+      before a later revision's update is done (which would have deleted it) the set is
+      Available only on it.
 
-    Known limits: a user partition (canary) can make the set Available with groups of two
-    revisions, and an operator killed between an update's completion and its deletion of the
-    other revisions, then a new template before the next pass, leaves an older revision that
-    was fully Ready once, not last."""
-    alive = sorted((r for r in revisions if not deleting(r) and revision_of(r)),
-                   key=lambda r: (_number(r), name_of(r)))
+    Known limits: a revision made current again (an undo) that never became fully Ready since
+    still counts as fully Ready from its earlier time; and, of revisions from before the history,
+    a user partition (canary) can make the set Available with groups of two revisions."""
+    alive = history.ordered(r for r in revisions if revision_of(r))
+    marked = next((r for r in alive if history.fully_ready_at(r) is not None), None)
+    if marked is not None:
+        return marked
     if not alive:
         return None
-    oldest = alive[0]
-    return oldest if _number(oldest) >= 2 or _ever_available(lws) else None
+    oldest = alive[-1]
+    return oldest if history.number(oldest) >= 2 or _ever_available(lws) else None
 
 
 @dataclass(frozen=True)
@@ -337,36 +332,12 @@ def rollback_target(lws: LWS, revisions: Iterable[Mapping[str, Any]],
     return rollback_choice(lws, revisions, current_key).target
 
 
-def merge_patch(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) turning ``old`` into ``new``: removed keys are null.
-    Custom resources take no strategic merge patch, so a revision's ``$patch: replace`` is
-    carried out as this."""
-    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
-        return new
-    out: dict[str, Any] = {key: None for key in old if key not in new}
-    for key, value in new.items():
-        if key not in old:
-            out[key] = value
-        elif old[key] != value:
-            out[key] = merge_patch(old[key], value)
-    return out
-
-
 def rollback_body(lws: LWS, revision: Mapping[str, Any], current_key: str) -> dict[str, Any]:
     """The merge patch putting ``revision``'s templates back onto ``lws``, guarded by its
     resourceVersion, with the revision rolled back from recorded (:func:`rollback_target`).
     The controller-only fields of the live template are kept."""
     view = lws_view(lws)
-    restored = apply_revision(view.raw, dict(revision.get("data") or {}))
-    spec = dict(restored.get("spec") or {})
-    template = dict(spec.get("leaderWorkerTemplate") or {})
-    for field in _CONTROLLER_ONLY:
-        if field in view.template:
-            template[field] = view.template[field]
-    live_spec = view.raw.get("spec") or {}
-    patch = {key: merge_patch(live_spec.get(key), value) for key, value in
-             (("leaderWorkerTemplate", template), ("networkConfig", spec.get("networkConfig")))
-             if value is not None and live_spec.get(key) != value}
+    patch = restore_spec_patch(view.raw, dict(revision.get("data") or {}))
     return {"metadata": {"resourceVersion": view.resource_version,
                          "annotations": {ROLLED_BACK_FROM_ANNOTATION: current_key}},
             "spec": patch}

@@ -22,8 +22,8 @@ from lws_operator.api.constants import (
     REASON_GROUPS_PROGRESSING,
 )
 from lws_operator.api.view import group_index, revision_of
+from lws_operator.logic.identity.history import revision_for_key
 from lws_operator.logic.identity.revision import apply_revision
-from lws_operator.logic.identity.revision_decision import revision_for_key
 from lws_operator.logic.objects.events import Event, failed_create
 from lws_operator.logic.objects.meta import host_name, labels_of, meta_of, name_of
 from lws_operator.logic.placement import gang

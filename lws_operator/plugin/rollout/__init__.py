@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _subcommands() -> Sequence[ModuleType]:
-    """The rollout subcommand modules, in the order ``--help`` lists them."""
-    from lws_operator.plugin.rollout import pause, status
+    """The rollout subcommand modules, in the order ``--help`` lists them (imported here: they
+    import this package's ``target``)."""
+    from lws_operator.plugin.rollout import history, pause, status, undo
 
-    return (status, pause)
+    return (status, pause, history, undo)

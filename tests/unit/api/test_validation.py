@@ -454,3 +454,13 @@ def test_update_rule_values_are_upstreams() -> None:
         'spec.networkConfig.subdomainPolicy: Invalid value: "Shared": cannot set '
         "subdomainPolicy as null",
     ]
+
+
+@pytest.mark.parametrize(("value", "valid"), [
+    ("0", True), ("10", True), ("2147483647", True), ("-1", False), ("ten", False), ("", False),
+    ("2147483648", False), ("1.5", False)])
+def test_the_revision_history_limit_is_a_whole_number(value: str, valid: bool) -> None:
+    errors = validate(lws(annotations={"lws-operator.dev/revision-history-limit": value}), None)
+    expected = [] if valid else [("metadata.annotations.lws-operator.dev/revision-history-limit",
+                                  "must be a whole number from 0")]
+    assert messages(errors) == expected

@@ -1,6 +1,6 @@
 """``kubectl lws rollout pause|resume`` without a cluster: the command line (kubectl's global
 options anywhere) and the patch each writes (the live commands run in
-e2e/plugin/test_rollout_pause.py)."""
+e2e/plugin/test_rollout_pause_live.py)."""
 
 from __future__ import annotations
 

@@ -213,7 +213,8 @@ TABLE: dict[str, Row] = {
         lambda: then(one_ready_of_two(), lambda w: change_pod(w, "sample-0", not_ready),
                      plan_pass, later(1), lambda w: change_pod(w, "sample-0", ready),
                      lambda w: change_pod(w, "sample-1", ready)),
-        ["status LeaderWorkerSet sample"], ["AllGroupsReady"]),
+        ["status LeaderWorkerSet sample", "update ControllerRevision sample-84557c46b4-1"],
+        ["AllGroupsReady"]),
     "at rest, Hash identity: nothing": Row(
         lambda: at_rest(built_world(manifest(size=2, groupIdentity="Hash"))), [], []),
     "scaled up: the leader StatefulSet's replicas": Row(
@@ -231,7 +232,8 @@ TABLE: dict[str, Row] = {
         ["GroupsProgressing", "GroupsProgressing", "GroupsProgressing"]),
     "UniquePerReplica: a Service per leader, none shared": Row(
         lambda: built_world(manifest(networkConfig={"subdomainPolicy": "UniquePerReplica"})),
-        ["create Service sample-0", "create Service sample-1", "status LeaderWorkerSet sample"],
+        ["create Service sample-0", "create Service sample-1", "status LeaderWorkerSet sample",
+         "update ControllerRevision sample-7ddc4b47bf-1"],
         ["AllGroupsReady"]),
     "a worker restarted: its group recreated, the pass ends": Row(
         lambda: then(at_rest(built_world(manifest())),
@@ -263,11 +265,13 @@ TABLE: dict[str, Row] = {
         lambda: built_world(manifest(size=2, groupIdentity="Hash"),
                             states={"1/0": lambda p: p["spec"].update(schedulingGates=[GATE])}),
         ["patch Pod sample-6f7d9c-1x", "create Service sample", "status Pod sample-6f7d9c-0x",
-         "status Pod sample-6f7d9c-1x", "status LeaderWorkerSet sample"], ["AllGroupsReady"]),
+         "status Pod sample-6f7d9c-1x", "status LeaderWorkerSet sample",
+         "update ControllerRevision sample-78fb79587c-1"], ["AllGroupsReady"]),
     "gang scheduling: Workload and PodGroup before anything else": Row(
         lambda: built_world(manifest(size=2, scheduling={"schedulingPolicy": {"gang": {}}})),
         ["create Workload sample-97dcdb687", "create PodGroup sample-97dcdb687-lws",
-         "create Service sample", "status LeaderWorkerSet sample"],
+         "create Service sample", "status LeaderWorkerSet sample",
+         "update ControllerRevision sample-78fb79587c-1"],
         ["GroupsProgressing", "GroupsProgressing", "AllGroupsReady"]),
     "gang scheduling, API not served: the condition, then wait": Row(
         lambda: with_options(built_world(manifest(
@@ -277,7 +281,8 @@ TABLE: dict[str, Row] = {
         lambda: with_options(built_world(manifest(size=2, replicas=1), provider="volcano"),
                              provider="volcano"),
         ["create VolcanoPodGroup sample-0-78fb79587c", "create Service sample",
-         "status LeaderWorkerSet sample"], ["AllGroupsReady"]),
+         "status LeaderWorkerSet sample", "update ControllerRevision sample-78fb79587c-1"],
+        ["AllGroupsReady"]),
     "volcano at rest: nothing": Row(
         lambda: at_rest(with_options(built_world(manifest(size=2, replicas=1),
                                                  provider="volcano"), provider="volcano")),

@@ -368,6 +368,8 @@ TAKE_NO_PODS = frozenset({
     "relisting.deleted", "relisting.stale",  # (key, uid, resourceVersion) only
     "revision_decision.decide_revision", "difference.first_difference", "owners.owned_by",
     "revision_decision.revision_for_key", "restart.Recreation", "restart.recreating",
+    "history.current_revision_patch", "history.fully_ready", "history.fully_ready_patch",
+    "history.history_limit", "history.revision_for_key", "history.to_prune",
     "restart_budget.Release", "restart_budget.backoff_event", "restart_budget.counted_for",
     "restart_budget.exhaustion_events", "restart_budget.plan_restarts",
     "restart_budget.read_counted", "restart_budget.read_counts", "restart_budget.render_counts",

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import (
+    FULLY_READY_ANNOTATION,
     PROGRESS_DEADLINE_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
     ROLLED_BACK_FROM_ANNOTATION,
 )
 from lws_operator.api.validation import validate
-from lws_operator.logic.identity.revision import revision_key
+from lws_operator.logic.identity.revision import merge_patch, revision_key
 from lws_operator.logic.identity.revision_decision import decide_revision
 from lws_operator.logic.rollout import deadline as dl
 from lws_operator.logic.rollout.pacing import GroupState
@@ -234,12 +235,14 @@ def _with_image(lws: dict[str, Any], image: str) -> dict[str, Any]:
 
 def _history(lws: dict[str, Any], *revisions: tuple[str, int]) -> list[dict[str, Any]]:
     """The set's alive revisions: (image, revision number); ``-`` after the image: being
-    deleted."""
+    deleted; ``*``: recorded fully Ready (``logic.identity.history``)."""
     out = []
     for image, number in revisions:
-        revision = _revision(_with_image(lws, image.rstrip("-")), number)
+        revision = _revision(_with_image(lws, image.rstrip("-*")), number)
         if image.endswith("-"):
             revision["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        if image.endswith("*"):
+            revision["metadata"]["annotations"] = {FULLY_READY_ANNOTATION: NOW}
         out.append(revision)
     return out
 
@@ -276,6 +279,16 @@ NEVER = "no earlier revision was ever fully Ready"
     ([], (("v1-", 1), ("v2", 2), ("bad", 3)), "bad", "v2", ""),
     # A key stored twice (the rolled-out templates of a taken-over set): the key is the target.
     ([], (("v1", 2), ("v1", 3), ("bad", 4)), "bad", "v1", ""),
+    # With the history kept, what is recorded decides: the highest-numbered revision recorded
+    # fully Ready, whatever the set's conditions...
+    ([], (("v1*", 1), ("v2*", 2), ("v3", 3), ("bad", 4)), "bad", "v2", ""),
+    (AVAILABLE, (("v1*", 1), ("v2", 2), ("bad", 3)), "bad", "v1", ""),
+    # ... a revision made current again (an undo) is renumbered, so it is the last...
+    ([], (("v1*", 3), ("v2*", 2), ("bad", 4)), "bad", "v1", ""),
+    # ... older revisions from before the history, recorded nothing, are not guessed at...
+    (AVAILABLE, (("v0", 2), ("v1*", 3), ("bad", 4)), "bad", "v1", ""),
+    # ... and the current revision recorded fully Ready is not rolled back from.
+    ([], (("v1*", 1), ("v2*", 2)), "v2", None, "is the last fully Ready revision itself"),
 ])
 def test_the_rollback_goes_only_to_the_last_fully_ready_revision(
         conditions: list[dict[str, Any]], revisions: tuple[tuple[str, int], ...], current: str,
@@ -367,7 +380,7 @@ def test_the_rollback_write_restores_the_revision_and_keeps_the_controller_field
     ({"a": 1}, {"a": 1, "c": {"d": 1}}, {"c": {"d": 1}}),
 ])
 def test_merge_patch(old: dict[str, Any], new: dict[str, Any], patch: dict[str, Any]) -> None:
-    assert dl.merge_patch(old, new) == patch
+    assert merge_patch(old, new) == patch
     assert _merge(old, patch) == new
 
 

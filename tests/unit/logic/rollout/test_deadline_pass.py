@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import (
+    FULLY_READY_ANNOTATION,
     GROUP_RESTART_BUDGET_EXHAUSTED_ANNOTATION,
     PROGRESS_DEADLINE_ANNOTATION,
     ROLLBACK_ON_DEADLINE_ANNOTATION,
@@ -161,10 +162,15 @@ def test_a_rollback_ends_the_pass_and_asks_for_the_next(
 
 def test_no_rollback_to_a_revision_that_never_was_fully_ready(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A set whose first revision never became fully Ready (it was never Available), updated
-    to a template that stalls too: with the rollback opt-in the rollout is held as without it,
-    and the condition and the Warning say why there is no rollback."""
+    """A set whose first revision never became fully Ready (it was never Available, and the
+    revision, from before the history, records nothing), updated to a template that stalls
+    too: with the rollback opt-in the rollout is held as without it, and the condition and the
+    Warning say why there is no rollback."""
     world = updating(ROLLBACK)
+    for revision in world.cache["ControllerRevision"].objects():
+        unmarked = copy.deepcopy(revision)
+        unmarked["metadata"].get("annotations", {}).pop(FULLY_READY_ANNOTATION, None)
+        world.cache["ControllerRevision"].upsert(unmarked)
     plan_pass(world)
     lws = copy.deepcopy(world.lws)
     lws["status"]["conditions"] = [c for c in lws["status"]["conditions"]
