@@ -39,7 +39,7 @@ from lws_operator.kube.cache import ClusterCache, ds_owner_key
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor
 from lws_operator.logic.objects.events import Event
-from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch
+from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Update
 
 NAMESPACE = "ns"
 DS_NAME = "my-ds"
@@ -262,7 +262,7 @@ class SimulatedExecutor(Executor):
         super().__init__(None, world.cache, _Events(world.log))  # type: ignore[arg-type]
         self.world = world
 
-    async def _send(self, action: Apply | Create | Patch | Delete) -> dict[str, Any]:
+    async def _send(self, action: Apply | Create | Patch | Update | Delete) -> dict[str, Any]:
         world = self.world
         plural = action.target.collection.rsplit("/", 1)[-1]
         kind = KIND_OF_PLURAL[plural]

@@ -508,14 +508,15 @@ async def test_a_revision_is_updated_whoever_created_it(world: World, cluster: L
     """Its immutable ``data`` is compared byte for byte: a patch keeps a Go client's bytes and
     refuses ours, a PUT keeps ours and refuses a Go client's (``logic.identity.writes``)."""
     if created_by == "this client":
-        created = await world.executor.kube.request(
+        posted: dict[str, Any] | None = await world.executor.kube.request(
             "POST", f"/apis/apps/v1/namespaces/{world.namespace}/controllerrevisions",
             body=revision("rev"))
+        created = posted
     else:
         await asyncio.to_thread(cluster.kubectl, "-n", world.namespace, "create", "-f", "-",
                                 stdin=json.dumps(revision("rev")))
         created = await world.kube.get("apps/v1", "ControllerRevision", "rev", world.namespace)
-        assert created is not None
+    assert created is not None
     world.cache["ControllerRevision"].upsert(created)
     update = revision_update(world.namespace, created, {
         "revision": 5, "metadata": {"annotations": {"lws-operator.dev/fully-ready-at": "now"}}})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from lws_operator.logic.identity.history import revision_for_key
 from lws_operator.logic.identity.revision import revision_key
 from lws_operator.logic.identity.revision_decision import (
     controller_revision,
     decide_revision,
-    revision_for_key,
 )
 
 HASH = "leaderworkerset.sigs.k8s.io/template-revision-hash"

@@ -51,7 +51,7 @@ def revision_writes(planned: rw.Pass) -> list[tuple[str, str, Any]]:
     """Each write of a ControllerRevision: deleted, or updated (the merge patch the update
     falls back to: what it changes)."""
     return [("delete", a.name, None) if isinstance(a, Delete) else
-            ("patch", a.name, _change(a.fallback.body))
+            ("patch", a.name, _change(a.fallback.body if a.fallback else {}))
             for a in planned.actions if isinstance(a, (Delete, Update))
             and a.target.kind == "ControllerRevision" and (isinstance(a, Delete) or a.fallback)]
 
