@@ -531,7 +531,9 @@ class Run:
                                 120.0)
         gc_back = await self.garbage_collector_ready(tag="gc-back")
         return {"phases": {"create": create, "rollout": rollout, "delete": delete},
-                "crd_switch": {"garbage_collector_wait_seconds": gc_up,
+                "crd_switch": {"switched": controller.crds_switched,
+                               "restored": controller.crds_restored,
+                               "garbage_collector_wait_seconds": gc_up,
                                "garbage_collector_wait_after_restore_seconds": gc_back,
                                "probe_seconds_less_wait": crds_seconds}} | \
             upstream.report(scrapes, servers, cpu, {"at_start": memory_at_start,
@@ -977,10 +979,11 @@ def parse_options(argv: list[str] | None) -> Options:
                         help="pod admissions per second of the webhook run (0: skip it)")
     parser.add_argument("--webhook-seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=8, help="the operator's --workers")
-    parser.add_argument("--sides", default=",".join(compare.SIDES),
+    parser.add_argument("--sides", default=None,
                         help="which sides run, comma-separated: raw (plain StatefulSets), ours "
                              "(the operator), upstream (the upstream Go controller); raw and "
-                             "ours always (default: all three)")
+                             "ours always (default: all three, or raw,ours when no upstream "
+                             "controller is found)")
     parser.add_argument("--upstream-dir", type=Path, default=None,
                         help="the upstream controller's manager.xz, crds/ and webhook/ "
                              f"(default: ${upstream.ENV}, or shared/upstream-controller beside "
@@ -1003,8 +1006,12 @@ def parse_options(argv: list[str] | None) -> Options:
                              "--webhook-seconds > 0")
         if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
             raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
-        sides = compare.parse_sides(args.sides)
         upstream_dir = args.upstream_dir or upstream.default_dir()
+        if args.sides is None and upstream_dir is None:
+            print(f"bench: no upstream controller found (--upstream-dir, ${upstream.ENV}): "
+                  "running raw and ours only", file=sys.stderr)
+        sides = compare.parse_sides(args.sides or ",".join(
+            compare.SIDES if upstream_dir is not None else ("raw", "ours")))
         if "upstream" in sides:
             if upstream_dir is None:
                 raise ValueError("no upstream controller found (--upstream-dir, or "

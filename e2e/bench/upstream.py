@@ -243,18 +243,24 @@ def _reconciles(scrape: Scrape) -> dict[str, int]:
 
 
 async def apply_crds(client: KubeClient, files: Sequence[Path], timeout: float = 90.0  # noqa: ASYNC109
-                     ) -> None:
+                     ) -> bool:
     """Server-side apply each CRD file (forcing, as ``FIELD_MANAGER``), then wait until each is
-    Established and lists: a CRD just changed answers 429 while its storage reinitialises."""
+    Established and lists: a CRD just changed answers 429 while its storage reinitialises.
+    Whether each served CRD now carries its file's annotations and no other (theirs name the
+    generator, ours none): the apply replaced, rather than merged with, what was there."""
     names = []
+    replaced = True
     for file in files:
         crd = yaml.load(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         name = crd["metadata"]["name"]
         names.append((name, crd["spec"]["group"], crd["spec"]["names"]["plural"],
                       next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))))
-        await client.request("PATCH", f"{CRD_PATH}/{name}", body=json.dumps(crd),
-                             query={"fieldManager": FIELD_MANAGER, "force": "true"},
-                             content_type=APPLY, timeout=60)
+        live = await client.request(
+            "PATCH", f"{CRD_PATH}/{name}", body=json.dumps(crd),
+            query={"fieldManager": FIELD_MANAGER, "force": "true"}, content_type=APPLY,
+            timeout=60)
+        replaced &= (live["metadata"].get("annotations") or {}) == (
+            crd["metadata"].get("annotations") or {})
     deadline = time.monotonic() + timeout
     for name, group, plural, version in names:
         while True:
@@ -268,10 +274,11 @@ async def apply_crds(client: KubeClient, files: Sequence[Path], timeout: float =
             if time.monotonic() > deadline:
                 raise UpstreamError(f"CRD {name} not servable after {timeout:.0f}s")
             await asyncio.sleep(0.2)
+    return replaced
 
 
-async def restore_our_crds(client: KubeClient) -> None:
-    await apply_crds(client, list(CRD_FILES))
+async def restore_our_crds(client: KubeClient) -> bool:
+    return await apply_crds(client, list(CRD_FILES))
 
 
 def _insecure() -> ssl.SSLContext:
@@ -300,6 +307,8 @@ class UpstreamController:
     process: asyncio.subprocess.Process | None = None
     token: str = ""
     rss_samples: list[float] = field(default_factory=list)
+    crds_switched: bool | None = None
+    crds_restored: bool | None = None
     child_cpu: dict[int, float] = field(default_factory=dict)
     _sampler: asyncio.Task[None] | None = None
 
@@ -314,8 +323,9 @@ class UpstreamController:
         return self.process.pid
 
     async def switch_crds(self) -> None:
-        """Its CRDs in place of ours."""
-        await apply_crds(self.client, sorted((self.source / "crds").glob("*.yaml")))
+        """Its CRDs in place of ours (``crds_switched``: they replaced ours)."""
+        self.crds_switched = await apply_crds(self.client,
+                                              sorted((self.source / "crds").glob("*.yaml")))
 
     async def register(self) -> None:
         """Its webhook configurations (by URL, a CA of the run) and a token that may read its
@@ -455,4 +465,4 @@ class UpstreamController:
                 await self.client.request("DELETE", path)
         if self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)
-        await restore_our_crds(self.client)
+        self.crds_restored = await restore_our_crds(self.client)
