@@ -1,25 +1,33 @@
-"""The scale benchmark: LeaderWorkerSets through the operator against the same pods as plain
-StatefulSets, on one full-tier cluster.
+"""The scale benchmark: LeaderWorkerSets through the operator, through the upstream Go controller,
+and the same pods as plain StatefulSets, on one full-tier cluster.
 
     python -m e2e.bench [--profile default|large|smoke] [--sets K --replicas R --size S]
+                        [--sides raw,ours,upstream] [--upstream-dir DIR]
                         [--kubeconfig PATH] [--no-py-spy] [--results DIR]
 
 Without ``--kubeconfig`` it starts its own full-tier cluster (kwok nodes) in ``--cluster-dir``
 and stops it afterwards. Each side goes through the same three phases, timed by one pod watch:
 create (until every pod is Ready), rolling update (until every pod is Ready on the new image) and
-delete (until no pod is left). The baseline runs with no operator process alive; the operator
-(a process of its own: ``process.ProfiledOperator``) runs the same phases, with a steady-state
-window after create in which it must write nothing. The baseline goes first in odd rounds of a
-repeated run (``--repeat``), the operator in even ones.
+delete (until no pod is left), each in a namespace of its own, one controller at a time. The
+baseline (``raw``) runs with no controller alive; the operator (``ours``, a process of its own:
+``process.ProfiledOperator``) and the upstream controller (``upstream``, its manager binary:
+``upstream.UpstreamController``, with its own CRDs switched in for its side and ours restored
+after) run the same phases, with a steady-state window after create in which they should write
+nothing. The order of the sides rotates per round of a repeated run (``--repeat``), so each goes
+first equally often.
 
 The summary (``results/scale-<time>.json``, copied to ``latest.json`` and, without the pod
 timelines, to ``history/<time>.json``) reports every time as a ratio to the baseline, the
 operator's API requests per phase by verb and resource (its own counters, cross-checked against
 kube-apiserver's ``apiserver_request_total`` for the requests only it makes), writes per group on
 create, CPU seconds and RSS, webhook latency (ours and kube-apiserver's view of it), the
-reconcile-time histogram, and the performance issue's table (``targets``): each figure next to its
-target (reported, never enforced), upstream's figure and the change since the previous run of the
-same size in the history; stdout prints that table. Unless ``--no-py-spy``, one more operator
+reconcile-time histogram; the upstream controller's figures under ``upstream`` (its CPU, peak RSS,
+requests and status writes per phase, work-queue wait), ours over its figure by figure
+(``vs_upstream``, per round in ``rounds`` and as the median of the rounds), and each controller's
+cost per pod (``per_pod``); and the issues' table (``targets``): each figure next to its target
+(reported, never enforced), upstream's figure in this run and in the issue, and the change since
+the previous run of the same size in the history; stdout prints the three sides side by side and
+that table. Unless ``--no-py-spy``, one more operator
 round follows the measured ones, in which py-spy records the operator one phase at a time
 (create, steady, rollout, delete): a flame graph per phase (``scale-<time>-profiled-<phase>.svg``,
 copied to ``latest-<phase>.svg``) and its hotspots in the summary. The measured rounds run
@@ -27,7 +35,7 @@ unprofiled: py-spy reads the operator 50 times a second from a process of its ow
 this 2-core machine's CPU on the operator side only (measured: 0.7 CPU s per create, 2.1 per
 rollout), which the ratios to the baseline would otherwise charge to the operator. The profiled
 round's times and CPU are reported apart (``profiled_round``), so py-spy's own cost stays visible.
-A PNG plots the pods of each phase over time, operator against baseline.
+A PNG plots the pods of each phase over time, operator against upstream and baseline.
 
 Bad flags, or a cluster that is not reachable or too small, stop the run before anything is
 created; an interrupted run (Ctrl-C, SIGTERM) deletes what it created and stops what it started.
