@@ -859,8 +859,9 @@ def report_text(summary: dict[str, Any], path: Path) -> str:
              f"nodes, {summary['machine']['cpus']} CPUs",
              "API requests: every request of the operator but leader election's Lease requests "
              "(named apart); Events and certificate/webhook-configuration requests included.",
-             "upstream and issue: ours are the performance issue's figures (default profile, "
-             "this machine class); every figure is better lower.", ""]
+             "upstream now: the upstream controller measured in this run; upstream (issue) and "
+             "issue: ours are the performance issue's figures (default profile, this machine "
+             "class); every figure is better lower.", ""]
     rounds = summary.get("rounds") or []
     if rounds:
         lines += [f"{len(rounds)} rounds: each figure is the median of the rounds (the worst "

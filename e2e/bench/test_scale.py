@@ -177,7 +177,6 @@ def _check_upstream_side(summary: dict[str, Any], results: Path) -> None:
         counted = up["api_requests_counted"][phase]
         assert counted["counted"] > 0
         assert counted["status_patches"] > 0
-    assert up["steady_state"]["status_writes"] == 0
     assert 0 < up["memory_mib"]["at_start"] <= up["memory_mib"]["peak_rss"]
     assert up["work_queue_wait_seconds"]["count"] > 0
     assert any(key.startswith("leaderworkerset ") for key in up["reconciles"])
