@@ -256,7 +256,7 @@ async def apply_crds(client: KubeClient, files: Sequence[Path], timeout: float =
         names.append((name, crd["spec"]["group"], crd["spec"]["names"]["plural"],
                       next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))))
         live = await client.request(
-            "PATCH", f"{CRD_PATH}/{name}", body=json.dumps(crd),
+            "PATCH", f"{CRD_PATH}/{name}", body=crd,
             query={"fieldManager": FIELD_MANAGER, "force": "true"}, content_type=APPLY,
             timeout=60)
         replaced &= (live["metadata"].get("annotations") or {}) == (
