@@ -374,7 +374,8 @@ class UpstreamController:
         self.token = answer["status"]["token"]
 
     async def start(self, ready_timeout: float = 120.0) -> None:
-        """Start it and wait until ``/readyz`` answers 200 (caches synced, webhook serving)."""
+        """Start it and wait until ``/readyz`` answers 200 (caches synced, webhook serving) and
+        its metrics answer."""
         assert self.work is not None, "install first"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = os.environ | {"KUBECONFIG": self.kubeconfig}
@@ -393,6 +394,17 @@ class UpstreamController:
                 raise UpstreamError(f"the upstream controller was not ready after "
                                     f"{ready_timeout:.0f}s: see {self.log_path}")
             await asyncio.sleep(0.25)
+        # Its metrics server starts beside the health server, not before it: on a loaded machine
+        # /readyz answered while /metrics still refused connections (a run lost in round 3).
+        while True:
+            try:
+                await self.metrics()
+                break
+            except OSError as exc:
+                if self.process.returncode is not None or time.monotonic() > deadline:
+                    raise UpstreamError(f"the upstream controller's metrics do not answer: "
+                                        f"{exc}; see {self.log_path}") from exc
+                await asyncio.sleep(0.25)
         self._sampler = asyncio.create_task(self._sample_memory())
 
     async def _sample_memory(self) -> None:
