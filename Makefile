@@ -106,10 +106,12 @@ e2e-ds: build-cluster ## the DisaggregatedSet end-to-end catalogue (make test ru
 		e2e/controllers/test_disaggregatedset_processes.py $(PYTEST_ARGS)
 
 BENCH_ARGS ?=
-# `make bench`: the issue's table with targets, upstream's figures and the change since the last run
-# of the same size; a py-spy flame graph per phase (needs ptrace permission; BENCH_ARGS=--no-py-spy
-# skips it); summaries in e2e/bench/results/ (latest.json, history/<time>.json).
-bench: build-cluster ## scale benchmark, operator vs plain StatefulSets (BENCH_ARGS="--profile large --no-py-spy")
+# `make bench`: raw StatefulSets, the operator and the upstream Go controller in one run
+# (docs/benchmark.md; BENCH_ARGS="--sides raw,ours" leaves upstream out); the issues' table with targets, upstream's
+# figures and the change since the last run of the same size; a py-spy flame graph per phase (needs
+# ptrace permission; BENCH_ARGS=--no-py-spy skips it); summaries in e2e/bench/results/ (latest.json,
+# history/<time>.json).
+bench: build-cluster ## scale benchmark, operator vs upstream vs plain StatefulSets (BENCH_ARGS="--profile large --repeat 5")
 	$(BIN)/python -m e2e.bench $(BENCH_ARGS)
 
 .PHONY: bench-coldstart

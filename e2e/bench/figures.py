@@ -164,8 +164,9 @@ def ratio(operator: float | None, baseline: float | None) -> float | None:
     return round(operator / baseline, 3)
 
 
-# The processes that are the operator itself, in a side's ``cpu_seconds_by_process``.
-OPERATOR_PROCESSES = ("operator", "admission_child", "py-spy")
+# The processes that are the controller itself, in a side's ``cpu_seconds_by_process``: ours
+# (the operator, its admission child, py-spy recording them) or the upstream controller.
+OPERATOR_PROCESSES = ("operator", "admission_child", "py-spy", "upstream")
 
 
 def floor_ratio(ours: Mapping[str, float] | None, raw: Mapping[str, float] | None
@@ -253,7 +254,16 @@ def round_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
         "webhook_rate": dig(summary, "webhook_at_rate", "achieved_rate"),
         "webhook_p99_stored_ms": dig(summary, "webhook_at_rate", "stored", "server_ms", "p99"),
         "webhook_rate_stored": dig(summary, "webhook_at_rate", "stored", "achieved_rate"),
-    }
+    } | ({} if not isinstance(summary.get("upstream"), Mapping) else {
+        "upstream_seconds": {phase: dig(summary, "upstream", phase, "seconds")
+                             for phase in timed},
+        "upstream_ratios": summary.get("upstream_ratios"),
+        "upstream_first_ready_seconds": dig(summary, "upstream", "create",
+                                            "first_ready_seconds"),
+        "upstream_cpu_seconds": dig(summary, "upstream", "cpu_seconds"),
+        "upstream_peak_rss_mib": dig(summary, "upstream", "memory_mib", "peak_rss"),
+        "vs_upstream": summary.get("vs_upstream"),
+    })
 
 
 def collapsed_from_flamegraph(svg: str) -> str:

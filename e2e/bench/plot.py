@@ -1,4 +1,5 @@
-"""The benchmark's picture: pods over time, operator against baseline, one panel per phase."""
+"""The benchmark's picture: pods over time, operator against upstream and baseline, one panel per
+phase."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ PANELS = {"create": (1, "Ready pods"), "rollout": (2, "Ready pods on the new ima
 
 def plot(series: dict[str, dict[str, list[list[float]]]], path: Path, title: str) -> None:
     """``series[side][phase]``: timeline points ``[seconds, ready, ready_rolled, existing]``
-    with seconds from the phase's start; ``side`` is ``operator`` or ``baseline``."""
+    with seconds from the phase's start; ``side`` is ``operator``, ``upstream`` or
+    ``baseline``."""
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.5))
     styles: dict[str, dict[str, Any]] = {"baseline": {"color": "tab:gray", "linestyle": "--"},
-                                         "operator": {"color": "tab:blue"}}
+                                         "operator": {"color": "tab:blue"},
+                                         "upstream": {"color": "tab:orange",
+                                                      "linestyle": "-."}}
     for ax, (phase, (column, label)) in zip(axes, PANELS.items(), strict=True):
         for side, style in styles.items():
             points = series.get(side, {}).get(phase) or []

@@ -1,25 +1,33 @@
-"""The scale benchmark: LeaderWorkerSets through the operator against the same pods as plain
-StatefulSets, on one full-tier cluster.
+"""The scale benchmark: LeaderWorkerSets through the operator, through the upstream Go controller,
+and the same pods as plain StatefulSets, on one full-tier cluster.
 
     python -m e2e.bench [--profile default|large|smoke] [--sets K --replicas R --size S]
+                        [--sides raw,ours,upstream] [--upstream-dir DIR]
                         [--kubeconfig PATH] [--no-py-spy] [--results DIR]
 
 Without ``--kubeconfig`` it starts its own full-tier cluster (kwok nodes) in ``--cluster-dir``
 and stops it afterwards. Each side goes through the same three phases, timed by one pod watch:
 create (until every pod is Ready), rolling update (until every pod is Ready on the new image) and
-delete (until no pod is left). The baseline runs with no operator process alive; the operator
-(a process of its own: ``process.ProfiledOperator``) runs the same phases, with a steady-state
-window after create in which it must write nothing. The baseline goes first in odd rounds of a
-repeated run (``--repeat``), the operator in even ones.
+delete (until no pod is left), each in a namespace of its own, one controller at a time. The
+baseline (``raw``) runs with no controller alive; the operator (``ours``, a process of its own:
+``process.ProfiledOperator``) and the upstream controller (``upstream``, its manager binary:
+``upstream.UpstreamController``, with its own CRDs switched in for its side and ours restored
+after) run the same phases, with a steady-state window after create in which they should write
+nothing. The order of the sides rotates per round of a repeated run (``--repeat``), so each goes
+first equally often.
 
 The summary (``results/scale-<time>.json``, copied to ``latest.json`` and, without the pod
 timelines, to ``history/<time>.json``) reports every time as a ratio to the baseline, the
 operator's API requests per phase by verb and resource (its own counters, cross-checked against
 kube-apiserver's ``apiserver_request_total`` for the requests only it makes), writes per group on
 create, CPU seconds and RSS, webhook latency (ours and kube-apiserver's view of it), the
-reconcile-time histogram, and the performance issue's table (``targets``): each figure next to its
-target (reported, never enforced), upstream's figure and the change since the previous run of the
-same size in the history; stdout prints that table. Unless ``--no-py-spy``, one more operator
+reconcile-time histogram; the upstream controller's figures under ``upstream`` (its CPU, peak RSS,
+requests and status writes per phase, work-queue wait), ours over its figure by figure
+(``vs_upstream``, per round in ``rounds`` and as the median of the rounds), and each controller's
+cost per pod (``per_pod``); and the issues' table (``targets``): each figure next to its target
+(reported, never enforced), upstream's figure in this run and in the issue, and the change since
+the previous run of the same size in the history; stdout prints the three sides side by side and
+that table. Unless ``--no-py-spy``, one more operator
 round follows the measured ones, in which py-spy records the operator one phase at a time
 (create, steady, rollout, delete): a flame graph per phase (``scale-<time>-profiled-<phase>.svg``,
 copied to ``latest-<phase>.svg``) and its hotspots in the summary. The measured rounds run
@@ -27,7 +35,7 @@ unprofiled: py-spy reads the operator 50 times a second from a process of its ow
 this 2-core machine's CPU on the operator side only (measured: 0.7 CPU s per create, 2.1 per
 rollout), which the ratios to the baseline would otherwise charge to the operator. The profiled
 round's times and CPU are reported apart (``profiled_round``), so py-spy's own cost stays visible.
-A PNG plots the pods of each phase over time, operator against baseline.
+A PNG plots the pods of each phase over time, operator against upstream and baseline.
 
 Bad flags, or a cluster that is not reachable or too small, stop the run before anything is
 created; an interrupted run (Ctrl-C, SIGTERM) deletes what it created and stops what it started.
@@ -53,10 +61,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from e2e.bench import figures, targets, webhook_latency
+from e2e.bench import compare, figures, targets, upstream, webhook_latency
 from e2e.bench.figures import Scrape
 from e2e.bench.process import ProfiledOperator, ProfilerError, check_py_spy
 from e2e.bench.tracker import Tracker
+from e2e.bench.upstream import UpstreamController, UpstreamError
 from e2e.bench.workloads import (
     IMAGE,
     MAX_SURGE,
@@ -104,6 +113,8 @@ class Options:
     webhook_seconds: float
     workers: int
     repeat: int = 1
+    sides: tuple[str, ...] = compare.SIDES
+    upstream_dir: Path | None = None
 
 
 # ---------------------------------------------------------------------------- one side's phases
@@ -156,6 +167,20 @@ async def _cleanup_step(step: Coroutine[Any, Any, Any], what: str,
         await asyncio.wait_for(step, seconds)
     except Exception as exc:
         print(f"bench: cleanup: {what} failed: {exc!r}", file=sys.stderr, flush=True)
+
+
+async def settled(count: Callable[[], Awaitable[float]], quiet: float = 1.0,
+                  timeout: float = 15.0) -> None:  # noqa: ASYNC109
+    """Wait until a controller's request counter (``count``) has not moved for ``quiet``
+    seconds, at most ``timeout`` (``Run.requests_settled`` says why)."""
+    deadline = time.monotonic() + timeout
+    last = await count()
+    while time.monotonic() < deadline:
+        await asyncio.sleep(quiet)
+        now = await count()
+        if now == last:
+            return
+        last = now
 
 
 # CPU seconds so far of each process that serves a side's load (``Side.cpu``).
@@ -345,8 +370,10 @@ async def preflight(client: KubeClient, kubeconfig: str, p: Profile) -> dict[str
 
 
 class Run:
-    def __init__(self, options: Options, kube: Kube, client: KubeClient, kubeconfig: str) -> None:
+    def __init__(self, options: Options, kube: Kube, client: KubeClient, kubeconfig: str,
+                 upstream_binary: Path | None = None) -> None:
         self.options = options
+        self.upstream_binary = upstream_binary
         self.kube = kube
         self.client = client
         self.kubeconfig = kubeconfig
@@ -371,14 +398,16 @@ class Run:
     async def apiserver(self) -> Scrape:
         return figures.parse((await self.client.raw("GET", "/metrics")).decode())
 
-    async def garbage_collector_ready(self, timeout: float = 120.0) -> float:  # noqa: ASYNC109
+    async def garbage_collector_ready(self, timeout: float = 120.0,  # noqa: ASYNC109
+                                      tag: str = "gc") -> float:
         """Wait until kube-controller-manager's garbage collector watches LeaderWorkerSets.
 
         It discovers new resources every 30 s, so right after the CRD is installed a deleted
         LeaderWorkerSet's children linger for up to that long, which would be charged to the
         operator's delete phase. The probe: a ConfigMap owned by a LeaderWorkerSet must go
-        when the LeaderWorkerSet does. Returns the seconds waited."""
-        namespace = f"lws-bench-gc-{self.run_id}"
+        when the LeaderWorkerSet does. Returns the seconds waited. ``tag`` names its namespace
+        (a probe's namespace may still be going when the next probe starts)."""
+        namespace = f"lws-bench-{tag}-{self.run_id}"
         started = time.monotonic()
         await ensure_namespace(self.client, namespace)
         try:
@@ -412,18 +441,21 @@ class Run:
         change could land after the driver saw that status and start the next window (one
         such Event made a steady window's only request). An operator that keeps writing is
         still caught: the wait ends at ``timeout`` and the next window counts the rest."""
-        def count(scrape: Scrape) -> int:
-            counts = targets.request_counts(figures.requests_by_verb(scrape))
+        async def count() -> float:
+            counts = targets.request_counts(figures.requests_by_verb(
+                figures.parse(await operator.metrics())))
             return counts["counted"] if counts else 0  # every request but the Leases
 
-        deadline = time.monotonic() + timeout
-        last = count(figures.parse(await operator.metrics()))
-        while time.monotonic() < deadline:
-            await asyncio.sleep(quiet)
-            now = count(figures.parse(await operator.metrics()))
-            if now == last:
-                return
-            last = now
+        await settled(count, quiet, timeout)
+
+    def _upstream_cpu_sampler(self, controller: UpstreamController) -> CpuSampler:
+        """As ``_cpu_sampler``, with the upstream controller's process tree as ``upstream``."""
+        def sample() -> dict[str, float]:
+            out = webhook_latency.cpu_elsewhere(self.kubeconfig)
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                out["upstream"] = controller.cpu()
+            return out
+        return sample
 
     def _cpu_sampler(self, operator: ProfiledOperator | None) -> CpuSampler:
         """The control plane's processes, this driver and the whole machine
@@ -450,6 +482,71 @@ class Run:
         finally:
             await _cleanup_step(side.close(), "deleting the baseline's namespace")
         return {"phases": phases}
+
+    async def run_upstream(self) -> dict[str, Any]:
+        """The upstream controller's side of a round: its CRDs (the garbage collector's grip on
+        LeaderWorkerSets probed again after the switch), its webhooks and its process, the same
+        phases and windows as ours; then its registrations gone and our CRDs back."""
+        p, o = self.options.profile, self.options
+        assert self.upstream_binary is not None
+        assert o.upstream_dir is not None
+        controller = UpstreamController(
+            self.kubeconfig, self.client, o.upstream_dir, self.upstream_binary,
+            o.results / f"scale-{self.stamp}-upstream{self.round_suffix}.log", self.run_id)
+        side = Side(self.kube, f"lws-bench-up-{self.run_id}", p, True)
+        side.cpu = self._upstream_cpu_sampler(controller)
+        try:
+            await controller.switch_crds()
+            switched = time.monotonic()
+            gc_up = await self.garbage_collector_ready(tag="gc-up")
+            crds_seconds = round(time.monotonic() - switched - gc_up, 1)
+            await controller.register()
+            await controller.start()
+            await side.open()
+            await wait_until_admitting(self.client, side.namespace)
+            memory_at_start = controller.memory()
+            cpu, scrapes, servers = [controller.cpu()], [await controller.scrape()], \
+                [await self.apiserver()]
+
+            async def mark() -> None:
+                cpu.append(controller.cpu())
+                scrapes.append(await controller.scrape())
+                servers.append(await self.apiserver())
+
+            async def count() -> float:
+                return figures.total(await controller.scrape(), "rest_client_requests_total")
+
+            create = await side.create()
+            await side.statuses_settled(p.timeout)
+            await settled(count)
+            await mark()  # 1: after create
+            memory_after_create = controller.memory()
+            await asyncio.sleep(p.steady_seconds)
+            await mark()  # 2: after the steady window
+            rollout = await side.roll()
+            await side.statuses_settled(p.timeout)
+            await settled(count)
+            await mark()  # 3: after rollout
+            delete = await side.delete()
+            await mark()  # 4: after delete
+            memory = controller.memory()
+            code = await controller.stop()
+        finally:
+            await _cleanup_step(side.close(), "deleting the upstream side's namespace")
+            await _cleanup_step(controller.stop(), "stopping the upstream controller")
+            await _cleanup_step(controller.uninstall(),
+                                "removing the upstream controller's webhooks, restoring our CRDs",
+                                120.0)
+        gc_back = await self.garbage_collector_ready(tag="gc-back")
+        return {"phases": {"create": create, "rollout": rollout, "delete": delete},
+                "crd_switch": {"switched": controller.crds_switched,
+                               "restored": controller.crds_restored,
+                               "garbage_collector_wait_seconds": gc_up,
+                               "garbage_collector_wait_after_restore_seconds": gc_back,
+                               "probe_seconds_less_wait": crds_seconds}} | \
+            upstream.report(scrapes, servers, cpu, {"at_start": memory_at_start,
+                                                    "after_create": memory_after_create,
+                                                    "at_end": memory}, code, p.steady_seconds)
 
     async def run_operator(self, profiled: bool = False) -> dict[str, Any]:
         """The operator's side of a round; ``profiled``: py-spy records each phase (the
@@ -617,16 +714,28 @@ class Run:
         o = self.options
         if o.webhook_rate <= 0:
             return {}
-        results = [await webhook_latency.bench(SimpleNamespace(  # type: ignore[arg-type]
-            rate=o.webhook_rate, duration=o.webhook_seconds, dry_run=dry_run), self.kubeconfig)
-            for dry_run in (True, False)]
+        results = []
+        for dry_run in (True, False):
+            try:
+                results.append(await webhook_latency.bench(SimpleNamespace(  # type: ignore[arg-type]
+                    rate=o.webhook_rate, duration=o.webhook_seconds, dry_run=dry_run),
+                    self.kubeconfig))
+            except (ApiException, TimeoutError) as exc:
+                # A machine too loaded for the rate (a 504 from kube-apiserver) costs this
+                # round its webhook figures, not the whole run its rounds.
+                print(f"bench: the webhook run at rate failed: {exc!r}", file=sys.stderr,
+                      flush=True)
+                results.append({"error": repr(exc)[:500]})
         return results[0] | {"stored": results[1]}
 
 
 def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
-              op: dict[str, Any], at_rate: dict[str, Any], plot_name: str) -> dict[str, Any]:
-    """The JSON summary: phases as seconds and ratios, the operator's figures; the issue's
-    table is added by ``with_table`` once the previous run is known."""
+              op: dict[str, Any], at_rate: dict[str, Any], plot_name: str,
+              up: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON summary: phases as seconds and ratios, the operator's figures and, with an
+    upstream side, its figures (``upstream``), its ratios to the baseline and ours over its
+    (``vs_upstream``); the issue's table is added by ``with_table`` once the previous run is
+    known."""
     b, o = base["phases"], op["phases"]
     ratios = {name: figures.ratio(o[name].seconds, b[name].seconds) for name in o}
     cpu_ratios = {name: figures.ratio((o[name].cpu or {}).get("machine"),
@@ -648,7 +757,37 @@ def summarize(options: Options, preflight: dict[str, Any], base: dict[str, Any],
         "floor_ratios": floors,
         "webhook_at_rate": at_rate,
         "plot": plot_name,
+    } | _upstream_part(up, b)
+
+
+def _upstream_part(up: dict[str, Any] | None, b: dict[str, Phase]) -> dict[str, Any]:
+    """The upstream side's part of one round's summary (``summarize``); ``vs_upstream`` is
+    added by ``with_versus`` once the whole summary is there."""
+    if up is None:
+        return {}
+    u = up["phases"]
+    return {
+        "upstream": {name: phase.report() for name, phase in u.items()}
+        | {k: v for k, v in up.items() if k != "phases"},
+        "upstream_ratios": {name: figures.ratio(u[name].seconds, b[name].seconds)
+                            for name in u},
+        "upstream_machine_cpu_ratios": {name: figures.ratio(
+            (u[name].cpu or {}).get("machine"), (b[name].cpu or {}).get("machine"))
+            for name in u},
+        "upstream_floor_ratios": {name: figures.floor_ratio(u[name].cpu, b[name].cpu)
+                                  for name in u},
     }
+
+
+def with_versus(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with ``vs_upstream`` (``compare.versus_upstream``) when it has an upstream
+    side, and each controller's cost per pod (``per_pod``)."""
+    out = summary | {"per_pod": {"ours": compare.per_pod(summary, "ours")}}
+    versus = compare.versus_upstream(summary)
+    if versus is not None:
+        out["vs_upstream"] = versus
+        out["per_pod"]["upstream"] = compare.per_pod(summary, "upstream")
+    return out
 
 
 def with_profile(summary: dict[str, Any], profiled: dict[str, Any] | None) -> dict[str, Any]:
@@ -669,10 +808,15 @@ def with_profile(summary: dict[str, Any], profiled: dict[str, Any] | None) -> di
 
 def with_table(summary: dict[str, Any], history: Path) -> dict[str, Any]:
     """``summary`` with the issue's table (``targets``), compared with the newest run of the
-    same size in ``history`` (named in ``previous_run``), and the newest large run's memory
-    (``large_profile``)."""
+    same size in ``history`` (named in ``previous_run``), the newest large run's memory
+    (``large_profile``) and the newest default run's cost per pod (``default_profile``: a large
+    run's must not exceed it)."""
     previous = targets.previous_run(history, summary)
-    summary = summary | {"large_profile": targets.newest_large_run(history)}
+    default = targets.newest_default_run(history)
+    summary = summary | {"large_profile": targets.newest_large_run(history),
+                         "default_profile": None if default is None else {
+                             "run": default[0],
+                             "per_pod": compare.per_pod(default[1], "ours")}}
     return summary | {"previous_run": None if previous is None else previous[0],
                       "targets": targets.table(summary, None if previous is None
                                                else previous[1])}
@@ -702,6 +846,19 @@ def _short(figures_: Any, key: str) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _round_upstream(r: dict[str, Any]) -> str:
+    """One round's upstream figures and ours over them, for ``report_text``."""
+    versus = r.get("vs_upstream")
+    if not versus:
+        return ""
+    return (f"; upstream create/rollout {_short(r.get('upstream_seconds'), 'create')}/"
+            f"{_short(r.get('upstream_seconds'), 'rollout')} s, first pod Ready "
+            f"{r.get('upstream_first_ready_seconds')} s; ours/upstream create "
+            f"{_short(versus, 'create.seconds')}, rollout {_short(versus, 'rollout.seconds')}, "
+            f"first pod {_short(versus, 'first_ready_s')}, peak RSS "
+            f"{_short(versus, 'peak_rss_mib')}")
+
+
 def report_text(summary: dict[str, Any], path: Path) -> str:
     """What stdout shows: the run, the issue's table, and where the rest is."""
     p = summary["profile"]
@@ -711,8 +868,9 @@ def report_text(summary: dict[str, Any], path: Path) -> str:
              f"nodes, {summary['machine']['cpus']} CPUs",
              "API requests: every request of the operator but leader election's Lease requests "
              "(named apart); Events and certificate/webhook-configuration requests included.",
-             "upstream and issue: ours are the performance issue's figures (default profile, "
-             "this machine class); every figure is better lower.", ""]
+             "upstream now: the upstream controller measured in this run; upstream (issue) and "
+             "issue: ours are the performance issue's figures (default profile, this machine "
+             "class); every figure is better lower.", ""]
     rounds = summary.get("rounds") or []
     if rounds:
         lines += [f"{len(rounds)} rounds: each figure is the median of the rounds (the worst "
@@ -729,7 +887,10 @@ def report_text(summary: dict[str, Any], path: Path) -> str:
                   + (f" ({r['webhook_p99_stored_ms']} ms at {r['webhook_rate_stored']}/s "
                      "with the pods stored)" if r.get("webhook_p99_stored_ms") is not None
                      else "")
+                  + _round_upstream(r)
                   for i, r in enumerate(rounds, 1)] + [""]
+    lines += ["Each side (medians of the rounds; ours/upstream: the median of the rounds' "
+              "ratios, below 1 is ours ahead):", compare.sides_table(summary), ""]
     lines += [targets.render(summary["targets"], summary.get("previous_run")), "",
               f"summary: {path}"]
     if flames:
@@ -738,36 +899,40 @@ def report_text(summary: dict[str, Any], path: Path) -> str:
     return "\n".join(lines)
 
 
-async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
+async def bench(options: Options, kubeconfig: str,
+                upstream_binary: tuple[Path, str] | None = None) -> dict[str, Any]:
     client = await KubeClient.connect(kubeconfig)
     kube: Kube | None = None
     try:
         checks = await preflight(client, kubeconfig, options.profile)
         kube = await Kube.connect(kubeconfig)
-        run = Run(options, kube, client, kubeconfig)
+        run = Run(options, kube, client, kubeconfig,
+                  None if upstream_binary is None else upstream_binary[0])
         checks["garbage_collector_wait_seconds"] = await run.garbage_collector_ready()
         if options.kubeconfig is None:  # our own cluster: kwok's pod workers, one per node
             checks["kwok_pod_workers"] = pod_workers(own_layout(options.profile).total)
-        # Per round: baseline, operator and the webhook at rate. The at-rate figure follows the
-        # machine's speed as much as the ratios do (a p99 of 4.1 ms one day, 8.0 ms the next,
-        # for the same code), so each round measures it too and the summary takes the median.
-        rounds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+        # Per round: each side (raw, ours, upstream) and the webhook at rate. The at-rate figure
+        # follows the machine's speed as much as the ratios do (a p99 of 4.1 ms one day, 8.0 ms
+        # the next, for the same code), so each round measures it too and the summary takes the
+        # median.
+        runners = {"raw": run.run_baseline, "ours": run.run_operator,
+                   "upstream": run.run_upstream}
+        rounds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None,
+                           dict[str, Any]]] = []
         for index in range(options.repeat):
             run.next_round(index)
-            # Alternating which side goes first: whatever the cluster carries from one side to
-            # the next (etcd's history until compaction, kube-apiserver's caches, the page
-            # cache) then favours neither side over the rounds.
-            first = "operator" if index % 2 else "baseline"
+            # The order rotates per round: whatever the cluster carries from one side to the
+            # next (etcd's history until compaction, kube-apiserver's caches, the page cache)
+            # then favours no side over the rounds.
+            order = compare.side_order(options.sides, index)
             print(f"[bench] {options.profile.pods} pods in {options.profile.sets} sets "
-                  f"(round {index + 1} of {options.repeat}); {first} first", file=sys.stderr,
-                  flush=True)
-            if first == "baseline":
-                base = await run.run_baseline()
-                op = await run.run_operator()
-            else:
-                op = await run.run_operator()
-                base = await run.run_baseline()
-            rounds.append((base, op, await run.webhook_at_rate()))
+                  f"(round {index + 1} of {options.repeat}); order {', '.join(order)}",
+                  file=sys.stderr, flush=True)
+            done = {}
+            for name in order:
+                done[name] = await runners[name]()
+            rounds.append((done["raw"], done["ours"], done.get("upstream"),
+                           await run.webhook_at_rate()))
         profiled = None
         if options.py_spy:
             run.profiling_round()
@@ -777,20 +942,24 @@ async def bench(options: Options, kubeconfig: str) -> dict[str, Any]:
         plot_name = f"scale-{run.stamp}.png"
         from e2e.bench.plot import plot
 
-        summaries = [summarize(options, checks, base, op, at_rate, plot_name)
-                     for base, op, at_rate in rounds]
+        summaries = [with_versus(summarize(options, checks, base, op, at_rate, plot_name, up))
+                     for base, op, up, at_rate in rounds]
         middle = figures.middle_round(summaries)
-        base, op, _ = rounds[middle]
-        plot({"baseline": {k: v.timeline for k, v in base["phases"].items()},
-              "operator": {k: v.timeline for k, v in op["phases"].items()}},
-             options.results / plot_name,
+        base, op, up, _ = rounds[middle]
+        timelines = {key: {k: v.timeline for k, v in side["phases"].items()}
+                     for key, side in (("baseline", base), ("operator", op), ("upstream", up))
+                     if side is not None}
+        plot(timelines, options.results / plot_name,
              f"{options.profile.pods} pods ({options.profile.sets} x {options.profile.replicas} "
-             f"x {options.profile.size}): operator vs plain StatefulSets"
+             f"x {options.profile.size}): operator vs "
+             + ("upstream vs " if up is not None else "") + "plain StatefulSets"
              + (f", round {middle + 1} of {len(rounds)}" if len(rounds) > 1 else ""))
         summary = with_profile(figures.combine_rounds(summaries, middle), profiled)
-        summary["timelines"] = {
-            "baseline": {k: v.timeline for k, v in base["phases"].items()},
-            "operator": {k: v.timeline for k, v in op["phases"].items()}}
+        summary["sides"] = list(options.sides)
+        if upstream_binary is not None:
+            summary["upstream_controller"] = {"sha256": upstream_binary[1],
+                                              "source": str(options.upstream_dir)}
+        summary["timelines"] = timelines
         summary = with_table(summary, options.results / HISTORY)
         path = write_results(summary, options.results, run.stamp)
         shutil.copyfile(options.results / plot_name, options.results / "latest.png")
@@ -828,6 +997,15 @@ def parse_options(argv: list[str] | None) -> Options:
                         help="pod admissions per second of the webhook run (0: skip it)")
     parser.add_argument("--webhook-seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=8, help="the operator's --workers")
+    parser.add_argument("--sides", default=None,
+                        help="which sides run, comma-separated: raw (plain StatefulSets), ours "
+                             "(the operator), upstream (the upstream Go controller); raw and "
+                             "ours always (default: all three, or raw,ours when no upstream "
+                             "controller is found)")
+    parser.add_argument("--upstream-dir", type=Path, default=None,
+                        help="the upstream controller's manager.xz, crds/ and webhook/ "
+                             f"(default: ${upstream.ENV}, or shared/upstream-controller beside "
+                             "the checkout)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds of baseline and operator, alternating; the summary gives "
                              "each figure's median (the worst round for memory, the steady "
@@ -846,11 +1024,22 @@ def parse_options(argv: list[str] | None) -> Options:
                              "--webhook-seconds > 0")
         if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
             raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
-    except ValueError as exc:
+        upstream_dir = args.upstream_dir or upstream.default_dir()
+        if args.sides is None and upstream_dir is None:
+            print(f"bench: no upstream controller found (--upstream-dir, ${upstream.ENV}): "
+                  "running raw and ours only", file=sys.stderr)
+        sides = compare.parse_sides(args.sides or ",".join(
+            compare.SIDES if upstream_dir is not None else ("raw", "ours")))
+        if "upstream" in sides:
+            if upstream_dir is None:
+                raise ValueError("no upstream controller found (--upstream-dir, or "
+                                 f"${upstream.ENV}); --sides raw,ours leaves it out")
+            upstream.check_dir(upstream_dir)
+    except (ValueError, UpstreamError) as exc:
         parser.error(str(exc))
     return Options(profile, args.kubeconfig, args.cluster_dir, args.keep_cluster, args.py_spy,
                    args.results, args.webhook_rate, args.webhook_seconds, args.workers,
-                   args.repeat)
+                   args.repeat, sides, upstream_dir if "upstream" in sides else None)
 
 
 def own_layout(profile: Profile) -> NodeLayout:
@@ -871,6 +1060,9 @@ async def _main(options: Options) -> dict[str, Any]:
         except ProfilerError as exc:
             raise BenchError(str(exc)) from exc
     options.results.mkdir(parents=True, exist_ok=True)
+    binary = None
+    if options.upstream_dir is not None:  # unpacked once, before any cluster starts
+        binary = await asyncio.to_thread(upstream.binary, options.upstream_dir)
     try:
         if kubeconfig is None:
             cluster = LocalCluster(options.cluster_dir)
@@ -881,7 +1073,7 @@ async def _main(options: Options) -> dict[str, Any]:
                                     120 + options.profile.nodes * 0.5)
             await asyncio.to_thread(cluster.install_crd)
             kubeconfig = str(cluster.kubeconfig)
-        return await bench(options, kubeconfig)
+        return await bench(options, kubeconfig, binary)
     finally:
         if cluster is not None and not options.keep_cluster:
             await asyncio.to_thread(cluster.down)
@@ -891,7 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_options(argv)
     try:
         asyncio.run(_main(options))  # prints the table; the JSON is in the results folder
-    except BenchError as exc:
+    except (BenchError, UpstreamError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, asyncio.CancelledError):

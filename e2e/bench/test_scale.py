@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from e2e.bench import process, targets
+from e2e.bench import compare, process, targets, upstream
 from e2e.bench.workloads import PROFILES
 from e2e.cluster import LocalCluster
 from e2e.kube import Kube, wait_for
@@ -44,14 +44,19 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
         {"profile": smoke, "operator": {"cpu_seconds": {"create": 0.0}}}))
     (history / "20000102T000000Z.json").write_text(json.dumps(
         {"profile": smoke | {"sets": 99}, "operator": {"cpu_seconds": {"create": 1.0}}}))
+    # The upstream controller's side too, where its files are (a checkout without them runs
+    # raw and ours, and says so).
+    with_upstream = upstream.default_dir() is not None
     done = bench("--profile", "smoke", "--cluster-dir", str(SMOKE_CLUSTER), "--results",
                  str(tmp_path), "--webhook-rate", "50", "--webhook-seconds", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     summary: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text())
     assert not LocalCluster(SMOKE_CLUSTER).running("kube-apiserver")  # its own cluster stopped
+    assert summary["sides"] == (["raw", "ours", "upstream"] if with_upstream else ["raw", "ours"])
+    sides = ("baseline", "operator", "upstream") if with_upstream else ("baseline", "operator")
 
     pods = summary["profile"]["pods"]
-    for side in ("baseline", "operator"):
+    for side in sides:
         for phase in ("create", "rollout", "delete"):
             assert summary[side][phase]["seconds"] > 0
         assert summary[side]["create"]["first_ready_seconds"] > 0
@@ -64,6 +69,7 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
             assert cpu["machine"] > 0
             assert "kube-apiserver" in cpu  # the control plane's processes, by name
             assert ("operator" in cpu) is (side == "operator")
+            assert ("upstream" in cpu) is (side == "upstream")
             assert "py-spy" not in cpu  # the measured rounds run unprofiled
         timeline = summary["timelines"][side]
         # Every pod became Ready, then Ready on the new image (with no surge pod left over).
@@ -71,6 +77,11 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
         assert any(p[2] == p[3] == pods for p in timeline["rollout"])
         assert timeline["delete"][-1][3] == 0  # ... and none is left
     assert set(summary["ratios"]) == {"create", "rollout", "delete"}
+    if with_upstream:
+        _check_upstream_side(summary, tmp_path)
+    else:
+        assert "upstream" not in summary
+        assert "no upstream controller found" in done.stderr
     assert all(r > 0 for r in summary["machine_cpu_ratios"].values())
     # Without the operator's own processes a phase costs the machine less, never more.
     assert all(0 < summary["floor_ratios"][p] < summary["machine_cpu_ratios"][p]
@@ -127,7 +138,7 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
 
     # The issue's table: every figure, its target and the previous run of the same size.
     rows = {r["key"]: r for r in summary["targets"]}
-    assert list(rows) == [f.key for f in targets.FIGURES]
+    assert list(rows) == [f.key for f in targets.ALL_FIGURES]
     for row in rows.values():
         assert row["met"] is (None if row["target"] is None or row["value"] is None
                               else row["value"] <= row["target"])
@@ -152,11 +163,46 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     assert "vs 20000101T000000Z.json" in done.stdout
 
 
+def _check_upstream_side(summary: dict[str, Any], results: Path) -> None:
+    """The upstream controller really ran its side: it reconciled, spent CPU, sent requests
+    (status writes among them), held memory, exited cleanly, and ours over its figures were
+    computed, with its CRDs in place during its side and ours back after."""
+    up = summary["upstream"]
+    assert up["exit_code"] == 0
+    assert up["crd_switch"]["switched"] is True
+    assert up["crd_switch"]["restored"] is True
+    assert up["cpu_seconds"]["create"] > 0
+    assert up["cpu_seconds"]["rollout"] > 0
+    for phase in ("create", "rollout"):
+        counted = up["api_requests_counted"][phase]
+        assert counted["counted"] > 0
+        assert counted["status_patches"] > 0
+    assert 0 < up["memory_mib"]["at_start"] <= up["memory_mib"]["peak_rss"]
+    assert up["work_queue_wait_seconds"]["count"] > 0
+    assert any(key.startswith("leaderworkerset ") for key in up["reconciles"])
+    assert (results / f"{summary['plot'].removesuffix('.png')}-upstream.log").stat().st_size
+    versus = summary["vs_upstream"]
+    for key in ("create.seconds", "rollout.seconds", "delete.seconds", "first_ready_s",
+                "create.cpu_s", "rollout.cpu_s", "rollout.requests", "peak_rss_mib"):
+        assert versus[key] == compare.ratio(compare.figures_of(summary, "ours")[key],
+                                            compare.figures_of(summary, "upstream")[key]), key
+    assert set(summary["upstream_ratios"]) == {"create", "rollout", "delete"}
+    rows = {r["key"]: r for r in summary["targets"]}
+    for key in ("up.create.seconds", "up.rollout.seconds", "up.first_ready_s",
+                "up.peak_rss_mib"):
+        assert rows[key]["value"] is not None, key
+        assert rows[key]["target"] is not None, key
+    assert rows["rollout.cpu_s"]["upstream_run"] == up["cpu_seconds"]["rollout"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--sets", "0"], "--sets must be at least 1"),
     (["--size", "1"], "--size must be at least 2"),
     (["--profile", "huge"], "invalid choice: 'huge'"),
     (["--kubeconfig", "/nonexistent/kubeconfig"], "no such file"),
+    (["--sides", "ours,upstream"], "--sides must include raw and ours"),
+    (["--sides", "raw,ours,upstream", "--upstream-dir", "/nonexistent"],
+     "the upstream controller's files are missing"),
 ])
 def test_bad_flags_stop_before_anything_starts(args: list[str], message: str) -> None:
     done = bench(*args, timeout=60)

@@ -212,6 +212,22 @@ class Workload:
         await self._each(self._delete)
 
 
+async def delete_pods(kube: KubeClient, pods: str, attempts: int = 5) -> None:
+    """Delete the run's pods and wait until they are gone. kube-apiserver gives a request 60 s
+    and answers 504 after that; on a loaded machine a collection of 2,000 pods can take longer,
+    and a 504 ended a whole benchmark run. The deletion is then sent again: it picks up what is
+    left."""
+    for attempt in range(attempts):
+        try:
+            await kube.request("DELETE", pods, query={"labelSelector": NAME_LABEL},
+                               timeout=600.0)
+            break
+        except ApiException as exc:
+            if exc.status != 504 or attempt == attempts - 1:
+                raise
+    await pods_gone(kube, pods)
+
+
 async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
     """One measured run; ``args`` needs ``rate`` and ``duration`` (``busy``, ``sets``,
     ``replicas`` and ``size`` default to a quiet controller), as ``e2e.bench.scale`` calls it."""
@@ -257,9 +273,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
         listed = await kube.request("GET", pods, query={"labelSelector": NAME_LABEL})
         # Thousands of pods: deleting them takes longer than a request's usual 30 s.
         if not dry_run:
-            await kube.request("DELETE", pods, query={"labelSelector": NAME_LABEL},
-                               timeout=600.0)
-            await pods_gone(kube, pods)
+            await delete_pods(kube, pods)
         code = await operator.stop()
     finally:
         stop_work.set()

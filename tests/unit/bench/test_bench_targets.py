@@ -85,7 +85,7 @@ def test_each_row_shows_its_change_since_the_previous_run() -> None:
     assert row(rows, "rollout.cpu_s")["previous"] is None
     assert row(rows, "rollout.cpu_s")["change"] is None
     assert row(targets.table(now), "create.cpu_s")["change"] is None
-    assert len({r["key"] for r in rows}) == len(rows) == len(targets.FIGURES)
+    assert len({r["key"] for r in rows}) == len(rows) == len(targets.ALL_FIGURES)
 
 
 def test_the_previous_run_is_the_newest_of_the_same_size(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_the_printed_table_has_a_line_per_figure_with_target_and_verdict() -> No
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["phase", "metric", "value"]
     assert "vs 20261102T000000Z.json" in lines[0]
-    assert len(lines) == 1 + len(targets.FIGURES)
+    assert len(lines) == 1 + len(targets.ALL_FIGURES)
     cpu = next(line for line in lines if "create" in line and "controller CPU s" in line)
     assert cpu.split("controller CPU s")[1].split()[:6] == ["5", "<=", "4", "NO", "4.0", "8.5"]
     assert "+1 (+25%)" in cpu
