@@ -27,7 +27,13 @@ from kubernetes.aio.client.exceptions import ApiException
 from lws_operator.api.constants import GROUP, NAME_LABEL, PLURAL, VERSION
 from lws_operator.api.view import lws_view
 from lws_operator.kube.client import KubeClient, status_message
-from lws_operator.plugin.analysis.diagnosis import Diagnosis, Scene, diagnose, webhook_services
+from lws_operator.plugin.analysis.diagnosis import (
+    Diagnosis,
+    Finding,
+    Scene,
+    diagnose,
+    webhook_services,
+)
 
 if TYPE_CHECKING:
     from lws_operator.plugin.cli import Session
@@ -216,6 +222,12 @@ def render(diagnosis: Diagnosis, out: TextIO) -> None:
         print("Nothing blocks it." if diagnosis.ready and diagnosis.updated else
               "No blocking cause found: its groups are on their way.", file=out)
         return
+    render_findings(findings, out)
+
+
+def render_findings(findings: Sequence[Finding], out: TextIO) -> None:
+    """The first finding in full (evidence, fix, hint, whether it is lws-operator's only), the
+    others in one line each: the layout of ``why`` for either kind of set."""
     first, rest = findings[0], findings[1:]
     print(f"{'Blocked by' if first.blocking else 'Warning'}: {first.cause}: {first.summary}",
           file=out)

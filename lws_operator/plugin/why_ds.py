@@ -30,6 +30,7 @@ from lws_operator.plugin.why import (
     EXIT_NOT_FOUND,
     EXIT_OK,
     Reader,
+    render_findings,
 )
 from lws_operator.plugin.why import read_scene as read_lws_scene
 
@@ -84,17 +85,4 @@ def render(diagnosis: DsDiagnosis, out: TextIO) -> None:
         print("Nothing blocks it." if diagnosis.available else
               "No blocking cause found: its roles are on their way.", file=out)
         return
-    first, *rest = diagnosis.findings
-    print(f"{'Blocked by' if first.blocking else 'Warning'}: {first.cause}: {first.summary}",
-          file=out)
-    for line in first.evidence:
-        print(f"  - {line}", file=out)
-    if first.fix:
-        print(f"  fix: {first.fix}", file=out)
-    if first.hint:
-        print(f"  hint: {first.hint}", file=out)
-    if rest:
-        print("Also:", file=out)
-        for finding in rest:
-            tag = "" if finding.blocking else " (warning)"
-            print(f"  {finding.cause}{tag}: {finding.summary}", file=out)
+    render_findings(diagnosis.findings, out)
