@@ -53,6 +53,9 @@ async def running(cluster: LocalCluster, options: WebhookOptions, *, admitting: 
     try:
         await asyncio.wait_for(runtime.serving.wait(), 30)
         if admitting is not None:
+            # Both configurations registered as the runtime's watches see them (``serves``),
+            # not only the mutating one the API server already calls: at rest means after it.
+            await asyncio.wait_for(runtime.serves.wait(), 30)
             await wait_until_admitting(client, admitting)
         yield runtime, registry
     finally:
