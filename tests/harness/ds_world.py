@@ -38,6 +38,7 @@ from lws_operator.controllers.disaggregatedset import DisaggregatedSetReconciler
 from lws_operator.kube.cache import ClusterCache, ds_owner_key
 from lws_operator.kube.events import EventRecorder
 from lws_operator.kube.executor import Executor
+from lws_operator.logic.identity.writes import apply_merge_patch
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.reconcile.plan import Apply, Create, Delete, Patch, Update
 
@@ -90,18 +91,6 @@ class _Events(EventRecorder):
     def record(self, regarding: Mapping[str, Any], event: Event,
                related: Mapping[str, Any] | None = None) -> None:
         self.log.append(f"event {event.reason}: {event.note}")
-
-
-def _merge(obj: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch (None removes a key, maps merge, anything else replaces)."""
-    for key, value in patch.items():
-        if value is None:
-            obj.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(obj.get(key), dict):
-            obj[key] = _merge(obj[key], value)
-        else:
-            obj[key] = copy.deepcopy(value)
-    return obj
 
 
 def _conflict(reason: str) -> ApiException:
@@ -290,7 +279,7 @@ class SimulatedExecutor(Executor):
             if extra:
                 body["metadata"] = extra
             world.log.append(_patch_line(kind, action.name, action.subresource, body))
-            return world.put(kind, _merge(copy.deepcopy(live), body))
+            return world.put(kind, apply_merge_patch(copy.deepcopy(live), body))
         if isinstance(action, Delete):
             live = world.get(kind, action.name)
             if live is None:

@@ -19,13 +19,14 @@ from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.reconcile.plan import GONE_OR_CHANGED_SKIP, Common, Patch, Update, apps
 
 
-def _merged(obj: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """``patch`` merged into ``obj`` (RFC 7386: null removes, maps merge)."""
+def apply_merge_patch(obj: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` merged into ``obj``, in place, and ``obj`` (RFC 7386: null removes, maps
+    merge, anything else replaces)."""
     for key, value in patch.items():
         if value is None:
             obj.pop(key, None)
         elif isinstance(value, Mapping) and isinstance(obj.get(key), dict):
-            obj[key] = _merged(obj[key], value)
+            obj[key] = apply_merge_patch(obj[key], value)
         else:
             obj[key] = copy.deepcopy(value)
     return obj
@@ -38,10 +39,10 @@ def revision_update(namespace: str, revision: Mapping[str, Any],
     next pass."""
     target = apps(namespace, "controllerrevisions", "ControllerRevision")
     common = Common(policy=GONE_OR_CHANGED_SKIP)
-    body = _merged(copy.deepcopy(dict(revision)), patch)
+    body = apply_merge_patch(copy.deepcopy(dict(revision)), patch)
     body.setdefault("apiVersion", "apps/v1")
     body.setdefault("kind", "ControllerRevision")
     guarded = {"metadata": {"resourceVersion": meta_of(revision).get("resourceVersion")}}
-    fallback = Patch(target, name_of(revision), _merged(copy.deepcopy(dict(patch)), guarded),
-                     common=common)
+    fallback = Patch(target, name_of(revision),
+                     apply_merge_patch(copy.deepcopy(dict(patch)), guarded), common=common)
     return Update(target, name_of(revision), body, fallback=fallback, common=common)
