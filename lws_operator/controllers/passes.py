@@ -16,10 +16,17 @@ A set deleted while its pass is in flight answers the pass's next write to the s
 status, its annotations) with 404. That is not a failure: the runner ends the pass as if the
 set were gone (a debug line, no retry), and the pass the deletion queued cleans up after it. A
 404 for anything else (a StatefulSet, a pod) is the plan's policy's to judge, as before.
+
+A plan may overlap the steps after it (``Plan.overlap``): the runner starts its writes and goes
+on, and the pass ends only once they are answered (``_Steps.join``), their failures failing it
+then. A set's first pass sends its revision this way, so its leader StatefulSet (the first pod's
+path) does not wait for the revision's round trip, nor for the other passes the event loop runs
+meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -127,6 +134,8 @@ class _Steps(Generic[S]):
         self.every: list[str] = []
         self.requeue: float | None = None  # the last plan's
         self.soonest: float | None = None
+        # Plans whose answers the pass does not wait for (``Plan.overlap``), joined at its end.
+        self.overlapping: list[tuple[Plan, asyncio.Future[Outcome]]] = []
 
     async def __call__(self, step: Callable[..., Plan | Planned[Any]], /, *args: Any,
                        **kwargs: Any) -> Any:
@@ -139,14 +148,11 @@ class _Steps(Generic[S]):
             planned = await self._read(step, args, kwargs, plan)
             plan = planned.plan if isinstance(planned, Planned) else planned
         self.adopt(plan)
-        try:
-            outcome = await self.executor.execute(plan, self.regarding(obs))
-        except ApiException as exc:
-            if self.owner is None or not owner_not_found(exc, self.owner):
-                raise
-            log.debug("%s %s was deleted during its pass; the pass ends", *self.owner)
-            self.requeue = None
-            raise PassEnds(gone=True) from None
+        if plan.overlap:
+            self.overlapping.append(
+                (plan, asyncio.ensure_future(self._execute(plan, self.regarding(obs)))))
+            return planned.value if isinstance(planned, Planned) else None
+        outcome = await self._execute(plan, self.regarding(obs))
         self.settle(plan, outcome)
         self.collected, self.requeue = tuple(outcome.collected), outcome.requeue_after
         if self.collected:
@@ -156,6 +162,42 @@ class _Steps(Generic[S]):
         if outcome.stop:
             raise PassEnds(gone=False)
         return planned.value if isinstance(planned, Planned) else None
+
+    async def _execute(self, plan: Plan, regarding: Mapping[str, Any]) -> Outcome:
+        try:
+            return await self.executor.execute(plan, regarding)
+        except ApiException as exc:
+            if self.owner is None or not owner_not_found(exc, self.owner):
+                raise
+            log.debug("%s %s was deleted during its pass; the pass ends", *self.owner)
+            self.requeue = None
+            raise PassEnds(gone=True) from None
+
+    async def join(self) -> None:
+        """Waits for the plans that overlapped the steps after them (``Plan.overlap``) and takes
+        their outcomes: what they collected and the requeue they asked for count as every
+        other plan's (the last plan's ``requeue`` stays the last one carried out in order); the
+        first failure among them is raised, as it would have been in its step."""
+        pending, self.overlapping = self.overlapping, []
+        if not pending:
+            return
+        results = await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
+        for (plan, _), result in zip(pending, results, strict=True):
+            if isinstance(result, BaseException):
+                raise result
+            self.settle(plan, result)
+            self.every.extend(result.collected)
+            if result.requeue_after is not None:
+                self.soonest = earliest(self.soonest, result.requeue_after)
+
+    async def drain(self) -> None:
+        """Waits for the overlapping plans of a pass that failed: they end before the pass
+        does, and their own failures are logged, the pass's error being the one raised."""
+        pending, self.overlapping = self.overlapping, []
+        results = await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, PassEnds):
+                log.warning("a write of a failed pass failed too: %r", result)
 
     async def _read(self, step: Callable[..., Plan | Planned[Any]], args: tuple[Any, ...],
                     kwargs: dict[str, Any], plan: Plan) -> Plan | Planned[Any]:
@@ -196,10 +238,21 @@ class PassRunner:
         ``regarding(snapshot)``. ``owner`` (resource, name): a 404 for it ends the pass as
         gone (module docstring)."""
         steps = _Steps(self.executor, observe, regarding, adopt, settle, owner)
+        result: R | None = None
+        ended: PassEnds | None = None
         try:
             # ``_Steps.__call__`` is both overloads of ``Run.__call__`` in one.
             result = await pass_(steps)  # type: ignore[arg-type]
-        except PassEnds as ended:
+        except PassEnds as end:
+            ended = end
+        except BaseException:
+            await steps.drain()
+            raise
+        try:
+            await steps.join()  # a pass ends once every write it started is answered
+        except PassEnds as end:  # the owner was gone for an overlapping write
+            ended, result = ended or end, None
+        if ended is not None:
             return Ran(steps.requeue, steps.soonest, ended.gone, not ended.gone, None,
                        tuple(steps.every))
         return Ran(steps.requeue, steps.soonest, False, False, result, tuple(steps.every))

@@ -38,6 +38,20 @@ class Revision:
     revisions: tuple[Mapping[str, Any], ...]
 
 
+def first(create: Mapping[str, Any] | None, live: Obj | None) -> bool:
+    """Whether the revision to create is a new set's first: its leader StatefulSet (or
+    Deployment) does not exist yet. The pass then does not wait for the revision's answer
+    before applying the leader owner (``logic.reconcile.plan.Plan.overlap``): the first pod of
+    a new set waits on that StatefulSet, and under load the revision's round trip and the other
+    passes the operator ran meanwhile were a tenth to a third of a second of it
+    (docs/performance.md, "The first pod"). Upstream writes the revision first; nothing reads
+    it before the pass ends (later steps get it as the step's value, the worker StatefulSets
+    are built from it), and a revision whose create fails fails the pass as before, the next
+    pass creating it if absent. A template update keeps the order: its revision is written
+    before the rollout moves anything."""
+    return create is not None and live is None
+
+
 def step(obs: Observed, hashed: bool) -> Planned[Revision]:
     """``hashed``: the leaders' owner is the Hash leader Deployment, else the Ordinal leader
     StatefulSet (whose key a revision must exist for, and whose workers tell whether a stored
@@ -57,5 +71,6 @@ def step(obs: Observed, hashed: bool) -> Planned[Revision]:
         if patch is not None and current is not None:
             actions.append(revision_update(obs.lws.namespace, current, patch))
     actions += [Record(event) for event in decision.events]
-    return Planned(Plan(tuple(actions)),
+    # A set's first revision goes out beside its leader owner, not before it (``first``).
+    return Planned(Plan(tuple(actions), overlap=first(decision.create, live)),
                    Revision(decision.current_key, decision.updated, tuple(revisions)))

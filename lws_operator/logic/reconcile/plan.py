@@ -189,13 +189,28 @@ class Plan:
     what the controller takes of the plan besides its actions, handed to it before they run
     (``controllers.passes``): the LeaderWorkerSet's memory between passes
     (``logic.reconcile.snapshot.Remember``). What a later step of a pass needs of this one
-    travels as the step's value (``Planned``), not here."""
+    travels as the step's value (``Planned``), not here.
+
+    ``overlap``: the pass need not wait for the answers: the runner starts the actions and goes
+    on with the next steps, and waits for them before the pass ends (``controllers.passes``).
+    Only for writes no later step of the pass reads back from the cache and whose failure may
+    wait until the pass's end to fail it: a set's first revision, sent beside its leader
+    StatefulSet (``logic.identity.revision_step``). Such a plan never ends the pass (no
+    ``stop``, no ``Then.STOP`` policy)."""
 
     actions: tuple[Action, ...] = ()
     stop: bool = False
     requeue_after: float | None = None
     reads: tuple[Read, ...] = ()
     carry: object = None  # for the controller (the controller's own type)
+    overlap: bool = False
+
+    def __post_init__(self) -> None:
+        if self.overlap and (self.stop or any(
+                not isinstance(a, Record) and Then.STOP in (a.common.policy.not_found,
+                                                            a.common.policy.conflict)
+                for a in self.actions)):
+            raise ValueError("a plan that may end the pass cannot overlap the steps after it")
 
 
 EMPTY = Plan()

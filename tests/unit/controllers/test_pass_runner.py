@@ -24,7 +24,17 @@ from lws_operator.controllers.passes import (
 )
 from lws_operator.kube.client import ApiException
 from lws_operator.kube.executor import Executor, Outcome
-from lws_operator.logic.reconcile.plan import EMPTY, Plan, Planned, Read, Run
+from lws_operator.logic.reconcile.plan import (
+    CONFLICT_STOPS,
+    EMPTY,
+    Common,
+    Create,
+    Plan,
+    Planned,
+    Read,
+    Run,
+    Target,
+)
 
 
 class _Reads(Executor):
@@ -249,3 +259,67 @@ def test_plan_through_runs_a_pass_whose_run_never_waits() -> None:
 
     with pytest.raises(RuntimeError):
         plan_through(waits())
+
+
+class _Gated(Executor):
+    """An executor whose overlapping plan is answered only once a later plan was carried out:
+    a runner that waited for the overlapping plan's answer before going on would hang."""
+
+    def __init__(self, fail: Exception | None = None) -> None:
+        self.later_done = asyncio.Event()
+        self.order: list[str] = []
+        self.fail = fail
+
+    async def execute(self, plan: Plan, regarding: Mapping[str, Any]) -> Outcome:
+        if plan.overlap:
+            await self.later_done.wait()
+            self.order.append("overlapping answered")
+            if self.fail is not None:
+                raise self.fail
+            return Outcome(requeue_after=plan.requeue_after)
+        self.order.append("later carried out")
+        self.later_done.set()
+        return Outcome(requeue_after=plan.requeue_after)
+
+
+async def _overlapping_pass(executor: _Gated, *, overlap_requeue: float | None = None,
+                            later_requeue: float | None = None) -> Any:
+    def observe(collected: tuple[str, ...], fetched: Mapping[str, dict[str, Any]]) -> Any:
+        return {}
+
+    async def pass_(run: Run[Any]) -> str:
+        first = await run(lambda _obs: Planned(
+            Plan(overlap=True, requeue_after=overlap_requeue), "value of the first"))
+        await run(lambda _obs: Plan(requeue_after=later_requeue))
+        executor.order.append("pass function returned")
+        return str(first)
+
+    return await asyncio.wait_for(
+        PassRunner(executor).run(pass_, observe, lambda obs: obs), timeout=5)
+
+
+async def test_an_overlapping_plan_does_not_hold_the_steps_after_it() -> None:
+    executor = _Gated()
+    ran = await _overlapping_pass(executor, overlap_requeue=7.0, later_requeue=30.0)
+    assert ran.result == "value of the first"
+    assert executor.order == ["later carried out", "pass function returned",
+                              "overlapping answered"]
+    # The last plan's requeue stays the last one carried out in order; the soonest counts both.
+    assert (ran.requeue_after, ran.soonest) == (30.0, 7.0)
+
+
+async def test_an_overlapping_plan_that_fails_fails_the_pass_at_its_end() -> None:
+    executor = _Gated(fail=ApiException(status=500, reason="Internal Server Error"))
+    with pytest.raises(ApiException):
+        await _overlapping_pass(executor)
+    assert executor.order == ["later carried out", "pass function returned",
+                              "overlapping answered"]
+
+
+def test_a_plan_that_may_end_the_pass_cannot_overlap() -> None:
+    with pytest.raises(ValueError, match="cannot overlap"):
+        Plan(stop=True, overlap=True)
+    stops = Create(Target("/c", "Thing"), {},
+                   common=Common(policy=CONFLICT_STOPS))
+    with pytest.raises(ValueError, match="cannot overlap"):
+        Plan((stops,), overlap=True)
