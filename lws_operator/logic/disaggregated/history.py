@@ -14,8 +14,9 @@ Each revision of the set is a ControllerRevision of its own:
   pass targets (``logic.disaggregated.revision.target_revision``): our hash of the roles, or the
   revision of children taken over from the upstream controller.
 * **Holding** in ``data`` what the revision hash covers, ``{"roles": [{"name", "template", ...}]}``
-  as ``revision.revision_input`` writes it: what an undo writes back (``roles_restored``). For our
-  own keys the key is the hash of exactly these bytes' roles.
+  as ``revision.revision_input`` writes it: what an undo writes back
+  (``logic.disaggregated.revision_data``, which ``kubectl lws`` shares). For our own keys the key
+  is the hash of exactly these roles.
 * **Numbered, caused, marked and pruned** as a LeaderWorkerSet's (``logic.identity.history``, the
   same functions, reading this key): one above the highest when made, renumbered above the others
   when it becomes current again, the set's ``kubernetes.io/change-cause`` followed while it is
@@ -30,21 +31,14 @@ nothing else of it is written.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from lws_operator.api.constants import CHANGE_CAUSE_ANNOTATION, FULLY_READY_ANNOTATION
-from lws_operator.api.disaggregated import (
-    NAME_LABEL,
-    REVISION_LABEL,
-    DisaggregatedSetView,
-    controlled_by,
-)
-from lws_operator.api.view import labels
+from lws_operator.api.disaggregated import NAME_LABEL, REVISION_LABEL, DisaggregatedSetView
 from lws_operator.logic.disaggregated.children import owner_reference
-from lws_operator.logic.disaggregated.revision import IMMUTABLE_SPEC_FIELDS, revision_input
+from lws_operator.logic.disaggregated.revision_data import key_of, revision_data, revision_name
 from lws_operator.logic.disaggregated.scaling import ScalerLike, target_replicas
 from lws_operator.logic.disaggregated.slices import revision_label
 from lws_operator.logic.disaggregated.status import is_available, role_statuses
@@ -53,37 +47,6 @@ from lws_operator.logic.identity.writes import apply_merge_patch
 
 Obj = Mapping[str, Any]
 DS = Obj | DisaggregatedSetView
-# A revision's name: ``<set name, at most this long>-<key>-<number>`` (a name is at most 253).
-_NAME_LIMIT: Final = 220
-
-
-def key_of(revision: Obj | None) -> str:
-    """The set revision a ControllerRevision records ('' when it carries none)."""
-    return str(labels(revision).get(REVISION_LABEL) or "")
-
-
-def revision_name(ds_name: str, key: str, number: int) -> str:
-    return f"{ds_name[:_NAME_LIMIT]}-{key}-{number}"
-
-
-def revision_data(ds: DS) -> dict[str, Any]:
-    """What a revision stores: the roles as the revision hash covers them."""
-    return {"roles": copy.deepcopy(revision_input(DisaggregatedSetView.of(ds).roles))}
-
-
-def stored_roles(revision: Obj) -> list[dict[str, Any]]:
-    """The role entries a revision stores (none when its data is not ours)."""
-    roles = (revision.get("data") or {}).get("roles")
-    if not isinstance(roles, list):
-        return []
-    return [dict(r) for r in roles if isinstance(r, Mapping) and r.get("name")]
-
-
-def owned(ds: DS, revisions: Iterable[Obj]) -> list[Obj]:
-    """The revisions ``ds`` controls (its UID in their controller ownerReference) that carry a
-    key: the cache lists by name label, which anyone can write."""
-    uid = DisaggregatedSetView.of(ds).uid
-    return [r for r in revisions if controlled_by(r, uid) and key_of(r)]
 
 
 def controller_revision(ds: DS, key: str, revisions: Iterable[Obj],
@@ -159,40 +122,3 @@ def decide(ds: DS, revisions: Iterable[Obj], lws_objects: Iterable[Obj], rev: st
     return HistoryDecision(update=(current, patch) if patch else None, prune=prune)
 
 
-# ------------------------------------------------------------------------------- undo
-
-
-def _default_absent(spec: Mapping[str, Any], field: str) -> bool:
-    """Whether the immutable ``field`` says what absent says (the hash leaves it out)."""
-    value = spec.get(field)
-    return value is None or value == IMMUTABLE_SPEC_FIELDS[field]
-
-
-def roles_restored(ds: DS, revision: Obj) -> list[dict[str, Any]]:
-    """``spec.roles`` with the roles ``revision`` stores written back, in its order: each
-    role's ``leaderWorkerTemplate`` and immutable fields as stored; everything the revision does
-    not cover (replicas, scaling, the rollout strategy, metadata) kept from the live role of that
-    name. A role the set no longer has comes back with its stored fields alone, at 0 groups when
-    every Static role of the set is at 0 (the API's rule: all or none), else the default."""
-    view = DisaggregatedSetView.of(ds)
-    live = {role.name: role.raw for role in view.roles}
-    static = [role for role in view.roles if not role.external]
-    all_zero = bool(static) and all(role.replicas == 0 for role in static)
-    out = []
-    for entry in stored_roles(revision):
-        name = str(entry["name"])
-        role = copy.deepcopy(dict(live.get(name) or {"name": name}))
-        spec = dict(role.get("spec") or {})
-        if name not in live and all_zero:
-            spec["replicas"] = 0
-        spec["leaderWorkerTemplate"] = copy.deepcopy(entry.get("template"))
-        if spec["leaderWorkerTemplate"] is None:
-            del spec["leaderWorkerTemplate"]
-        for field in IMMUTABLE_SPEC_FIELDS:
-            if field in entry:
-                spec[field] = copy.deepcopy(entry[field])
-            elif not _default_absent(spec, field):
-                del spec[field]
-        role["spec"] = spec
-        out.append(role)
-    return out

@@ -1,9 +1,10 @@
 """One pass over a DisaggregatedSet as one function read top to bottom.
 
 The order is upstream's Reconcile (disaggregatedset_controller.go): the target revision (and,
-ours, its record in the set's revision history), removed slices, the role scalers, the legacy slice-0 migration (when ``slices > 1``), then per slice its
-workloads (drained revisions deleted, then the simple path or the coordinated rolling update)
-and its Services, then the scalers' status and the set's status.
+ours, its record in the set's revision history), removed slices, the role scalers, the legacy
+slice-0 migration (when ``slices > 1``), then per slice its workloads (drained revisions
+deleted, then the simple path or the coordinated rolling update) and its Services, then the
+scalers' status and the set's status.
 
 ``reconcile`` awaits ``run(step, *values)`` for each step on the runner the LeaderWorkerSet pass
 shares (``controllers.passes``): the runner builds the step's snapshot from the watch caches,

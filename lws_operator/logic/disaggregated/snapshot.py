@@ -24,7 +24,7 @@ from lws_operator.api.disaggregated import (
     RoleScalerView,
     controlled_by,
 )
-from lws_operator.logic.disaggregated import history
+from lws_operator.logic.disaggregated import revision_data
 
 Obj = dict[str, Any]
 
@@ -66,9 +66,9 @@ class DsObserved:
         return tuple(o for o in self.services if controlled_by(o, self.ds.uid))
 
     @cached_property
-    def owned_revisions(self) -> tuple[Obj, ...]:
+    def owned_revisions(self) -> tuple[Mapping[str, Any], ...]:
         """The set's revision history: the ControllerRevisions it controls."""
-        return tuple(history.owned(self.ds, self.revisions))
+        return tuple(revision_data.owned(self.ds, self.revisions))
 
     @cached_property
     def owned_scalers(self) -> tuple[Obj, ...]:

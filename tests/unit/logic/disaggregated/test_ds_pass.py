@@ -69,8 +69,8 @@ def test_a_slice_whose_workloads_decided_an_error_runs_no_services_step() -> Non
     ran, errors = _steps_run(world)
     assert ran == [
         ("revision", ()), ("history_step", (rev,)), ("removed_slices", ()), ("scalers", ()),
-        ("legacy", (rev,)), ("workloads", (0, rev)), ("workloads", (1, rev)), ("services", (1, rev)),
-        ("scaler_status", ()), ("status", (rev,))]
+        ("legacy", (rev,)), ("workloads", (0, rev)), ("workloads", (1, rev)),
+        ("services", (1, rev)), ("scaler_status", ()), ("status", (rev,))]
     assert len(errors) == 1
     assert errors[0].startswith("slice 0: failed to reconcile decode role: ")
 
