@@ -43,6 +43,7 @@ from lws_operator.kube.executor import Executor
 from lws_operator.kube.watch import Watch, Watches
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
+from lws_operator.logic.disaggregated import revision_data
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ WATCHED: tuple[Watch, ...] = (
     ("LeaderWorkerSet", lws_api.GROUP, lws_api.VERSION, lws_api.PLURAL, LWS_PATH, NAME_LABEL),
     ("Service", "", "v1", "services", "/api/v1/services", NAME_LABEL),
     ("ControllerRevision", "apps", "v1", "controllerrevisions", "/apis/apps/v1/controllerrevisions",
-     NAME_LABEL),
+     revision_data.selector()),
 )
 KINDS = tuple(w[0] for w in WATCHED)
 CHILD_KINDS = KINDS[1:]  # the set's own watch is no child's: its events are what wake a pass

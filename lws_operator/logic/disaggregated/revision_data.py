@@ -9,7 +9,13 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from lws_operator.api.disaggregated import REVISION_LABEL, DisaggregatedSetView, controlled_by
+from lws_operator.api.constants import NAME_LABEL as LWS_NAME_LABEL
+from lws_operator.api.disaggregated import (
+    NAME_LABEL,
+    REVISION_LABEL,
+    DisaggregatedSetView,
+    controlled_by,
+)
 from lws_operator.api.view import labels
 from lws_operator.logic.disaggregated.revision import IMMUTABLE_SPEC_FIELDS, revision_input
 
@@ -17,6 +23,15 @@ Obj = Mapping[str, Any]
 DS = Obj | DisaggregatedSetView
 # A revision's name: ``<set name, at most this long>-<key>-<number>`` (a name is at most 253).
 _NAME_LIMIT: Final = 220
+
+
+def selector(ds_name: str | None = None) -> str:
+    """The label selector of the sets' revisions (of one set, ``ds_name``): the set's name
+    label without the LeaderWorkerSet's. The StatefulSets of a set's children keep
+    ControllerRevisions of their own, labelled with their pod template's labels, which carry
+    both; they are the children's, and selecting them out keeps them out of the set's cache."""
+    name = NAME_LABEL if ds_name is None else f"{NAME_LABEL}={ds_name}"
+    return f"{name},!{LWS_NAME_LABEL}"
 
 
 def key_of(revision: Obj | None) -> str:

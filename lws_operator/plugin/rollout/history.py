@@ -23,6 +23,7 @@ from lws_operator.api.constants import (
     REVISION_HISTORY_LIMIT_ANNOTATION,
 )
 from lws_operator.kube.client import KubeClient, status_message
+from lws_operator.logic.disaggregated import revision_data
 from lws_operator.logic.identity import history
 from lws_operator.plugin.analysis import ds_history
 from lws_operator.plugin.analysis import revision_history as rh
@@ -57,8 +58,7 @@ examples:
   kubectl lws rollout history my-llm --revision=3            the templates of revision 3
   kubectl lws rollout history my-llm -o json | jq '.[] | select(.everFullyReady)'"""
 
-# How each kind's revisions are found, shown and named in messages.
-LABEL = {"leaderworkerset": NAME_LABEL, "disaggregatedset": ds_api.NAME_LABEL}
+# How each kind's revisions are found and named in messages.
 KIND_NAME = {"leaderworkerset": "LeaderWorkerSet", "disaggregatedset": ds_api.KIND}
 
 
@@ -80,11 +80,12 @@ def revisions_path(namespace: str) -> str:
 
 
 async def revisions_of(kube: KubeClient, namespace: str, name: str,
-                       label: str = NAME_LABEL) -> list[Mapping[str, Any]]:
-    """The ControllerRevisions labelled with the set's name (``label``: the kind's name label;
-    the analysis keeps those the set controls)."""
+                       selector: str | None = None) -> list[Mapping[str, Any]]:
+    """The ControllerRevisions labelled with the set's name (``selector``: a
+    DisaggregatedSet's, ``logic.disaggregated.revision_data.selector``; the analysis keeps
+    those the set controls)."""
     answer = await kube.request("GET", revisions_path(namespace),
-                                query={"labelSelector": f"{label}={name}"})
+                                query={"labelSelector": selector or f"{NAME_LABEL}={name}"})
     return list(answer.get("items") or [])
 
 
@@ -103,8 +104,8 @@ async def set_and_revisions(session: Session, args: argparse.Namespace,
     found = await find_set(session, args)
     if found is None:
         return None
-    return found, await revisions_of(session.kube, session.namespace, args.name,
-                                     LABEL[found.kind])
+    selector = revision_data.selector(args.name) if found.kind == "disaggregatedset" else None
+    return found, await revisions_of(session.kube, session.namespace, args.name, selector)
 
 
 def owned(found: Target, revisions: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

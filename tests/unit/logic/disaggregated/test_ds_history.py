@@ -96,11 +96,20 @@ def test_the_revisions_are_the_sets_alone() -> None:
                            "ownerReferences": [{"kind": "LeaderWorkerSet", "uid": "c-uid",
                                                 "controller": True}]}}
     assert ds_owner_key("ControllerRevision", childs) is None
+    # A child's StatefulSet's revision carries the pod template's labels, the set's among them:
+    # selected out by the watch, and nobody's in the set's cache if listed anyway.
+    sts = {"metadata": {"name": "x-1", "labels": {NAME_LABEL: DS_NAME, REVISION_LABEL: "k",
+                                                   LWS_NAME_LABEL: "c"},
+                        "ownerReferences": [{"kind": "StatefulSet", "uid": "s",
+                                             "controller": True}]}}
+    assert ds_owner_key("ControllerRevision", sts) is None
+    assert revision_data.selector() == f"{NAME_LABEL},!{LWS_NAME_LABEL}"
+    assert revision_data.selector("a") == f"{NAME_LABEL}=a,!{LWS_NAME_LABEL}"
     foreign = copy.deepcopy(mine)
     foreign["metadata"]["ownerReferences"][0]["uid"] = "another"
     unkeyed = copy.deepcopy(mine)
     del unkeyed["metadata"]["labels"][REVISION_LABEL]
-    assert revision_data.owned(ds, [mine, childs, foreign, unkeyed]) == [mine]
+    assert revision_data.owned(ds, [mine, childs, sts, foreign, unkeyed]) == [mine]
 
 
 # ------------------------------------------------------------------------- the decision
