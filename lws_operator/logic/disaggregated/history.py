@@ -120,5 +120,3 @@ def decide(ds: DS, revisions: Iterable[Obj], lws_objects: Iterable[Obj], rev: st
     if mark is not None:
         patch = apply_merge_patch(patch or {}, mark)
     return HistoryDecision(update=(current, patch) if patch else None, prune=prune)
-
-
