@@ -13,7 +13,9 @@ them:
 2. ``slices`` above 1 with an External role;
 3. per role, the length of the Service names the controller would generate;
 4. the placement policy: a topology key for a type other than None, and no LeaderWorkerSet
-   exclusive-placement annotation on any role next to it.
+   exclusive-placement annotation on any role next to it;
+5. ours: the revision history limit (``lws-operator.dev/revision-history-limit``) a whole
+   number from 0, as on a LeaderWorkerSet (``logic.disaggregated.history``).
 
 Errors render as apimachinery renders them (:class:`FieldError`) and are denied as one aggregate
 (:func:`aggregate_message`), the way the LeaderWorkerSet webhook denies. UPDATE checks the new
@@ -37,6 +39,7 @@ from .disaggregated import (
     RoleView,
 )
 from .field_errors import FieldError, aggregate_message, scaled_value, validate_int_or_percent
+from .validation import validate_history_limit
 
 __all__ = ["FieldError", "Result", "aggregate_message", "validate"]
 
@@ -80,6 +83,7 @@ def validate(obj: Mapping[str, Any]) -> Result:
     for i, role in enumerate(ds.roles):
         result.errors.extend(_service_name(ds, role, f"spec.roles[{i}].name"))
     result.errors.extend(_placement(ds))
+    result.errors.extend(validate_history_limit(ds.raw))
     return result
 
 

@@ -41,6 +41,7 @@ ones.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from . import disruption
@@ -330,14 +331,14 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     errors += validate_scheduling(lws)
     errors += _validate_progress_deadline(lws)
     errors += _validate_disruption_budget(lws)
-    errors += _validate_history_limit(lws)
+    errors += validate_history_limit(lws)
     return errors
 
 
-def _validate_history_limit(lws: dict[str, Any]) -> list[FieldError]:
-    """The revision history limit (ours, ``logic.identity.history``): a whole number from 0,
-    as a Deployment's ``revisionHistoryLimit``."""
-    annotations = field_at(lws, "metadata", "annotations") or {}
+def validate_history_limit(obj: Mapping[str, Any]) -> list[FieldError]:
+    """The revision history limit (ours, ``logic.identity.history``) of a LeaderWorkerSet or a
+    DisaggregatedSet: a whole number from 0, as a Deployment's ``revisionHistoryLimit``."""
+    annotations = field_at(dict(obj), "metadata", "annotations") or {}
     value = annotations.get(REVISION_HISTORY_LIMIT_ANNOTATION) \
         if isinstance(annotations, dict) else None
     if value is None or (isinstance(value, str) and value.isdigit() and int(value) <= MAX_INT32):

@@ -2,8 +2,9 @@
 
 It runs beside the LeaderWorkerSet controller (``controllers.runtime`` starts it when discovery
 finds the DisaggregatedSet API served, like the optional scheduling kinds), gated by the same
-leader election. It watches DisaggregatedSets, their role scalers, and the LeaderWorkerSets and
-Services labelled with a set's name, into a cache of its own indexed by the owning set
+leader election. It watches DisaggregatedSets, their role scalers, and the LeaderWorkerSets,
+Services and ControllerRevisions (the sets' revision history, ``logic.disaggregated.history``)
+labelled with a set's name, into a cache of its own indexed by the owning set
 (``kube.cache.ds_owner_key``: the name label, confirmed by a controller ownerReference); every
 event of a child wakes its set.
 
@@ -42,6 +43,7 @@ from lws_operator.kube.executor import Executor
 from lws_operator.kube.watch import Watch, Watches
 from lws_operator.kube.workers import Result, run_workers
 from lws_operator.kube.workqueue import WorkQueue
+from lws_operator.logic.disaggregated import revision_data
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ WATCHED: tuple[Watch, ...] = (
     (SCALER_KIND, GROUP, VERSION, SCALER_PLURAL, f"{DS_API}/{SCALER_PLURAL}", None),
     ("LeaderWorkerSet", lws_api.GROUP, lws_api.VERSION, lws_api.PLURAL, LWS_PATH, NAME_LABEL),
     ("Service", "", "v1", "services", "/api/v1/services", NAME_LABEL),
+    ("ControllerRevision", "apps", "v1", "controllerrevisions", "/apis/apps/v1/controllerrevisions",
+     revision_data.selector()),
 )
 KINDS = tuple(w[0] for w in WATCHED)
 CHILD_KINDS = KINDS[1:]  # the set's own watch is no child's: its events are what wake a pass

@@ -33,6 +33,7 @@ NOT_SYNCED_REQUEUE = 1.0
 WATCH_GAP_REQUEUE = 0.25
 LWS = "LeaderWorkerSet"
 SERVICE = "Service"
+REVISION = "ControllerRevision"
 
 
 class PassFailed(RetryableError):
@@ -65,20 +66,22 @@ class DisaggregatedSetReconciler:
         if ds is None or meta_of(ds).get("deletionTimestamp"):
             self.held.pop(key, None)
             return None
-        marks = (ds, *(self.cache[kind].changed(key) for kind in (LWS, SERVICE, SCALER_KIND)))
+        marks = (ds, *(self.cache[kind].changed(key)
+                       for kind in (LWS, SERVICE, SCALER_KIND, REVISION)))
         held = self.held.get(key)
         if held is None or held[0][0] is not ds or held[0][1:] != marks[1:]:
             # Read again only when the cache changed for the set (``KindStore.changed``).
             held = self.held[key] = (marks, (
                 {"apiVersion": API_VERSION, "kind": KIND, **ds},
                 tuple(self.cache[LWS].owned_by(key)), tuple(self.cache[SERVICE].owned_by(key)),
-                tuple(self.cache[SCALER_KIND].owned_by(key))))
-        body, lws, services, scalers = held[1]
+                tuple(self.cache[SCALER_KIND].owned_by(key)),
+                tuple(self.cache[REVISION].owned_by(key))))
+        body, lws, services, scalers, revisions = held[1]
         return DsObserved(
             body=body, lws=lws, lws_named=InNamespace(self.cache[LWS], namespace),
             services=services, services_named=InNamespace(self.cache[SERVICE], namespace),
             scalers=scalers, scalers_named=InNamespace(self.cache[SCALER_KIND], namespace),
-            now=self.now(), collected=collected, fetched=fetched or {})
+            now=self.now(), collected=collected, fetched=fetched or {}, revisions=revisions)
 
     async def reconcile(self, key: Key) -> float | None:
         """One pass; returns seconds after which to look again, or None. Raises

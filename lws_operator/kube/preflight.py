@@ -137,7 +137,9 @@ def needed_permissions(*, namespace: str, controllers: bool, lease_namespace: st
 
 def disaggregated_permissions() -> list[Permission]:
     """What the DisaggregatedSet controller does beyond the LeaderWorkerSet controller's
-    requests (which it also makes: patch LeaderWorkerSets, create Services and Events): read
+    requests (which it also makes: patch LeaderWorkerSets, create Services and Events, and
+    list, watch, create, update, patch and delete ControllerRevisions for the sets' revision
+    history, ``logic.disaggregated.history``): read
     sets and write their status, create and delete child LeaderWorkerSets and role scalers,
     write the scalers' status, delete the Services of drained revisions."""
     kinds = [(ds.GROUP, ds.PLURAL, ("list", "watch")),

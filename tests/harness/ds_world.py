@@ -8,7 +8,10 @@ Only the requests are simulated (``SimulatedExecutor._send``): the API server's 
 resourceVersion answers 409, a delete checks its UID precondition. Objects the controller's
 watches would see (LeaderWorkerSets and Services carrying the set's name label, every scaler and
 set) are mirrored into the cache as watch events would bring them. Each request is logged as one
-short line, each Event as ``event <Reason>: <note>``, so a test reads as the pass's writes.
+short line, each Event as ``event <Reason>: <note>``, so a test reads as the pass's writes; the
+writes of the set's revision history (ControllerRevisions, ``logic.disaggregated.history``) go to
+a log of their own (``history``), so the rollout tables read as upstream's and the history's
+tests read its writes alone.
 
 ``ready`` makes every LeaderWorkerSet ready at its replicas (the LeaderWorkerSet controller and
 the kubelet, collapsed), as upstream's reconciler tests do between passes.
@@ -48,7 +51,8 @@ DS_UID = "ds-uid"
 NOW = "2026-01-01T00:10:00Z"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 KIND_OF_PLURAL = {"leaderworkersets": "LeaderWorkerSet", "services": "Service",
-                  "disaggregatedsets": KIND, "disaggregatedsetrolescalers": SCALER_KIND}
+                  "disaggregatedsets": KIND, "disaggregatedsetrolescalers": SCALER_KIND,
+                  "controllerrevisions": "ControllerRevision"}
 
 
 def role(name: str, replicas: int | None = 1, image: str = "app:1", size: int = 1,
@@ -104,6 +108,7 @@ class DsWorld:
     cache: ClusterCache
     server: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)
     version: int = 100
     tick: int = 0
     uids: int = 0
@@ -255,15 +260,16 @@ class SimulatedExecutor(Executor):
         world = self.world
         plural = action.target.collection.rsplit("/", 1)[-1]
         kind = KIND_OF_PLURAL[plural]
+        log = world.history if kind == "ControllerRevision" else world.log
         if isinstance(action, Create):
             name = str(action.body["metadata"]["name"])
             if world.get(kind, name) is not None:
-                world.log.append(f"create {kind} {name}: 409")
+                log.append(f"create {kind} {name}: 409")
                 raise _conflict("AlreadyExists")
             line = f"create {kind} {name}"
             if kind == "LeaderWorkerSet":
                 line += f" replicas={action.body['spec']['replicas']}"
-            world.log.append(line)
+            log.append(line)
             return world.put(kind, action.body)
         if isinstance(action, Patch):
             live = world.get(kind, action.name)
@@ -278,15 +284,24 @@ class SimulatedExecutor(Executor):
             extra = {k: v for k, v in meta.items() if k not in ("uid", "resourceVersion")}
             if extra:
                 body["metadata"] = extra
-            world.log.append(_patch_line(kind, action.name, action.subresource, body))
+            log.append(_patch_line(kind, action.name, action.subresource, body))
             return world.put(kind, apply_merge_patch(copy.deepcopy(live), body))
+        if isinstance(action, Update):
+            live = world.get(kind, action.name)
+            if live is None:
+                raise ApiException(status=404, reason="NotFound")
+            version = action.body["metadata"].get("resourceVersion")
+            if version != live["metadata"]["resourceVersion"]:
+                raise _conflict("the object has been modified")
+            log.append(f"update {kind} {action.name}")
+            return world.put(kind, action.body)
         if isinstance(action, Delete):
             live = world.get(kind, action.name)
             if live is None:
                 raise ApiException(status=404, reason="NotFound")
             if live["metadata"]["uid"] != action.uid:
                 raise _conflict("Precondition failed: UID")
-            world.log.append(f"delete {kind} {action.name}")
+            log.append(f"delete {kind} {action.name}")
             world.remove(kind, action.name)
             return {"kind": "Status", "status": "Success"}
         raise AssertionError(f"the DisaggregatedSet controller never applies: {action}")

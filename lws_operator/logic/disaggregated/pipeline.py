@@ -1,9 +1,10 @@
 """One pass over a DisaggregatedSet as one function read top to bottom.
 
-The order is upstream's Reconcile (disaggregatedset_controller.go): the target revision, removed
-slices, the role scalers, the legacy slice-0 migration (when ``slices > 1``), then per slice its
-workloads (drained revisions deleted, then the simple path or the coordinated rolling update)
-and its Services, then the scalers' status and the set's status.
+The order is upstream's Reconcile (disaggregatedset_controller.go): the target revision (and,
+ours, its record in the set's revision history), removed slices, the role scalers, the legacy
+slice-0 migration (when ``slices > 1``), then per slice its workloads (drained revisions
+deleted, then the simple path or the coordinated rolling update) and its Services, then the
+scalers' status and the set's status.
 
 ``reconcile`` awaits ``run(step, *values)`` for each step on the runner the LeaderWorkerSet pass
 shares (``controllers.passes``): the runner builds the step's snapshot from the watch caches,
@@ -25,6 +26,7 @@ async def reconcile(run: Run[DsObserved], slice_count: int) -> tuple[str, ...]:
     the errors the steps decided (upstream's texts), in order, which the controller joins with
     the failures its writes collected once the status is written."""
     rev = await run(steps.revision)  # fixed for the whole pass
+    await run(steps.history_step, rev)
     await run(steps.removed_slices)
     await run(steps.scalers)
     if slice_count > 1:  # a legacy (pre-slices) slice 0 migrates only beside siblings

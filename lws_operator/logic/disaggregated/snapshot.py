@@ -6,7 +6,8 @@ executor stores each answer in the cache; a delete forgets the object). It holds
 the pass: what a later step needs of an earlier one (the target revision, fixed once per pass)
 is an argument of that step (``logic.disaggregated.pipeline``). Nothing outlives a pass: every
 fact the rollout needs across passes lives on the objects (the children's replicas, their
-revision labels, the ``initial-replicas`` annotation).
+revision labels, the ``initial-replicas`` annotation, the revision history's
+ControllerRevisions).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from lws_operator.api.disaggregated import (
     RoleScalerView,
     controlled_by,
 )
+from lws_operator.logic.disaggregated import revision_data
 
 Obj = dict[str, Any]
 
@@ -31,8 +33,9 @@ Obj = dict[str, Any]
 class DsObserved:
     """A DisaggregatedSet and its children as the caches hold them.
 
-    ``lws``/``services``/``scalers``: the children the cache lists under this set (labelled
-    with its name and controlled by a DisaggregatedSet of that name; the steps check the UID).
+    ``lws``/``services``/``scalers``/``revisions``: the children the cache lists under this set
+    (labelled with its name and controlled by a DisaggregatedSet of that name; the steps check
+    the UID); ``revisions`` are the set's own ControllerRevisions (``logic.disaggregated.history``).
     ``*_named``: every cached object of the kind in the namespace by name, for "is this name
     taken, and by whom". ``now``: condition transition times. ``collected``: the failure
     reasons the previous step's plan collected."""
@@ -47,6 +50,7 @@ class DsObserved:
     now: str
     collected: tuple[str, ...] = ()
     fetched: Mapping[str, Obj] = field(default_factory=dict)
+    revisions: tuple[Obj, ...] = ()
 
     @cached_property
     def ds(self) -> DisaggregatedSetView:
@@ -60,6 +64,11 @@ class DsObserved:
     @cached_property
     def owned_services(self) -> tuple[Obj, ...]:
         return tuple(o for o in self.services if controlled_by(o, self.ds.uid))
+
+    @cached_property
+    def owned_revisions(self) -> tuple[Mapping[str, Any], ...]:
+        """The set's revision history: the ControllerRevisions it controls."""
+        return tuple(revision_data.owned(self.ds, self.revisions))
 
     @cached_property
     def owned_scalers(self) -> tuple[Obj, ...]:

@@ -61,7 +61,7 @@ from lws_operator.api.disaggregated import (
     SCALER_PLURAL,
     RoleView,
 )
-from lws_operator.logic.disaggregated import children, names, scaling, slices
+from lws_operator.logic.disaggregated import children, history, names, scaling, slices
 from lws_operator.logic.disaggregated import status as ds_status
 from lws_operator.logic.disaggregated.children import live_spec_patch, not_controlled_message
 from lws_operator.logic.disaggregated.drain import old_revision, scale_down_old
@@ -71,10 +71,13 @@ from lws_operator.logic.disaggregated.rollout_inputs import rollout_inputs
 from lws_operator.logic.disaggregated.scale_up import NewLws, revision_stable, scale_up_new
 from lws_operator.logic.disaggregated.services import plan_services
 from lws_operator.logic.disaggregated.snapshot import DsObserved
+from lws_operator.logic.identity.writes import revision_update
 from lws_operator.logic.objects.events import Event
 from lws_operator.logic.objects.meta import meta_of, name_of
 from lws_operator.logic.reconcile.plan import (
+    CREATE_IF_ABSENT,
     EMPTY,
+    GONE_OR_CHANGED_SKIP,
     Action,
     Common,
     Create,
@@ -86,6 +89,7 @@ from lws_operator.logic.reconcile.plan import (
     Record,
     Target,
     Then,
+    apps,
     core,
     lws_target,
 )
@@ -162,6 +166,27 @@ def revision(obs: DsObserved) -> Planned[str]:
     roles, or the revision of children the upstream controller made with the same templates
     (adopted by content, so taking a set over starts no rollout). It writes nothing."""
     return Planned(EMPTY, target_revision(obs.ds, obs.owned_lws))
+
+
+def history_step(obs: DsObserved, rev: str) -> Plan:
+    """The set's revision history (``logic.disaggregated.history``), before any child is
+    written: the target revision ``rev`` recorded (created, or renumbered and given the set's
+    change cause when it became current again), marked fully Ready once the rollout to it is
+    done and every role Ready, and the revisions beyond the history limit deleted then. Only
+    ControllerRevisions are written, and only where they differ: a set made before the history
+    existed gets its current revision recorded, nothing else."""
+    ns = obs.ds.namespace
+    decided = history.decide(obs.ds, obs.owned_revisions, obs.owned_lws, rev, obs.scaler_views,
+                             obs.now)
+    target = apps(ns, "controllerrevisions", "ControllerRevision")
+    actions: list[Action] = []
+    if decided.create is not None:
+        actions.append(Create(target, decided.create, common=Common(policy=CREATE_IF_ABSENT)))
+    if decided.update is not None:
+        actions.append(revision_update(ns, *decided.update))
+    actions += [Delete(target, name_of(r), _uid(r), forget=r,
+                       common=Common(policy=GONE_OR_CHANGED_SKIP)) for r in decided.prune]
+    return Plan(tuple(actions))
 
 
 # ------------------------------------------------------------------------- removed slices

@@ -30,7 +30,7 @@ and the update one, and knows none of these annotations) is decided the same way
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lws_operator.api.constants import (
@@ -41,6 +41,11 @@ from lws_operator.api.constants import (
     REVISION_HISTORY_LIMIT_ANNOTATION,
 )
 from lws_operator.api.view import deleting, metadata, revision_of
+
+# How a revision's key is read: the LeaderWorkerSet's ``template-revision-hash`` label by
+# default; a DisaggregatedSet's revisions carry its own revision label
+# (``logic.disaggregated.history``), and every rule here holds for both.
+KeyOf = Callable[[Mapping[str, Any] | None], str]
 
 
 def number(revision: Mapping[str, Any]) -> int:
@@ -75,9 +80,10 @@ def fully_ready_at(revision: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
+def revision_for_key(revisions: Iterable[Mapping[str, Any]], key: str,
+                     key_of: KeyOf = revision_of) -> Mapping[str, Any] | None:
     """The revision labelled with ``key`` (the highest ``revision`` number if several)."""
-    matching = [r for r in revisions if revision_of(r) == key]
+    matching = [r for r in revisions if key_of(r) == key]
     return max(matching, key=number, default=None)
 
 
@@ -88,25 +94,26 @@ def ordered(revisions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def to_prune(revisions: Iterable[Mapping[str, Any]], current_key: str,
-             limit: int) -> list[Mapping[str, Any]]:
+             limit: int, key_of: KeyOf = revision_of) -> list[Mapping[str, Any]]:
     """The revisions beyond the history limit, oldest first: of those not carrying
     ``current_key``, all but the ``limit`` highest-numbered. Call only once an update is done
     (no group runs on another revision)."""
-    others = [r for r in ordered(revisions) if revision_of(r) != current_key]
+    others = [r for r in ordered(revisions) if key_of(r) != current_key]
     return list(reversed(others[limit:]))
 
 
 def current_revision_patch(lws: Mapping[str, Any], revisions: Iterable[Mapping[str, Any]],
-                           current_key: str) -> dict[str, Any] | None:
+                           current_key: str, key_of: KeyOf = revision_of,
+                           ) -> dict[str, Any] | None:
     """The merge patch bringing the current revision up to date, or None when it is: numbered
     above every other revision (it became current again) and carrying the set's change cause."""
     revisions = list(revisions)
-    current = revision_for_key(revisions, current_key)
+    current = revision_for_key(revisions, current_key, key_of)
     if current is None or deleting(current):
         return None
     patch: dict[str, Any] = {}
     highest_other = max((number(r) for r in revisions
-                         if r is not current and revision_of(r) != current_key), default=0)
+                         if r is not current and key_of(r) != current_key), default=0)
     if number(current) <= highest_other:
         patch["revision"] = highest_other + 1
     cause = change_cause(lws)

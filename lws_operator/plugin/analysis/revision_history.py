@@ -62,8 +62,15 @@ def running(lws: Mapping[str, Any], revisions: Iterable[Mapping[str, Any]]
 def rows(lws: Mapping[str, Any], revisions: Iterable[Mapping[str, Any]]) -> list[Row]:
     """The history, oldest first as ``kubectl rollout history`` lists it."""
     mine = owned(lws, revisions)
-    current = running(lws, mine)
-    return [Row(history.number(r), revision_of(r), str(metadata(r).get("name") or ""),
+    return rows_of(mine, running(lws, mine))
+
+
+def rows_of(mine: list[Mapping[str, Any]], current: Mapping[str, Any] | None,
+            key_of: history.KeyOf = revision_of) -> list[Row]:
+    """The rows of a set's own revisions ``mine`` (newest first, as ``owned`` lists them),
+    oldest first, ``current`` marked; a revision's key read by ``key_of`` (a
+    DisaggregatedSet's revisions carry their own label: ``plugin.analysis.ds_history``)."""
+    return [Row(history.number(r), key_of(r), str(metadata(r).get("name") or ""),
                 str(metadata(r).get("creationTimestamp") or ""), history.change_cause(r),
                 history.fully_ready_at(r), r is current)
             for r in reversed(mine)]
@@ -106,7 +113,8 @@ class UndoChoice:
     already: bool
 
 
-def _numbers(revisions: Iterable[Mapping[str, Any]]) -> str:
+def kept(revisions: Iterable[Mapping[str, Any]]) -> str:
+    """The numbers of the revisions kept, for a refusal's message."""
     found = sorted({history.number(r) for r in revisions})
     return ", ".join(str(n) for n in found) if found else "none"
 
@@ -117,21 +125,28 @@ def undo_target(lws: Mapping[str, Any], revisions: Iterable[Mapping[str, Any]],
     previous one: the highest-numbered revision whose templates are not the live ones. Raises
     NoSuchRevision when there is none."""
     mine = owned(lws, revisions)
-    current = running(lws, mine)
-    name = lws_view(lws).name
+    return choose(mine, running(lws, mine), to_revision,
+                  f'LeaderWorkerSet "{lws_view(lws).name}"')
+
+
+def choose(mine: list[Mapping[str, Any]], current: Mapping[str, Any] | None,
+           to_revision: int | None, what: str,
+           key_of: history.KeyOf = revision_of) -> UndoChoice:
+    """``undo_target`` over a set's own revisions ``mine`` (newest first) of which ``current``
+    runs, for either kind of set (``what`` names it in the refusals)."""
     if to_revision:
         target = next((r for r in mine if history.number(r) == to_revision), None)
         if target is None:
             raise NoSuchRevision(
-                f"revision {to_revision} of LeaderWorkerSet \"{name}\" does not exist (pruned "
-                f"beyond the history limit, or never made); revisions kept: {_numbers(mine)}")
-        same = current is not None and revision_of(target) == revision_of(current)
+                f"revision {to_revision} of {what} does not exist (pruned beyond the history "
+                f"limit, or never made); revisions kept: {kept(mine)}")
+        same = current is not None and key_of(target) == key_of(current)
         return UndoChoice(target, same)
-    current_key = revision_of(current) if current is not None else None
-    previous = next((r for r in mine if revision_of(r) != current_key), None)
+    current_key = key_of(current) if current is not None else None
+    previous = next((r for r in mine if key_of(r) != current_key), None)
     if previous is None:
-        raise NoSuchRevision(f"LeaderWorkerSet \"{name}\" has no previous revision to undo to; "
-                             f"revisions kept: {_numbers(mine)}")
+        raise NoSuchRevision(f"{what} has no previous revision to undo to; "
+                             f"revisions kept: {kept(mine)}")
     return UndoChoice(previous, False)
 
 

@@ -323,6 +323,17 @@ def test_external_role_budgets_are_still_checked_when_replicas_are_set() -> None
         "is 0"]
 
 
+@pytest.mark.parametrize(("value", "ok"), [("0", True), ("25", True), ("-1", False),
+                                           ("ten", False), ("", False)])
+def test_the_revision_history_limit(value: str, ok: bool) -> None:
+    """Ours, as on a LeaderWorkerSet: a whole number from 0 (``logic.disaggregated.history``)."""
+    obj = new_ds()
+    obj["metadata"]["annotations"] = {"lws-operator.dev/revision-history-limit": value}
+    assert messages(obj) == ([] if ok else [
+        "metadata.annotations.lws-operator.dev/revision-history-limit: Invalid value: "
+        f'"{value}": must be a whole number from 0'])
+
+
 def test_partial_objects_do_not_crash() -> None:
     for obj in ({}, {"spec": None}, {"spec": {"roles": [None, {"name": "x", "spec": None}]}},
                 {"spec": {"roles": [{"name": "x", "spec": {"rolloutStrategy": None}}],

@@ -1,6 +1,7 @@
 """``kubectl lws rollout history|undo``'s shell over canned answers (the live behaviour is
-``e2e/plugin/test_rollout_history.py``'s): a DisaggregatedSet is refused with the reason, a
-missing set names what was looked for, and the undo writes one guarded merge patch."""
+``e2e/plugin/test_rollout_history.py``'s and ``test_ds_rollout_history_live.py``'s): a missing
+set names what was looked for, the undo writes one guarded merge patch, for a LeaderWorkerSet
+and a DisaggregatedSet alike, and a revision not kept is refused naming those that are."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 
 from lws_operator.api.constants import CHANGE_CAUSE_ANNOTATION
+from lws_operator.logic.disaggregated import history as ds_history
+from lws_operator.logic.disaggregated.revision import compute_revision
 from lws_operator.logic.identity.revision import revision_key
 from lws_operator.logic.identity.revision_decision import controller_revision
 from lws_operator.plugin.cli import Session, build_parser
@@ -59,13 +62,52 @@ def run(kube: Canned, *argv: str) -> int:
     return result
 
 
-def test_a_disaggregatedset_keeps_no_history(capsys: pytest.CaptureFixture[str]) -> None:
-    kube = Canned({path_of("disaggregatedset", NS, "s"): {"kind": "DisaggregatedSet"}})
-    for argv in (("history", "s"), ("undo", "s")):
-        assert run(kube, *argv) == 1
-        err = capsys.readouterr().err
-        assert err.startswith('error: DisaggregatedSet "s" keeps no revision history')
+def ds(image: str) -> dict[str, Any]:
+    def role(name: str) -> dict[str, Any]:
+        return {"name": name, "spec": {"replicas": 2, "leaderWorkerTemplate": {
+            "size": 1, "workerTemplate": {"spec": {"containers": [
+                {"name": "m", "image": image}]}}}}}
+    return {"apiVersion": "disaggregatedset.x-k8s.io/v1", "kind": "DisaggregatedSet",
+            "metadata": {"name": "s", "namespace": NS, "uid": "ds-1", "resourceVersion": "7",
+                         "annotations": {CHANGE_CAUSE_ANNOTATION: image}},
+            "spec": {"roles": [role("prefill"), role("decode")]}}
+
+
+def ds_revision(image: str, number: int) -> dict[str, Any]:
+    body = ds(image)
+    out = ds_history.controller_revision(body, compute_revision(body), [])
+    out["revision"] = number
+    return out
+
+
+def test_a_disaggregatedsets_history_and_undo(capsys: pytest.CaptureFixture[str]) -> None:
+    path = path_of("disaggregatedset", NS, "s")
+    kube = Canned({path: ds("app:2"), history.revisions_path(NS): {"items": [
+        ds_revision("app:1", 1), ds_revision("app:2", 2)]}})
+    assert run(kube, "history", "s") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "disaggregatedset.disaggregatedset.x-k8s.io/s"
+    assert [line.split()[0] for line in out[2:]] == ["1", "2"]
+    assert "(current)" in out[3]
+    assert run(kube, "history", "s", "--revision=1", "-o", "json") == 0
+    assert '"image": "app:1"' in capsys.readouterr().out
+
+    assert run(kube, "undo", "s", "--to-revision=5") == 1
+    assert capsys.readouterr().err == (
+        'error: revision 5 of DisaggregatedSet "s" does not exist (pruned beyond the history '
+        "limit, or never made); revisions kept: 1, 2\n")
+    assert run(kube, "undo", "s", "--dry-run") == 0
+    assert capsys.readouterr().out == ("disaggregatedset.disaggregatedset.x-k8s.io/s would roll "
+                                       "back to revision 1 (dry run)\n")
     assert kube.sent == []
+    assert run(kube, "undo", "s") == 0
+    assert capsys.readouterr().out == (
+        "disaggregatedset.disaggregatedset.x-k8s.io/s rolled back to revision 1\n")
+    ((method, target, body),) = kube.sent
+    assert (method, target) == ("PATCH", path)
+    assert body["metadata"] == {"resourceVersion": "7",
+                                "annotations": {CHANGE_CAUSE_ANNOTATION: "app:1"}}
+    assert body["spec"]["roles"] == ds("app:1")["spec"]["roles"]
 
 
 def test_a_missing_set(capsys: pytest.CaptureFixture[str]) -> None:

@@ -68,9 +68,9 @@ def test_a_slice_whose_workloads_decided_an_error_runs_no_services_step() -> Non
     _foreign(world, lws_name(DS_NAME, 0, rev, "decode"), "decode", rev, 0)
     ran, errors = _steps_run(world)
     assert ran == [
-        ("revision", ()), ("removed_slices", ()), ("scalers", ()), ("legacy", (rev,)),
-        ("workloads", (0, rev)), ("workloads", (1, rev)), ("services", (1, rev)),
-        ("scaler_status", ()), ("status", (rev,))]
+        ("revision", ()), ("history_step", (rev,)), ("removed_slices", ()), ("scalers", ()),
+        ("legacy", (rev,)), ("workloads", (0, rev)), ("workloads", (1, rev)),
+        ("services", (1, rev)), ("scaler_status", ()), ("status", (rev,))]
     assert len(errors) == 1
     assert errors[0].startswith("slice 0: failed to reconcile decode role: ")
 
@@ -100,7 +100,7 @@ def test_a_single_slice_runs_no_legacy_migration() -> None:
                     slice_index=None)
     ran, errors = _steps_run(world)
     assert [name for name, _ in ran] == [
-        "revision", "removed_slices", "scalers", "workloads", "services", "scaler_status",
-        "status"]
+        "revision", "history_step", "removed_slices", "scalers", "workloads", "services",
+        "scaler_status", "status"]
     assert errors == ()
     assert steps.legacy(_snapshot(world), rev) == EMPTY

@@ -66,12 +66,15 @@ def new_children(world: DsWorld, rev: str, counts: tuple[int, ...], ready: bool 
 
 
 def at_rest(world: DsWorld) -> None:
-    """A second pass over what the first left (every child ready) writes nothing."""
+    """A second pass over what the first left (every child ready) writes nothing, its revision
+    history included."""
     world.ready()
     world.reconcile()
     world.ready()
+    recorded = len(world.history)
     again = world.reconcile()
     assert again.lines == [], again.lines
+    assert world.history[recorded:] == []
     assert again.error is None
 
 
