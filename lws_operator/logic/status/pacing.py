@@ -19,21 +19,28 @@ on each of those steps:
 
   - while a create or a rollout is under way (``Progressing`` True, the set not Available),
     one is: Available when the last group turns Ready (or Progressing's fall on a stall or a
-    passed deadline), and it carries the counters of then. The counters of a create or a
-    rollout move every second or two and only go still when that write is made, so a quiet
-    spell means nothing here (under load, passes and readiness come in bursts with pauses of
-    several seconds between them): they are written ``LONGEST`` seconds after the first
-    deferred change, so at most once per ``LONGEST`` seconds per set. A bound in time is
-    what a rollout's length multiplies, and a set's rollout lasts as long as the cluster
-    takes to replace its groups, which grows with all the control plane has to do: at 5,000
-    pods on the benchmark's machine, 10 s wrote a set's status about five times as often as
-    upstream's controller did. ``LONGEST`` is the figure measured and chosen
-    (docs/performance.md, "Status pacing"), and no reader needs the counters sooner: HPA
-    reads the scale subresource every 15 s and takes the current replicas from its spec,
-    not from these counters; ``kubectl wait`` and health checks read the conditions, written
-    at once; what is left is ``kubectl get lws`` (READY, UP-TO-DATE) and a
-    DisaggregatedSet's summed counters, a few steps behind at most. Holding them until the
-    Available write (tried) left them a whole rollout behind;
+    passed deadline), and it carries the counters of then. Until then a quiet spell means
+    nothing (under load, passes and readiness come in bursts with pauses of several seconds
+    between them): the counters are written ``LONGEST`` seconds after the first deferred
+    change, so at most once per ``LONGEST`` seconds per set, and never further behind.
+
+    Why 30 s (the figures are in docs/performance.md, "Status pacing"). A rollout's counters
+    move in bursts, one per group step (a leader going, coming back, its workers created,
+    the group Ready: seconds apart), the steps tens of seconds apart, and both stretch as
+    the control plane gets busier, so the larger the cluster, the longer a set's rollout. A
+    bound shorter than a burst splits it into several writes, more of them the slower the
+    rollout: with 10 s a set's status writes per rollout grew with the cluster's size,
+    passed upstream's controller's (whose one worker coalesces more as it falls behind)
+    and took the requests per pod up with them. 30 s covers a burst, so a slow rollout
+    costs about one write per group step however long it takes, and ``kubectl get lws``
+    still shows every step. A longer bound merges whole steps, but only while steps are
+    shorter than it, and large clusters' rollouts are the slow ones: it would buy a few
+    requests per set for counters twice as stale. No reader needs them sooner: HPA reads
+    the scale subresource every 15 s and takes the current replicas from its spec, not
+    from these counters; ``kubectl wait`` and health checks read the conditions, written at
+    once; what is left is ``kubectl get lws`` (READY, UP-TO-DATE) and a DisaggregatedSet's
+    summed counters. Holding them until the Available write (tried) left them a whole
+    rollout behind;
   - otherwise no condition write is due: the set is Available, and a counters change (a
     surge group reclaimed after the rollout, a scale-down) is the last of its kind for a
     while; or it says it is not progressing (``Progressing`` False or Unknown: stalled, past
