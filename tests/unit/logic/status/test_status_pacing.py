@@ -1,8 +1,8 @@
 """When the status is written (``logic.status.pacing``): a condition, the observed generation, the
 HPA selector or a pass's Event at once; the group counters alone ``LONGEST`` seconds after the
-first deferred change while the set is not Available (the Available write carries them), so at
-most once per ``LONGEST`` seconds, or once they have been still for ``QUIET`` seconds
-(``SETTLED_LONGEST`` at the latest) when it is."""
+first deferred change while a create or a rollout is under way (the Available write carries
+them), so at most once per ``LONGEST`` seconds, or once they have been still for ``QUIET``
+seconds (``SETTLED_LONGEST`` at the latest) for any other set."""
 
 from __future__ import annotations
 
@@ -180,14 +180,14 @@ def test_the_first_ready_group_is_written_at_once_when_a_controller_reads_it() -
 
 
 @pytest.mark.parametrize(("stored", "step", "expected"), [
-    # Not Available: written LONGEST seconds after the first change that followed the last
-    # write, with the counters of that moment: once per LONGEST + 1 ticks.
+    # Progressing, not Available: written LONGEST seconds after the first change that followed
+    # the last write, with the counters of that moment: once per LONGEST + 1 ticks.
     (STORED, 1, [31, 62, 93]),
     # Available: SETTLED_LONGEST after it, as the counters are never still for QUIET seconds.
     (SETTLED, 1, [11, 22, 33, 44, 55, 66, 77, 88, 99, 110]),
     # Available, and still for QUIET seconds between moves: each move is written QUIET after.
     (SETTLED, 4, list(range(7, 121, 4))),
-    # Not Available, the same moves: LONGEST after the first move that followed a write.
+    # Progressing, the same moves: LONGEST after the first move that followed a write.
     (STORED, 4, [34, 66, 98]),
 ])
 def test_continuous_churn(stored: dict[str, Any], step: int, expected: list[int]) -> None:
@@ -224,12 +224,12 @@ def _churn(stored: dict[str, Any], gaps: list[int]) -> list[int]:
     [31, 31, 31, 31, 31],
     [1, 1, 1, 100, 1, 1, 1],
 ])
-def test_a_set_not_available_is_written_at_most_once_per_longest_and_never_further_behind(
+def test_a_rollout_is_written_at_most_once_per_longest_and_never_further_behind(
         gaps: list[int]) -> None:
     """However the counters of a create or a rollout move: two counters-only writes are at
-    least LONGEST seconds apart, and no change stays unwritten for more than LONGEST seconds
-    (the last one included, written by the pass the deferral asks for)."""
-    writes = _churn(STORED, [*gaps, int(LONGEST)])  # a last tick to let the last move out
+    least LONGEST seconds apart, and no change stays unwritten for more than LONGEST seconds,
+    the last one included."""
+    writes = _churn(STORED, [*gaps, int(LONGEST)])  # one more move, LONGEST after the last
     assert all(b - a >= LONGEST for a, b in pairwise(writes))
     tick = 0
     for gap in gaps:
