@@ -36,7 +36,7 @@ from e2e.harness.clusters import Clusters
 from e2e.harness.launcher import Operator, start_controllers
 from e2e.kube import Kube, condition, is_ready, wait_for
 from lws_operator.api.defaults import apply_defaults
-from lws_operator.logic.status.pacing import LONGEST
+from lws_operator.logic.status.pacing import SETTLED_LONGEST
 
 pytestmark = pytest.mark.full
 
@@ -171,8 +171,9 @@ async def test_a_set_the_webhook_does_not_serve_says_so_once(setup: Setup) -> No
         assert f"does not serve namespace {ns}" in cond["message"]
         # Passes over it, again and again, write nothing and record nothing more.
         # The last status write's watch event, and a write of the counters alone, which waits
-        # up to LONGEST seconds (logic.status.pacing).
-        await asyncio.sleep(LONGEST + 2)
+        # up to SETTLED_LONGEST seconds for a set that says it is not progressing
+        # (logic.status.pacing).
+        await asyncio.sleep(SETTLED_LONGEST + 2)
         before = op.writes()
         for _ in range(3):
             op.runtime.queue.add((ns, name))

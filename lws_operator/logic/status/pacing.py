@@ -15,31 +15,51 @@ on each of those steps:
   once, together with the counters of that moment. So is a pass's Event (a condition's
   change, in practice): it tells of the status of now, and rides on the write;
 * a difference in the counters alone is deferred, and written with the counters of the moment
-  the write is made, never later than ``LONGEST`` seconds after the first deferred change
-  (HPA reads the scale subresource every 15 s by default and takes the current replicas from
-  its spec; ``kubectl get`` shows readyReplicas and updatedReplicas). How much sooner depends
-  on whether a condition write is still to come:
+  the write is made. How long it may wait depends on whether a condition write is still to come:
 
-  - while the set is not Available, one is: Available when the last group turns Ready (or
-    Progressing's fall on a stall or a passed deadline), and it carries the counters of then.
-    The counters of a create or a rollout move every second or two and only go still when
-    that write is made, so a quiet spell means nothing here (under load, passes and readiness
-    come in bursts with pauses of several seconds between them): they wait ``LONGEST``;
-  - once the set is Available, a counters change (a surge group reclaimed after the rollout,
-    a scale-down) is the last of its kind for a while: it is written once the counters have
-    been still for ``QUIET`` seconds.
+  - while a create or a rollout is under way (``Progressing`` True, the set not Available),
+    one is: Available when the last group turns Ready (or Progressing's fall on a stall or a
+    passed deadline), and it carries the counters of then. Until then a quiet spell means
+    nothing (under load, passes and readiness come in bursts with pauses of several seconds
+    between them): the counters are written ``LONGEST`` seconds after the first deferred
+    change, so at most once per ``LONGEST`` seconds per set, and never further behind.
+
+    Why 30 s (the figures are in docs/performance.md, "Status pacing"). A rollout's counters
+    move in bursts, one per group step (a leader going, coming back, its workers created,
+    the group Ready: seconds apart), the steps tens of seconds apart, and both stretch as
+    the control plane gets busier, so the larger the cluster, the longer a set's rollout. A
+    bound shorter than a burst splits it into several writes, more of them the slower the
+    rollout: with 10 s a set's status writes per rollout grew with the cluster's size,
+    passed upstream's controller's (whose one worker coalesces more as it falls behind)
+    and took the requests per pod up with them. 30 s covers a burst, so a slow rollout
+    costs about one write per group step however long it takes, and ``kubectl get lws``
+    still shows every step. A longer bound merges whole steps, but only while steps are
+    shorter than it, and large clusters' rollouts are the slow ones: it would buy a few
+    requests per set for counters twice as stale. No reader needs them sooner: HPA reads
+    the scale subresource every 15 s and takes the current replicas from its spec, not
+    from these counters; ``kubectl wait`` and health checks read the conditions, written at
+    once; what is left is ``kubectl get lws`` (READY, UP-TO-DATE) and a DisaggregatedSet's
+    summed counters. Holding them until the Available write (tried) left them a whole
+    rollout behind;
+  - otherwise no condition write is due: the set is Available, and a counters change (a
+    surge group reclaimed after the rollout, a scale-down) is the last of its kind for a
+    while; or it says it is not progressing (``Progressing`` False or Unknown: stalled, past
+    its deadline, paused, its pods not mutated), and a change of its counters is news. It is
+    written once the counters have been still for ``QUIET`` seconds, and ``SETTLED_LONGEST``
+    seconds after the first deferred change at the latest.
 
 * ``readyReplicas`` leaving zero is written at once only when a controller acts on it: a
-  DisaggregatedSet creates a role's Services once every role has a Ready group. Anything else
-  that serves reads the pods' readiness, not this counter, which waits like the others.
+  DisaggregatedSet creates a role's Services once every role has a Ready group. Its rollout's
+  other gate, a new child with all its groups Ready, is that child's Available write. Anything
+  else that serves reads the pods' readiness, not this counter, which waits like the others.
 
 The deferral is the controller's memory (``logic.reconcile.snapshot.Memory``, which holds the
-``Deferral`` data), and losing it is
-harmless: a new leader, or a restarted operator, computes the same desired status and either writes
-it or starts a new deferral, so the stored status is never more than ``LONGEST`` seconds (plus a
-pass) behind the counters. The status step asks to be looked at again when the deferral is due
-(``Plan.requeue_after``), so the last change of a set that has gone quiet is written too. The
-clock is an input, never read here.
+``Deferral`` data), and losing it is harmless: a new leader, or a restarted operator, computes
+the same desired status and either writes it or starts a new deferral, so the stored status is
+never more than ``LONGEST`` seconds (plus a pass) behind the counters that leader sees. The
+status step asks to be looked at again when the deferral is due (``Plan.requeue_after``), so
+the last change of a set that has gone quiet is written too. The clock is an input, never read
+here.
 """
 
 from __future__ import annotations
@@ -48,23 +68,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lws_operator.api.constants import CONDITION_AVAILABLE
+from lws_operator.api.constants import CONDITION_AVAILABLE, CONDITION_PROGRESSING
 from lws_operator.logic.reconcile.snapshot import Deferral
 
 # The status fields whose change alone may wait.
 COUNTERS: Final = ("replicas", "readyReplicas", "updatedReplicas")
-QUIET: Final = 3.0  # seconds an Available set's counters must be still before a deferred write
-LONGEST: Final = 10.0  # seconds after the first deferred change a write happens regardless
+# A set being created or rolled out: seconds after the first deferred change the write happens,
+# whatever the counters do meanwhile (module docstring). The longest any counters change waits.
+LONGEST: Final = 30.0
+# Any other set: seconds its counters must be still before a deferred write, and seconds after
+# the first deferred change the write happens at the latest.
+QUIET: Final = 3.0
+SETTLED_LONGEST: Final = 10.0
 # A pass this close to the due time writes: the work queue's timer and the pass's clock are
 # different clocks, and a pass a hair early must not schedule one more only to write then.
 SLACK: Final = 0.05
 
 
-def due(deferral: Deferral, settled: bool) -> float:
-    """When to write ``deferral``: ``QUIET`` after the last move too once the set is ``settled``
-    (Available; module docstring)."""
-    longest = deferral.since + LONGEST
-    return min(deferral.moved + QUIET, longest) if settled else longest
+def due(deferral: Deferral, in_progress: bool) -> float:
+    """When to write ``deferral``: ``LONGEST`` after the first change while a create or a
+    rollout is ``in_progress``; otherwise ``QUIET`` after the last and ``SETTLED_LONGEST``
+    after the first at the latest (module docstring)."""
+    if in_progress:
+        return deferral.since + LONGEST
+    return min(deferral.moved + QUIET, deferral.since + SETTLED_LONGEST)
 
 
 @dataclass(frozen=True)
@@ -93,9 +120,15 @@ def only_counters_differ(desired: Mapping[str, Any], observed: Mapping[str, Any]
     return all(desired.get(k) == observed.get(k) for k in keys)
 
 
-def available(status: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == CONDITION_AVAILABLE and c.get("status") == "True"
+def _true(status: Mapping[str, Any], condition_type: str) -> bool:
+    return any(c.get("type") == condition_type and c.get("status") == "True"
                for c in status.get("conditions") or () if isinstance(c, Mapping))
+
+
+def in_progress(status: Mapping[str, Any]) -> bool:
+    """Whether ``status`` tells of a create or a rollout under way, whose Available (or
+    Progressing's fall) is still to be written: ``Progressing`` True, ``Available`` not."""
+    return _true(status, CONDITION_PROGRESSING) and not _true(status, CONDITION_AVAILABLE)
 
 
 def _serving_started(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> bool:
@@ -121,7 +154,7 @@ def pace(desired: Mapping[str, Any], observed: Mapping[str, Any], clock: float,
         deferral = Deferral(clock, clock, counters)
     elif deferral.counters != counters:
         deferral = Deferral(deferral.since, clock, counters)
-    wait = due(deferral, available(desired)) - clock
+    wait = due(deferral, in_progress(desired)) - clock
     if wait <= SLACK:
         return WRITE_NOW
     return Pacing(False, deferral, wait)

@@ -15,8 +15,8 @@ created, bound to a node or turning Ready, and no decision waits on them:
 * worker StatefulSets are created for leader pods, rollouts move on leader StatefulSets and
   group readiness, restarts and recreations start from a pod that failed, restarted or is
   being deleted, and gangs are released from gated pods: all of these stay prompt (below);
-* what a routine worker event changes otherwise is the status counters (written up to ten
-  seconds later anyway, ``status_pacing``), the group metrics, and conditions that judge over
+* what a routine worker event changes otherwise is the status counters (written seconds
+  later anyway, ``logic.status.pacing``), the group metrics, and conditions that judge over
   a minute or more (a stall, pods never mutated): a second later changes none of them.
 
 So an event of a pod that is a worker (no leader label), not being deleted, not failed or

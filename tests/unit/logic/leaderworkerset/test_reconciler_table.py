@@ -18,7 +18,7 @@ import pytest
 
 from lws_operator.logic.reconcile.plan import Apply, Delete, Patch, Then
 from lws_operator.logic.reconcile.snapshot import Options
-from lws_operator.logic.status.pacing import LONGEST, QUIET
+from lws_operator.logic.status.pacing import LONGEST, QUIET, SETTLED_LONGEST
 from tests.harness.lws_world import (
     GATE,
     P,
@@ -130,13 +130,14 @@ def leader_replicas(replicas: int) -> Callable[[World], None]:
 
 
 def churned(world: World) -> World:
-    """The counters moving every QUIET - 1 seconds (never still long enough) until LONGEST
-    seconds after the first move; every pass until then writes nothing."""
+    """The counters of an Available set moving every QUIET - 1 seconds (never still long
+    enough) until SETTLED_LONGEST seconds after the first move; every pass until then writes
+    nothing."""
     start, replicas = world.clock, 3
-    while world.clock - start < LONGEST:
+    while world.clock - start < SETTLED_LONGEST:
         leader_replicas(replicas)(world)
         assert plan_pass(world).writes() == []
-        later(min(QUIET - 1, LONGEST - (world.clock - start)))(world)
+        later(min(QUIET - 1, SETTLED_LONGEST - (world.clock - start)))(world)
         replicas += 1
     return world
 
@@ -206,7 +207,7 @@ TABLE: dict[str, Row] = {
         lambda: then(at_rest(built_world(manifest())), leader_replicas(3), plan_pass,
                      later(QUIET - 1), leader_replicas(4)),
         [], [], QUIET),
-    "... but never later than LONGEST after the first deferred change": Row(
+    "... but never later than SETTLED_LONGEST after the first deferred change": Row(
         lambda: churned(at_rest(built_world(manifest()))),
         ["status LeaderWorkerSet sample"], []),
     "a condition changes while a counter waits: written at once": Row(

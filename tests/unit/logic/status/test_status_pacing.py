@@ -1,10 +1,12 @@
 """When the status is written (``logic.status.pacing``): a condition, the observed generation, the
 HPA selector or a pass's Event at once; the group counters alone ``LONGEST`` seconds after the
-first deferred change while the set is not Available (the Available write carries them), or once
-they have been still for ``QUIET`` seconds when it is."""
+first deferred change while a create or a rollout is under way (the Available write carries
+them), so at most once per ``LONGEST`` seconds, or once they have been still for ``QUIET``
+seconds (``SETTLED_LONGEST`` at the latest) for any other set."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from lws_operator.logic.reconcile.snapshot import Deferral
 from lws_operator.logic.status.pacing import (
     LONGEST,
     QUIET,
+    SETTLED_LONGEST,
     SLACK,
     Pacing,
     only_counters_differ,
@@ -106,14 +109,44 @@ def test_pace(desired: dict[str, Any], clock: float, deferral: Deferral | None,
     # They moved again: QUIET more from then, counted from the last move ...
     (settled(replicas=4), T + 2, SETTLED_PENDING,
      Pacing(False, Deferral(T, T + 2, (4, 3, 3)), QUIET)),
-    # ... but never past LONGEST after the first deferred change.
-    (settled(replicas=4), T + LONGEST - 1, Deferral(T, T + LONGEST - 2, (2, 3, 3)),
-     Pacing(False, Deferral(T, T + LONGEST - 1, (4, 3, 3)), 1.0)),
-    (settled(replicas=4), T + LONGEST, Deferral(T, T + LONGEST - 1, (2, 3, 3)), Pacing(True)),
+    # ... but never past SETTLED_LONGEST after the first deferred change.
+    (settled(replicas=4), T + SETTLED_LONGEST - 1,
+     Deferral(T, T + SETTLED_LONGEST - 2, (2, 3, 3)),
+     Pacing(False, Deferral(T, T + SETTLED_LONGEST - 1, (4, 3, 3)), 1.0)),
+    (settled(replicas=4), T + SETTLED_LONGEST, Deferral(T, T + SETTLED_LONGEST - 1, (2, 3, 3)),
+     Pacing(True)),
 ])
 def test_pace_available(desired: dict[str, Any], clock: float, deferral: Deferral | None,
                         expected: Pacing) -> None:
     assert pace(desired, SETTLED, clock, deferral) == expected
+
+
+UPDATING = {**PROGRESSING, "type": "UpdateInProgress", "reason": "GroupsUpdating",
+            "message": "Rolling Upgrade is in progress"}
+STALLED = {**PROGRESSING, "status": "False", "reason": "RolloutStalled"}
+PAUSED = {**PROGRESSING, "status": "Unknown", "reason": "RolloutPaused"}
+NOT_AVAILABLE = {**AVAILABLE, "status": "False"}
+
+
+@pytest.mark.parametrize(("conditions", "wait"), [
+    # A create (Progressing) or a rollout (UpdateInProgress and Progressing): the Available
+    # write is to come and carries the counters; until then they wait LONGEST.
+    ((PROGRESSING,), LONGEST),
+    ((UPDATING, PROGRESSING, NOT_AVAILABLE), LONGEST),
+    # No condition write is due: an Available set, a set that says it is not progressing
+    # (stalled, past its deadline, its pods not mutated: False; paused: Unknown), or one with
+    # no Progressing condition at all. A change is news: QUIET once still.
+    ((AVAILABLE,), QUIET),
+    ((AVAILABLE, {**PROGRESSING, "status": "False"}), QUIET),
+    ((STALLED,), QUIET),
+    ((UPDATING, PAUSED, NOT_AVAILABLE), QUIET),
+    ((), QUIET),
+])
+def test_a_create_or_rollout_under_way_waits_longest_any_other_set_until_quiet(
+        conditions: tuple[dict[str, Any], ...], wait: float) -> None:
+    stored = status(conditions=conditions)
+    decided = pace({**stored, "readyReplicas": 2}, stored, T, None)
+    assert decided == Pacing(False, Deferral(T, T, (3, 2, 3)), wait)
 
 
 @pytest.mark.parametrize(("desired", "deferral", "expected"), [
@@ -147,25 +180,58 @@ def test_the_first_ready_group_is_written_at_once_when_a_controller_reads_it() -
 
 
 @pytest.mark.parametrize(("stored", "step", "expected"), [
-    # Not Available: written LONGEST seconds after the first change that followed the last
-    # write, with the counters of that moment.
-    (STORED, 1, list(range(1 + int(LONGEST), 61, int(LONGEST) + 1))),
-    # Available: the same, as the counters are never still for QUIET seconds.
-    (SETTLED, 1, list(range(1 + int(LONGEST), 61, int(LONGEST) + 1))),
+    # Progressing, not Available: written LONGEST seconds after the first change that followed
+    # the last write, with the counters of that moment: once per LONGEST + 1 ticks.
+    (STORED, 1, [31, 62, 93]),
+    # Available: SETTLED_LONGEST after it, as the counters are never still for QUIET seconds.
+    (SETTLED, 1, [11, 22, 33, 44, 55, 66, 77, 88, 99, 110]),
     # Available, and still for QUIET seconds between moves: each move is written QUIET after.
-    (SETTLED, int(QUIET) + 1, list(range(2 * int(QUIET) + 1, 61, int(QUIET) + 1))),
-    # Not Available, the same moves: LONGEST after the first move that followed a write.
-    (STORED, int(QUIET) + 1, [14, 26, 38, 50]),
+    (SETTLED, 4, list(range(7, 121, 4))),
+    # Progressing, the same moves: LONGEST after the first move that followed a write.
+    (STORED, 4, [34, 66, 98]),
 ])
 def test_continuous_churn(stored: dict[str, Any], step: int, expected: list[int]) -> None:
-    """Counters moving every ``step`` seconds for a minute: when they are written."""
+    """Counters moving every ``step`` seconds for two minutes: when they are written."""
+    assert (LONGEST, SETTLED_LONGEST, QUIET) == (30, 10, 3)  # the figures the rows spell out
+    assert _churn(stored, [step] * (120 // step)) == expected
+
+
+def _churn(stored: dict[str, Any], gaps: list[int]) -> list[int]:
+    """The ticks (seconds) at which a pass every second writes, the counters moving after each
+    of ``gaps`` seconds in turn (``replicas`` one more each time)."""
+    moves, tick = set(), 0
+    for gap in gaps:
+        tick += gap
+        moves.add(tick)
     deferral: Deferral | None = None
-    writes = []
-    for tick in range(1, 61):
-        desired = {**stored, "replicas": 3 + tick // step}
+    replicas, writes = stored["replicas"], []
+    for tick in range(1, max(moves) + 1):
+        replicas += tick in moves
+        desired = {**stored, "replicas": replicas}
         decided = pace(desired, stored, T + tick, deferral)
         if decided.write:
             writes.append(tick)
             stored = desired
         deferral = decided.deferral
-    assert writes == expected
+    return writes
+
+
+@pytest.mark.parametrize("gaps", [
+    [1] * 200,
+    [2, 7, 1, 1, 13, 40, 3, 3, 3, 29, 31, 1, 60, 2, 2],
+    [5, 25, 5, 25, 5, 25, 5, 25, 5, 25],
+    [29, 29, 29, 29, 29, 29, 29],
+    [31, 31, 31, 31, 31],
+    [1, 1, 1, 100, 1, 1, 1],
+])
+def test_a_rollout_is_written_at_most_once_per_longest_and_never_further_behind(
+        gaps: list[int]) -> None:
+    """However the counters of a create or a rollout move: two counters-only writes are at
+    least LONGEST seconds apart, and no change stays unwritten for more than LONGEST seconds,
+    the last one included."""
+    writes = _churn(STORED, [*gaps, int(LONGEST)])  # one more move, LONGEST after the last
+    assert all(b - a >= LONGEST for a, b in pairwise(writes))
+    tick = 0
+    for gap in gaps:
+        tick += gap
+        assert next(w for w in writes if w >= tick) - tick <= LONGEST
