@@ -469,6 +469,9 @@ def main(argv: list[str] | None = None) -> int:
 
         limit_arenas()  # before any thread allocates (kube.arenas), and for the child
         trim_freed_memory()
+        from lws_operator.kube.extensions import skip_frozenlist_extension
+
+        skip_frozenlist_extension()  # before aiohttp is imported (kube.extensions)
         # The admission child, forked while this process holds little more than what the
         # child serves with, and no thread or loop exists (``admission.fork``); it waits to be
         # started with the first certificate, and ends with this process.
