@@ -165,10 +165,18 @@ class ProfiledOperator:
 
     async def start(self) -> None:
         """Start and wait until ``/readyz`` answers 200 (certificates issued, webhooks
-        registered); the caller then waits until the API server reaches them."""
-        await self.operator.start()
+        registered); the caller then waits until the API server reaches them. Memory is
+        sampled from the first moment on: ten times a second until ready, the start's
+        short-lived children included (the certificate planner lives a fraction of a second,
+        beside the admission child forked at the start), then once a second."""
+        starting = asyncio.create_task(self.operator.start())
+        self._sampler = asyncio.create_task(self._sample_memory(starting))
+        try:
+            await starting
+        except BaseException:
+            self._sampler.cancel()
+            raise
         print(f"[bench] operator pid {self.operator.pid}", file=sys.stderr, flush=True)
-        self._sampler = asyncio.create_task(self._sample_memory())
 
     def profiler_cpu(self) -> float | None:
         """CPU seconds so far of the py-spy recording the current phase, None when none runs:
@@ -232,11 +240,12 @@ class ProfiledOperator:
             print(f"[bench] py-spy wrote no flame graph for {recording.phase} (exit code "
                   f"{process.returncode}; see {recording.log})", file=sys.stderr, flush=True)
 
-    async def _sample_memory(self) -> None:
+    async def _sample_memory(self, starting: asyncio.Task[None]) -> None:
         while True:
-            with contextlib.suppress(OSError):
-                self.memory()  # the observation joins rss_samples
-            await asyncio.sleep(1.0)
+            if self.operator.process is not None:
+                with contextlib.suppress(OSError):
+                    self.memory()  # the observation joins the samples
+            await asyncio.sleep(1.0 if starting.done() else 0.1)
 
     def cpu(self) -> float:
         """CPU seconds of the operator and its admission process together (the webhooks are
