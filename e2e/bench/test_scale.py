@@ -106,6 +106,7 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     assert 0 < op["memory_mib"]["at_start"] <= op["memory_mib"]["peak_rss"]
     # Shared pages counted once: never above the RSS sum of the same observations.
     assert 0 < op["memory_mib"]["peak_rss_shared_once"] <= op["memory_mib"]["peak_rss"]
+    assert 0 < op["memory_mib"]["at_start_shared_once"] <= op["memory_mib"]["at_start"]
     # The webhook at rate: dry-run creates (the target's figure), then pods stored.
     at_rate = summary["webhook_at_rate"]
     assert at_rate["dry_run"] is True
@@ -146,11 +147,13 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
                 "rollout.requests", "create.status_patches", "rollout.status_patches",
                 "steady.requests", "create.ratio", "rollout.ratio", "create.first_ready_s",
                 "create.median_set_s", "run.peak_rss_mib", "run.peak_shared_once_mib",
-                "run.start_rss_mib", "load.webhook_apiserver_mean_ms",
+                "run.start_rss_mib", "run.start_shared_once_mib",
+                "load.webhook_apiserver_mean_ms",
                 "load.webhook_server_mean_ms", "rate.webhook_server_p99_ms",
                 "rate.webhook_server_p99_stored_ms"):
         assert rows[key]["value"] is not None, key
-        assert key in {"create.median_set_s", "run.start_rss_mib", "run.peak_shared_once_mib",
+        assert key in {"create.median_set_s", "run.start_rss_mib", "run.peak_rss_mib",
+                       "run.start_shared_once_mib",
                        "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms",
                        "rate.webhook_server_p99_stored_ms"} \
             or rows[key]["target"] is not None, key
