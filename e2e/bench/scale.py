@@ -20,9 +20,10 @@ The summary (``results/scale-<time>.json``, copied to ``latest.json`` and, witho
 timelines, to ``history/<time>.json``) reports every time as a ratio to the baseline, the
 operator's API requests per phase by verb and resource (its own counters, cross-checked against
 kube-apiserver's ``apiserver_request_total`` for the requests only it makes), writes per group on
-create, CPU seconds and RSS, webhook latency (ours and kube-apiserver's view of it), the
-reconcile-time histogram; the upstream controller's figures under ``upstream`` (its CPU, peak RSS,
-requests and status writes per phase, work-queue wait), ours over its figure by figure
+create, CPU seconds and memory (two ways: ``process.TreeMemory``), webhook latency (ours and
+kube-apiserver's view of it), the reconcile-time histogram; the upstream controller's figures
+under ``upstream`` (its CPU, peak memory, requests and status writes per phase, work-queue
+wait), ours over its figure by figure
 (``vs_upstream``, per round in ``rounds`` and as the median of the rounds), and each controller's
 cost per pod (``per_pod``); and the issues' table (``targets``): each figure next to its target
 (reported, never enforced), upstream's figure in this run and in the issue, and the change since

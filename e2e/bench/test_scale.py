@@ -181,20 +181,24 @@ def _check_upstream_side(summary: dict[str, Any], results: Path) -> None:
         assert counted["counted"] > 0
         assert counted["status_patches"] > 0
     assert 0 < up["memory_mib"]["at_start"] <= up["memory_mib"]["peak_rss"]
+    # One process: shared pages once is its RSS (no child), so the two peaks agree.
+    assert up["memory_mib"]["peak_rss_shared_once"] == up["memory_mib"]["peak_rss"]
     assert up["work_queue_wait_seconds"]["count"] > 0
     assert any(key.startswith("leaderworkerset ") for key in up["reconciles"])
     assert (results / f"{summary['plot'].removesuffix('.png')}-upstream.log").stat().st_size
     versus = summary["vs_upstream"]
     for key in ("create.seconds", "rollout.seconds", "delete.seconds", "first_ready_s",
-                "create.cpu_s", "rollout.cpu_s", "rollout.requests", "peak_rss_mib"):
+                "create.cpu_s", "rollout.cpu_s", "rollout.requests", "peak_rss_mib",
+                "peak_shared_once_mib"):
         assert versus[key] == compare.ratio(compare.figures_of(summary, "ours")[key],
                                             compare.figures_of(summary, "upstream")[key]), key
     assert set(summary["upstream_ratios"]) == {"create", "rollout", "delete"}
     rows = {r["key"]: r for r in summary["targets"]}
     for key in ("up.create.seconds", "up.rollout.seconds", "up.first_ready_s",
-                "up.peak_rss_mib"):
+                "up.peak_shared_once_mib"):
         assert rows[key]["value"] is not None, key
         assert rows[key]["target"] is not None, key
+    assert rows["up.peak_rss_mib"]["value"] is not None  # the RSS sums' ratio: no target
     assert rows["rollout.cpu_s"]["upstream_run"] == up["cpu_seconds"]["rollout"]
 
 

@@ -5,13 +5,17 @@ A child started as ``python -m lws_operator.admission.child`` is a second interp
 imports ``ssl``, ``asyncio``, uvloop and the webhooks' modules again: about 15 MiB of memory of
 its own at rest, which a pod's memory limit counts next to the operator's. Forked from the
 operator after those imports, the child shares the parent's pages until one of the two writes
-to them (copy on write), and its own memory is what it allocates and dirties while it serves
+to them (copy on write). Its own memory is then what it allocates and writes to, and the
+original of every page the parent writes to after the fork (CPython writes into every object
+it uses, its reference count at least): about 10.5 MiB at rest against 15 for a spawned child
 (``docs/performance.md``, "Memory", has the figures).
 
 Forking is safe only before any thread or event loop exists (a thread's locks would be copied
 held; an epoll descriptor would be shared by both loops), so ``lws-operator run`` forks in
-``main``: after its flags and configuration are read, before it imports the controllers' stack
-(the child would only map it) and before the loop starts. The child then waits, blocked on its
+``main`` once its flags are read: before it reads the configuration file (pydantic's models,
+which the parent goes on using, would leave the child the originals of pages the parent
+writes), before it imports the controllers' stack (the child would only map it) and before the
+loop starts. The child then waits, blocked on its
 end of the socket pair, until the parent starts it with its settings and the webhook port's
 sockets (``protocol.send_start``) once the first certificate is served, as a spawned child
 would have been started then. Until the start the child is idle; a parent that exits first
@@ -74,7 +78,8 @@ class ForkedChild:
 
 def fork_admission_child() -> ForkedChild | None:
     """Fork the admission child now (module docstring); None, forking nothing, when this
-    process already runs other threads. Call it before any event loop exists."""
+    process already runs other threads or cannot fork. Call it before any event loop
+    exists."""
     if threading.active_count() != 1 or not hasattr(os, "fork"):
         return None
     # What the child serves with: imported here, so both processes hold it once.
@@ -85,7 +90,12 @@ def fork_admission_child() -> ForkedChild | None:
     parent_end, child_end = socket.socketpair()
     gc.collect()
     gc.freeze()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to be had now (a limit): the child is spawned when needed
+        parent_end.close()
+        child_end.close()
+        return None
     if pid == 0:
         _become_child(parent_end, child_end)
     child_end.close()

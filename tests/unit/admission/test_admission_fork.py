@@ -1,8 +1,8 @@
 """The admission child forked at the start of ``lws-operator run`` (``admission.fork``): started
-with its settings and sockets, it serves as a spawned child does and shows as ``lws-admission``;
-killed, it is started again as a new interpreter; never started, it ends with the run, killed
-or not. Each case in an interpreter of its own (a fork needs a process without threads). About
-5 s.
+with its settings and sockets, it serves as a spawned child does (its metrics reach the parent,
+SIGTERM leaves it serving) and shows as ``lws-admission``; killed, it is started again as a new
+interpreter; never started, it ends with the run, killed or not. Each case in an interpreter
+of its own (a fork needs a process without threads). About 5 s.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ SERVES_AND_RESTARTS = textwrap.dedent("""
     forked = fork_admission_child()
     assert forked is not None, "not forked"
     import aiohttp, uvloop
+    from prometheus_client import CollectorRegistry, generate_latest
     from e2e.harness.admission import lws_pod, served_certificate, serving_keypair
     from lws_operator.admission.process import AdmissionProcess, ChildSettings
     from lws_operator.api.constants import MUTATE_POD_PATH
@@ -43,7 +44,9 @@ SERVES_AND_RESTARTS = textwrap.dedent("""
         return ssl.PEM_cert_to_DER_cert(pem.decode())
 
     async def main():
-        process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0), forked=forked)
+        registry = CollectorRegistry()
+        process = AdmissionProcess(ChildSettings(host="127.0.0.1", port=0), registry,
+                                   forked=forked)
         pair = serving_keypair()
         out = {"forked": forked.pid}
         try:
@@ -52,6 +55,12 @@ SERVES_AND_RESTARTS = textwrap.dedent("""
             out["comm"] = open(f"/proc/{first}/comm").read().strip()
             out["served"] = await served_certificate(process.port) == der(pair["tls.crt"])
             out["patch"] = await admit(process.port)
+            await process.refresh()
+            out["counted"] = ('controller_runtime_webhook_requests_total{code="200",webhook="'
+                              f'{MUTATE_POD_PATH}"}} 1.0') in generate_latest(registry).decode()
+            os.kill(first, signal.SIGTERM)  # the parent decides when it stops
+            await asyncio.sleep(0.5)
+            out["after_sigterm"] = process.listening and await admit(process.port)
             os.kill(first, signal.SIGKILL)
             deadline = time.monotonic() + 30
             while not (process.listening and process.pid != first):
@@ -79,7 +88,8 @@ def test_the_forked_child_serves_and_a_killed_one_is_spawned_again() -> None:
     assert out["comm"] == "lws-admission"
     assert out["served"]
     assert out["served_again"]
-    assert out["patch"] == out["patch_again"] == "JSONPatch"
+    assert out["patch"] == out["patch_again"] == out["after_sigterm"] == "JSONPatch"
+    assert out["counted"]  # its metrics reach the parent's registry
     assert out["second"] != out["first"]
     assert "lws_operator.admission.child" in out["second_cmdline"]
     assert not alive(out["first"])
