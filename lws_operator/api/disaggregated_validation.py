@@ -39,7 +39,7 @@ from .disaggregated import (
     RoleView,
 )
 from .field_errors import FieldError, aggregate_message, scaled_value, validate_int_or_percent
-from .validation import validate_history_limit
+from .validation import validate_history_limit, validate_paused
 
 __all__ = ["FieldError", "Result", "aggregate_message", "validate"]
 
@@ -84,6 +84,7 @@ def validate(obj: Mapping[str, Any]) -> Result:
         result.errors.extend(_service_name(ds, role, f"spec.roles[{i}].name"))
     result.errors.extend(_placement(ds))
     result.errors.extend(validate_history_limit(ds.raw))
+    result.errors.extend(validate_paused(ds.raw))
     return result
 
 

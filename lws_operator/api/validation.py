@@ -297,11 +297,7 @@ def _validate_progress_deadline(lws: dict[str, Any]) -> list[FieldError]:
     annotations = field_at(lws, "metadata", "annotations") or {}
     deadline = annotations.get(PROGRESS_DEADLINE_ANNOTATION)
     rollback = annotations.get(ROLLBACK_ON_DEADLINE_ANNOTATION)
-    errors = []
-    paused = annotations.get(PAUSED_ANNOTATION)
-    if paused is not None and paused not in ("true", "false"):
-        errors.append(FieldError(f"metadata.annotations.{PAUSED_ANNOTATION}",
-                                 'must be "true" or "false"', paused))
+    errors = validate_paused(lws)
     path = f"metadata.annotations.{PROGRESS_DEADLINE_ANNOTATION}"
     if deadline is not None and not (isinstance(deadline, str) and deadline.isdigit()
                                      and 1 <= int(deadline) <= MAX_INT32):
@@ -333,6 +329,18 @@ def validate_create(lws: dict[str, Any]) -> list[FieldError]:
     errors += _validate_disruption_budget(lws)
     errors += validate_history_limit(lws)
     return errors
+
+
+def validate_paused(obj: Mapping[str, Any]) -> list[FieldError]:
+    """The pause (``logic.rollout.pause``) of a LeaderWorkerSet or a DisaggregatedSet:
+    ``"true"`` or ``"false"``, so a typo ("yes", "True") is refused rather than silently not
+    pausing."""
+    annotations = field_at(dict(obj), "metadata", "annotations") or {}
+    paused = annotations.get(PAUSED_ANNOTATION) if isinstance(annotations, dict) else None
+    if paused is None or paused in ("true", "false"):
+        return []
+    return [FieldError(f"metadata.annotations.{PAUSED_ANNOTATION}", 'must be "true" or "false"',
+                       paused)]
 
 
 def validate_history_limit(obj: Mapping[str, Any]) -> list[FieldError]:

@@ -334,6 +334,18 @@ def test_the_revision_history_limit(value: str, ok: bool) -> None:
         f'"{value}": must be a whole number from 0'])
 
 
+@pytest.mark.parametrize(("value", "ok"), [("true", True), ("false", True), ("True", False),
+                                           ("yes", False), ("", False)])
+def test_the_pause(value: str, ok: bool) -> None:
+    """Ours, as on a LeaderWorkerSet (``logic.rollout.pause``): a typo is refused rather than
+    silently not holding the coordinated rollout."""
+    obj = new_ds()
+    obj["metadata"]["annotations"] = {"lws-operator.dev/paused": value}
+    assert messages(obj) == ([] if ok else [
+        f'metadata.annotations.lws-operator.dev/paused: Invalid value: "{value}": must be '
+        '"true" or "false"'])
+
+
 def test_partial_objects_do_not_crash() -> None:
     for obj in ({}, {"spec": None}, {"spec": {"roles": [None, {"name": "x", "spec": None}]}},
                 {"spec": {"roles": [{"name": "x", "spec": {"rolloutStrategy": None}}],
