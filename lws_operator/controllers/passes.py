@@ -178,11 +178,7 @@ class _Steps(Generic[S]):
         their outcomes: what they collected and the requeue they asked for count as every
         other plan's (the last plan's ``requeue`` stays the last one carried out in order); the
         first failure among them is raised, as it would have been in its step."""
-        pending, self.overlapping = self.overlapping, []
-        if not pending:
-            return
-        results = await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
-        for (plan, _), result in zip(pending, results, strict=True):
+        for plan, result in await self._answers():
             if isinstance(result, BaseException):
                 raise result
             self.settle(plan, result)
@@ -193,11 +189,18 @@ class _Steps(Generic[S]):
     async def drain(self) -> None:
         """Waits for the overlapping plans of a pass that failed: they end before the pass
         does, and their own failures are logged, the pass's error being the one raised."""
-        pending, self.overlapping = self.overlapping, []
-        results = await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
-        for result in results:
+        for _, result in await self._answers():
             if isinstance(result, BaseException) and not isinstance(result, PassEnds):
                 log.warning("a write of a failed pass failed too: %r", result)
+
+    async def _answers(self) -> list[tuple[Plan, Outcome | BaseException]]:
+        """Each overlapping plan with its outcome or its failure, once all are answered; the
+        list of overlapping plans is empty after."""
+        pending, self.overlapping = self.overlapping, []
+        if not pending:
+            return []
+        results = await asyncio.gather(*(task for _, task in pending), return_exceptions=True)
+        return [(plan, result) for (plan, _), result in zip(pending, results, strict=True)]
 
     async def _read(self, step: Callable[..., Plan | Planned[Any]], args: tuple[Any, ...],
                     kwargs: dict[str, Any], plan: Plan) -> Plan | Planned[Any]:
