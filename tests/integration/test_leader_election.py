@@ -8,10 +8,14 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -171,19 +175,33 @@ async def _leading(candidate: Candidate) -> bool:
 
 
 async def test_the_operator_process_exits_when_it_loses_the_lease(
-        lws_crd: LocalCluster, client: KubeClient, namespace: str) -> None:
+        lws_crd: LocalCluster, client: KubeClient, namespace: str, tmp_path: Path) -> None:
     """``lws-operator run`` as leader; the Lease is taken from it: it stops at the renew
     deadline with status 1 and says why (controller-runtime's behaviour), and never writes over
-    the new holder. Service mode: it registers no webhooks, so its abrupt end leaves nothing."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "lws_operator", "run", "--kubeconfig", str(lws_crd.kubeconfig),
-        "--namespace", namespace, "--bind-address", "127.0.0.1",
-        "--webhook-port", str(free_port()), "--health-port", str(free_port()),
-        "--mutating-webhook-configuration", f"unused-{namespace}",
-        "--validating-webhook-configuration", f"unused-{namespace}",
-        "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
-        "--leader-elect-retry-period", "500ms", "--log-format", "json",
-        stderr=asyncio.subprocess.PIPE)
+    the new holder; its admission process notices and stops too. Service mode: it registers no
+    webhooks, so its abrupt end leaves nothing.
+
+    Two CI runs hung here for 600 s with no timer pending, so in the one unbounded wait of the
+    old form: asyncio's ``Process.wait()`` after killing the operator, which also waits for the
+    stderr pipe to close, and the admission child still held it (not reproduced here, so why the
+    operator was alive at its kill is not known). Now stderr goes to a file (no pipe to fill or
+    hold), every wait is bounded, the whole process group is killed at the end, the child's own
+    stop is asserted, and a failure prints the log's tail."""
+    log_path = tmp_path / "operator.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(  # noqa: ASYNC220 (waited for off the loop, below)
+            [sys.executable, "-m", "lws_operator", "run",
+             "--kubeconfig", str(lws_crd.kubeconfig),
+             "--namespace", namespace, "--bind-address", "127.0.0.1",
+             "--webhook-port", str(free_port()), "--health-port", str(free_port()),
+             "--metrics-bind-address", f"127.0.0.1:{free_port()}",
+             "--mutating-webhook-configuration", f"unused-{namespace}",
+             "--validating-webhook-configuration", f"unused-{namespace}",
+             "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+             "--leader-elect-retry-period", "500ms", "--log-format", "json"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+            start_new_session=True)
+    group = proc.pid  # the operator and its admission child: a process group of their own
     path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{LEASE}"
     try:
         async def held() -> dict[str, Any] | None:
@@ -195,17 +213,22 @@ async def test_the_operator_process_exits_when_it_loses_the_lease(
         current["spec"].update(holderIdentity="intruder", leaseDurationSeconds=60)
         await client.request("PUT", path, body=current)
         taken = time.monotonic()
-        code = await asyncio.wait_for(proc.wait(), 60)
+        code = await asyncio.to_thread(proc.wait, 60)
         took = time.monotonic() - taken
+        await wait_for(functools.partial(_group_gone, group), timeout=30, interval=0.1,
+                       what="the admission process to stop after the operator")
+    except BaseException:
+        print("the operator's log, last lines:", *log_path.read_text().splitlines()[-40:],
+              sep="\n")
+        raise
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.stderr is not None
-    lines = [json.loads(line) for line in (await proc.stderr.read()).decode().splitlines()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+        await asyncio.to_thread(proc.wait)
+    lines = [json.loads(line) for line in log_path.read_text().splitlines()
              if line.startswith("{")]
     print(f"\n[leader-election] the operator exited {took:.2f}s after losing the Lease "
-          "(renew deadline 2s)")
+          f"(renew deadline 2s); {log_path.stat().st_size} bytes of log")
     # The admission process (a child, sharing stderr) notices its parent gone and stops; its
     # line may follow the operator's last one.
     child = [line for line in lines if line["logger"] == "lws_operator.admission.child"]
@@ -216,3 +239,18 @@ async def test_the_operator_process_exits_when_it_loses_the_lease(
     assert all(line["msg"] == "the operator process is gone; the admission process stops"
                for line in child if line["level"] == "warning")
     assert (await client.request("GET", path))["spec"]["holderIdentity"] == "intruder"
+
+
+async def _group_gone(group: int) -> bool:
+    return not await asyncio.to_thread(_group_alive, group)
+
+
+def _group_alive(group: int) -> bool:
+    """A live process is left in the group (a zombie waiting for whoever reaps orphans does not
+    count: it holds no file and serves nothing)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
