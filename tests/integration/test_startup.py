@@ -7,6 +7,7 @@ without disturbing other tests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -67,12 +68,16 @@ async def run_operator(kubeconfig: Path | str, *flags: str, timeout: float = 60.
                        ) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         *operator_command(kubeconfig, *flags),
-        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True)
     try:
         _, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
-        proc.kill()
-        await proc.wait()
+        # The whole group: asyncio's wait() also waits for the pipes, which an admission child
+        # left behind would hold open for ever.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), 30)
         raise
     assert proc.returncode is not None
     return proc.returncode, err.decode()
