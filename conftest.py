@@ -28,6 +28,7 @@ from e2e.harness.admission import options_for, start_webhooks, stop_webhooks
 from e2e.harness.clusters import Clusters
 from e2e.harness.disaggregated import running_ds_operator
 from e2e.harness.launcher import Operator, running_operator
+from e2e.harness.plugin_wheel import SharedInstall
 from e2e.harness.replicas import Env, running_env
 from e2e.kube import Kube
 from lws_operator.kube.client import KubeClient
@@ -48,6 +49,13 @@ def _tier(request: pytest.FixtureRequest) -> str:
     if request.node.get_closest_marker("api"):
         return "api"
     raise pytest.UsageError(f"{request.node.nodeid} needs a cluster: mark it `api` or `full`")
+
+
+@pytest.fixture(scope="session")
+def plugin_wheel(tmp_path_factory: pytest.TempPathFactory) -> SharedInstall:
+    """The plugin's wheel installed alone in a fresh virtualenv, built on first use and shared
+    by the session's tests of it (``e2e.harness.plugin_wheel``)."""
+    return SharedInstall(tmp_path_factory.mktemp("plugin-wheel"))
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,9 @@
 """The plugin's own wheel (``plugin/pyproject.toml``) built and installed alone into a fresh
 virtualenv, as a user's ``pip install ./plugin`` does: the unit test checks what it holds and
 that it runs (tests/unit/plugin/test_distribution.py), the full-tier test runs it against the
-cluster (e2e/plugin/test_wheel.py).
+cluster (e2e/plugin/test_wheel.py). Both take the one install of the session (the root
+conftest's ``plugin_wheel``, a :class:`SharedInstall`): neither changes it, and the build and
+the install are a pip run each, half a minute on a small machine.
 
 The build fetches hatchling and the install the client's dependencies from the package index
 pip is configured with: :func:`index_unreachable` says why not, when it cannot be reached.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import venv
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,3 +63,24 @@ def install_alone(workdir: Path) -> Installed:
                     wheel)
     assert installed.returncode == 0, installed.stderr
     return Installed(python, bindir)
+
+
+class SharedInstall:
+    """:func:`install_alone` done once, on first use, into ``workdir`` (from any thread: the
+    full tier's fixture builds from a worker thread so that its event loop runs on), or the
+    reason it cannot be (:func:`index_unreachable`), also found once."""
+
+    def __init__(self, workdir: Path) -> None:
+        self._workdir = workdir
+        self._lock = threading.Lock()
+        self._done: Installed | str | None = None
+
+    def get(self) -> Installed | str:
+        """The install, or why the package index cannot be reached."""
+        with self._lock:
+            if self._done is None:
+                for d in ("probe", "wheel"):
+                    (self._workdir / d).mkdir(exist_ok=True)
+                why = index_unreachable(self._workdir / "probe")
+                self._done = why if why is not None else install_alone(self._workdir / "wheel")
+            return self._done

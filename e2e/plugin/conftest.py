@@ -20,7 +20,7 @@ import pytest_asyncio
 
 from e2e.harness.converge import get_lws, pods_of, remove
 from e2e.harness.launcher import Operator
-from e2e.harness.plugin_wheel import index_unreachable, install_alone
+from e2e.harness.plugin_wheel import SharedInstall
 from e2e.kube import is_ready, wait_for
 
 SCRIPT = Path(sys.executable).parent / "kubectl-lws"
@@ -78,15 +78,14 @@ async def ds_kubectl_lws(ds_operator: Operator) -> Plugin:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def wheel_kubectl_lws(operator: Operator,
-                            tmp_path_factory: pytest.TempPathFactory) -> Plugin:
+async def wheel_kubectl_lws(operator: Operator, plugin_wheel: SharedInstall) -> Plugin:
     """``kubectl_lws``, but the ``kubectl-lws`` of the plugin's own wheel installed alone in a
-    fresh virtualenv (``e2e.harness.plugin_wheel``); skipped when pip cannot reach its package
-    index to build it."""
-    why = await asyncio.to_thread(index_unreachable, tmp_path_factory.mktemp("probe"))
-    if why is not None:
-        pytest.skip(f"the package index pip is configured with is unreachable: {why}")
-    installed = await asyncio.to_thread(install_alone, tmp_path_factory.mktemp("wheel"))
+    fresh virtualenv (``e2e.harness.plugin_wheel``: the session's, which the unit tests of the
+    distribution may have built already); skipped when pip cannot reach its package index to
+    build it."""
+    installed = await asyncio.to_thread(plugin_wheel.get)
+    if isinstance(installed, str):
+        pytest.skip(f"the package index pip is configured with is unreachable: {installed}")
     return runner(operator, installed.script("kubectl-lws"))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import grimp
 import pytest
 
-from e2e.harness.plugin_wheel import index_unreachable, install_alone, run
+from e2e.harness.plugin_wheel import SharedInstall, run
 
 ROOT = Path(__file__).resolve().parents[3]
 PLUGIN = ROOT / "plugin"  # the same as e2e.harness.plugin_wheel's
@@ -109,18 +109,14 @@ def test_dependencies_are_what_the_modules_import_pinned_as_the_operator_pins_th
     assert set(plugin["scripts"]) == {"kubectl-lws", "kubectl_complete-lws"}
 
 
-@pytest.fixture(scope="module")
-def index_reachable(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Skip unless pip reaches the package index it is configured with: the build fetches
-    hatchling from it, and the install the client's dependencies."""
-    why = index_unreachable(tmp_path_factory.mktemp("probe"))
-    if why is not None:
-        pytest.skip(f"the package index pip is configured with is unreachable: {why}")
-
-
-@pytest.mark.usefixtures("index_reachable")
-def test_the_wheel_installed_alone_in_a_fresh_virtualenv_runs(tmp_path: Path) -> None:
-    installed = install_alone(tmp_path)
+def test_the_wheel_installed_alone_in_a_fresh_virtualenv_runs(
+        plugin_wheel: SharedInstall, tmp_path: Path) -> None:
+    # The session's install (the root conftest's), which e2e/plugin/test_wheel.py runs too;
+    # skipped unless pip reaches the package index it is configured with: the build fetches
+    # hatchling from it, and the install the client's dependencies.
+    installed = plugin_wheel.get()
+    if isinstance(installed, str):
+        pytest.skip(f"the package index pip is configured with is unreachable: {installed}")
     python, bindir = installed.python, installed.bindir
     listed = run(python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check")
     distributions = {line.split("==")[0].lower().replace("_", "-")
