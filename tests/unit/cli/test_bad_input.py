@@ -3,11 +3,19 @@ environment variable, configuration file or kubeconfig gives one line on stderr 
 exit code its help promises, and never a traceback.
 
 No API server is needed: a kubeconfig pointing at a closed port stands for an unreachable one
-(bad credentials against a real one: ``tests/integration/test_bad_credentials.py``)."""
+(bad credentials against a real one: ``tests/integration/test_bad_credentials.py``).
+
+A process start is mostly imports (about half a second of CPU each, some 75 cases): the cases
+run as processes forked from one interpreter that has imported the two command lines already
+(``_FORKER``), each as ``python -m`` runs the module, with the case's environment, its own
+stderr and stdin, and the exit status the interpreter would give. A sample of the cases also
+runs as fresh interpreters (``SAMPLE``), which must say exactly what the forked ones say."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -63,14 +71,100 @@ def run(command: list[str], env: dict[str, str]) -> tuple[int, str]:
     return found if found is not None else _run(command, env)
 
 
-def _run(command: list[str], env: dict[str, str]) -> tuple[int, str]:
+def _clean() -> dict[str, str]:
+    """The environment every case starts from, before its own variables."""
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith("LWS_") and k not in ("KUBECONFIG", "POD_NAMESPACE")}
     clean["HOME"] = "/nonexistent-home"  # no ~/.kube/config to fall back on
     clean["NO_COLOR"] = "1"
-    done = subprocess.run(command, env={**clean, **env}, cwd=REPO, capture_output=True,
+    return clean
+
+
+def _run(command: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """The case run by a fresh interpreter."""
+    done = subprocess.run(command, env={**_clean(), **env}, cwd=REPO, capture_output=True,
                           text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
     return done.returncode, done.stderr
+
+
+# Reads a JSON list of [module, argv, environment, stderr file] from stdin; forks a child per
+# case (a few at a time), which runs the module as ``python -m`` does; prints the exit codes
+# as a JSON list. What the command lines import at start is imported once, before any fork
+# (no thread runs then); the rest is imported by each child as a fresh process would.
+_FORKER = r"""
+import atexit, json, os, runpy, sys, traceback, warnings
+import lws_operator.__main__, lws_operator.api.config, lws_operator.admission.runtime
+import lws_operator.kube.client, lws_operator.kube.logcontext, lws_operator.kube.arenas
+import lws_operator.kube.metrics, lws_operator.kube.preflight, lws_operator.kube.ratelimit
+import lws_operator.plugin.cli, uvloop
+# The plugin's subcommands, which its parser imports first thing (they import the plugin's
+# module under its name, a copy next to the one that runs as __main__, as in a fresh process).
+lws_operator.plugin.cli._subcommands()
+# The operator's module is not imported yet in a fresh process (its imports are).
+del sys.modules["lws_operator.__main__"]
+
+def child(module, argv, env, err):
+    os.environ.clear()
+    os.environ.update(env)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+    sys.argv = [module, *argv]
+    # runpy's warning that the plugin's module is imported: it is, as said above.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy",
+                            message=".*found in sys.modules after import of package")
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:  # as the interpreter ends on it
+        code = exc.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code & 0xFF)
+
+cases = json.load(sys.stdin)
+codes = [None] * len(cases)
+running = {}
+for index, case in enumerate(cases):
+    if len(running) >= 4:
+        pid, status = os.wait()
+        codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+    pid = os.fork()
+    if pid == 0:
+        child(*case)
+    running[pid] = index
+while running:
+    pid, status = os.wait()
+    codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
+print(json.dumps(codes))
+"""
+
+
+def _run_forked(cases: list[tuple[list[str], dict[str, str]]], scratch: Path,
+                ) -> list[tuple[int, str]]:
+    """Every case (``[sys.executable, "-m", module, *argv]``, environment), forked from one
+    interpreter started as the cases' fresh ones are (``_run``)."""
+    jobs = []
+    for index, (command, env) in enumerate(cases):
+        assert command[:2] == [sys.executable, "-m"], command
+        jobs.append([command[2], command[3:], {**_clean(), **env}, str(scratch / f"{index}.err")])
+    done = subprocess.run([sys.executable, "-c", _FORKER], input=json.dumps(jobs), env=_clean(),
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    codes = json.loads(done.stdout)
+    return [(code, (scratch / f"{index}.err").read_text()) for index, code in enumerate(codes)]
 
 
 OPERATOR = [sys.executable, "-m", "lws_operator"]
@@ -237,14 +331,39 @@ def _every_case(files: dict[str, str]) -> Iterator[tuple[list[str], dict[str, st
         yield [*PLUGIN, *argv], {"KUBECONFIG": files["unreachable"]}
 
 
+# Cases also run by fresh interpreters (by their place in ``_every_case``): a flag, a flag's
+# variable, KUBECONFIG from the environment, a kubeconfig whose API server does not answer,
+# and the plugin's connection and usage errors.
+SAMPLE = (0, 19, 41, 45, 57, 70)
+# A fresh interpreter's answer for each case of SAMPLE.
+_FRESH: dict[int, tuple[int, str]] = {}
+
+
 @pytest.fixture(scope="module", autouse=True)
-def prefetch(files: dict[str, str]) -> Iterator[None]:
+def prefetch(files: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     cases = list(_every_case(files))
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        for case, result in zip(cases, pool.map(lambda c: _run(*c), cases), strict=True):
-            _RESULTS[_key(*case)] = result
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        fresh = pool.map(lambda i: _run(*cases[i]), SAMPLE)
+        forked = _run_forked(cases, tmp_path_factory.mktemp("stderr"))
+        _FRESH.update(zip(SAMPLE, fresh, strict=True))
+    for case, result in zip(cases, forked, strict=True):
+        _RESULTS[_key(*case)] = result
     yield
     _RESULTS.clear()
+    _FRESH.clear()
+
+
+@pytest.mark.parametrize("index", SAMPLE)
+def test_a_forked_case_says_what_a_fresh_interpreter_says(files: dict[str, str],
+                                                           index: int) -> None:
+    case = list(_every_case(files))[index]
+    assert _untimed(_RESULTS[_key(*case)]) == _untimed(_FRESH[index]), case
+
+
+def _untimed(result: tuple[int, str]) -> tuple[int, str]:
+    """The result with the time at the start of a log line left out."""
+    code, err = result
+    return code, re.sub(r"(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", "", err)
 
 
 def test_the_plugin_help_states_its_exit_codes() -> None:
