@@ -24,6 +24,9 @@ ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 # controller, the executor's) each grew an arena of their own. Measured with the cold-start
 # benchmark at 5,000 pods: 148 MiB at rest and 157 MiB peak, against 163 and 163.
 ENV MALLOC_ARENA_MAX=2
+# frozenlist's pure-Python class: its C++ extension maps libstdc++ (about 1 MiB resident) for
+# lists aiohttp walks once per probe or scrape (lws_operator/kube/extensions.py).
+ENV FROZENLIST_NO_EXTENSIONS=1
 # Non-root, numeric so that runAsNonRoot can verify it; owns nothing in the image.
 USER 65532:65532
 # Webhooks, health probes, metrics (HTTPS).
