@@ -15,7 +15,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from e2e.bench.process import ProfiledOperator, children_of
-from e2e.harness.launcher import memory_mib, shared_memory_mib
+from e2e.harness.clusters import REPO
+from e2e.harness.launcher import (
+    OPTIMIZE,
+    OperatorProcess,
+    bytecode_cache,
+    memory_mib,
+    shared_memory_mib,
+)
 
 # A parent that starts a child: both map the interpreter and its libraries, pages the RSS sum
 # counts twice.
@@ -62,3 +69,17 @@ def test_the_shared_pages_count_once_next_to_the_rss_sum() -> None:
                 os.kill(pid, signal.SIGKILL)
         parent.kill()
         parent.wait()
+
+
+def test_the_measured_operator_runs_at_the_images_optimization_level(tmp_path: Any) -> None:
+    """As the image runs it (the Dockerfile's PYTHONOPTIMIZE), from the cache of bytecode of
+    that level that ``compile_package`` fills; other operators run as the tests' own Python."""
+    measured = OperatorProcess("kubeconfig", "ns", tmp_path / "log", optimized=True)
+    env = measured._env()
+    assert env["PYTHONOPTIMIZE"] == str(OPTIMIZE) == "2"
+    assert env["PYTHONPYCACHEPREFIX"] == str(bytecode_cache())
+    plain = OperatorProcess("kubeconfig", "ns", tmp_path / "log")._env()
+    assert plain.get("PYTHONOPTIMIZE") == os.environ.get("PYTHONOPTIMIZE")
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert f"ENV PYTHONOPTIMIZE={OPTIMIZE}\n" in dockerfile
+    assert f"compileall -q -o {OPTIMIZE} /venv" in dockerfile
