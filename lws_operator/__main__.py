@@ -34,11 +34,15 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lws_operator import __version__, flags
 from lws_operator.flags import env
-from lws_operator.options import RunOptions, add_config_flags, load_config, resolve
+from lws_operator.options import add_config_flags, load_config, resolve
+
+if TYPE_CHECKING:
+    from lws_operator.admission.fork import ForkedChild
+    from lws_operator.options import RunOptions
 
 # Record attributes that become fields of their own (set by kube.logcontext.ContextFilter for
 # reconcile passes, or passed as ``extra=``).
@@ -239,7 +243,8 @@ async def _preflight(kube: Any, args: argparse.Namespace, opts: RunOptions, name
     return None
 
 
-async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
+async def _run(args: argparse.Namespace, opts: RunOptions,
+               forked: ForkedChild | None = None) -> int:
     from lws_operator.admission.runtime import WebhookOptions
     from lws_operator.kube.client import KubeClient, in_cluster, in_cluster_namespace
     from lws_operator.kube.metrics import ClientMetrics, new_registry
@@ -293,7 +298,7 @@ async def _run(args: argparse.Namespace, opts: RunOptions) -> int:
             log.error("startup error: %s", problem)
             return 1
         return await _serve(args, opts, kube, registry, options, stop, namespace,
-                            lease_namespace)
+                            lease_namespace, forked)
     finally:
         await kube.close()
 
@@ -348,14 +353,14 @@ def add_cache_readiness(health: Any, cache: Any) -> None:
 
 async def _serve(args: argparse.Namespace, opts: RunOptions, kube: Any, registry: Any,
                  options: Any, stop: asyncio.Event, namespace: str,
-                 lease_namespace: str | None) -> int:
+                 lease_namespace: str | None, forked: ForkedChild | None = None) -> int:
     from lws_operator.admission.health import HealthServer
     from lws_operator.admission.metrics_server import metrics_server
     from lws_operator.admission.runtime import WebhookRuntime
     from lws_operator.kube.leaderelection import LeaderElector
 
     log = logging.getLogger("lws_operator")
-    webhooks = WebhookRuntime(kube, options, registry=registry)
+    webhooks = WebhookRuntime(kube, options, registry=registry, forked=forked)
     health = None
     if opts.health is not None:
         health = HealthServer(opts.health[0], opts.health[1],
@@ -460,29 +465,47 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lws-operator {__version__}")
         return 0
     if args.command == "run":
-        from lws_operator.api.config import ConfigError
-        from lws_operator.kube.client import in_cluster
-
-        try:
-            opts = resolve(args, load_config(args.config))
-        except ConfigError as exc:
-            print(f"lws-operator: error: invalid configuration: {exc}", file=sys.stderr)
-            return 2
-        fmt = args.log_format or {"console": "text", "json": "json"}.get(
-            args.zap_encoder or "", "json" if in_cluster() else "text")
-        _setup_logging(_log_level(args.log_level, args.zap_log_level), fmt)
         from lws_operator.kube.arenas import limit_arenas, trim_freed_memory
 
-        limit_arenas()  # before any thread allocates (kube.arenas)
+        limit_arenas()  # before any thread allocates (kube.arenas), and for the child
         trim_freed_memory()
-        # uvloop (libuv, its TLS layer in Cython) runs the controllers' loop, and the admission
-        # child's: asyncio's own loop and TLS layer, pure Python, were the largest part of the
-        # admission process's CPU per request and a large one of the controllers' (``make
-        # bench``). kopf's thread keeps asyncio's loop (``kube.watch``).
-        import uvloop
+        from lws_operator.kube.extensions import skip_frozenlist_extension
 
-        return uvloop.run(_run(args, opts))
+        skip_frozenlist_extension()  # before aiohttp is imported (kube.extensions)
+        # The admission child, forked while this process holds little more than what the
+        # child serves with, and no thread or loop exists (``admission.fork``); it waits to be
+        # started with the first certificate, and ends with this process.
+        from lws_operator.admission.fork import fork_admission_child
+
+        forked = fork_admission_child()
+        try:
+            return _run_command(args, forked)
+        finally:
+            if forked is not None:
+                forked.discard()
     return 0
+
+
+def _run_command(args: argparse.Namespace, forked: ForkedChild | None) -> int:
+    """``run`` once its flags are read (and its admission child forked, ``forked``)."""
+    from lws_operator.api.config import ConfigError
+    from lws_operator.kube.client import in_cluster
+
+    try:
+        opts = resolve(args, load_config(args.config))
+    except ConfigError as exc:
+        print(f"lws-operator: error: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    fmt = args.log_format or {"console": "text", "json": "json"}.get(
+        args.zap_encoder or "", "json" if in_cluster() else "text")
+    _setup_logging(_log_level(args.log_level, args.zap_log_level), fmt)
+    # uvloop (libuv, its TLS layer in Cython) runs the controllers' loop, and the admission
+    # child's: asyncio's own loop and TLS layer, pure Python, were the largest part of the
+    # admission process's CPU per request and a large one of the controllers' (``make
+    # bench``). kopf's thread keeps asyncio's loop (``kube.watch``).
+    import uvloop
+
+    return uvloop.run(_run(args, opts, forked))
 
 
 if __name__ == "__main__":

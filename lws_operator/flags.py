@@ -14,8 +14,7 @@ them themselves (:func:`one_of`), for the environment's values too.
 
 One spelling of each kind of value for the whole project: booleans are Go's
 ``strconv.ParseBool``'s (the Go manager's flags and its deployments use them), durations Go's
-``time.ParseDuration``'s (``api.config.parse_go_duration``, which the configuration file uses
-as well).
+``time.ParseDuration``'s (``api.go_duration``, which the configuration file uses as well).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from lws_operator.api.config import parse_go_duration
+from lws_operator.api.go_duration import parse_go_duration
 
 __all__ = [
     "EnvValue",

@@ -9,6 +9,9 @@ or not ``--config`` is given.
 Settings this operator cannot honour as upstream does are never dropped silently: they end up in
 ``RunOptions.notices``, logged as warnings at startup (or, where ignoring them would be unsafe,
 rejected with an error naming the field).
+
+The file's models (``api.config``, pydantic) are imported when the file is read, not with the
+flags: ``lws-operator run`` forks its admission child in between (``admission.fork``).
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lws_operator import flags
-from lws_operator.api import config as cfg
+from lws_operator.api.constants import DEFAULT_LEASE_NAME
 from lws_operator.flags import env
 from lws_operator.logic.runtime.leaderelection import Timings
+
+if TYPE_CHECKING:
+    from lws_operator.api import config as cfg
 
 __all__ = ["RunOptions", "add_config_flags", "load_config", "resolve"]
 
@@ -47,7 +53,7 @@ def add_config_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--leader-elect-resource-lock", default=env("leader_elect_resource_lock"),
                      help="the lock kind; only 'leases' (the default) is supported")
     run.add_argument("--leader-elect-resource-name", default=env("leader_elect_resource_name"),
-                     help=f"the Lease's name (default {cfg.DEFAULT_LEASE_NAME})")
+                     help=f"the Lease's name (default {DEFAULT_LEASE_NAME})")
     run.add_argument("--leader-elect-resource-namespace",
                      default=env("leader_elect_resource_namespace"),
                      help="the Lease's namespace (default: the operator namespace)")
@@ -99,6 +105,8 @@ class RunOptions:
 
 def load_config(path: str | None) -> cfg.LoadedConfiguration | None:
     """The file at ``path`` (``ConfigError`` if unreadable or invalid), or None."""
+    from lws_operator.api import config as cfg
+
     if not path:
         return None
     try:
@@ -124,6 +132,8 @@ def _pick(flag: Any, value: Any) -> Any:
 
 def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) -> RunOptions:
     """Merge; ``ConfigError`` (naming the flag or field) when the merge is invalid."""
+    from lws_operator.api import config as cfg
+
     c = loaded.config if loaded is not None else cfg.Configuration()
     explicit = loaded.explicit if loaded is not None else frozenset()
     source = str(getattr(args, "config", None) or "flags")
@@ -184,6 +194,8 @@ def resolve(args: argparse.Namespace, loaded: cfg.LoadedConfiguration | None) ->
 def _bind_address(flag: str, flag_value: Any, value: str) -> tuple[str, int] | None:
     """``flag``'s address if it was set, else the file's, parsed (``cfg.parse_bind_address``);
     ``ConfigError`` naming the flag (and its variable) when it is not one."""
+    from lws_operator.api import config as cfg
+
     try:
         return cfg.parse_bind_address(_pick(flag_value, value))
     except ValueError as exc:
@@ -209,6 +221,8 @@ def _leader_election(args: argparse.Namespace, le: cfg.LeaderElection,
                      notices: list[str]) -> tuple[bool, Timings]:
     """Whether to elect a leader, and the Lease's timings (checked only when electing); a
     notice when the file's ``resourceNamespace`` is ignored."""
+    from lws_operator.api import config as cfg
+
     lock = _pick(args.leader_elect_resource_lock, le.resourceLock)
     if lock != "leases":
         raise cfg.ConfigError("--leader-elect-resource-lock",

@@ -250,6 +250,7 @@ def round_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
         "raw_first_ready_seconds": dig(summary, "baseline", "create", "first_ready_seconds"),
         "cpu_seconds": dig(summary, "operator", "cpu_seconds"),
         "peak_rss_mib": dig(summary, "operator", "memory_mib", "peak_rss"),
+        "peak_shared_once_mib": dig(summary, "operator", "memory_mib", "peak_rss_shared_once"),
         "webhook_p99_ms": dig(summary, "webhook_at_rate", "server_ms", "p99"),
         "webhook_rate": dig(summary, "webhook_at_rate", "achieved_rate"),
         "webhook_p99_stored_ms": dig(summary, "webhook_at_rate", "stored", "server_ms", "p99"),
@@ -262,6 +263,8 @@ def round_figures(summary: Mapping[str, Any]) -> dict[str, Any]:
                                             "first_ready_seconds"),
         "upstream_cpu_seconds": dig(summary, "upstream", "cpu_seconds"),
         "upstream_peak_rss_mib": dig(summary, "upstream", "memory_mib", "peak_rss"),
+        "upstream_peak_shared_once_mib": dig(summary, "upstream", "memory_mib",
+                                             "peak_rss_shared_once"),
         "vs_upstream": summary.get("vs_upstream"),
     })
 

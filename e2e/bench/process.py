@@ -65,6 +65,61 @@ def check_py_spy() -> None:
 
 
 @dataclass
+class TreeMemory:
+    """The memory of a process and its children, sampled (every second while a side runs),
+    two ways; ``sample`` says how."""
+
+    rss_samples: list[tuple[float, float]] = field(default_factory=list)
+    # The same observations counted the way a container's memory (its cgroup) counts them: the
+    # process's RSS plus each child's USS, so the pages they share count once.
+    shared_once_samples: list[tuple[float, float]] = field(default_factory=list)
+    # Each child's largest sampled USS, by pid.
+    child_uss_peaks: dict[int, float] = field(default_factory=dict)
+
+    def sample(self, pid: int, own: dict[str, float]) -> dict[str, float]:
+        """``pid`` (``own``: its ``memory_mib``) and its children, now and at their peak.
+
+        ``rss_shared_once``, ``peak_rss_shared_once``: the process's RSS plus each child's USS
+        (``smaps_rollup``), so the pages they share (the interpreter, the libraries, what a
+        forked child inherited and neither wrote to since) count once: about what the pod's
+        memory cgroup charges, and so what a memory limit and ``kubectl top`` see, short of
+        the page cache (``docs/benchmark.md``). For one process it is its RSS. The peak is the
+        larger of the largest sampled sum and the process's high-water mark (``VmHWM``) plus
+        the largest sampled USS of each child alive now (the kernel keeps no high-water mark
+        of a USS): a bound in the same spirit as the RSS peak's.
+
+        ``rss``, ``peak_rss``: the RSS sum (shared pages counted in each process), and the sum
+        of their high-water marks or the largest sampled sum, whichever is larger (an upper
+        bound: they need not peak at once). Every call joins the samples: a short-lived child
+        (the certificate planner, at start) counts while it lives, and no figure taken
+        (``at_start``) can exceed the reported peak. ``operator_rss``/``admission_rss``: the
+        process's and its children's RSS; ``admission_uss``: the children's USS."""
+        rss, peak, admission = own.get("rss", 0.0), own.get("peak_rss", 0.0), 0.0
+        unique = unique_peaks = 0.0
+        for child in children_of(pid):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                child_memory = memory_mib(child)
+                child_unique = shared_memory_mib(child)["uss"]
+                admission += child_memory["rss"]
+                peak += child_memory["peak_rss"]
+                unique += child_unique
+                self.child_uss_peaks[child] = max(self.child_uss_peaks.get(child, 0.0),
+                                                  child_unique)
+                unique_peaks += self.child_uss_peaks[child]
+        now = time.monotonic()
+        self.rss_samples.append((now, rss + admission))
+        self.shared_once_samples.append((now, rss + unique))
+        sampled = max(r for _, r in self.rss_samples)
+        shared_once = max(max(r for _, r in self.shared_once_samples),
+                          own.get("peak_rss", 0.0) + unique_peaks)
+        return {"rss": round(rss + admission, 1), "peak_rss": round(max(peak, sampled), 1),
+                "operator_rss": own.get("rss", 0.0), "admission_rss": round(admission, 1),
+                "admission_uss": round(unique, 1),
+                "rss_shared_once": round(rss + unique, 1),
+                "peak_rss_shared_once": round(shared_once, 1)}
+
+
+@dataclass
 class Recording:
     """One phase's py-spy process and the flame graph it writes when stopped."""
 
@@ -83,10 +138,7 @@ class ProfiledOperator:
     flame_dir: Path | None = None
     flame_prefix: str = "flame"
     flame_graphs: dict[str, Path | None] = field(default_factory=dict)
-    rss_samples: list[tuple[float, float]] = field(default_factory=list)
-    # The same observations counted the way a container's memory (its cgroup) counts them: the
-    # operator's RSS plus each child's USS, so the pages they share count once (``memory``).
-    shared_once_samples: list[tuple[float, float]] = field(default_factory=list)
+    tree: TreeMemory = field(default_factory=lambda: TreeMemory())
     # The last CPU seconds seen of each child process (a restarted child's time stays counted).
     child_cpu: dict[int, float] = field(default_factory=dict)
     _recording: Recording | None = None
@@ -113,10 +165,18 @@ class ProfiledOperator:
 
     async def start(self) -> None:
         """Start and wait until ``/readyz`` answers 200 (certificates issued, webhooks
-        registered); the caller then waits until the API server reaches them."""
-        await self.operator.start()
+        registered); the caller then waits until the API server reaches them. Memory is
+        sampled from the first moment on: ten times a second until ready, the start's
+        short-lived children included (the certificate planner lives a fraction of a second,
+        beside the admission child forked at the start), then once a second."""
+        starting = asyncio.create_task(self.operator.start())
+        self._sampler = asyncio.create_task(self._sample_memory(starting))
+        try:
+            await starting
+        except BaseException:
+            self._sampler.cancel()
+            raise
         print(f"[bench] operator pid {self.operator.pid}", file=sys.stderr, flush=True)
-        self._sampler = asyncio.create_task(self._sample_memory())
 
     def profiler_cpu(self) -> float | None:
         """CPU seconds so far of the py-spy recording the current phase, None when none runs:
@@ -180,11 +240,12 @@ class ProfiledOperator:
             print(f"[bench] py-spy wrote no flame graph for {recording.phase} (exit code "
                   f"{process.returncode}; see {recording.log})", file=sys.stderr, flush=True)
 
-    async def _sample_memory(self) -> None:
+    async def _sample_memory(self, starting: asyncio.Task[None]) -> None:
         while True:
-            with contextlib.suppress(OSError):
-                self.memory()  # the observation joins rss_samples
-            await asyncio.sleep(1.0)
+            if self.operator.process is not None:
+                with contextlib.suppress(OSError):
+                    self.memory()  # the observation joins the samples
+            await asyncio.sleep(1.0 if starting.done() else 0.1)
 
     def cpu(self) -> float:
         """CPU seconds of the operator and its admission process together (the webhooks are
@@ -195,36 +256,10 @@ class ProfiledOperator:
         return self.operator.cpu() + sum(self.child_cpu.values())
 
     def memory(self) -> dict[str, float]:
-        """RSS of the operator and its admission process together, now (``rss``), and the sum
-        of their peaks (``peak_rss``, an upper bound: they need not peak at once); the sampled
-        peak of the sum is ``max(rss_samples)``, which every call joins: a short-lived child (the
-        certificate planner, at start) counts while it lives, and no figure taken (``at_start``)
-        can exceed the reported peak. ``operator_rss``/``admission_rss``: each (the latter is
-        every child's).
-
-        ``rss_shared_once`` and ``peak_rss_shared_once`` are the same observations with the
-        pages the processes share (the interpreter, the libraries, what a child inherits)
-        counted once: the operator's RSS plus each child's USS (``smaps_rollup``), about what a
-        memory limit on the pod's container sees, short of the page cache. They are reported
-        next to the RSS sum; the target is held to the RSS sum (``peak_rss``)."""
-        own = self.operator.memory()
-        rss, peak, admission = own.get("rss", 0.0), own.get("peak_rss", 0.0), 0.0
-        unique = 0.0
-        for child in children_of(self.operator.pid):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                child_memory = memory_mib(child)
-                child_unique = shared_memory_mib(child)["uss"]
-                admission += child_memory["rss"]
-                peak += child_memory["peak_rss"]
-                unique += child_unique
-        now = time.monotonic()
-        self.rss_samples.append((now, rss + admission))
-        self.shared_once_samples.append((now, rss + unique))
-        sampled = max(r for _, r in self.rss_samples)
-        return {"rss": round(rss + admission, 1), "peak_rss": round(max(peak, sampled), 1),
-                "operator_rss": own.get("rss", 0.0), "admission_rss": round(admission, 1),
-                "rss_shared_once": round(rss + unique, 1),
-                "peak_rss_shared_once": round(max(r for _, r in self.shared_once_samples), 1)}
+        """The operator and its admission process together, now and at their peak
+        (``TreeMemory.sample``); the benchmark's memory targets are held to
+        ``peak_rss_shared_once``."""
+        return self.tree.sample(self.operator.pid, self.operator.memory())
 
     def shared_memory(self) -> dict[str, float]:
         """Now, in MiB: the pair's PSS (``pss``), and the operator's RSS plus the admission

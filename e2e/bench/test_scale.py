@@ -106,6 +106,7 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
     assert 0 < op["memory_mib"]["at_start"] <= op["memory_mib"]["peak_rss"]
     # Shared pages counted once: never above the RSS sum of the same observations.
     assert 0 < op["memory_mib"]["peak_rss_shared_once"] <= op["memory_mib"]["peak_rss"]
+    assert 0 < op["memory_mib"]["at_start_shared_once"] <= op["memory_mib"]["at_start"]
     # The webhook at rate: dry-run creates (the target's figure), then pods stored.
     at_rate = summary["webhook_at_rate"]
     assert at_rate["dry_run"] is True
@@ -146,11 +147,13 @@ def test_the_short_run_reports_every_figure(tmp_path: Path) -> None:
                 "rollout.requests", "create.status_patches", "rollout.status_patches",
                 "steady.requests", "create.ratio", "rollout.ratio", "create.first_ready_s",
                 "create.median_set_s", "run.peak_rss_mib", "run.peak_shared_once_mib",
-                "run.start_rss_mib", "load.webhook_apiserver_mean_ms",
+                "run.start_rss_mib", "run.start_shared_once_mib",
+                "load.webhook_apiserver_mean_ms",
                 "load.webhook_server_mean_ms", "rate.webhook_server_p99_ms",
                 "rate.webhook_server_p99_stored_ms"):
         assert rows[key]["value"] is not None, key
-        assert key in {"create.median_set_s", "run.start_rss_mib", "run.peak_shared_once_mib",
+        assert key in {"create.median_set_s", "run.start_rss_mib", "run.peak_rss_mib",
+                       "run.start_shared_once_mib",
                        "load.webhook_apiserver_mean_ms", "load.webhook_server_mean_ms",
                        "rate.webhook_server_p99_stored_ms"} \
             or rows[key]["target"] is not None, key
@@ -178,20 +181,24 @@ def _check_upstream_side(summary: dict[str, Any], results: Path) -> None:
         assert counted["counted"] > 0
         assert counted["status_patches"] > 0
     assert 0 < up["memory_mib"]["at_start"] <= up["memory_mib"]["peak_rss"]
+    # One process: shared pages once is its RSS (no child), so the two peaks agree.
+    assert up["memory_mib"]["peak_rss_shared_once"] == up["memory_mib"]["peak_rss"]
     assert up["work_queue_wait_seconds"]["count"] > 0
     assert any(key.startswith("leaderworkerset ") for key in up["reconciles"])
     assert (results / f"{summary['plot'].removesuffix('.png')}-upstream.log").stat().st_size
     versus = summary["vs_upstream"]
     for key in ("create.seconds", "rollout.seconds", "delete.seconds", "first_ready_s",
-                "create.cpu_s", "rollout.cpu_s", "rollout.requests", "peak_rss_mib"):
+                "create.cpu_s", "rollout.cpu_s", "rollout.requests", "peak_rss_mib",
+                "peak_shared_once_mib"):
         assert versus[key] == compare.ratio(compare.figures_of(summary, "ours")[key],
                                             compare.figures_of(summary, "upstream")[key]), key
     assert set(summary["upstream_ratios"]) == {"create", "rollout", "delete"}
     rows = {r["key"]: r for r in summary["targets"]}
     for key in ("up.create.seconds", "up.rollout.seconds", "up.first_ready_s",
-                "up.peak_rss_mib"):
+                "up.peak_shared_once_mib"):
         assert rows[key]["value"] is not None, key
         assert rows[key]["target"] is not None, key
+    assert rows["up.peak_rss_mib"]["value"] is not None  # the RSS sums' ratio: no target
     assert rows["rollout.cpu_s"]["upstream_run"] == up["cpu_seconds"]["rollout"]
 
 

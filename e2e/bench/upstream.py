@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from e2e.bench.figures import Scrape, buckets, delta, histogram_summary, parse, total
-from e2e.bench.process import children_of
+from e2e.bench.process import TreeMemory, children_of
 from e2e.cluster.launcher import CRD_FILES, free_port
 from e2e.harness.admission import serving_keypair
 from e2e.harness.launcher import answers_ready, cpu_seconds, memory_mib, reaped
@@ -220,7 +220,9 @@ def report(scrapes: Sequence[Scrape], servers: Sequence[Scrape], cpu: Sequence[f
         "memory_mib": {"at_start": memory["at_start"].get("rss"),
                        "after_create": memory["after_create"].get("rss"),
                        "at_end": memory["at_end"].get("rss"),
-                       "peak_rss": memory["at_end"].get("peak_rss")},
+                       "peak_rss": memory["at_end"].get("peak_rss"),
+                       "at_start_shared_once": memory["at_start"].get("rss_shared_once"),
+                       "peak_rss_shared_once": memory["at_end"].get("peak_rss_shared_once")},
         "reconcile_time_seconds": histogram_summary(
             buckets(whole, "controller_runtime_reconcile_time_seconds")),
         "work_queue_wait_seconds": histogram_summary(
@@ -306,7 +308,7 @@ class UpstreamController:
     work: Path | None = None
     process: asyncio.subprocess.Process | None = None
     token: str = ""
-    rss_samples: list[float] = field(default_factory=list)
+    tree: TreeMemory = field(default_factory=lambda: TreeMemory())
     crds_switched: bool | None = None
     crds_restored: bool | None = None
     child_cpu: dict[int, float] = field(default_factory=dict)
@@ -413,9 +415,6 @@ class UpstreamController:
                 self.memory()
             await asyncio.sleep(1.0)
 
-    def _tree(self) -> list[int]:
-        return [self.pid, *children_of(self.pid)]
-
     def cpu(self) -> float:
         """CPU seconds of its process tree (a child's time stays counted once it exits)."""
         for child in children_of(self.pid):
@@ -424,16 +423,9 @@ class UpstreamController:
         return cpu_seconds(self.pid) + sum(self.child_cpu.values())
 
     def memory(self) -> dict[str, float]:
-        """RSS of its process tree now, and the peak: the larger of the kernel's high-water
-        marks added up and the largest sampled sum."""
-        rss = peak = 0.0
-        for pid in self._tree():
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                got = memory_mib(pid)
-                rss += got.get("rss", 0.0)
-                peak += got.get("peak_rss", 0.0)
-        self.rss_samples.append(rss)
-        return {"rss": round(rss, 1), "peak_rss": round(max(peak, *self.rss_samples), 1)}
+        """Its process tree's memory now and at the peak, measured as ours is
+        (``TreeMemory.sample``): one process, so its RSS is also what a container charges."""
+        return self.tree.sample(self.pid, memory_mib(self.pid))
 
     async def metrics(self) -> str:
         """``/metrics`` over HTTPS with the metrics reader's token."""

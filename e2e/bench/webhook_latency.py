@@ -50,9 +50,10 @@ Reported, never asserted (they depend on the machine):
   milliseconds per admission;
 * ``operator``: CPU seconds of the operator process and of its admission child over the window,
   their resident memory at its end, and the resident, proportional and unique memory of each
-  (``shared_memory_mib``) before and after the load: the child is a new interpreter, not a
-  fork, so the two share only the pages of the files both map (the interpreter, its libraries);
-  the RSS sum counts those twice, the operator's RSS plus the child's USS once.
+  (``shared_memory_mib``) before and after the load: the child is forked at the operator's
+  start (``admission.fork``), so the two share the pages of the files both map and what the
+  child inherited and neither wrote to since; the RSS sum counts those twice, the operator's
+  RSS plus the child's USS once.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@ its parent sends, until its parent says stop or is gone (``admission.process`` s
 
     python -m lws_operator.admission.child --control-fd N --listen-fds A[,B] --settings JSON
 
-Started only by ``AdmissionProcess``; nothing here talks to the API server (evictions are
-decided by the parent, ``ParentEvictions``).
+Started only by ``AdmissionProcess``: forked by ``lws-operator run`` at its start
+(``admission.fork``, ``run_forked``), or as above when it was not (a restart, or an embedder
+that forked nothing). Nothing here talks to the API server (evictions are decided by the
+parent, ``ParentEvictions``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from lws_operator.admission.protocol import (
     fingerprint,
     inherited_sockets,
     receive,
+    receive_start,
     send,
 )
 from lws_operator.admission.server import AdmissionServer, ServingTLS
@@ -126,6 +129,33 @@ def _setup_logging(level: str, fmt: str) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
+def ignore_stop_signals() -> None:
+    """The parent decides when this process stops (``admission.process``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def run(settings: ChildSettings, control: socket.socket,
+        listeners: list[socket.socket]) -> int:
+    """Serve until the parent says stop or is gone."""
+    _setup_logging(settings.log_level, settings.log_format)
+    import uvloop  # the event loop (``lws_operator.__main__`` says why)
+
+    uvloop.run(serve(settings, control, listeners))
+    return 0
+
+
+def run_forked(control: socket.socket) -> int:
+    """The forked child (``admission.fork``): wait for the parent to start it with its settings
+    and sockets, then serve; exit at once if the parent is gone before."""
+    ignore_stop_signals()
+    start = receive_start(control)
+    if start is None:
+        return 0
+    settings, listeners = start
+    return run(settings, control, listeners)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lws_operator.admission.child")
     parser.add_argument("--control-fd", type=int, required=True)
@@ -133,16 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", required=True)
     args = parser.parse_args(argv)
     settings = ChildSettings(**json.loads(args.settings))
-    # The parent decides when this process stops (see admission.process).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _setup_logging(settings.log_level, settings.log_format)
+    ignore_stop_signals()
     control = socket.socket(fileno=args.control_fd)
     listeners = inherited_sockets([int(fd) for fd in args.listen_fds.split(",") if fd])
-    import uvloop  # the event loop (``lws_operator.__main__`` says why)
-
-    uvloop.run(serve(settings, control, listeners))
-    return 0
+    return run(settings, control, listeners)
 
 
 if __name__ == "__main__":

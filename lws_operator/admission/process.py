@@ -23,11 +23,16 @@ package), and keeps everything that talks to the API server in the parent:
   the child forwards each eviction review to the parent and serves its answer
   (``admission.eviction`` says why this and not a listener in the parent).
 * **Readiness.** Ready once the child confirmed the certificate of the Secret.
-* **Lifetime.** The child stops when the parent tells it to (after unregistering, in-flight
-  admissions drain) or when the parent is gone: the parent's end of the socket pair closes with
-  it, killed or not, and the child drains and exits on that end of file. It ignores SIGINT and
-  SIGTERM (a terminal's Ctrl-C reaches the whole process group, and the parent must unregister
-  before the webhooks stop). A child that dies is started again, with the last certificate.
+* **Lifetime.** ``lws-operator run`` forks the child at its start, before the controllers'
+  imports and the event loop, so that the two processes share the interpreter and the modules
+  both import (``admission.fork``); it is started, with its settings and the sockets, when the
+  first certificate is served. Without a forked child (an embedder, a restart) the child is
+  started as a new interpreter then. The child stops when the parent tells it to (after
+  unregistering, in-flight admissions drain) or when the parent is gone: the parent's end of
+  the socket pair closes with it, killed or not, and the child drains and exits on that end of
+  file. It ignores SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process group, and
+  the parent must unregister before the webhooks stop). A child that dies is started again
+  (spawned), with the last certificate.
 """
 
 from __future__ import annotations
@@ -38,13 +43,14 @@ import logging
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, replace
+from typing import Any, Protocol
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lws_operator.admission.counts import Snapshot
+from lws_operator.admission.fork import ForkedChild, ForkedProcess
 from lws_operator.admission.listener import bind, close
 from lws_operator.admission.metrics import child_families
 from lws_operator.admission.protocol import (
@@ -59,6 +65,7 @@ from lws_operator.admission.protocol import (
     inherited_sockets,
     receive,
     send,
+    send_start,
 )
 
 __all__ = [  # the wire's names, for callers that know only this module
@@ -71,6 +78,20 @@ log = logging.getLogger(__name__)
 
 _ANSWER_TIMEOUT = 30.0
 _METRICS_TIMEOUT = 2.0
+
+
+class Child(Protocol):
+    """A running child: ``asyncio.subprocess.Process`` (spawned) or ``ForkedProcess``."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
 
 
 class ChildMetrics(Collector):
@@ -92,7 +113,10 @@ class AdmissionProcess:
     ``WebhookRuntime`` (``reserve``, ``serve``, ``listening``, ``port``, ``stop``)."""
 
     def __init__(self, settings: ChildSettings,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 forked: ForkedChild | None = None) -> None:
+        """``forked``: a child forked at the start (``admission.fork``), waiting to be
+        started; the first start uses it, later ones spawn."""
         self.settings = settings
         self.host = settings.host
         self.port = settings.port
@@ -100,7 +124,8 @@ class AdmissionProcess:
         if registry is not None:
             registry.register(self.metrics)
         self._reserved: list[socket.socket] = []
-        self._child: asyncio.subprocess.Process | None = None
+        self._forked = forked
+        self._child: Child | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._answers: dict[str, asyncio.Future[Any]] = {}
@@ -132,25 +157,56 @@ class AdmissionProcess:
 
     async def _start_child(self) -> None:
         self.reserve()
+        settings = replace(self.settings, port=self.port)
+        forked, self._forked = self._forked, None
+        parent_end = None
+        if forked is not None:
+            parent_end = await self._start_forked(forked, settings)
+        if parent_end is None:
+            parent_end = await self._spawn(settings)
+        reader, self._writer = await asyncio.open_unix_connection(sock=parent_end)
+        self._serving = None
+        assert self._child is not None
+        self._reader_task = asyncio.create_task(self._read(reader, self._child),
+                                                name="admission-child")
+        log.info("admission webhooks served by process %d%s", self._child.pid,
+                 " (forked at start)" if isinstance(self._child, ForkedProcess) else "")
+
+    async def _start_forked(self, forked: ForkedChild,
+                            settings: ChildSettings) -> socket.socket | None:
+        """Start the child forked at start; its end of the pair, or None if it is gone."""
+        control = forked.take()
+        child = ForkedProcess(forked.pid)
+        try:
+            send_start(control, settings, self._reserved)
+        except OSError as exc:
+            log.error("the admission process forked at start is gone (%s, status %s): "
+                      "starting a new one", exc, child.returncode)
+            control.close()
+            child.kill()
+            await child.wait()
+            return None
+        self._child = child
+        return control
+
+    async def _spawn(self, settings: ChildSettings) -> socket.socket:
+        """A new interpreter as the child; the parent's end of its pair."""
         parent_end, child_end = socket.socketpair()
         fds = [child_end.fileno(), *(s.fileno() for s in self._reserved)]
         try:
-            settings = {**asdict(self.settings), "port": self.port}
             self._child = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "lws_operator.admission.child",
                 "--control-fd", str(fds[0]), "--listen-fds", ",".join(map(str, fds[1:])),
-                "--settings", _encode(settings),
+                "--settings", _encode(asdict(settings)),
                 pass_fds=fds, stdin=asyncio.subprocess.DEVNULL)
+        except BaseException:
+            parent_end.close()
+            raise
         finally:
             child_end.close()
-        reader, self._writer = await asyncio.open_unix_connection(sock=parent_end)
-        self._serving = None
-        self._reader_task = asyncio.create_task(self._read(reader, self._child),
-                                                name="admission-child")
-        log.info("admission webhooks served by process %d", self._child.pid)
+        return parent_end
 
-    async def _read(self, reader: asyncio.StreamReader,
-                    child: asyncio.subprocess.Process) -> None:
+    async def _read(self, reader: asyncio.StreamReader, child: Child) -> None:
         """The child's answers, until it is gone; then, unless we are stopping, a new child."""
         while (message := await receive(reader)) is not None:
             self._take(message)
@@ -258,8 +314,12 @@ class AdmissionProcess:
 
     async def stop(self) -> None:
         """Tell the child to stop accepting and drain its in-flight admissions, wait for it
-        (killing it after its shutdown timeout and a margin), release the port."""
+        (killing it after its shutdown timeout and a margin), release the port. A forked child
+        never started is told by the end of its pair."""
         self._stopping = True
+        forked, self._forked = self._forked, None
+        if forked is not None:
+            await _discard(forked)
         child, writer = self._child, self._writer
         if child is not None and child.returncode is None and writer is not None:
             with contextlib.suppress(ConnectionError, OSError):
@@ -276,6 +336,18 @@ class AdmissionProcess:
             await asyncio.gather(self._reader_task, return_exceptions=True)
         reserved, self._reserved = self._reserved, []
         close(reserved)
+
+
+async def _discard(forked: ForkedChild) -> None:
+    """A forked child that was never started: closing its pair ends it; reap it."""
+    control = forked.take()
+    child = ForkedProcess(forked.pid)
+    control.close()
+    try:
+        await asyncio.wait_for(child.wait(), 5.0)
+    except TimeoutError:
+        child.kill()
+        await child.wait()
 
 
 def _encode(settings: dict[str, Any]) -> str:

@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry
 
 from lws_operator.admission import registration
 from lws_operator.admission.eviction import EvictionEndpoint
+from lws_operator.admission.fork import ForkedChild
 from lws_operator.admission.metrics import CertificateMetrics, WebhookMetrics
 from lws_operator.admission.process import AdmissionProcess, ChildSettings
 from lws_operator.api.constants import MUTATE_POD_PATH
@@ -148,9 +149,11 @@ class WebhookRuntime:
         metrics: WebhookMetrics | None = None,
         observer: Observer | None = None,
         registry: CollectorRegistry | None = None,
+        forked: ForkedChild | None = None,
     ) -> None:
         """In-process, ``metrics`` (made on ``registry`` if not given) and ``observer`` see
-        each admission; isolated, the child's metrics are served from ``registry``."""
+        each admission; isolated, the child's metrics are served from ``registry``, and the
+        child is ``forked`` when ``lws-operator run`` forked it at its start."""
         self.options = options
         # The in-process server's TLS context (an isolated child has its own: None).
         self.tls: ServingTLS | None = None
@@ -163,7 +166,7 @@ class WebhookRuntime:
                 host=options.bind_address, port=options.port,
                 scheduler_provider=options.scheduler_provider,
                 tls_min_version=options.tls_min_version, tls_ciphers=options.tls_ciphers,
-                log_level=options.log_level, log_format=options.log_format), registry)
+                log_level=options.log_level, log_format=options.log_format), registry, forked)
             self.server.on_eviction = self.evictions.handle
         else:
             # The webhooks' own modules (review, mutation, the HTTP server) load only in the

@@ -34,6 +34,9 @@ from pydantic import (
     model_validator,
 )
 
+from lws_operator.api.constants import DEFAULT_LEASE_NAME
+from lws_operator.api.go_duration import parse_go_duration
+
 __all__ = [
     "API_VERSION",
     "CIPHER_SUITES",
@@ -52,13 +55,8 @@ API_VERSION: Final = "config.lws.x-k8s.io/v1alpha1"
 LEGACY_API_VERSION = "lws.x-k8s.io/v1alpha1"
 KIND: Final = "Configuration"
 
-DEFAULT_LEASE_NAME = "b8b2488c.x-k8s.io"
 SUPPORTED_SCHEDULER_PROVIDERS = ("volcano",)
 
-# Go's time.ParseDuration units (metav1.Duration decodes with it).
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
-             "m": 60.0, "h": 3600.0}
-_GO_DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*$")
@@ -71,29 +69,6 @@ class ConfigError(ValueError):
         self.source = source
         self.problems = problems
         super().__init__(f"{source}: " + "; ".join(problems))
-
-
-def parse_go_duration(value: Any) -> dt.timedelta:
-    """A duration as Go writes it (``15s``, ``1m30s``, ``500ms``, ``0``); strings only, as
-    ``metav1.Duration`` accepts only strings."""
-    if isinstance(value, dt.timedelta):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"a duration must be a string such as \"15s\", got {value!r}")
-    text = value.strip()
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
-    if body == "0":
-        return dt.timedelta(0)
-    pos, total = 0, 0.0
-    for match in _GO_DURATION.finditer(body):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
-        pos = match.end()
-    if not body or pos != len(body):
-        raise ValueError(f"invalid duration {value!r} (e.g. \"15s\", \"1m30s\", \"500ms\")")
-    return dt.timedelta(seconds=sign * total)
 
 
 def parse_bind_address(value: str) -> tuple[str, int] | None:

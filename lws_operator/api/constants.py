@@ -200,3 +200,7 @@ REVISION_HISTORY_LIMIT_ANNOTATION: Final = OPERATOR_DOMAIN + "revision-history-l
 DEFAULT_REVISION_HISTORY_LIMIT: Final = 10
 CHANGE_CAUSE_ANNOTATION: Final = "kubernetes.io/change-cause"
 FULLY_READY_ANNOTATION: Final = OPERATOR_DOMAIN + "fully-ready-at"
+
+# The leader-election Lease's default name: the Go manager's (its kubebuilder ID), so that a
+# replica of either implementation waits for the other's leader.
+DEFAULT_LEASE_NAME: Final = "b8b2488c.x-k8s.io"

@@ -17,7 +17,7 @@ from lws_operator.plugin.rollout.target import KINDS
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "rollout", help="status, pause, resume, history and undo of a set's rollout",
-        description=__doc__.split("\n\n")[0])
+        description=(__doc__ or "").split("\n\n")[0] or None)  # None under python -OO
     inner = parser.add_subparsers(dest="rollout_command", required=True, metavar="SUBCOMMAND")
     for module in _subcommands():
         module.register(inner)

@@ -38,7 +38,9 @@ print(json.dumps(sorted(sys.modules)))
 # What ``lws-operator run`` never uses, so never imports: kopf serves only the signal watches
 # (``kube.signal_watch``), which an install with every CRD never starts; the webhooks' review,
 # mutation and HTTP server run in the admission child (``admission.runtime`` imports them only
-# for an in-process server).
+# for an in-process server). ``lws-operator run`` imports them before it forks that child, so
+# that the two processes hold them once (``admission.fork``), but none of the operator's own
+# modules does.
 NOT_IN_THE_OPERATOR = ("kopf", "httptools", "jsonpatch", "lws_operator.admission.review",
                        "lws_operator.admission.server", "lws_operator.admission.http_server",
                        "lws_operator.logic.mutation.pod")
