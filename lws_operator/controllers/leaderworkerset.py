@@ -35,11 +35,14 @@ from lws_operator.logic.reconcile.memo import Memo
 from lws_operator.logic.reconcile.plan import Plan
 from lws_operator.logic.reconcile.snapshot import Memory, Observed, Options, PodWebhook, Remember
 from lws_operator.logic.rollout.stall import DEFAULT_GRACE_SECONDS
+from lws_operator.logic.status import pacing
 
 NOT_SYNCED_REQUEUE = 1.0
 # How soon a pass held back while a watch is not open looks again (``reconcile``): a stream the
 # server ended is resumed at once, so most such waits are a moment long.
 WATCH_GAP_REQUEUE = 0.25
+# Seconds a count of the sets under way is used before it is counted again (``_options``).
+UNDER_WAY_RECOUNT = 1.0
 NO_MEMORY = Memory()
 
 
@@ -134,6 +137,9 @@ class LeaderWorkerSetReconciler:
         self.recreating: set[Key] = set()
         self._recreating = frozenset[Key]()
         self._last_options = Options(stall_grace, scheduler_provider, self.native_scheduling)
+        # The sets under way (``Options.under_way``) and when they were last counted.
+        self._under_way = 0
+        self._under_way_counted = float("-inf")
         # Whether the watches of pods and StatefulSets are open (``kube.watch.Watches.current``;
         # ``lws-operator run`` wires it): see ``reconcile``.
         self.caches_current: Callable[[], bool] = lambda: True
@@ -185,14 +191,28 @@ class LeaderWorkerSetReconciler:
         options = self._last_options
         if self._recreating != self.recreating:
             self._recreating = frozenset(self.recreating)
+        under_way = self._count_under_way()
         if (options.stall_grace, options.provider, options.native_scheduling,
-                options.pod_webhook, options.recreating) != (
+                options.pod_webhook, options.recreating, options.under_way) != (
                 self.stall_grace, self.scheduler_provider, self.native_scheduling,
-                self.pod_webhook, self._recreating):
+                self.pod_webhook, self._recreating, under_way):
             options = self._last_options = Options(
                 self.stall_grace, self.scheduler_provider, self.native_scheduling,
-                self.pod_webhook, self._recreating)
+                self.pod_webhook, self._recreating, under_way)
         return options
+
+    def _count_under_way(self) -> int:
+        """The cached sets whose stored status says a create or a rollout is under way
+        (``logic.status.pacing.in_progress``), recounted at most every ``UNDER_WAY_RECOUNT``
+        seconds: the count stretches the status pacing's bound, which is tens of seconds, so a
+        second-old count is as good as a fresh one and costs a pass nothing."""
+        clock = self.clock()
+        if not 0 <= clock - self._under_way_counted < UNDER_WAY_RECOUNT:
+            self._under_way = sum(
+                1 for lws in self.cache["LeaderWorkerSet"].objects()
+                if pacing.in_progress(lws.get("status") or {}))
+            self._under_way_counted = clock
+        return self._under_way
 
     def with_unmutated_pods(self) -> list[Key]:
         """The sets whose cached pods the pod webhook did not all admit, as of their last

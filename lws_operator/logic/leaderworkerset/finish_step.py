@@ -98,7 +98,8 @@ def status(obs: Observed, owner: OrdinalLeader | HashLeader, key: str,
     memory = obs.memory
     events = (*decision.events, *progressing_events)
     pacing = pace(desired, observed, obs.clock, memory.status_deferral, events=bool(events),
-                  serving_read=disaggregated.controlled_by_a_set(obs.body))
+                  serving_read=disaggregated.controlled_by_a_set(obs.body),
+                  under_way=obs.options.under_way)
     if pacing.write:
         actions.append(status_patch(obs, desired, events))
     actions += _history(obs, key, revisions, decision.update_done)

@@ -76,13 +76,16 @@ class Options:
     serves the native Workload and PodGroup kinds (found by discovery at start). And what the
     operator knows of its own pod webhook (``logic.mutation.recreation``): its configuration entry
     while it serves (None otherwise), and the sets whose unmutated pods are being recreated
-    (the recreation's global bound)."""
+    (the recreation's global bound). And how many of its sets are being created or rolled
+    out, as their stored status says (``logic.status.pacing``'s shared budget of counters
+    writes), counted at most once a second."""
 
     stall_grace: float
     provider: str | None = None
     native_scheduling: bool = True
     pod_webhook: PodWebhook | None = None
     recreating: frozenset[tuple[str, str]] = frozenset()
+    under_way: int = 0
 
 
 @dataclass(frozen=True)

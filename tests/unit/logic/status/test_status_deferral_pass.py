@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lws_operator.controllers.leaderworkerset import WATCH_GAP_REQUEUE, LeaderWorkerSetReconciler
+from lws_operator.controllers.leaderworkerset import (
+    UNDER_WAY_RECOUNT,
+    WATCH_GAP_REQUEUE,
+    LeaderWorkerSetReconciler,
+)
 from lws_operator.logic.reconcile.snapshot import Memory
-from lws_operator.logic.status.pacing import LONGEST
+from lws_operator.logic.status.pacing import BUDGET_RATE, BUSIEST_LONGEST, LONGEST, longest
 from tests.harness.lws_world import CLOCK, NOW, World, at_rest, built_world, manifest
 
 
@@ -104,3 +108,36 @@ async def test_no_pass_decides_while_the_watch_of_pods_or_statefulsets_is_not_op
     assert kube.requests == []
     reconciler.caches_current = lambda: True
     assert await reconciler.reconcile(world.key) == LONGEST
+
+
+def _more_sets(world: World, count: int, *, under_way: bool) -> None:
+    """``count`` more sets in the cache, their stored status a create under way
+    (``Progressing``) or at rest (``Available``)."""
+    lws = world.cache["LeaderWorkerSet"].get(*world.key)
+    assert lws is not None
+    condition = "Progressing" if under_way else "Available"
+    for n in range(count):
+        name = f"other-{condition.lower()}-{n}"
+        world.cache["LeaderWorkerSet"].upsert({
+            **lws, "metadata": {**lws["metadata"], "name": name, "uid": f"uid-{name}"},
+            "status": {"conditions": [{"type": condition, "status": "True"}]}})
+
+
+async def test_many_sets_under_way_share_a_budget_of_counters_writes() -> None:
+    """The deferring pass's wait stretches with the sets under way, the set itself included
+    (``pacing.longest``); sets at rest do not count; the count is taken again once
+    ``UNDER_WAY_RECOUNT`` has passed, not on every pass."""
+    world, kube, reconciler, clock = _setup()
+    _more_sets(world, 59, under_way=True)
+    _more_sets(world, 200, under_way=False)
+    assert await reconciler.reconcile(world.key) == longest(60) == 60 / BUDGET_RATE
+    assert kube.requests == []
+    _more_sets(world, 500, under_way=True)  # not counted yet: the count is under a second old
+    clock[0] += UNDER_WAY_RECOUNT / 2
+    assert await reconciler.reconcile(world.key) == 60 / BUDGET_RATE - UNDER_WAY_RECOUNT / 2
+    clock[0] += UNDER_WAY_RECOUNT
+    assert await reconciler.reconcile(world.key) == BUSIEST_LONGEST - 1.5 * UNDER_WAY_RECOUNT
+    clock[0] += BUSIEST_LONGEST
+    assert await reconciler.reconcile(world.key) is None
+    ((request, _body),) = kube.requests
+    assert request.endswith("/leaderworkersets/sample/status")

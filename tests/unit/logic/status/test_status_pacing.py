@@ -13,11 +13,14 @@ import pytest
 
 from lws_operator.logic.reconcile.snapshot import Deferral
 from lws_operator.logic.status.pacing import (
+    BUDGET_RATE,
+    BUSIEST_LONGEST,
     LONGEST,
     QUIET,
     SETTLED_LONGEST,
     SLACK,
     Pacing,
+    longest,
     only_counters_differ,
     pace,
 )
@@ -235,3 +238,50 @@ def test_a_rollout_is_written_at_most_once_per_longest_and_never_further_behind(
     for gap in gaps:
         tick += gap
         assert next(w for w in writes if w >= tick) - tick <= LONGEST
+
+
+@pytest.mark.parametrize(("under_way", "bound"), [
+    # A few dozen sets under way at once: LONGEST, as for one.
+    (0, LONGEST), (1, LONGEST), (30, LONGEST),
+    # More: they share BUDGET_RATE counters writes a second ...
+    (31, 31.0), (60, 60.0), (119, 119.0),
+    # ... but no set's counters wait longer than BUSIEST_LONGEST.
+    (120, BUSIEST_LONGEST), (125, BUSIEST_LONGEST), (10_000, BUSIEST_LONGEST),
+])
+def test_the_sets_under_way_share_a_budget_of_counters_writes(under_way: int,
+                                                               bound: float) -> None:
+    assert (LONGEST, BUDGET_RATE, BUSIEST_LONGEST) == (30, 1, 120)  # the figures the rows spell out
+    assert longest(under_way) == bound
+    stored = status()
+    decided = pace({**stored, "readyReplicas": 2}, stored, T, None, under_way=under_way)
+    assert decided == Pacing(False, Deferral(T, T, (3, 2, 3)), bound)
+    assert pace({**stored, "readyReplicas": 2}, stored, T + bound, decided.deferral,
+                under_way=under_way).write
+
+
+@pytest.mark.parametrize("under_way", [0, 45, 125, 600])
+def test_the_budget_stretches_only_sets_under_way(under_way: int) -> None:
+    """An Available set's counters are news (QUIET), whatever the others do; a condition
+    is written at once."""
+    assert pace(settled(), SETTLED, T, None, under_way=under_way) == Pacing(
+        False, SETTLED_PENDING, QUIET)
+    assert pace(status(ready=3, conditions=(AVAILABLE,)), STORED, T, None,
+                under_way=under_way) == Pacing(True)
+
+
+@pytest.mark.parametrize("under_way", [60, 125])
+def test_with_many_sets_under_way_a_rollout_is_written_once_per_stretched_bound(
+        under_way: int) -> None:
+    """Counters moving every second for ten minutes, ``under_way`` sets under way: the
+    writes are ``longest(under_way)`` (plus the tick that follows a write) apart."""
+    bound = int(longest(under_way))
+    deferral: Deferral | None = None
+    stored, writes = STORED, []
+    for tick in range(1, 601):
+        desired = {**stored, "replicas": stored["replicas"] + 1}
+        decided = pace(desired, stored, T + tick, deferral, under_way=under_way)
+        if decided.write:
+            writes.append(tick)
+            stored = desired
+        deferral = decided.deferral
+    assert writes == list(range(bound + 1, 601, bound + 1))
