@@ -84,3 +84,13 @@ class SharedInstall:
                 why = index_unreachable(self._workdir / "probe")
                 self._done = why if why is not None else install_alone(self._workdir / "wheel")
             return self._done
+
+    def installed_or_skip(self) -> Installed:
+        """The install; the calling test is skipped when the package index cannot be
+        reached (the wheel's dependencies come from it)."""
+        import pytest  # only the tests that call this run under pytest
+
+        installed = self.get()
+        if isinstance(installed, str):
+            pytest.skip(f"the package index pip is configured with is unreachable: {installed}")
+        return installed

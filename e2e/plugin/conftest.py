@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import pytest_asyncio
 
 from e2e.harness.converge import get_lws, pods_of, remove
@@ -83,9 +82,7 @@ async def wheel_kubectl_lws(operator: Operator, plugin_wheel: SharedInstall) -> 
     fresh virtualenv (``e2e.harness.plugin_wheel``: the session's, which the unit tests of the
     distribution may have built already); skipped when pip cannot reach its package index to
     build it."""
-    installed = await asyncio.to_thread(plugin_wheel.get)
-    if isinstance(installed, str):
-        pytest.skip(f"the package index pip is configured with is unreachable: {installed}")
+    installed = await asyncio.to_thread(plugin_wheel.installed_or_skip)
     return runner(operator, installed.script("kubectl-lws"))
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import grimp
-import pytest
 
 from e2e.harness.plugin_wheel import SharedInstall, run
 
@@ -114,9 +113,7 @@ def test_the_wheel_installed_alone_in_a_fresh_virtualenv_runs(
     # The session's install (the root conftest's), which e2e/plugin/test_wheel.py runs too;
     # skipped unless pip reaches the package index it is configured with: the build fetches
     # hatchling from it, and the install the client's dependencies.
-    installed = plugin_wheel.get()
-    if isinstance(installed, str):
-        pytest.skip(f"the package index pip is configured with is unreachable: {installed}")
+    installed = plugin_wheel.installed_or_skip()
     python, bindir = installed.python, installed.bindir
     listed = run(python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check")
     distributions = {line.split("==")[0].lower().replace("_", "-")
