@@ -166,8 +166,10 @@ def _add_run(sub: Any) -> None:
                      choices=["volcano"], type=flags.one_of("volcano"),
                      help="gang-scheduling provider for LeaderWorkerSets without spec.scheduling: "
                           "volcano (PodGroup annotation on pods, volcano PodGroups per group)")
-    run.add_argument("--workers", type=flags.count(1), default=env("workers") or 8,
-                     help="LeaderWorkerSets reconciled concurrently")
+    run.add_argument("--workers", type=flags.count(1), default=env("workers") or 32,
+                     help="LeaderWorkerSets reconciled concurrently (a pass mostly waits on the "
+                          "API server, so a burst of sets created or rolled out together "
+                          "needs many at once)")
     run.add_argument("--kube-api-qps", type=flags.number, default=env("kube_api_qps"),
                      help="client-side limit on API requests per second (0: unlimited; "
                           "default: clientConnection.qps of --config, 500)")

@@ -147,7 +147,7 @@ class ProfiledOperator:
     @classmethod
     def create(cls, kubeconfig: str, run_id: str, log_path: Path,
                flame_dir: Path | None = None, flame_prefix: str = "flame",
-               workers: int = 8) -> ProfiledOperator:
+               workers: int = 32) -> ProfiledOperator:
         return cls(OperatorProcess.measured(kubeconfig, run_id, log_path, workers=workers),
                    flame_dir, flame_prefix)
 

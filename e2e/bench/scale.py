@@ -1002,7 +1002,7 @@ def parse_options(argv: list[str] | None) -> Options:
     parser.add_argument("--webhook-rate", type=float, default=200.0,
                         help="pod admissions per second of the webhook run (0: skip it)")
     parser.add_argument("--webhook-seconds", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=8, help="the operator's --workers")
+    parser.add_argument("--workers", type=int, default=32, help="the operator's --workers")
     parser.add_argument("--sides", default=None,
                         help="which sides run, comma-separated: raw (plain StatefulSets), ours "
                              "(the operator), upstream (the upstream Go controller); raw and "

@@ -321,7 +321,7 @@ class OperatorProcess:
                    extra_args=list(extra_args or []))
 
     @classmethod
-    def measured(cls, kubeconfig: str, run_id: str, log_path: Path, *, workers: int = 8,
+    def measured(cls, kubeconfig: str, run_id: str, log_path: Path, *, workers: int = 32,
                  extra_args: list[str] | None = None) -> OperatorProcess:
         """Local mode with a metrics port, a worker count and a certificate Secret of the
         run's own, info-level text logs (a new log file): as the benchmark measures it, from

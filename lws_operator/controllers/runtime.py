@@ -93,7 +93,7 @@ WORKER_EVENT_WINDOW = 1.0
 
 @dataclass(frozen=True)
 class ControllerOptions:
-    workers: int = 8
+    workers: int = 32
     list_chunk_size: int = 500
     # How long new-revision pods may stay unschedulable before a rollout is reported stalled.
     stall_grace_seconds: float = 60.0
