@@ -300,8 +300,19 @@ def test_exporter_reports_groups_and_forgets_a_deleted_leaderworkerset() -> None
     assert series[("lws_rollout_stalled", labels)] == 0
     assert series[("lws_rollout_groups", (*labels, ("state", "desired")))] == 2
     assert series[("lws_rollout_groups", (*labels, ("state", "updated")))] == 0
+    # Another set's series stay when this one's go.
+    other = lws(replicas=1, size=1, budget=1)
+    other = {**other, "metadata": {**other["metadata"], "name": "other", "uid": "uid-other"}}
+    cache["LeaderWorkerSet"].upsert(other)
+    metrics.observe(("ns", "other"), cache)
+    kept = {k: v for k, v in _series(registry).items() if ("name", "other") in k[1]}
+    assert kept[("lws_rollout_groups",
+                 (("name", "other"), ("namespace", "ns"), ("state", "desired")))] == 1
     cache["LeaderWorkerSet"].delete(lws())
     metrics.observe(("ns", "demo"), cache)
+    assert _series(registry) == kept
+    cache["LeaderWorkerSet"].delete(other)
+    metrics.observe(("ns", "other"), cache)
     assert _series(registry) == {}
 
 
