@@ -366,6 +366,7 @@ TAKE_NO_PODS = frozenset({
     "gang.workload_update", "hash_groups.group_ready_condition", "hash_groups.leader_deployment",
     "memo.Memo", "snapshot.PodWebhook",
     "relisting.deleted", "relisting.stale",  # (key, uid, resourceVersion) only
+    "pacing.in_progress",  # a stored status only
     "revision_decision.decide_revision", "difference.first_difference", "owners.owned_by",
     "revision_decision.revision_for_key", "restart.Recreation", "restart.recreating",
     "history.current_revision_patch", "history.fully_ready", "history.fully_ready_patch",
