@@ -37,6 +37,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from lws_operator import __version__, flags
+from lws_operator.api.constants import DEFAULT_WORKERS
 from lws_operator.flags import env
 from lws_operator.options import add_config_flags, load_config, resolve
 
@@ -166,7 +167,7 @@ def _add_run(sub: Any) -> None:
                      choices=["volcano"], type=flags.one_of("volcano"),
                      help="gang-scheduling provider for LeaderWorkerSets without spec.scheduling: "
                           "volcano (PodGroup annotation on pods, volcano PodGroups per group)")
-    run.add_argument("--workers", type=flags.count(1), default=env("workers") or 32,
+    run.add_argument("--workers", type=flags.count(1), default=env("workers") or DEFAULT_WORKERS,
                      help="LeaderWorkerSets reconciled concurrently (a pass mostly waits on the "
                           "API server, so a burst of sets created or rolled out together "
                           "needs many at once)")

@@ -268,7 +268,7 @@ async def run_operator(kubeconfig: str, client: KubeClient, sets: int, results: 
     run_id = f"{label}-{uuid.uuid4().hex[:6]}"
     log_path = results / f"coldstart-{run_id}.log"
     run.log = str(log_path)
-    operator = OperatorProcess.measured(kubeconfig, run_id, log_path, workers=32)
+    operator = OperatorProcess.measured(kubeconfig, run_id, log_path)
     if tree is not None:  # ``python -m lws_operator`` imports the package from its cwd
         operator.cwd = tree
     await client.request("POST", "/api/v1/namespaces", body={

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.harness.launcher import OperatorProcess, cpu_seconds, memory_mib, shared_memory_mib
+from lws_operator.api.constants import DEFAULT_WORKERS
 
 PY_SPY = Path(sys.executable).with_name("py-spy")
 SAMPLE_RATE = 50  # per second: enough for a flame graph, little CPU taken from the cluster
@@ -147,7 +148,7 @@ class ProfiledOperator:
     @classmethod
     def create(cls, kubeconfig: str, run_id: str, log_path: Path,
                flame_dir: Path | None = None, flame_prefix: str = "flame",
-               workers: int = 32) -> ProfiledOperator:
+               workers: int = DEFAULT_WORKERS) -> ProfiledOperator:
         return cls(OperatorProcess.measured(kubeconfig, run_id, log_path, workers=workers),
                    flame_dir, flame_prefix)
 

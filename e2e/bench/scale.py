@@ -85,7 +85,7 @@ from e2e.cluster.launcher import versions
 from e2e.cluster.stages import pod_workers
 from e2e.harness.admission import ensure_namespace, wait_until_admitting
 from e2e.kube import MERGE_PATCH, STRATEGIC_PATCH, Kube
-from lws_operator.api.constants import MUTATE_POD_PATH
+from lws_operator.api.constants import DEFAULT_WORKERS, MUTATE_POD_PATH
 from lws_operator.kube.client import ApiException, KubeClient, status_message
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1002,7 +1002,8 @@ def parse_options(argv: list[str] | None) -> Options:
     parser.add_argument("--webhook-rate", type=float, default=200.0,
                         help="pod admissions per second of the webhook run (0: skip it)")
     parser.add_argument("--webhook-seconds", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=32, help="the operator's --workers")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                        help="the operator's --workers")
     parser.add_argument("--sides", default=None,
                         help="which sides run, comma-separated: raw (plain StatefulSets), ours "
                              "(the operator), upstream (the upstream Go controller); raw and "

@@ -45,6 +45,7 @@ from e2e.harness.clusters import REPO
 from e2e.harness.metrics import WRITE_VERBS
 from e2e.kube import Kube
 from lws_operator.admission.eviction import EvictionGuard
+from lws_operator.api.constants import DEFAULT_WORKERS
 from lws_operator.controllers.runtime import ControllerOptions, ControllerRuntime
 from lws_operator.kube.client import KubeClient
 from lws_operator.kube.metrics import ClientMetrics
@@ -321,7 +322,8 @@ class OperatorProcess:
                    extra_args=list(extra_args or []))
 
     @classmethod
-    def measured(cls, kubeconfig: str, run_id: str, log_path: Path, *, workers: int = 32,
+    def measured(cls, kubeconfig: str, run_id: str, log_path: Path, *,
+                 workers: int = DEFAULT_WORKERS,
                  extra_args: list[str] | None = None) -> OperatorProcess:
         """Local mode with a metrics port, a worker count and a certificate Secret of the
         run's own, info-level text logs (a new log file): as the benchmark measures it, from

@@ -204,3 +204,8 @@ FULLY_READY_ANNOTATION: Final = OPERATOR_DOMAIN + "fully-ready-at"
 # The leader-election Lease's default name: the Go manager's (its kubebuilder ID), so that a
 # replica of either implementation waits for the other's leader.
 DEFAULT_LEASE_NAME: Final = "b8b2488c.x-k8s.io"
+
+# LeaderWorkerSets reconciled concurrently by default (``--workers``; the chart's ``workers``
+# says the same). A pass mostly waits on the API server: with 8, a burst of 125 sets created or
+# rolled out together waited up to 10 s for a worker, with 32 under 1 s (docs/performance.md).
+DEFAULT_WORKERS: Final = 32

@@ -38,7 +38,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from lws_operator.api.constants import GROUP, PLURAL, VERSION
+from lws_operator.api.constants import DEFAULT_WORKERS, GROUP, PLURAL, VERSION
 from lws_operator.api.disaggregated import GROUP as DS_GROUP
 from lws_operator.api.disaggregated import PLURAL as DS_PLURAL
 from lws_operator.api.disaggregated import SCALER_PLURAL
@@ -93,7 +93,7 @@ WORKER_EVENT_WINDOW = 1.0
 
 @dataclass(frozen=True)
 class ControllerOptions:
-    workers: int = 32
+    workers: int = DEFAULT_WORKERS
     list_chunk_size: int = 500
     # How long new-revision pods may stay unschedulable before a rollout is reported stalled.
     stall_grace_seconds: float = 60.0
