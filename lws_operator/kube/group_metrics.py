@@ -36,7 +36,6 @@ user asked for, not by how many pods have ever existed.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -128,8 +127,6 @@ class GroupMetrics:
         self.clock = clock
         self._memory: dict[Key, derive.Memory] = {}
         self._budget_groups: dict[Key, set[str]] = {}
-        # The keys whose ``lws_disrupted_groups`` series is set (a budget was seen).
-        self._disrupted_keys: set[Key] = set()
         # Per key: the rolled-back-from annotation last seen (a change is one rollback).
         self._rolled_back: dict[Key, str | None] = {}
         # Per key: the LeaderWorkerSet object and the cache's change marks of its pods and
@@ -235,8 +232,7 @@ class GroupMetrics:
         namespace, name = key
         remaining = derive.budget_remaining(lws, views)
         for group in self._budget_groups.get(key, set()) - set(remaining):
-            self.budget.remove(namespace, name, group)
-            self._series.get(key, set()).discard((self.budget, (namespace, name, group)))
+            self._remove(self.budget, namespace, name, group)
         for group, value in remaining.items():
             self._child(self.budget, namespace, name, group).set(value)
         self._budget_groups[key] = set(remaining)
@@ -246,15 +242,8 @@ class GroupMetrics:
         """The groups the disruption budget counts as disrupted, with a budget only."""
         namespace, name = key
         if budget is None:
-            # Only a series that was set is removed: ``remove`` reads the environment through
-            # the Mapping ABC on every call (prometheus_client's multiprocess check), a cost
-            # paid by every export of every set without a budget.
-            if key in self._disrupted_keys:
-                self._disrupted_keys.discard(key)
-                with contextlib.suppress(KeyError):
-                    self.disrupted.remove(namespace, name)
+            self._remove(self.disrupted, namespace, name)
             return
-        self._disrupted_keys.add(key)
         self._child(self.disrupted, namespace, name).set(
             len(disrupted_groups(pods, lws.replicas, lws.size, lws.hashed)))
         for decision in EVICTION_DECISIONS:  # from the start, so rates see the first one
@@ -275,15 +264,25 @@ class GroupMetrics:
         self._series.setdefault((namespace, name), set()).add((family, labels))
         return family.labels(*labels)
 
+    def _remove(self, family: Gauge | Counter | Histogram, namespace: str, name: str,
+                *more: str) -> None:
+        """Remove the series ``family{namespace, name, *more}`` if it was set. Only a series
+        that was set is removed: ``remove`` reads the environment through the Mapping ABC on
+        every call (prometheus_client's multiprocess check), a cost every export of every set
+        without a disruption budget would pay."""
+        labels = (namespace, name, *more)
+        series = self._series.get((namespace, name))
+        if series is not None and (family, labels) in series:
+            series.discard((family, labels))
+            family.remove(*labels)
+
     def forget(self, key: Key) -> None:
         """Remove every series of ``key`` (the LeaderWorkerSet is gone or being deleted)."""
         self._read.pop(key, None)
         self._views.pop(key, None)
         self._derived.pop(key, None)
         self._rolled_back.pop(key, None)
-        self._disrupted_keys.discard(key)
         self._memory.pop(key, None)
         self._budget_groups.pop(key, None)
         for family, labels in self._series.pop(key, ()):
-            with contextlib.suppress(KeyError):  # removed meanwhile (``disrupted``)
-                family.remove(*labels)
+            family.remove(*labels)
