@@ -74,8 +74,8 @@ def exported_series() -> set[str]:
 
 def series_in(expr: str) -> set[str]:
     """The series names an expression reads: identifiers outside braces and brackets, less
-    PromQL's own words and label names of ``by (...)`` and ``on (...)``."""
-    bare = re.sub(r"\{[^}]*\}|\[[^]]*\]|\"[^\"]*\"|(by|on) \([^)]*\)", " ", expr)
+    PromQL's own words, label names of ``by (...)`` and ``on (...)`` and ``offset`` durations."""
+    bare = re.sub(r"\{[^}]*\}|\[[^]]*\]|\"[^\"]*\"|(by|on) \([^)]*\)|offset \w+", " ", expr)
     return {w for w in re.findall(r"[a-zA-Z_][a-zA-Z0-9_]*", bare)
             if w not in PROMQL and not w.startswith("__")} - {"e"}
 
