@@ -860,8 +860,10 @@ def _round_upstream(r: dict[str, Any]) -> str:
     return (f"; upstream create/rollout {_short(r.get('upstream_seconds'), 'create')}/"
             f"{_short(r.get('upstream_seconds'), 'rollout')} s, first pod Ready "
             f"{r.get('upstream_first_ready_seconds')} s; ours/upstream create "
-            f"{_short(versus, 'create.seconds')}, rollout {_short(versus, 'rollout.seconds')}, "
-            f"first pod {_short(versus, 'first_ready_s')}, peak memory "
+            f"{_short(versus, 'create.seconds')}, rollout {_short(versus, 'rollout.seconds')} "
+            f"(bounds {_short(versus, 'create.zero_cpu_bound')}/"
+            f"{_short(versus, 'rollout.zero_cpu_bound')}), first pod "
+            f"{_short(versus, 'first_ready_s')}, peak memory "
             f"{_short(versus, 'peak_shared_once_mib')} (RSS sum {_short(versus, 'peak_rss_mib')})")
 
 

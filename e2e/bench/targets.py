@@ -412,6 +412,21 @@ def _per_pod_note(key: str) -> Callable[[Summary], str]:
     return note
 
 
+def _bound_note(phase: str) -> Callable[[Summary], str]:
+    """How the phase's wall target compares with ``compare.zero_cpu_bound``."""
+    limit = _wall_limit(0.85 if phase == "create" else 0.9)
+
+    def note(summary: Summary) -> str:
+        bound = dig(summary, "vs_upstream", f"{phase}.zero_cpu_bound")
+        if bound is None:
+            return "no CPU figures by process, or no upstream side"
+        target = limit(summary)
+        verdict = "under the bound: out of reach" if target < bound else "within reach"
+        return (f"median of the rounds; our side's machine CPU less the operator's processes "
+                f"over upstream's side's; the wall target {target:g} is {verdict}")
+    return note
+
+
 def _vs(key: str, metric: str, phase: str, paths: tuple[Path_, Path_],
         limit: float | Callable[[Summary], float | None] | None = None,
         raw: Path_ | None = None) -> Figure:
@@ -429,6 +444,9 @@ VERSUS_UPSTREAM: tuple[Figure, ...] = (
         _wall_limit(0.85), ("baseline", "create", "seconds")),
     _vs("rollout.seconds", "wall, ours / upstream", "rollout", _both("rollout", "seconds"),
         _wall_limit(0.9), ("baseline", "rollout", "seconds")),
+    *(Figure(f"up.{phase}.zero_cpu_bound", phase, "wall bound of a controller costing no CPU, "
+             "ours / upstream", _at("vs_upstream", f"{phase}.zero_cpu_bound"),
+             note=_bound_note(phase)) for phase in ("create", "rollout")),
     _vs("delete.seconds", "wall, ours / upstream", "delete", _both("delete", "seconds"),
         raw=("baseline", "delete", "seconds")),
     _vs("first_ready_s", "first pod Ready, ours / upstream", "create",

@@ -102,6 +102,31 @@ def test_ours_over_upstream_figure_by_figure() -> None:
                                     if k != "upstream"}) is None
 
 
+def test_the_bound_leaves_out_only_the_operators_processes() -> None:
+    """A controller costing no CPU: our side's machine CPU less the operator and its admission
+    child (and py-spy), over upstream's side's machine CPU, its own process included."""
+    summary = three_sides(
+        operator__rollout__cpu_seconds_by_process={
+            "machine": 40.0, "kube-apiserver": 18.0, "operator": 3.5, "admission_child": 0.5},
+        upstream__rollout__cpu_seconds_by_process={
+            "machine": 45.0, "kube-apiserver": 19.0, "upstream": 4.5})
+    versus = compare.versus_upstream(summary)
+    assert versus is not None
+    assert versus["rollout.zero_cpu_bound"] == 0.8
+    assert versus["create.zero_cpu_bound"] is None  # no CPU figures by process
+    rows = targets.table(summary | {"vs_upstream": versus})
+    bound = row(rows, "up.rollout.zero_cpu_bound")
+    assert (bound["value"], bound["target"]) == (0.8, None)
+    assert "the wall target 0.9 is within reach" in bound["note"]
+    tight = compare.versus_upstream(three_sides(
+        operator__rollout__cpu_seconds_by_process={"machine": 44.0, "operator": 2.0},
+        upstream__rollout__cpu_seconds_by_process={"machine": 45.0, "upstream": 4.5}))
+    assert tight is not None
+    assert tight["rollout.zero_cpu_bound"] == round(42 / 45, 3)
+    assert "out of reach" in row(targets.table(three_sides(vs_upstream=tight)),
+                                 "up.rollout.zero_cpu_bound")["note"]
+
+
 @pytest.mark.parametrize(("ours", "theirs", "expected"), [
     (1.0, 2.0, 0.5), (3, 3, 1.0), (1.0, 0, None), (None, 2.0, None), (1.0, None, None)])
 def test_a_ratio_needs_two_figures_and_a_divisor(ours: Any, theirs: Any,
