@@ -261,18 +261,26 @@ async def test_each_alert_on_the_operator_fires_in_its_situation(env: Env) -> No
         await spawn(uncertified)
 
         times: dict[str, float] = {}
-        times["noLeader"] = await alerts.time_to_fire(
-            began, "LeaderWorkerSetOperatorNoLeader", 120, namespace=standby.namespace)
-        times["certificate"] = await alerts.time_to_fire(
-            began, "LeaderWorkerSetWebhookCertificateExpiry", 120,
-            namespace=uncertified.namespace)
-        times["unavailable"] = await alerts.time_to_fire(
-            began, "LeaderWorkerSetPodWebhookUnavailable", 120,
-            namespace=uncertified.namespace)
 
-        await drain_blocked(env, alerts, times)
-        await webhook_failing(main, alerts, times)
-        await disaggregated_not_progressing(env, alerts, times)
+        async def standby_and_uncertified() -> None:
+            times["noLeader"] = await alerts.time_to_fire(
+                began, "LeaderWorkerSetOperatorNoLeader", 120, namespace=standby.namespace)
+            times["certificate"] = await alerts.time_to_fire(
+                began, "LeaderWorkerSetWebhookCertificateExpiry", 120,
+                namespace=uncertified.namespace)
+            times["unavailable"] = await alerts.time_to_fire(
+                began, "LeaderWorkerSetPodWebhookUnavailable", 120,
+                namespace=uncertified.namespace)
+
+        # The situations are independent of each other (the standby's and the uncertified
+        # installation's from the start; on main, a set's evictions, requests sent to the pod
+        # webhook directly, a DisaggregatedSet), so they are made at once: each alert waits out
+        # its own window and ``for``.
+        async with asyncio.TaskGroup() as situations:
+            situations.create_task(standby_and_uncertified())
+            situations.create_task(drain_blocked(env, alerts, times))
+            situations.create_task(webhook_failing(main, alerts, times))
+            situations.create_task(disaggregated_not_progressing(env, alerts, times))
 
         # Nothing fires for the installation that is fine (main), but what its sets cause.
         found = await asyncio.to_thread(prom.alerts)
