@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from e2e.bench.figures import OPERATOR_PROCESSES
+from e2e.bench.figures import floor_ratio
 from e2e.bench.targets import dig, request_counts
 
 SIDES = ("raw", "ours", "upstream")
@@ -122,14 +122,10 @@ def zero_cpu_bound(summary: Summary, phase: str) -> float | None:
     wall ratios equal their machine CPU ratios within 1 %. Both controllers then wait on the
     same control plane doing nearly the same work for them (pods, StatefulSets, the garbage
     collector), so a wall target under this bound is out of reach of the operator's code and
-    its gap to the bound is all the operator's CPU can still win. None without CPU figures."""
-    ours = dig(summary, KEY["ours"], phase, "cpu_seconds_by_process")
-    theirs = dig(summary, KEY["upstream"], phase, "cpu_seconds_by_process")
-    if not isinstance(ours, Mapping) or not isinstance(theirs, Mapping) \
-            or not isinstance(ours.get("machine"), (int, float)):
-        return None
-    own = sum(ours.get(name, 0.0) for name in OPERATOR_PROCESSES)
-    return ratio(ours["machine"] - own, theirs.get("machine"))
+    its gap to the bound is all the operator's CPU can still win. ``figures.floor_ratio`` with
+    upstream's side in the raw side's place; None without CPU figures."""
+    return floor_ratio(dig(summary, KEY["ours"], phase, "cpu_seconds_by_process"),
+                       dig(summary, KEY["upstream"], phase, "cpu_seconds_by_process"))
 
 
 def to_raw(summary: Summary, side: str) -> dict[str, float | None]:
