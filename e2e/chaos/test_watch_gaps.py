@@ -178,10 +178,13 @@ async def test_deletions_in_a_watch_gap_are_recreated_and_nothing_else_is_touche
 
 async def current(kube: Kube, namespace: str, revision: str) -> dict[tuple[str, str], str]:
     """``uids``, with the kept set's ControllerRevision under the name ``revision`` of the
-    deleted one (a recreated revision may take another name)."""
+    deleted one (a recreated revision may take another name).
+
+    Two listings, so the operator may create the revision between them: the revisions are
+    listed first, and one the second listing does not hold yet is not counted this time."""
+    names = await lws_revisions(kube, namespace)
     found = await uids(kube, namespace)
-    revisions = [found[("ControllerRevision", name)] for name in
-                 await lws_revisions(kube, namespace)]
+    revisions = [found[key] for name in names if (key := ("ControllerRevision", name)) in found]
     return {**found, **({("ControllerRevision", revision): revisions[0]} if revisions else {})}
 
 
