@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from e2e.bench.workloads import PROFILES
 from e2e.harness.metrics import WRITE_VERBS
 
 Summary = Mapping[str, Any]
@@ -532,10 +533,14 @@ def previous_run(history: Path, summary: Summary) -> tuple[str, Summary] | None:
 
 def newest_default_run(history: Path) -> tuple[str, Summary] | None:
     """The newest default-profile run in ``history`` with the operator's figures: the cost per
-    pod a large run's must not exceed."""
+    pod a large run's must not exceed. By its size (sets, replicas, size) too, not by its name
+    alone: a run with other counts (``--sets 1 --replicas 1 --size 2``, the first pod of a
+    single apply) keeps the name of the profile it started from."""
+    default = PROFILES["default"]
     return next(((name, earlier) for name, earlier in runs(history)
-                 if dig(earlier, "profile", "name") == "default"
-                 and 0 < (dig(earlier, "profile", "pods") or 0) < LARGE_PODS
+                 if dig(earlier, "profile", "name") == default.name
+                 and all(dig(earlier, "profile", k) == getattr(default, k)
+                        for k in ("sets", "replicas", "size"))
                  and isinstance(dig(earlier, "operator", "cpu_seconds"), Mapping)), None)
 
 

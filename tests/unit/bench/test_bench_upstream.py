@@ -209,7 +209,10 @@ def test_cost_per_pod_must_not_grow_from_the_default_run() -> None:
 def test_the_newest_default_run_is_found_for_the_per_pod_target(tmp_path: Path) -> None:
     runs = {"20261101T000000Z.json": three_sides(),
             "20261102T000000Z.json": three_sides(profile__name="large", profile__pods=5000),
-            "20261103T000000Z.json": three_sides(profile__name="smoke", profile__pods=18)}
+            "20261103T000000Z.json": three_sides(profile__name="smoke", profile__pods=18),
+            # The default profile's name with other counts (--sets 1 --replicas 1 --size 2).
+            "20261104T000000Z.json": three_sides(profile__sets=1, profile__replicas=1,
+                                                 profile__size=2, profile__pods=2)}
     for name, content in runs.items():
         (tmp_path / name).write_text(json.dumps(content))
     found = targets.newest_default_run(tmp_path)
