@@ -180,8 +180,9 @@ async def current(kube: Kube, namespace: str, revision: str) -> dict[tuple[str, 
     """``uids``, with the kept set's ControllerRevision under the name ``revision`` of the
     deleted one (a recreated revision may take another name).
 
-    Two listings, so the operator may create the revision between them: the revisions are
-    listed first, and one the second listing does not hold yet is not counted this time."""
+    Two listings, and the operator may create the revision between them. The revisions are
+    listed first: one created in between is only in the second listing, and is counted on
+    the next poll."""
     names = await lws_revisions(kube, namespace)
     found = await uids(kube, namespace)
     revisions = [found[key] for name in names if (key := ("ControllerRevision", name)) in found]
