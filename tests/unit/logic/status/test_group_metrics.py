@@ -450,6 +450,14 @@ def test_exporter_reports_the_disruption_budget_from_the_start(budget: str | Non
             ("lws_evictions_total", (("decision", "refused"), *labels)): 0}
 
 
+def _worker_sts(group: int, ready: bool = True, version: int = 1) -> dict[str, Any]:
+    """``sts`` as the cache holds it: labelled with its set, at resourceVersion ``version``."""
+    out = sts(group, ready=ready)
+    out["metadata"].update(labels={NAME_LABEL: "demo"}, namespace="ns", uid=f"uid-sts-{group}",
+                           resourceVersion=str(version))
+    return out
+
+
 @pytest.mark.parametrize(("budget", "change", "exports", "disrupted"), [
     # A worker pod's new state that moves no group's view: nothing derived again.
     (None, "worker resourceVersion", 1, None),
@@ -466,10 +474,7 @@ def test_exporter_skips_an_export_that_would_repeat_itself(
     if budget is not None:
         obj["metadata"]["annotations"][MAX_DISRUPTED_GROUPS_ANNOTATION] = budget
     cache["LeaderWorkerSet"].upsert(obj)
-    worker_sts = sts(0)
-    worker_sts["metadata"]["labels"] = {NAME_LABEL: "demo"}
-    worker_sts["metadata"]["namespace"] = "ns"
-    cache["StatefulSet"].upsert(worker_sts)
+    cache["StatefulSet"].upsert(_worker_sts(0))
     cache["Pod"].upsert(pod(0))
     cache["Pod"].upsert(pod(0, 1))
     key = ("ns", "demo")
@@ -487,14 +492,6 @@ def test_exporter_skips_an_export_that_would_repeat_itself(
         assert after == before
     else:
         assert after[("lws_disrupted_groups", labels)] == disrupted
-
-
-def _worker_sts(group: int, ready: bool, version: int) -> dict[str, Any]:
-    """``sts`` as the cache holds it: labelled with its set, at resourceVersion ``version``."""
-    out = sts(group, ready=ready)
-    out["metadata"].update(labels={NAME_LABEL: "demo"}, namespace="ns", uid=f"uid-sts-{group}",
-                           resourceVersion=str(version))
-    return out
 
 
 @pytest.mark.parametrize("seed", range(200))
